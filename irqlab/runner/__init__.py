@@ -1,0 +1,1 @@
+"""Runner layer: host facts, accelerator choice and the QEMU guest target."""

@@ -1,0 +1,188 @@
+"""Host-side reader of the probe's sample ring in a shared guest-RAM file.
+
+The probe is the only writer; we only read. The protocol (docs/formats.md section 2)
+is a single-producer ring with a monotonic ``head``: read head, copy the slots, read
+head again, and count as lost anything the writer may have overwritten meanwhile.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from irqlab.samples.record import RECORD_DTYPE, SampleBatch
+
+RING_GPA = 0x00400000
+RING_MAGIC = 0x474E49524C515249
+RING_VERSION = 1
+HEADER_SIZE = 4096
+
+STATE_BOOTING, STATE_RUNNING, STATE_DONE, STATE_ERROR = 0, 1, 2, 3
+STATE_NAMES = {0: "booting", 1: "running", 2: "done", 3: "error"}
+ARCH_NAMES = {1: "x86_64", 2: "arm64"}
+TICK_METHODS = {
+    1: "cpuid-0x15",
+    2: "cpuid-0x16",
+    3: "hypervisor-leaf-0x40000010",
+    4: "calibrated-pit",
+    5: "cntfrq",
+}
+TIMER_MODES = {
+    1: "tsc-deadline",
+    2: "lapic-oneshot",
+    3: "arm64-virtual-timer",
+    4: "arm64-physical-timer",
+}
+IDLE_NAMES = {1: "hlt", 2: "poll"}
+
+_HEADER = struct.Struct("<QIIIIQIIQIIQQQIIQ64s256s")
+_HEAD_OFFSET = 56
+_STATE_OFFSET = 48
+
+
+class RingError(Exception):
+    """The ring is absent, malformed or from an incompatible probe."""
+
+
+@dataclass(frozen=True)
+class RingHeader:
+    """Decoded ring header; fields as in docs/formats.md."""
+
+    version: int
+    record_size: int
+    capacity: int
+    arch: str
+    tick_hz: int
+    tick_method: str
+    timer_mode: str
+    period_tick: int
+    state: str
+    error: int
+    head: int
+    overruns: int
+    apic_hz: int
+    idle: str
+    inject_every: int
+    inject_irqoff_tick: int
+    build_id: str
+    message: str
+
+
+def _cstr(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+class RingReader:
+    """Reads sample batches from a guest-RAM file mapped read-only."""
+
+    def __init__(self, mem_path: str, ring_offset: int = RING_GPA) -> None:
+        fd = os.open(mem_path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            if size < ring_offset + HEADER_SIZE:
+                raise RingError(f"guest memory file {mem_path} is {size} bytes, too small "
+                                f"to hold the ring at {ring_offset:#x}")
+            self._map = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+        finally:
+            os.close(fd)
+        self._base = ring_offset
+        self._size = size
+        self.next_seq = 0
+        self.lost = 0
+        self._capacity = 0
+
+    def close(self) -> None:
+        self._map.close()
+
+    def _u64(self, offset: int) -> int:
+        return int.from_bytes(self._map[self._base + offset:self._base + offset + 8], "little")
+
+    def magic_ok(self) -> bool:
+        """True once the probe has initialised the ring header."""
+        return self._u64(0) == RING_MAGIC
+
+    def state(self) -> str:
+        raw = self._map[self._base + _STATE_OFFSET:self._base + _STATE_OFFSET + 4]
+        return STATE_NAMES.get(int.from_bytes(raw, "little"), "unknown")
+
+    def header(self) -> RingHeader:
+        """Decode and validate the header; raises RingError when it is not a v1 ring."""
+        f = _HEADER.unpack_from(self._map, self._base)
+        (magic, version, record_size, capacity, arch, tick_hz, tick_method, timer_mode,
+         period_tick, state, error, head, overruns, apic_hz, idle, inject_every,
+         inject_irqoff_tick, build_id, message) = f
+        if magic != RING_MAGIC:
+            raise RingError("no irqlab ring in guest memory (bad magic): the probe did not "
+                            "start or is not an irqlab probe")
+        if version != RING_VERSION or record_size != RECORD_DTYPE.itemsize:
+            raise RingError(f"ring version {version} record size {record_size} is not "
+                            f"supported (need v{RING_VERSION}/{RECORD_DTYPE.itemsize}): "
+                            f"rebuild the probe (make -C probes/guest)")
+        end = self._base + HEADER_SIZE + capacity * record_size
+        if capacity == 0 or capacity & (capacity - 1) or end > self._size:
+            raise RingError(f"ring capacity {capacity} is invalid for a {self._size}-byte "
+                            f"guest memory: give the guest more memory (--memory)")
+        self._capacity = capacity
+        return RingHeader(
+            version=version, record_size=record_size, capacity=capacity,
+            arch=ARCH_NAMES.get(arch, f"unknown({arch})"), tick_hz=tick_hz,
+            tick_method=TICK_METHODS.get(tick_method, f"unknown({tick_method})"),
+            timer_mode=TIMER_MODES.get(timer_mode, f"unknown({timer_mode})"),
+            period_tick=period_tick, state=STATE_NAMES.get(state, f"unknown({state})"),
+            error=error, head=head, overruns=overruns, apic_hz=apic_hz,
+            idle=IDLE_NAMES.get(idle, f"unknown({idle})"), inject_every=inject_every,
+            inject_irqoff_tick=inject_irqoff_tick, build_id=_cstr(build_id),
+            message=_cstr(message))
+
+    def _copy(self, first: int, count: int) -> np.ndarray:
+        """Copy ``count`` slots starting at sequence ``first`` (handles the wrap)."""
+        cap = self._capacity
+        start = first % cap
+        n1 = min(count, cap - start)
+        recs = self._base + HEADER_SIZE
+        size = RECORD_DTYPE.itemsize
+        part1 = np.frombuffer(self._map, RECORD_DTYPE, n1, recs + start * size).copy()
+        if n1 == count:
+            return part1
+        part2 = np.frombuffer(self._map, RECORD_DTYPE, count - n1, recs).copy()
+        return np.concatenate([part1, part2])
+
+    def poll(self, max_records: int | None = None) -> SampleBatch:
+        """Return the records written since the last poll; losses are counted, not hidden."""
+        if not self._capacity:
+            self.header()
+        cap = self._capacity
+        head = self._u64(_HEAD_OFFSET)
+        lost = 0
+        first = self.next_seq
+        if head < first:
+            raise RingError(f"ring head went backwards ({head} < {first}): the guest rebooted "
+                            f"or the memory file was reused")
+        if head - first > cap:
+            # The writer lapped us: the oldest slots are gone.
+            lost += head - cap - first
+            first = head - cap
+        count = head - first
+        if max_records is not None:
+            count = min(count, max_records)
+        if count == 0:
+            self.lost += lost
+            self.next_seq = first
+            return SampleBatch(lost=lost)
+        recs = self._copy(first, count)
+        head_after = self._u64(_HEAD_OFFSET)
+        # Slots below head_after - cap may have been rewritten while we copied them.
+        overwritten_below = head_after - cap
+        expected = np.arange(first, first + count, dtype=np.uint64)
+        good = recs["seq"] == expected
+        if overwritten_below > first:
+            good &= expected >= np.uint64(overwritten_below)
+        bad = int(count - np.count_nonzero(good))
+        lost += bad
+        self.next_seq = first + count
+        self.lost += lost
+        return SampleBatch(records=recs[good] if bad else recs, lost=lost)

@@ -1,0 +1,267 @@
+"""Constant-memory log-linear histogram of integer ticks (HdrHistogram-style buckets).
+
+Bucket layout (the HdrHistogram scheme of Gil Tene, http://hdrhistogram.org, with
+sub-bucket precision P = 7 bits):
+
+* values 0 .. 2^(P+1) - 1 (0..255) each have their own bucket (exact);
+* above that, each power-of-two range [2^k, 2^(k+1)) with k >= P+1 is cut into 2^P = 128
+  equal buckets of width 2^s, s = k - P. A value v lands in bucket
+      index(v) = s * 2^P + (v >> s),   s = max(0, floor(log2 v) - P),
+  which makes indices contiguous and monotonic in v.
+
+Because a bucket of width 2^s only holds values >= 2^P * 2^s, any value in it is within
+(2^s - 1) / (2^P * 2^s) < 2^-P = 1/128 of any other value of the same bucket.
+
+Out-of-range values are counted, never dropped:
+* underflow bucket: values < 0 (latencies can be slightly negative when the counter
+  read races the deadline); a quantile falling there returns the exact minimum;
+* overflow bucket: values >= 2^max_value_bits (default 2^40 ticks, 366 s at 3 GHz);
+  a quantile falling there returns the exact maximum.
+Both cases are reported as `saturated` by `quantile_detail`.
+
+Exact count, min, max and sum are kept beside the buckets, so the mean and the
+extremes are never approximated.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .exact import as_tick_array, exact_sum
+
+SERIAL_VERSION = 1
+
+# 2^-P is the relative-error bound documented in LogHistogram.
+DEFAULT_PRECISION_BITS = 7
+DEFAULT_MAX_VALUE_BITS = 40
+
+# Exponent field of an IEEE-754 binary64: bits 52..62, bias 1023.
+_F64_MANTISSA_BITS = 52
+_F64_EXP_BIAS = 1023
+
+_ADD_PIECE = 1 << 20
+
+
+class QuantileResult(NamedTuple):
+    """A quantile with the bounds of the true sample value it stands for.
+
+    `value` is what `LogHistogram.quantile` returns. The true nearest-rank sample value
+    lies in [lower, upper]. `saturated` is True when the rank fell in the underflow
+    (value = exact min) or overflow (value = exact max) bucket, where the relative
+    error bound does not hold.
+    """
+
+    value: int
+    lower: int
+    upper: int
+    saturated: bool
+
+
+def quantile_rank(q: float | Fraction, n: int) -> int:
+    """Nearest-rank position (1-based) of quantile q among n samples: max(1, ceil(q*n)).
+
+    This is Hyndman & Fan (1996) definition 1, numpy's method='inverted_cdf': the
+    smallest sample x with empirical CDF(x) >= q. A float q is taken at its shortest
+    decimal repr (0.999 means exactly 999/1000) so q*n is not polluted by binary
+    rounding (0.1 is 0.1000000000000000055..., whose exact ceil(0.1*10) would be 2).
+    """
+    frac = q if isinstance(q, Fraction) else Fraction(repr(float(q)))
+    if not 0 <= frac <= 1:
+        raise ValueError(f"quantile must be in [0, 1], got {q}")
+    return max(1, math.ceil(frac * n))
+
+
+class LogHistogram:
+    """Log-linear histogram on int64 ticks; relative error of quantiles < 2^-precision_bits.
+
+    Guarantee (default precision_bits=7): for a quantile whose nearest-rank sample value
+    x is in [0, 2^max_value_bits), `quantile` returns v with
+        x <= v <= x + (bucket width - 1)   hence   0 <= (v - x) / x < 1/128
+    (v = x exactly for x < 256). It never under-reports: v is the highest value of x's
+    bucket (HdrHistogram's "highest equivalent value"), clamped to the exact max.
+    Memory: (max_value_bits - precision_bits + 1) * 2^precision_bits counters
+    (4352 int64 = 34 KiB by default), whatever the number of samples.
+    """
+
+    def __init__(self, precision_bits: int = DEFAULT_PRECISION_BITS,
+                 max_value_bits: int = DEFAULT_MAX_VALUE_BITS) -> None:
+        if not 1 <= precision_bits <= 16:
+            raise ValueError(f"precision_bits must be in 1..16, got {precision_bits}")
+        # The bucket index uses the float64 exponent, exact only for values < 2^53.
+        if not precision_bits + 1 <= max_value_bits <= 52:
+            raise ValueError(f"max_value_bits must be in {precision_bits + 1}..52, "
+                             f"got {max_value_bits}")
+        self.precision_bits = precision_bits
+        self.max_value_bits = max_value_bits
+        self.max_trackable = (1 << max_value_bits) - 1
+        n_buckets = (max_value_bits - precision_bits + 1) << precision_bits
+        self.counts = np.zeros(n_buckets, dtype=np.int64)
+        self.count = 0
+        self.underflow = 0   # samples < 0
+        self.overflow = 0    # samples > max_trackable
+        self.min: int | None = None
+        self.max: int | None = None
+        self.sum = 0         # exact Python int
+        self._cum: np.ndarray | None = None  # cached cumulative counts
+
+    # ---- layout ---------------------------------------------------------------
+
+    def bucket_index(self, values: np.ndarray) -> np.ndarray:
+        """Bucket indices of in-range values (0 <= v <= max_trackable), vectorized."""
+        p = self.precision_bits
+        # floor(log2 v) from the float64 exponent field: exact for 0 < v < 2^53, and
+        # much cheaper than np.log2. v = 0 gives a very negative shift, clamped to 0.
+        shift = values.astype(np.float64).view(np.int64)
+        shift >>= _F64_MANTISSA_BITS
+        shift -= _F64_EXP_BIAS + p
+        np.maximum(shift, 0, out=shift)
+        index = values >> shift
+        shift <<= p
+        index += shift
+        return index
+
+    def bucket_bounds(self, index: int) -> tuple[int, int]:
+        """[lowest, highest] value that maps to bucket `index`."""
+        p = self.precision_bits
+        shift = max(0, (index >> p) - 1)
+        low = (index - (shift << p)) << shift
+        return low, low + (1 << shift) - 1
+
+    # ---- updates --------------------------------------------------------------
+
+    def add(self, values: np.ndarray) -> None:
+        """Add a batch of int64 ticks (vectorized: one np.bincount per batch)."""
+        arr = as_tick_array(values)
+        n = arr.size
+        if n == 0:
+            return
+        lo, hi = int(arr.min()), int(arr.max())
+        inside = arr
+        if lo < 0 or hi > self.max_trackable:
+            under = int(np.count_nonzero(arr < 0))
+            over = int(np.count_nonzero(arr > self.max_trackable))
+            self.underflow += under
+            self.overflow += over
+            inside = arr[(arr >= 0) & (arr <= self.max_trackable)]
+        # Slices of 2^20 keep the index temporaries (8 MiB) cache-friendly and avoid
+        # fresh page-faulting allocations for huge batches: measured ~2x faster.
+        for start in range(0, inside.size, _ADD_PIECE):
+            self.counts += np.bincount(self.bucket_index(inside[start:start + _ADD_PIECE]),
+                                       minlength=self.counts.size)
+        self.count += n
+        self.sum += exact_sum(arr, max(-lo, hi))
+        self.min = lo if self.min is None else min(self.min, lo)
+        self.max = hi if self.max is None else max(self.max, hi)
+        self._cum = None
+
+    def merge(self, other: LogHistogram) -> None:
+        """Add another histogram with the same layout into this one."""
+        if (other.precision_bits, other.max_value_bits) != (self.precision_bits,
+                                                            self.max_value_bits):
+            raise ValueError("cannot merge histograms with different layouts")
+        if other.count == 0:
+            return
+        self.counts += other.counts
+        self.count += other.count
+        self.underflow += other.underflow
+        self.overflow += other.overflow
+        self.sum += other.sum
+        self.min = other.min if self.min is None else min(self.min, other.min)
+        self.max = other.max if self.max is None else max(self.max, other.max)
+        self._cum = None
+
+    # ---- queries --------------------------------------------------------------
+
+    @property
+    def mean(self) -> float | None:
+        """Exact mean (from the exact sum), None when empty."""
+        return self.sum / self.count if self.count else None
+
+    def quantile(self, q: float | Fraction) -> int | None:
+        """Nearest-rank quantile in ticks (see `quantile_detail`); None when empty."""
+        detail = self.quantile_detail(q)
+        return None if detail is None else detail.value
+
+    def quantile_detail(self, q: float | Fraction) -> QuantileResult | None:
+        """Quantile q in [0, 1] with error bounds; None when the histogram is empty.
+
+        Rank r = max(1, ceil(q * n)) (nearest rank, numpy 'inverted_cdf'). The r-th
+        smallest sample x is located in the underflow bucket, a regular bucket or the
+        overflow bucket:
+        * regular bucket [lo, hi]: value = min(hi, max), bounds [max(lo, min), value];
+        * underflow: value = exact min, bounds [min, -1], saturated;
+        * overflow: value = exact max, bounds [2^max_value_bits, max], saturated.
+        """
+        if self.count == 0:
+            return None
+        rank = quantile_rank(q, self.count)
+        assert self.min is not None and self.max is not None
+        if rank <= self.underflow:
+            return QuantileResult(self.min, self.min, min(-1, self.max), True)
+        rank -= self.underflow
+        if self._cum is None:
+            self._cum = np.cumsum(self.counts)
+        if rank > int(self._cum[-1]):
+            return QuantileResult(self.max, self.max_trackable + 1, self.max, True)
+        index = int(np.searchsorted(self._cum, rank, side="left"))
+        low, high = self.bucket_bounds(index)
+        value = min(high, self.max)
+        return QuantileResult(value, max(low, self.min), value, False)
+
+    # ---- serialization --------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly sparse form: only non-zero buckets, as [index, count] pairs.
+
+        `sum` is a Python int and may exceed 2^63 on pathological runs.
+        """
+        nonzero = np.flatnonzero(self.counts)
+        return {
+            "version": SERIAL_VERSION,
+            "precision_bits": self.precision_bits,
+            "max_value_bits": self.max_value_bits,
+            "count": self.count,
+            "underflow": self.underflow,
+            "overflow": self.overflow,
+            "min": self.min,
+            "max": self.max,
+            "sum": self.sum,
+            "buckets": [[int(i), int(c)] for i, c in zip(nonzero, self.counts[nonzero])],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LogHistogram:
+        """Rebuild a histogram saved by `to_dict`; validates counts for consistency."""
+        if data.get("version") != SERIAL_VERSION:
+            raise ValueError(f"unsupported histogram version {data.get('version')!r}")
+        hist = cls(int(data["precision_bits"]), int(data["max_value_bits"]))
+        for index, count in data["buckets"]:
+            if not 0 <= index < hist.counts.size or count < 0:
+                raise ValueError(f"bad bucket [{index}, {count}]")
+            hist.counts[index] += count
+        hist.count = int(data["count"])
+        hist.underflow = int(data["underflow"])
+        hist.overflow = int(data["overflow"])
+        hist.min = None if data["min"] is None else int(data["min"])
+        hist.max = None if data["max"] is None else int(data["max"])
+        hist.sum = int(data["sum"])
+        if int(hist.counts.sum()) + hist.underflow + hist.overflow != hist.count:
+            raise ValueError("bucket counts do not add up to count")
+        if (hist.count == 0) != (hist.min is None) or (hist.count == 0) != (hist.max is None):
+            raise ValueError("min/max must be null exactly when count is 0")
+        return hist
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LogHistogram):
+            return NotImplemented
+        return (self.to_dict() == other.to_dict())
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return (f"LogHistogram(count={self.count}, min={self.min}, max={self.max}, "
+                f"underflow={self.underflow}, overflow={self.overflow})")

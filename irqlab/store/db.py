@@ -1,0 +1,234 @@
+"""DuckDB-backed run store.
+
+DuckDB is embedded (one file, no server), stores the raw samples column-wise and compressed,
+and answers quantiles in SQL, which later reports and ad-hoc user queries rely on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from irqlab.store.schema import SCHEMA_V1, SCHEMA_VERSION
+
+RUN_STATUSES = ("running", "ok", "failed", "interrupted")
+
+
+class StoreError(Exception):
+    """The database cannot be used as asked; the message says why and what to do."""
+
+
+def default_db_path() -> Path:
+    """``$IRQLAB_DB``, else ``$XDG_DATA_HOME/irqlab/irqlab.duckdb`` (~/.local/share/...)."""
+    env = os.environ.get("IRQLAB_DB")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(Path.home(), ".local", "share")
+    return Path(base) / "irqlab" / "irqlab.duckdb"
+
+
+@dataclass
+class RunRow:
+    """One row of ``runs`` with JSON columns decoded."""
+
+    run_id: int
+    name: str
+    target: str
+    arch: str | None
+    accel: str | None
+    emulated: bool | None
+    status: str
+    started_at: dt.datetime
+    ended_at: dt.datetime | None
+    tick_hz: int | None
+    period_ns: int | None
+    threshold_ns: int | None
+    message: str | None
+    params: dict[str, Any]
+    metadata: dict[str, Any]
+    summary: dict[str, Any] | None
+
+
+_RUN_COLUMNS = ("run_id, name, target, arch, accel, emulated, status, started_at, ended_at, "
+                "tick_hz, period_ns, threshold_ns, message, params, metadata, summary")
+
+
+def _row(raw: tuple) -> RunRow:
+    vals = list(raw)
+    for i in (13, 14, 15):
+        vals[i] = json.loads(vals[i]) if vals[i] is not None else None
+    vals[13] = vals[13] or {}
+    vals[14] = vals[14] or {}
+    return RunRow(*vals)
+
+
+class Store:
+    """A DuckDB file holding runs; open with ``Store(path)``, close with ``close()``."""
+
+    def __init__(self, path: str | os.PathLike, read_only: bool = False) -> None:
+        self.path = Path(path)
+        if read_only and not self.path.exists():
+            raise StoreError(f"no database at {self.path}: run `irqlab run` first or pass "
+                             f"--db PATH to the database you used")
+        if not read_only:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create {self.path.parent}: {exc.strerror}; "
+                                 f"pass --db PATH to a writable place") from exc
+        try:
+            self.con = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.IOException as exc:
+            raise StoreError(f"cannot open database {self.path}: {exc}; if another irqlab "
+                             f"is running on it, wait for it or use --db OTHER_PATH") from exc
+        except duckdb.Error as exc:
+            raise StoreError(f"{self.path} is not a usable irqlab database ({exc}); "
+                             f"pass --db PATH to another file") from exc
+        if read_only:
+            self._check_version()
+        else:
+            self._migrate()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- schema -----------------------------------------------------------------------
+    def _version(self) -> int | None:
+        try:
+            row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'"
+                                   ).fetchone()
+        except duckdb.CatalogException:
+            return None
+        return int(row[0]) if row else None
+
+    def _check_version(self) -> None:
+        ver = self._version()
+        if ver is None:
+            raise StoreError(f"{self.path} is not an irqlab database (no schema version); "
+                             f"pass --db PATH to the right file")
+        if ver > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema v{ver}, newer than this irqlab "
+                             f"(v{SCHEMA_VERSION}): upgrade irqlab")
+
+    def _migrate(self) -> None:
+        ver = self._version()
+        if ver is not None and ver > SCHEMA_VERSION:
+            self._check_version()
+        if ver is None:
+            tables = self.con.execute("SELECT count(*) FROM information_schema.tables"
+                                      ).fetchone()[0]
+            if tables:
+                raise StoreError(f"{self.path} already holds tables that are not irqlab's; "
+                                 f"pass --db PATH to a new file")
+            for stmt in SCHEMA_V1:
+                self.con.execute(stmt)
+            self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)",
+                             [str(SCHEMA_VERSION)])
+
+    # -- writing ----------------------------------------------------------------------
+    def create_run(self, name: str, target: str, params: dict[str, Any],
+                   metadata: dict[str, Any]) -> int:
+        """Insert a run in status ``running`` and return its id."""
+        now = dt.datetime.now(dt.timezone.utc)
+        row = self.con.execute(
+            "INSERT INTO runs (name, target, status, started_at, params, metadata) "
+            "VALUES (?, ?, 'running', ?, ?, ?) RETURNING run_id",
+            [name, target, now, json.dumps(params), json.dumps(metadata)]).fetchone()
+        return int(row[0])
+
+    def update_run(self, run_id: int, **fields: Any) -> None:
+        """Set columns of a run; dict values are stored as JSON."""
+        if not fields:
+            return
+        cols, vals = [], []
+        for key, val in fields.items():
+            cols.append(f"{key} = ?")
+            vals.append(json.dumps(val) if isinstance(val, dict) else val)
+        vals.append(run_id)
+        self.con.execute(f"UPDATE runs SET {', '.join(cols)} WHERE run_id = ?", vals)
+
+    def finish_run(self, run_id: int, status: str, summary: dict[str, Any] | None,
+                   message: str | None = None) -> None:
+        if status not in RUN_STATUSES:
+            raise ValueError(f"bad run status {status!r}")
+        self.update_run(run_id, status=status, summary=summary, message=message,
+                        ended_at=dt.datetime.now(dt.timezone.utc))
+
+    def add_windows(self, run_id: int, windows: list[dict[str, Any]]) -> None:
+        """Insert window rows (dicts with the window JSON keys)."""
+        if not windows:
+            return
+        self.con.executemany(
+            "INSERT INTO windows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [[run_id, w["index"], w["start_s"], w["samples"], w["mean_ns"], w["stddev_ns"],
+              w["min_ns"], w["max_ns"], w["above_threshold"], w["global_min_ns"],
+              w["global_max_ns"]] for w in windows])
+
+    def add_samples(self, run_id: int, records: np.ndarray) -> None:
+        """Append raw records (RECORD_DTYPE array) losslessly."""
+        if len(records) == 0:
+            return
+        table = pa.table({
+            "run_id": pa.array(np.full(len(records), run_id, dtype=np.int64)),
+            "seq": records["seq"], "deadline_tick": records["deadline_tick"],
+            "entry_tick": records["entry_tick"], "flags": records["flags"],
+            "cpu": records["cpu"],
+        })
+        self.con.register("_irqlab_batch", table)
+        try:
+            self.con.execute("INSERT INTO samples SELECT * FROM _irqlab_batch")
+        finally:
+            self.con.unregister("_irqlab_batch")
+
+    # -- reading ----------------------------------------------------------------------
+    def runs(self) -> list[RunRow]:
+        rows = self.con.execute(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY run_id").fetchall()
+        return [_row(r) for r in rows]
+
+    def resolve(self, ref: str) -> RunRow:
+        """A run by id, or the latest run of that name."""
+        if ref.isdigit():
+            raw = self.con.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?",
+                                   [int(ref)]).fetchone()
+            if raw:
+                return _row(raw)
+        raw = self.con.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE name = ? "
+                               f"ORDER BY run_id DESC LIMIT 1", [ref]).fetchone()
+        if raw:
+            return _row(raw)
+        raise StoreError(f"no run {ref!r} in {self.path}: `irqlab list` shows the run ids "
+                         f"and names")
+
+    def windows(self, run_id: int) -> list[dict[str, Any]]:
+        cur = self.con.execute(
+            "SELECT idx AS index, start_s, samples, mean_ns, stddev_ns, min_ns, max_ns, "
+            "above_threshold, global_min_ns, global_max_ns FROM windows WHERE run_id = ? "
+            "ORDER BY idx", [run_id])
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]
+
+    def sample_count(self, run_id: int) -> int:
+        return int(self.con.execute("SELECT count(*) FROM samples WHERE run_id = ?",
+                                    [run_id]).fetchone()[0])
+
+    def iter_samples(self, run_id: int, batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
+        """Raw records of a run in sequence order, as Arrow record batches."""
+        rel = self.con.execute(
+            "SELECT seq, deadline_tick, entry_tick, flags, cpu FROM samples "
+            "WHERE run_id = ? ORDER BY seq", [run_id])
+        reader = rel.fetch_record_batch(batch)
+        yield from reader

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# setup.sh - install everything irqlab needs on a fresh Debian machine, then measure.
+#
+#   ./setup.sh                 install (idempotent, fast when done) and run `irqlab run`
+#   ./setup.sh --install-only  install only (what ./run-tests.sh and CI use)
+#   ./setup.sh -- ARGS...      install, then `irqlab run ARGS...`
+set -euo pipefail
+cd "$(dirname "$0")"
+
+APT_PACKAGES=(qemu-system-x86 qemu-system-data gcc make python3 python3-venv python3-pip)
+run_after=1
+run_args=()
+while (($#)); do
+	case "$1" in
+	--install-only) run_after=0 ;;
+	--) shift; run_args=("$@"); break ;;
+	-h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+	*) echo "setup.sh: unknown option $1 (try --install-only, or -- ARGS for irqlab run)" >&2; exit 2 ;;
+	esac
+	shift
+done
+
+log() { printf '[setup] %s\n' "$*"; }
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+	log "installing Debian packages: ${missing[*]}"
+	SUDO=""
+	[[ $(id -u) -eq 0 ]] || SUDO="sudo"
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+stamp=.venv/.irqlab-installed
+if [[ ! -x .venv/bin/python ]]; then
+	log "creating .venv"
+	"$PY" -m venv .venv
+fi
+if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+	log "installing Python dependencies into .venv"
+	.venv/bin/pip install -q --upgrade pip
+	.venv/bin/pip install -q -e '.[test]'
+	touch "$stamp"
+fi
+
+log "building the guest probe"
+make -s -C probes/guest
+
+log "ready: .venv/bin/irqlab (add $(pwd)/.venv/bin to PATH to type just irqlab)"
+if ((run_after)); then
+	log "running: irqlab run ${run_args[*]}"
+	exec .venv/bin/irqlab run "${run_args[@]}"
+fi
