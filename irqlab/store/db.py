@@ -22,6 +22,11 @@ from irqlab.store.schema import SCHEMA_V1, SCHEMA_VERSION
 RUN_STATUSES = ("running", "ok", "failed", "interrupted")
 
 
+def _utcnow() -> dt.datetime:
+    """Naive UTC timestamp (the schema stores UTC in TIMESTAMP columns)."""
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
 class StoreError(Exception):
     """The database cannot be used as asked; the message says why and what to do."""
 
@@ -143,7 +148,7 @@ class Store:
     def create_run(self, name: str, target: str, params: dict[str, Any],
                    metadata: dict[str, Any]) -> int:
         """Insert a run in status ``running`` and return its id."""
-        now = dt.datetime.now(dt.timezone.utc)
+        now = _utcnow()
         row = self.con.execute(
             "INSERT INTO runs (name, target, status, started_at, params, metadata) "
             "VALUES (?, ?, 'running', ?, ?, ?) RETURNING run_id",
@@ -166,7 +171,7 @@ class Store:
         if status not in RUN_STATUSES:
             raise ValueError(f"bad run status {status!r}")
         self.update_run(run_id, status=status, summary=summary, message=message,
-                        ended_at=dt.datetime.now(dt.timezone.utc))
+                        ended_at=_utcnow())
 
     def add_windows(self, run_id: int, windows: list[dict[str, Any]]) -> None:
         """Insert window rows (dicts with the window JSON keys)."""
@@ -227,8 +232,7 @@ class Store:
 
     def iter_samples(self, run_id: int, batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
         """Raw records of a run in sequence order, as Arrow record batches."""
-        rel = self.con.execute(
-            "SELECT seq, deadline_tick, entry_tick, flags, cpu FROM samples "
-            "WHERE run_id = ? ORDER BY seq", [run_id])
-        reader = rel.fetch_record_batch(batch)
+        rel = self.con.sql("SELECT seq, deadline_tick, entry_tick, flags, cpu FROM samples "
+                           f"WHERE run_id = {int(run_id)} ORDER BY seq")
+        reader = rel.to_arrow_reader(batch)
         yield from reader

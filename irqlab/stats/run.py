@@ -1,0 +1,115 @@
+"""Whole-run statistics: windows, exact moments and a log histogram for percentiles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .exact import as_tick_array
+from .histogram import LogHistogram
+from .moments import Moments
+from .window import WindowStats, Windower
+
+# (summary field, quantile) pairs; quantiles as exact decimals, see quantile_rank.
+PERCENTILES: tuple[tuple[str, float], ...] = (
+    ("p50_tick", 0.5), ("p90_tick", 0.9), ("p99_tick", 0.99),
+    ("p999_tick", 0.999), ("p9999_tick", 0.9999),
+)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """Summary of a whole run, in ticks; latency fields are None when samples == 0.
+
+    min/max/mean/stddev are exact (population stddev, ddof = 0). Percentiles come from
+    `histogram` (nearest rank, never under-reported, relative error < 1/128);
+    `saturated_percentiles` names the p*_tick fields whose rank fell in the histogram's
+    underflow (value = exact min) or overflow (value = exact max) bucket.
+    warm_max_tick is the max over windows with index >= warmup_windows.
+    """
+
+    samples: int
+    min_tick: int | None
+    mean_tick: float | None
+    stddev_tick: float | None
+    max_tick: int | None
+    warm_max_tick: int | None
+    p50_tick: int | None
+    p90_tick: int | None
+    p99_tick: int | None
+    p999_tick: int | None
+    p9999_tick: int | None
+    above_threshold: int
+    histogram: LogHistogram
+    saturated_percentiles: tuple[str, ...] = ()
+
+
+class RunStats:
+    """Streaming statistics of one run; feed batches with `add`, end with `finish`."""
+
+    def __init__(self, tick_hz: int, threshold_tick: int, window_tick: int,
+                 warmup_windows: int) -> None:
+        if warmup_windows < 0:
+            raise ValueError(f"warmup_windows must be >= 0, got {warmup_windows}")
+        self.tick_hz = int(tick_hz)
+        self.threshold_tick = int(threshold_tick)
+        self.window_tick = int(window_tick)
+        self.warmup_windows = int(warmup_windows)
+        self._windower = Windower(tick_hz, window_tick, threshold_tick)
+        self._histogram = LogHistogram()
+        self._moments = Moments()
+        self._above = 0
+        self._warm_max: int | None = None
+        self._summary: RunSummary | None = None
+
+    def add(self, deadline_tick: np.ndarray, latency_tick: np.ndarray) -> list[WindowStats]:
+        """Add a batch of samples; returns the windows it completed."""
+        if self._summary is not None:
+            raise RuntimeError("RunStats.add after finish")
+        latencies = as_tick_array(latency_tick, "latency_tick")
+        # Windower first: it validates shapes and ordering before anything is counted.
+        windows = self._windower.add(deadline_tick, latencies)
+        self._histogram.add(latencies)
+        self._moments.add(latencies)
+        self._absorb(windows)
+        return windows
+
+    def finish(self) -> tuple[list[WindowStats], RunSummary]:
+        """End the run: returns the last window(s) and the run summary."""
+        if self._summary is not None:
+            raise RuntimeError("RunStats.finish called twice")
+        windows = self._windower.flush()
+        self._absorb(windows)
+        self._summary = self._summarize()
+        return windows, self._summary
+
+    def summary(self) -> RunSummary:
+        """The summary built by `finish` (RuntimeError before it)."""
+        if self._summary is None:
+            raise RuntimeError("RunStats.summary before finish")
+        return self._summary
+
+    def _absorb(self, windows: list[WindowStats]) -> None:
+        # Threshold count and warm max come from the windows: every sample is in exactly
+        # one emitted window, so this is exact and costs nothing per sample.
+        for w in windows:
+            self._above += w.above_threshold
+            if w.samples and w.index >= self.warmup_windows:
+                assert w.max_tick is not None
+                if self._warm_max is None or w.max_tick > self._warm_max:
+                    self._warm_max = w.max_tick
+
+    def _summarize(self) -> RunSummary:
+        m, h = self._moments, self._histogram
+        values: dict[str, int | None] = {}
+        saturated = []
+        for name, q in PERCENTILES:
+            detail = h.quantile_detail(q)
+            values[name] = None if detail is None else detail.value
+            if detail is not None and detail.saturated:
+                saturated.append(name)
+        return RunSummary(samples=m.count, min_tick=m.min, mean_tick=m.mean,
+                          stddev_tick=m.stddev, max_tick=m.max, warm_max_tick=self._warm_max,
+                          above_threshold=self._above, histogram=h,
+                          saturated_percentiles=tuple(saturated), **values)

@@ -1,0 +1,162 @@
+"""Fixed-length windows of guest time, emitted as they complete.
+
+A sample belongs to window (deadline_tick - first_deadline_tick) // window_tick, where
+first_deadline_tick is the deadline of the very first sample. Windows are keyed by the
+programmed deadline (guest time), not by host arrival time, so a window's content does
+not depend on how the host batched its reads. Gaps (e.g. the guest was descheduled
+for longer than a window) are emitted as windows with samples=0 so they stay visible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .exact import as_tick_array, exact_sum, exact_sum_squares
+from .moments import Moments
+
+_LIMIT = 1 << 63
+
+
+@dataclass(frozen=True, slots=True)
+class WindowStats:
+    """Statistics of one window; latency fields in ticks, None when samples == 0.
+
+    mean/stddev are population statistics (ddof = 0). above_threshold counts samples
+    with latency_tick > threshold_tick (strictly). global_min/max_tick are running
+    extremes over all samples up to and including this window.
+    """
+
+    index: int
+    start_s: float
+    samples: int
+    mean_tick: float | None
+    stddev_tick: float | None
+    min_tick: int | None
+    max_tick: int | None
+    above_threshold: int
+    global_min_tick: int | None
+    global_max_tick: int | None
+
+
+class Windower:
+    """Assigns samples to windows and emits each window once a later one starts.
+
+    Samples must arrive in non-decreasing window order (deadlines are programmed in
+    sequence, so they do); a sample for an already emitted window raises ValueError.
+    """
+
+    def __init__(self, tick_hz: int, window_tick: int, threshold_tick: int) -> None:
+        if tick_hz <= 0 or window_tick <= 0:
+            raise ValueError("tick_hz and window_tick must be positive")
+        self.tick_hz = int(tick_hz)
+        self.window_tick = int(window_tick)
+        self.threshold_tick = int(threshold_tick)
+        self.first_deadline_tick: int | None = None
+        self._open_index: int | None = None    # window collecting samples now
+        self._open = Moments()
+        self._open_above = 0
+        self._global_min: int | None = None
+        self._global_max: int | None = None
+        self._finished = False
+
+    def add(self, deadline_tick: np.ndarray, latency_tick: np.ndarray) -> list[WindowStats]:
+        """Add a batch of samples; returns the windows this batch completed, in order."""
+        if self._finished:
+            raise RuntimeError("Windower.add after flush")
+        deadlines = as_tick_array(deadline_tick, "deadline_tick")
+        latencies = as_tick_array(latency_tick, "latency_tick")
+        if deadlines.shape != latencies.shape:
+            raise ValueError(f"deadline_tick and latency_tick differ in length: "
+                             f"{deadlines.size} != {latencies.size}")
+        n = deadlines.size
+        if n == 0:
+            return []
+        if self.first_deadline_tick is None:
+            self.first_deadline_tick = int(deadlines[0])
+        index = (deadlines - self.first_deadline_tick) // self.window_tick
+
+        # Segments of equal window index: boundaries where the index changes.
+        starts = np.flatnonzero(index[1:] != index[:-1]) + 1
+        starts = np.concatenate(([0], starts))
+        seg_index = index[starts]
+        if (np.diff(seg_index) < 0).any() or (
+                self._open_index is not None and int(seg_index[0]) < self._open_index):
+            raise ValueError("samples out of window order (deadline went backwards)")
+        if int(seg_index[0]) < 0:
+            raise ValueError("deadline before the first sample's deadline")
+
+        seg_count = np.diff(np.append(starts, n))
+        seg_min = np.minimum.reduceat(latencies, starts)
+        seg_max = np.maximum.reduceat(latencies, starts)
+        seg_above = np.add.reduceat(latencies > self.threshold_tick, starts, dtype=np.int64)
+        seg_sum, seg_sq = self._segment_sums(latencies, starts, seg_count,
+                                             int(seg_min.min()), int(seg_max.max()))
+
+        out: list[WindowStats] = []
+        for w, cnt, s1, s2, lo, hi, above in zip(
+                seg_index.tolist(), seg_count.tolist(), seg_sum, seg_sq,
+                seg_min.tolist(), seg_max.tolist(), seg_above.tolist()):
+            if w != self._open_index:
+                if self._open_index is not None:
+                    out.append(self._close())
+                    # Windows with no sample at all between the closed and the new one.
+                    for gap in range(self._open_index + 1, w):
+                        out.append(self._empty(gap))
+                self._open_index = w
+            self._open.add_summary(cnt, s1, s2, lo, hi)
+            self._open_above += above
+        return out
+
+    def flush(self) -> list[WindowStats]:
+        """End of stream: emit the final (partial) window if it has samples."""
+        if self._finished:
+            return []
+        self._finished = True
+        return [self._close()] if self._open_index is not None else []
+
+    def _segment_sums(self, values: np.ndarray, starts: np.ndarray, counts: np.ndarray,
+                      lo: int, hi: int) -> tuple[list[int], list[int]]:
+        """Exact per-segment sum and sum of squares (Python ints)."""
+        bound = max(-lo, hi)
+        longest = int(counts.max())
+        if bound * longest < _LIMIT:
+            sums = np.add.reduceat(values, starts).tolist()
+        else:
+            sums = [exact_sum(values[s:s + c], bound)
+                    for s, c in zip(starts.tolist(), counts.tolist())]
+        if bound * bound * longest < _LIMIT:
+            sq = np.add.reduceat(values * values, starts).tolist()
+        else:
+            # Rare: huge spikes in long windows; exact per-window path.
+            sq = [exact_sum_squares(values[s:s + c])
+                  for s, c in zip(starts.tolist(), counts.tolist())]
+        return sums, sq
+
+    def _close(self) -> WindowStats:
+        """Build the open window's stats, update running extremes, reset the accumulators."""
+        m = self._open
+        assert self._open_index is not None and m.min is not None and m.max is not None
+        if self._global_min is None or m.min < self._global_min:
+            self._global_min = m.min
+        if self._global_max is None or m.max > self._global_max:
+            self._global_max = m.max
+        stats = WindowStats(index=self._open_index, start_s=self._start_s(self._open_index),
+                            samples=m.count, mean_tick=m.mean, stddev_tick=m.stddev,
+                            min_tick=m.min, max_tick=m.max, above_threshold=self._open_above,
+                            global_min_tick=self._global_min,
+                            global_max_tick=self._global_max)
+        self._open = Moments()
+        self._open_above = 0
+        return stats
+
+    def _empty(self, index: int) -> WindowStats:
+        return WindowStats(index=index, start_s=self._start_s(index), samples=0,
+                           mean_tick=None, stddev_tick=None, min_tick=None, max_tick=None,
+                           above_threshold=0, global_min_tick=self._global_min,
+                           global_max_tick=self._global_max)
+
+    def _start_s(self, index: int) -> float:
+        # Seconds of guest time since the first deadline; one correctly rounded division.
+        return index * self.window_tick / self.tick_hz
