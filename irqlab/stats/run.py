@@ -58,7 +58,9 @@ class RunStats:
         self.warmup_windows = int(warmup_windows)
         self._windower = Windower(tick_hz, window_tick, threshold_tick)
         self._histogram = LogHistogram()
-        self._moments = Moments()
+        # Exact whole-run moments are accumulated by the windower from the per-window
+        # sums it already computes, saving a pass over every batch.
+        self._moments: Moments = self._windower.totals
         self._above = 0
         self._warm_max: int | None = None
         self._summary: RunSummary | None = None
@@ -71,7 +73,6 @@ class RunStats:
         # Windower first: it validates shapes and ordering before anything is counted.
         windows = self._windower.add(deadline_tick, latencies)
         self._histogram.add(latencies)
-        self._moments.add(latencies)
         self._absorb(windows)
         return windows
 

@@ -1,0 +1,49 @@
+"""Shared fixtures: run the CLI as a user would, parse its JSON lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from irqlab.runner.qemu import DEFAULT_PROBE
+
+
+@dataclass
+class CliResult:
+    code: int
+    lines: list[dict]
+    stdout: str
+    stderr: str
+
+    @property
+    def summary(self) -> dict:
+        return [x for x in self.lines if x.get("type") == "summary"][-1]
+
+    @property
+    def windows(self) -> list[dict]:
+        return [x for x in self.lines if x.get("type") == "window"]
+
+
+def run_cli(args: list[str], db: Path, timeout: float = 300) -> CliResult:
+    proc = subprocess.run([sys.executable, "-m", "irqlab.cli.main", *args, "--db", str(db)],
+                          capture_output=True, text=True, timeout=timeout)
+    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    return CliResult(proc.returncode, lines, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    return tmp_path / "irqlab.duckdb"
+
+
+@pytest.fixture(scope="session")
+def probe_built() -> Path:
+    if not DEFAULT_PROBE.exists():
+        subprocess.run(["make", "-s", "-C", str(DEFAULT_PROBE.parents[2])], check=True)
+    return DEFAULT_PROBE

@@ -1,0 +1,161 @@
+"""Boot the real x86-64 probe under QEMU TCG and check what the pipeline reports."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from irqlab.samples.record import FLAG_INJECTED
+from irqlab.store import Store
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.integration
+
+
+def _raw(db, run_id: int) -> dict[str, np.ndarray]:
+    with Store(db, read_only=True) as st:
+        batches = list(st.iter_samples(run_id))
+    return {name: np.concatenate([b.column(name).to_numpy() for b in batches])
+            for name in ("seq", "deadline_tick", "entry_tick", "flags")}
+
+
+def _latency_ns(raw: dict, tick_hz: int) -> np.ndarray:
+    lat = raw["entry_tick"].astype(np.int64) - raw["deadline_tick"].astype(np.int64)
+    return lat * 1e9 / tick_hz
+
+
+def test_icount_run_counts_windows_and_stores_every_sample(db, probe_built):
+    res = run_cli(["run", "--accel", "tcg", "--icount", "--period", "1ms", "--samples",
+                   "2500", "--window", "1s", "--json", "--name", "icount"], db)
+    assert res.code == 0, res.stderr
+    s = res.summary
+    assert (s["status"], s["accel"], s["emulated"]) == ("ok", "tcg+icount", True)
+    assert s["samples"] == 2500 and s["lost"] == 0
+    # 2500 periods of 1 ms in 1 s windows: windows 0, 1 full, window 2 half.
+    assert [w["index"] for w in res.windows] == [0, 1, 2]
+    assert sum(w["samples"] for w in res.windows) == 2500
+    raw = _raw(db, s["run_id"])
+    assert np.array_equal(raw["seq"], np.arange(2500))
+    period_tick = np.diff(raw["deadline_tick"].astype(np.int64))
+    # No drift: each deadline is the previous one plus the period (no overruns here).
+    assert s["overruns"] == 0
+    assert np.all(period_tick == period_tick[0])
+    lat = _latency_ns(raw, s["tick_hz"])
+    assert abs(s["min_ns"] - lat.min()) <= 0.5 and abs(s["max_ns"] - lat.max()) <= 0.5
+    assert abs(s["mean_ns"] - lat.mean()) <= 0.5
+
+
+def test_icount_is_deterministic(db, probe_built):
+    args = ["run", "--accel", "tcg", "--icount", "--period", "500us", "--samples", "800",
+            "--json"]
+    a = run_cli(args, db)
+    b = run_cli(args, db)
+    assert a.code == b.code == 0, a.stderr + b.stderr
+    la = _latency_ns(_raw(db, a.summary["run_id"]), a.summary["tick_hz"])
+    lb = _latency_ns(_raw(db, b.summary["run_id"]), b.summary["tick_hz"])
+    assert np.array_equal(la, lb)
+
+
+def test_injected_delays_show_in_exactly_the_injected_samples(db, probe_built):
+    res = run_cli(["run", "--accel", "tcg", "--icount", "--period", "1ms", "--samples",
+                   "1000", "--inject-irqoff", "300us", "--inject-every", "50", "--json"], db)
+    assert res.code == 0, res.stderr
+    s = res.summary
+    raw = _raw(db, s["run_id"])
+    lat = _latency_ns(raw, s["tick_hz"])
+    injected = (raw["flags"] & FLAG_INJECTED) != 0
+    assert s["injected"] == injected.sum() == 1000 // 50
+    assert np.all(lat[injected] >= 300_000 * 0.99)
+    assert np.all(lat[~injected] < 100_000)
+
+
+def test_real_time_tcg_duration_gives_about_duration_over_period(db, probe_built):
+    res = run_cli(["run", "--accel", "tcg", "--period", "1ms", "--duration", "3s",
+                   "--window", "1s", "--json"], db)
+    assert res.code == 0, res.stderr
+    s = res.summary
+    assert s["accel"] == "tcg" and s["lost"] == 0
+    assert 2700 <= s["samples"] + s["overruns"] <= 3300
+    assert len(res.windows) in (3, 4)
+
+
+def _start_run(db, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "irqlab.cli.main", "run", "--accel", "tcg",
+                             "--period", "1ms", "--duration", "60s", "--json", "--db",
+                             str(db), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _qemu_pids(run_id_hint: str = "irqlab-") -> list[int]:
+    out = subprocess.run(["pgrep", "-f", "qemu-system-x86_64 -name irqlab-"],
+                         capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _wait_for_samples(db_proc_pid: int, seconds: float = 30.0) -> list[int]:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pids = [p for p in _qemu_pids() if os.getppid() != p]
+        children = [p for p in pids if _parent(p) == db_proc_pid]
+        if children:
+            time.sleep(2.0)  # let samples flow
+            return children
+        time.sleep(0.1)
+    raise AssertionError("QEMU did not start")
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return -1
+
+
+def test_killed_qemu_is_stored_as_failed_with_its_data(db, probe_built):
+    proc = _start_run(db)
+    (qemu,) = _wait_for_samples(proc.pid)
+    os.kill(qemu, signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    summary = [x for x in map(__import__("json").loads, out.splitlines())
+               if x["type"] == "summary"][-1]
+    assert summary["status"] == "failed"
+    assert "QEMU exited with code -9" in summary["message"]
+    assert summary["samples"] > 500
+    with Store(db, read_only=True) as st:
+        assert st.sample_count(summary["run_id"]) == summary["samples"]
+        assert st.resolve(str(summary["run_id"])).status == "failed"
+
+
+def test_sigint_stops_cleanly_keeps_data_and_leaves_no_qemu(db, probe_built):
+    proc = _start_run(db)
+    (qemu,) = _wait_for_samples(proc.pid)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    summary = [x for x in map(__import__("json").loads, out.splitlines())
+               if x["type"] == "summary"][-1]
+    assert summary["status"] == "interrupted" and summary["samples"] > 500
+    assert not os.path.exists(f"/proc/{qemu}")
+    with Store(db, read_only=True) as st:
+        assert st.sample_count(summary["run_id"]) == summary["samples"]
+
+
+def test_watchdog_fails_a_hung_guest_and_keeps_its_data(db, probe_built):
+    proc = _start_run(db, "--stall-timeout", "1s")
+    (qemu,) = _wait_for_samples(proc.pid)
+    os.kill(qemu, signal.SIGSTOP)  # the guest stops making progress
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    summary = [x for x in map(__import__("json").loads, out.splitlines())
+               if x["type"] == "summary"][-1]
+    assert summary["status"] == "failed" and "watchdog" in summary["message"]
+    assert summary["samples"] > 500
+    assert not os.path.exists(f"/proc/{qemu}")
