@@ -34,8 +34,8 @@ def format_ns(ns: int | None) -> str:
     a = abs(ns)
     if a < 10_000:
         return f"{ns} ns"
-    if a < 10_000_000:
+    if a < 1_000_000:
         return f"{ns / 1e3:.1f} us"
-    if a < 10_000_000_000:
+    if a < 1_000_000_000:
         return f"{ns / 1e6:.2f} ms"
     return f"{ns / 1e9:.2f} s"

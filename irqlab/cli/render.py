@@ -97,7 +97,8 @@ class HumanRenderer(Renderer):
     """Rich terminal output: progress bar, seed-style window lines, summary table."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(highlight=False)
+        # soft_wrap: a window line is data (seed-log shape); never break it.
+        self.console = console or Console(highlight=False, soft_wrap=True)
         self._progress: Progress | None = None
         self._task = None
 

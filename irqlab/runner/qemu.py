@@ -114,7 +114,9 @@ class QemuGuest:
         if fw:
             argv += ["-bios", fw]
         if self.plan.accel == "kvm":
-            argv += ["-accel", "kvm", "-cpu", "host"]
+            # arch-capabilities: QEMU aborts setting MSR 0x10a on some KVM backends;
+            # invtsc: QEMU then publishes the exact TSC rate in leaf 0x40000010.
+            argv += ["-accel", "kvm", "-cpu", "host,-arch-capabilities,+invtsc"]
         else:
             argv += ["-accel", "tcg", "-cpu", "max"]
             if self.icount:

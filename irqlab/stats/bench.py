@@ -41,8 +41,9 @@ def bench_stats(n: int = 100_000_000, chunk: int = 10_000_000) -> dict[str, floa
     Only the statistics are timed, not the data generation. The baseline concatenates
     the same latencies, sorts them, and takes nearest-rank percentiles, mean, std
     (ddof = 0), min, max and the threshold count. Returns ours_s, numpy_s,
-    ratio (= ours_s / numpy_s), samples_per_s (ours), plus n and the largest relative
-    percentile difference between the two (a correctness sanity check).
+    ratio (= ours_s / numpy_s, below 1 means we are faster), samples_per_s (ours), plus
+    n, numpy_first_s (the baseline's cold first run, see below) and
+    max_percentile_rel_err (ours vs the exact sort: a correctness check).
     """
     rng = np.random.default_rng(12345)
     stats = RunStats(_TICK_HZ, _THRESHOLD_TICK, _WINDOW_TICK, _WARMUP_WINDOWS)
@@ -59,20 +60,30 @@ def bench_stats(n: int = 100_000_000, chunk: int = 10_000_000) -> dict[str, floa
     _, summary = stats.finish()
     ours_s += time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    data = np.concatenate(kept)
-    kept.clear()
-    ordered = np.sort(data)
-    baseline = {name: int(ordered[quantile_rank(q, ordered.size) - 1])
-                for name, q in PERCENTILES}
-    _ = (data.mean(), data.std(), ordered[0], ordered[-1],
-         int(np.count_nonzero(data > _THRESHOLD_TICK)))
-    numpy_s = time.perf_counter() - t0
-
+    # The baseline runs twice on the same chunks: its first run pays for first-touching
+    # ~2.4 GB of fresh arrays (page faults, mostly system time, 1-4 s on a cold
+    # process), the second reuses the allocator's memory. numpy_s is the faster run so
+    # the comparison does not flatter us; numpy_first_s keeps the cold figure.
+    runs = [_numpy_baseline(kept) for _ in range(2)]
+    numpy_s = min(seconds for seconds, _ in runs)
+    baseline = runs[0][1]
     worst = max(abs(getattr(summary, name) - ref) / max(abs(ref), 1)
                 for name, ref in baseline.items())
     return {"n": n, "ours_s": ours_s, "numpy_s": numpy_s, "ratio": ours_s / numpy_s,
-            "samples_per_s": n / ours_s, "max_percentile_rel_err": worst}
+            "samples_per_s": n / ours_s, "numpy_first_s": runs[0][0],
+            "max_percentile_rel_err": worst}
+
+
+def _numpy_baseline(chunks: list[np.ndarray]) -> tuple[float, dict[str, int]]:
+    """Seconds for concatenate + sort + the same summary statistics, and percentiles."""
+    t0 = time.perf_counter()
+    data = np.concatenate(chunks)
+    ordered = np.sort(data)
+    percentiles = {name: int(ordered[quantile_rank(q, ordered.size) - 1])
+                   for name, q in PERCENTILES}
+    _ = (data.mean(), data.std(), ordered[0], ordered[-1],
+         int(np.count_nonzero(data > _THRESHOLD_TICK)))
+    return time.perf_counter() - t0, percentiles
 
 
 if __name__ == "__main__":

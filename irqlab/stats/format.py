@@ -1,6 +1,8 @@
 """The live per-window line, in the seed logs' (rt_eval) layout: raw ticks, then ns.
 
-    Mean: 306 (9180 ns) stddev: 3 (90 ns) above thr: 2 (0.20%) [265 (7950 ns) - 376 (11280 ns)] global [263 (7890 ns) 376 (11280 ns)]
+One line (wrapped here):
+    Mean: 306 (9180 ns) stddev: 3 (90 ns) above thr: 2 (0.20%)
+    [265 (7950 ns) - 376 (11280 ns)] global [263 (7890 ns) 376 (11280 ns)]
 
 Mean and stddev are rounded to whole ticks (half away from zero) and the ns figure is
 converted from that rounded tick count, as in the seed logs (where ns is always an

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .exact import as_tick_array, exact_sum, exact_sum_squares
+from .exact import as_tick_array
 from .moments import Moments
-
-_LIMIT = 1 << 63
+from .segments import Segments, mean_stddev, reduce_segments
 
 
 @dataclass(slots=True)
@@ -26,8 +25,9 @@ class WindowStats:
 
     mean/stddev are population statistics (ddof = 0). above_threshold counts samples
     with latency_tick > threshold_tick (strictly). global_min/max_tick are running
-    extremes over all samples up to and including this window.
-    Not frozen: a frozen dataclass costs ~0.7 us more per window on the hot path;
+    extremes over all samples up to and including this window. start_s is guest time
+    since the first deadline: index * window_tick / tick_hz.
+    Not frozen (a frozen dataclass costs ~0.7 us more per window on the hot path);
     treat instances as read-only.
     """
 
@@ -47,7 +47,8 @@ class Windower:
     """Assigns samples to windows and emits each window once a later one starts.
 
     Samples must arrive in non-decreasing window order (deadlines are programmed in
-    sequence, so they do); a sample for an already emitted window raises ValueError.
+    sequence, so they do); otherwise `add` raises ValueError and changes nothing.
+    A stall of k windows emits k empty windows (one object each).
     """
 
     def __init__(self, tick_hz: int, window_tick: int, threshold_tick: int) -> None:
@@ -57,8 +58,8 @@ class Windower:
         self.window_tick = int(window_tick)
         self.threshold_tick = int(threshold_tick)
         self.first_deadline_tick: int | None = None
-        self.totals = Moments()                # all samples so far, exact
-        # The window collecting samples now: index, count, sum, sum of squares, ...
+        self.totals = Moments()                # every sample added so far, exact
+        # The window still collecting samples (never empty once it exists).
         self._open_index: int | None = None
         self._n = self._s1 = self._s2 = self._above = 0
         self._min = self._max = 0
@@ -75,73 +76,83 @@ class Windower:
         if deadlines.shape != latencies.shape:
             raise ValueError(f"deadline_tick and latency_tick differ in length: "
                              f"{deadlines.size} != {latencies.size}")
-        n = deadlines.size
-        if n == 0:
+        if deadlines.size == 0:
             return []
-        if self.first_deadline_tick is None:
-            self.first_deadline_tick = int(deadlines[0])
-        index = (deadlines - self.first_deadline_tick) // self.window_tick
-
-        # Segments of equal window index: boundaries where the index changes.
-        starts = np.flatnonzero(index[1:] != index[:-1]) + 1
-        starts = np.concatenate(([0], starts))
-        seg_index = index[starts]
-        if (np.diff(seg_index) < 0).any() or (
-                self._open_index is not None and int(seg_index[0]) < self._open_index):
+        origin = (int(deadlines[0]) if self.first_deadline_tick is None
+                  else self.first_deadline_tick)
+        seg = reduce_segments(deadlines, latencies, origin, self.window_tick,
+                              self.threshold_tick)
+        first_index = int(seg.index[0])
+        if self._open_index is not None and first_index < self._open_index:
             raise ValueError("samples out of window order (deadline went backwards)")
-        if int(seg_index[0]) < 0:
-            raise ValueError("deadline before the first sample's deadline")
+        self.first_deadline_tick = origin
 
-        seg_count = np.diff(np.append(starts, n))
-        seg_min = np.minimum.reduceat(latencies, starts)
-        seg_max = np.maximum.reduceat(latencies, starts)
-        seg_above = np.add.reduceat(latencies > self.threshold_tick, starts, dtype=np.int64)
-        seg_sum, seg_sq = self._segment_sums(latencies, starts, seg_count,
-                                             int(seg_min.min()), int(seg_max.max()))
-
-        # Per window: O(1) Python work on pre-reduced segment sums (a window holds
-        # ~1000 samples, so this loop costs a few ns per sample).
         out: list[WindowStats] = []
-        for w, cnt, s1, s2, lo, hi, above in zip(
-                seg_index.tolist(), seg_count.tolist(), seg_sum, seg_sq,
-                seg_min.tolist(), seg_max.tolist(), seg_above.tolist()):
-            if w != self._open_index:
-                if self._open_index is not None:
-                    out.append(self._close())
-                    # Windows with no sample at all between the closed and the new one.
-                    for gap in range(self._open_index + 1, w):
-                        out.append(self._empty(gap))
-                self._open_index = w
-                self._n, self._s1, self._s2 = cnt, s1, s2
-                self._min, self._max, self._above = lo, hi, above
-            else:
-                self._n += cnt
-                self._s1 += s1
-                self._s2 += s2
-                self._min = min(self._min, lo)
-                self._max = max(self._max, hi)
-                self._above += above
-        self.totals.add_summary(n, sum(seg_sum), sum(seg_sq), int(seg_min.min()),
-                                int(seg_max.max()))
+        k = 0
+        if first_index == self._open_index:
+            # The batch continues the open window.
+            self._merge_open(seg, 0)
+            k = 1
+        last = seg.index.size - 1
+        if k <= last:
+            if self._open_index is not None:
+                out.append(self._close())
+                out.extend(self._gap(self._open_index, int(seg.index[k])))
+            self._emit_complete(seg, k, last, out)
+            self._open_index = int(seg.index[last])
+            self._n = self._s1 = self._s2 = self._above = 0
+            self._min, self._max = int(seg.min[last]), int(seg.max[last])
+            self._merge_open(seg, last)
+        # Python-int sums: per-window int64 sums fit, their batch total might not.
+        self.totals.add_summary(latencies.size, sum(seg.total.tolist()),
+                                sum(seg.total_sq.tolist()), int(seg.min.min()),
+                                int(seg.max.max()))
         return out
 
-    def _segment_sums(self, values: np.ndarray, starts: np.ndarray, counts: np.ndarray,
-                      lo: int, hi: int) -> tuple[list[int], list[int]]:
-        """Exact per-segment sum and sum of squares (Python ints)."""
-        bound = max(-lo, hi)
-        longest = int(counts.max())
-        if bound * longest < _LIMIT:
-            sums = np.add.reduceat(values, starts).tolist()
-        else:
-            sums = [exact_sum(values[s:s + c], bound)
-                    for s, c in zip(starts.tolist(), counts.tolist())]
-        if bound * bound * longest < _LIMIT:
-            sq = np.add.reduceat(values * values, starts).tolist()
-        else:
-            # Rare: huge spikes in long windows; exact per-window path.
-            sq = [exact_sum_squares(values[s:s + c])
-                  for s, c in zip(starts.tolist(), counts.tolist())]
-        return sums, sq
+    def flush(self) -> list[WindowStats]:
+        """End of stream: emit the final (partial) window if it has samples."""
+        if self._finished:
+            return []
+        self._finished = True
+        return [self._close()] if self._open_index is not None else []
+
+    # ---- internals ------------------------------------------------------------
+
+    def _merge_open(self, seg: Segments, k: int) -> None:
+        """Fold segment k into the open window's exact accumulators."""
+        self._n += int(seg.count[k])
+        self._s1 += int(seg.total[k])
+        self._s2 += int(seg.total_sq[k])
+        self._min = min(self._min, int(seg.min[k]))
+        self._max = max(self._max, int(seg.max[k]))
+        self._above += int(seg.above[k])
+
+    def _emit_complete(self, seg: Segments, start: int, stop: int,
+                       out: list[WindowStats]) -> None:
+        """Emit segments start..stop-1: whole windows, complete within this batch."""
+        if start >= stop:
+            return
+        part = slice(start, stop)
+        means, stddevs = mean_stddev(seg.count[part], seg.total[part], seg.total_sq[part])
+        # Running extremes: prefix min/max over the batch, seeded with the history.
+        gmin = np.minimum.accumulate(seg.min[part])
+        gmax = np.maximum.accumulate(seg.max[part])
+        if self._global_min is not None:
+            np.minimum(gmin, self._global_min, out=gmin)
+            np.maximum(gmax, self._global_max, out=gmax)
+        previous = None
+        for w, n, mean, std, lo, hi, above, g_lo, g_hi in zip(
+                seg.index[part].tolist(), seg.count[part].tolist(), means, stddevs,
+                seg.min[part].tolist(), seg.max[part].tolist(), seg.above[part].tolist(),
+                gmin.tolist(), gmax.tolist()):
+            if previous is not None and w > previous + 1:
+                out.extend(self._gap(previous, w))
+            out.append(WindowStats(w, w * self.window_tick / self.tick_hz, n, mean, std,
+                                   lo, hi, above, g_lo, g_hi))
+            self._global_min, self._global_max = g_lo, g_hi
+            previous = w
+        # Gap between the last complete window and the (new) open one.
+        out.extend(self._gap(previous, int(seg.index[stop])))
 
     def _close(self) -> WindowStats:
         """Build the open window's stats and update the running extremes."""
@@ -150,18 +161,15 @@ class Windower:
             self._global_min = lo
         if self._global_max is None or hi > self._global_max:
             self._global_max = hi
-        # Exact population variance, one rounding: see moments.py.
+        # Exact population variance with one rounding (moments.py); Python int division.
         stddev = math.sqrt((n * self._s2 - s1 * s1) / (n * n))
         index = self._open_index
+        assert index is not None
         return WindowStats(index, index * self.window_tick / self.tick_hz, n, s1 / n, stddev,
                            lo, hi, self._above, self._global_min, self._global_max)
 
-    def _empty(self, index: int) -> WindowStats:
-        return WindowStats(index=index, start_s=self._start_s(index), samples=0,
-                           mean_tick=None, stddev_tick=None, min_tick=None, max_tick=None,
-                           above_threshold=0, global_min_tick=self._global_min,
-                           global_max_tick=self._global_max)
-
-    def _start_s(self, index: int) -> float:
-        # Seconds of guest time since the first deadline; one correctly rounded division.
-        return index * self.window_tick / self.tick_hz
+    def _gap(self, after: int, before: int) -> list[WindowStats]:
+        """Empty windows strictly between indices `after` and `before`."""
+        return [WindowStats(i, i * self.window_tick / self.tick_hz, 0, None, None, None,
+                            None, 0, self._global_min, self._global_max)
+                for i in range(after + 1, before)]

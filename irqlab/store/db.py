@@ -75,6 +75,20 @@ def _row(raw: tuple) -> RunRow:
     return RunRow(*vals)
 
 
+class _Rows:
+    """A fully fetched result."""
+
+    def __init__(self, rows: list[tuple], description: Any) -> None:
+        self.rows = rows
+        self.description = description
+
+    def fetchone(self) -> tuple | None:
+        return self.rows[0] if self.rows else None
+
+    def fetchall(self) -> list[tuple]:
+        return self.rows
+
+
 class Store:
     """A DuckDB file holding runs; open with ``Store(path)``, close with ``close()``."""
 
@@ -111,10 +125,20 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _query(self, sql: str, params: list[Any] | None = None) -> "_Rows":
+        """Run a statement and fetch it completely.
+
+        DuckDB keeps a connection busy until a result is fully fetched; a half-read
+        ``fetchone()`` would block the next query, so every result is drained here.
+        """
+        cur = self.con.execute(sql, params or [])
+        rows = cur.fetchall() if cur.description else []
+        return _Rows(rows, cur.description)
+
     # -- schema -----------------------------------------------------------------------
     def _version(self) -> int | None:
         try:
-            row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'"
+            row = self._query("SELECT value FROM meta WHERE key = 'schema_version'"
                                    ).fetchone()
         except duckdb.CatalogException:
             return None
@@ -134,14 +158,14 @@ class Store:
         if ver is not None and ver > SCHEMA_VERSION:
             self._check_version()
         if ver is None:
-            tables = self.con.execute("SELECT count(*) FROM information_schema.tables"
+            tables = self._query("SELECT count(*) FROM information_schema.tables"
                                       ).fetchone()[0]
             if tables:
                 raise StoreError(f"{self.path} already holds tables that are not irqlab's; "
                                  f"pass --db PATH to a new file")
             for stmt in SCHEMA_V1:
                 self.con.execute(stmt)
-            self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)",
+            self._query("INSERT INTO meta VALUES ('schema_version', ?)",
                              [str(SCHEMA_VERSION)])
 
     # -- writing ----------------------------------------------------------------------
@@ -149,7 +173,7 @@ class Store:
                    metadata: dict[str, Any]) -> int:
         """Insert a run in status ``running`` and return its id."""
         now = _utcnow()
-        row = self.con.execute(
+        row = self._query(
             "INSERT INTO runs (name, target, status, started_at, params, metadata) "
             "VALUES (?, ?, 'running', ?, ?, ?) RETURNING run_id",
             [name, target, now, json.dumps(params), json.dumps(metadata)]).fetchone()
@@ -164,7 +188,7 @@ class Store:
             cols.append(f"{key} = ?")
             vals.append(json.dumps(val) if isinstance(val, dict) else val)
         vals.append(run_id)
-        self.con.execute(f"UPDATE runs SET {', '.join(cols)} WHERE run_id = ?", vals)
+        self._query(f"UPDATE runs SET {', '.join(cols)} WHERE run_id = ?", vals)
 
     def finish_run(self, run_id: int, status: str, summary: dict[str, Any] | None,
                    message: str | None = None) -> None:
@@ -195,23 +219,23 @@ class Store:
         })
         self.con.register("_irqlab_batch", table)
         try:
-            self.con.execute("INSERT INTO samples SELECT * FROM _irqlab_batch")
+            self._query("INSERT INTO samples SELECT * FROM _irqlab_batch")
         finally:
             self.con.unregister("_irqlab_batch")
 
     # -- reading ----------------------------------------------------------------------
     def runs(self) -> list[RunRow]:
-        rows = self.con.execute(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY run_id").fetchall()
+        rows = self._query(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY run_id").fetchall()
         return [_row(r) for r in rows]
 
     def resolve(self, ref: str) -> RunRow:
         """A run by id, or the latest run of that name."""
         if ref.isdigit():
-            raw = self.con.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?",
+            raw = self._query(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?",
                                    [int(ref)]).fetchone()
             if raw:
                 return _row(raw)
-        raw = self.con.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE name = ? "
+        raw = self._query(f"SELECT {_RUN_COLUMNS} FROM runs WHERE name = ? "
                                f"ORDER BY run_id DESC LIMIT 1", [ref]).fetchone()
         if raw:
             return _row(raw)
@@ -219,7 +243,7 @@ class Store:
                          f"and names")
 
     def windows(self, run_id: int) -> list[dict[str, Any]]:
-        cur = self.con.execute(
+        cur = self._query(
             "SELECT idx AS index, start_s, samples, mean_ns, stddev_ns, min_ns, max_ns, "
             "above_threshold, global_min_ns, global_max_ns FROM windows WHERE run_id = ? "
             "ORDER BY idx", [run_id])
@@ -227,7 +251,7 @@ class Store:
         return [dict(zip(names, r)) for r in cur.fetchall()]
 
     def sample_count(self, run_id: int) -> int:
-        return int(self.con.execute("SELECT count(*) FROM samples WHERE run_id = ?",
+        return int(self._query("SELECT count(*) FROM samples WHERE run_id = ?",
                                     [run_id]).fetchone()[0])
 
     def iter_samples(self, run_id: int, batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:

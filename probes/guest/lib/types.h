@@ -30,7 +30,7 @@ typedef int64_t s64;
 #define ENOSPC		28
 #define ERANGE		34
 
-#define NSEC_PER_SEC	1000000000ULL
+#define NSEC_PER_SEC	1000000000UL
 
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 #define barrier()	__asm__ __volatile__("" ::: "memory")
