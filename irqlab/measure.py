@@ -17,7 +17,7 @@ import numpy as np
 from irqlab import __version__
 from irqlab.runner.accel import AccelPlan, plans_for
 from irqlab.runner.hostinfo import host_info, qemu_version
-from irqlab.runner.qemu import EXIT_DONE, EXIT_ERROR, GuestConfig, QemuGuest
+from irqlab.runner.qemu import GuestConfig, QemuGuest
 from irqlab.samples.record import FLAG_INJECTED, RECORD_DTYPE
 from irqlab.samples.ring import RingError, RingHeader, RingReader
 from irqlab.stats import RunStats, RunSummary, WindowStats, format_window_line, ticks_to_ns
@@ -33,6 +33,7 @@ class RunConfig:
     """Parameters of ``irqlab run`` after parsing (all durations in ns)."""
 
     target: str = "guest"
+    arch: str = "x86_64"
     accel: str = "auto"
     icount: bool = False
     period_ns: int = 1_000_000
@@ -150,7 +151,7 @@ def _summary(cfg: RunConfig, run_id: int, name: str, plan: AccelPlan | None,
     tick_hz = hdr.tick_hz if hdr else None
     out: dict[str, Any] = {
         "type": "summary", "version": SUMMARY_VERSION, "run_id": run_id, "name": name,
-        "target": cfg.target, "arch": hdr.arch if hdr else "x86_64",
+        "target": cfg.target, "arch": hdr.arch if hdr else cfg.arch,
         "accel": plan.label if plan else None, "emulated": plan.emulated if plan else None,
         "status": status, "samples": 0, "lost": lost, "overruns": overruns,
         "tick_hz": tick_hz, "period_ns": cfg.period_ns, "threshold_ns": cfg.threshold_ns,
@@ -181,12 +182,10 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
                             inject_irqoff_ns=cfg.inject_irqoff_ns,
                             inject_every=cfg.inject_every,
                             samples=cfg.target_samples() or 0, timer=cfg.timer,
-                            memory_mib=cfg.memory_mib)
-    if cfg.probe is not None:
-        guest_cfg.probe = cfg.probe
+                            memory_mib=cfg.memory_mib, arch=cfg.arch, probe=cfg.probe)
     params = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}
     meta: dict[str, Any] = {"irqlab_version": __version__, "host": host_info(),
-                            "qemu_version": qemu_version(guest_cfg.qemu),
+                            "qemu_version": qemu_version(guest_cfg.machine.qemu),
                             "probe_cmdline": guest_cfg.cmdline(), "accel_attempts": []}
     run_id = store.create_run(name, cfg.target, params, meta)
     plan: AccelPlan | None = None
@@ -355,11 +354,12 @@ def _stream(cfg: RunConfig, guest: QemuGuest, reader: RingReader, stats: RunStat
             code = guest.exit_code()
             if code is not None:
                 drain()
-                if code == EXIT_DONE or (target is not None and done >= target):
+                if (guest.exited_done(code) or reader.state() == "done"
+                        or (target is not None and done >= target)):
                     break
                 hdr = reader.header()
                 status = "failed"
-                detail = (f"probe error {hdr.error}: {hdr.message}" if code == EXIT_ERROR
+                detail = (f"probe error {hdr.error}: {hdr.message}" if guest.exited_error(code)
                           else f"QEMU exited with code {code}")
                 message = (f"{detail} after {done} samples; stderr: "
                            f"{guest.stderr().strip()[-300:] or '(empty)'}")

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from irqlab.runner.qemu import DEFAULT_PROBE
+from irqlab.runner.machines import MACHINES
+
+DEFAULT_PROBE = MACHINES["x86_64"].probe
 
 
 @dataclass

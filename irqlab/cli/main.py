@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 from irqlab.cli.durations import parse_duration_ns
 from irqlab.cli.render import HumanRenderer, JsonRenderer, Renderer
+from irqlab.runner.machines import MACHINES
 from irqlab.store import Store, StoreError, default_db_path
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -53,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="measure timer-interrupt latency")
     r.add_argument("--target", default="guest", choices=["guest"],
                    help="what to measure (guest: the x86-64 probe in a QEMU VM)")
+    r.add_argument("--arch", default="x86_64", choices=sorted(MACHINES),
+                   help="guest probe architecture (default x86_64)")
     r.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"],
                    help="auto tries KVM with a real boot and falls back to TCG")
     r.add_argument("--icount", action="store_true",
@@ -138,7 +141,7 @@ def _run_config(args: argparse.Namespace):
     if args.probe is not None and not args.probe.is_file():
         raise UsageError(f"--probe {args.probe} is not a file: build it with "
                          f"`make -C probes/guest` or give the right path")
-    return RunConfig(target=args.target, accel=args.accel,
+    return RunConfig(target=args.target, arch=args.arch, accel=args.accel,
                      icount=args.icount or False, period_ns=args.period,
                      duration_ns=duration, samples=args.samples, window_ns=args.window,
                      threshold_ns=args.threshold, warmup=args.warmup, idle=args.idle,

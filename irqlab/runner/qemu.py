@@ -17,15 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from irqlab.runner.accel import AccelPlan
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_PROBE = REPO_ROOT / "probes" / "guest" / "build" / "x86_64" / "irqlab-probe.elf"
-QBOOT_PATHS = ("/usr/share/qemu/qboot.rom", "/usr/share/qboot/bios.bin")
-
-# isa-debug-exit makes QEMU exit with (value << 1) | 1; the probe writes these values.
-DEBUG_EXIT_PORT = 0xF4
-EXIT_DONE = (0x10 << 1) | 1
-EXIT_ERROR = (0x11 << 1) | 1
+from irqlab.runner.machines import Machine, machine_for
 
 _PR_SET_PDEATHSIG = 1
 _OUTPUT_KEEP_BYTES = 64 * 1024
@@ -42,14 +34,24 @@ class GuestConfig:
     samples: int = 0
     timer: str = "auto"
     memory_mib: int = 64
-    probe: Path = DEFAULT_PROBE
-    qemu: str = "qemu-system-x86_64"
+    arch: str = "x86_64"
+    probe: Path | None = None
+    extra_args: str = ""
+
+    @property
+    def machine(self) -> Machine:
+        return machine_for(self.arch)
+
+    @property
+    def probe_path(self) -> Path:
+        return self.probe or self.machine.probe
 
     def cmdline(self) -> str:
         """The probe's boot parameters (docs/formats.md section 1)."""
         return (f"period_ns={self.period_ns} idle={self.idle} "
                 f"inject_irqoff_ns={self.inject_irqoff_ns} inject_every={self.inject_every} "
-                f"samples={self.samples} timer={self.timer}")
+                f"samples={self.samples} timer={self.timer}"
+                + (f" {self.extra_args}" if self.extra_args else ""))
 
 
 class _Tail:
@@ -77,14 +79,6 @@ def _die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def find_firmware() -> str | None:
-    """qboot boots a ``-kernel`` in ~0.1 s here against ~1.5 s for SeaBIOS under TCG."""
-    for path in QBOOT_PATHS:
-        if os.path.exists(path):
-            return path
-    return None
-
-
 @dataclass
 class QemuGuest:
     """A running QEMU process with the probe and its shared guest memory."""
@@ -102,40 +96,24 @@ class QemuGuest:
     def build_argv(self) -> list[str]:
         cfg = self.config
         size = f"{cfg.memory_mib}M"
-        argv = [cfg.qemu, "-name", f"{self.name},debug-threads=on",
-                "-M", "pc", "-m", size,
-                "-object", f"memory-backend-file,id=irqlab-mem,size={size},"
-                           f"mem-path=/proc/self/fd/{self.mem_fd},share=on",
-                "-machine", "memory-backend=irqlab-mem",
-                "-nodefaults", "-display", "none", "-no-reboot",
-                "-serial", "stdio", "-monitor", "none",
-                "-device", f"isa-debug-exit,iobase={DEBUG_EXIT_PORT:#x},iosize=0x04"]
-        fw = find_firmware()
-        if fw:
-            argv += ["-bios", fw]
-        if self.plan.accel == "kvm":
-            # arch-capabilities: QEMU aborts setting MSR 0x10a on some KVM backends;
-            # invtsc: QEMU then publishes the exact TSC rate in leaf 0x40000010.
-            argv += ["-accel", "kvm", "-cpu", "host,-arch-capabilities,+invtsc"]
-        else:
-            argv += ["-accel", "tcg", "-cpu", "max"]
-            if self.icount:
-                # shift=0: 1 instruction = 1 ns of virtual time; sleep=off: idle time is
-                # skipped, so a halted guest runs faster than real time and deterministically.
-                argv += ["-icount", "shift=0,sleep=off"]
-        argv += ["-kernel", str(cfg.probe), "-append", cfg.cmdline()]
-        return argv
+        return ([cfg.machine.qemu, "-name", f"{self.name},debug-threads=on", "-m", size,
+                 "-object", f"memory-backend-file,id=irqlab-mem,size={size},"
+                            f"mem-path=/proc/self/fd/{self.mem_fd},share=on",
+                 "-machine", "memory-backend=irqlab-mem",
+                 "-nodefaults", "-display", "none", "-no-reboot",
+                 "-serial", "stdio", "-monitor", "none"]
+                + cfg.machine.argv(self.plan, self.icount)
+                + ["-kernel", str(cfg.probe_path), "-append", cfg.cmdline()])
 
     def start(self) -> None:
         """Create guest memory and start QEMU; raises OSError with the reason."""
-        if not self.config.probe.exists():
+        machine = self.config.machine
+        if not self.config.probe_path.exists():
             raise FileNotFoundError(
-                f"guest probe {self.config.probe} is not built: run `make -C probes/guest` "
-                f"(or the README's set-up command)")
-        if shutil.which(self.config.qemu) is None:
-            raise FileNotFoundError(
-                f"{self.config.qemu} not found: install Debian's qemu-system-x86 (the "
-                f"README's set-up command does)")
+                f"guest probe {self.config.probe_path} is not built: run `make -C "
+                f"probes/guest` (or the README's set-up command)")
+        if shutil.which(machine.qemu) is None:
+            raise FileNotFoundError(f"{machine.qemu} not found: {machine.install_hint}")
         self.mem_fd = os.memfd_create("irqlab-guest-ram", 0)
         os.ftruncate(self.mem_fd, self.config.memory_mib << 20)
         self.argv = self.build_argv()
@@ -152,6 +130,12 @@ class QemuGuest:
 
     def exit_code(self) -> int | None:
         return self.proc.poll() if self.proc else None
+
+    def exited_done(self, code: int) -> bool:
+        return code in self.config.machine.done_exit_codes
+
+    def exited_error(self, code: int) -> bool:
+        return code in self.config.machine.error_exit_codes
 
     def stop(self, timeout_s: float = 5.0) -> int | None:
         """Terminate QEMU (only the process we started) and free guest memory."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -17,7 +17,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from irqlab.store.schema import SCHEMA_V1, SCHEMA_VERSION
+from irqlab.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 RUN_STATUSES = ("running", "ok", "failed", "interrupted")
 
@@ -60,18 +60,25 @@ class RunRow:
     params: dict[str, Any]
     metadata: dict[str, Any]
     summary: dict[str, Any] | None
+    kind: str = "latency"
+    source: str = "irqlab"
+    tags: dict[str, str] = field(default_factory=dict)
+    suite: str | None = None
+    cell: dict[str, Any] | None = None
 
 
 _RUN_COLUMNS = ("run_id, name, target, arch, accel, emulated, status, started_at, ended_at, "
-                "tick_hz, period_ns, threshold_ns, message, params, metadata, summary")
+                "tick_hz, period_ns, threshold_ns, message, params, metadata, summary, "
+                "kind, source, tags, suite, cell")
+_JSON_COLUMNS = (13, 14, 15, 18, 20)
 
 
 def _row(raw: tuple) -> RunRow:
     vals = list(raw)
-    for i in (13, 14, 15):
+    for i in _JSON_COLUMNS:
         vals[i] = json.loads(vals[i]) if vals[i] is not None else None
-    vals[13] = vals[13] or {}
-    vals[14] = vals[14] or {}
+    for i in (13, 14, 18):
+        vals[i] = vals[i] or {}
     return RunRow(*vals)
 
 
@@ -154,29 +161,45 @@ class Store:
                              f"(v{SCHEMA_VERSION}): upgrade irqlab")
 
     def _migrate(self) -> None:
+        """Bring the file to SCHEMA_VERSION, one version at a time, in one transaction."""
         ver = self._version()
         if ver is not None and ver > SCHEMA_VERSION:
             self._check_version()
         if ver is None:
             tables = self._query("SELECT count(*) FROM information_schema.tables"
-                                      ).fetchone()[0]
+                                 ).fetchone()[0]
             if tables:
                 raise StoreError(f"{self.path} already holds tables that are not irqlab's; "
                                  f"pass --db PATH to a new file")
-            for stmt in SCHEMA_V1:
-                self.con.execute(stmt)
-            self._query("INSERT INTO meta VALUES ('schema_version', ?)",
+            ver = 0
+        if ver == SCHEMA_VERSION:
+            return
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            for v in range(ver + 1, SCHEMA_VERSION + 1):
+                for stmt in MIGRATIONS[v]:
+                    self.con.execute(stmt)
+            self.con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                              [str(SCHEMA_VERSION)])
+            self.con.execute("COMMIT")
+        except duckdb.Error as exc:
+            self.con.execute("ROLLBACK")
+            raise StoreError(f"cannot upgrade {self.path} from schema v{ver}: {exc}") from exc
 
     # -- writing ----------------------------------------------------------------------
     def create_run(self, name: str, target: str, params: dict[str, Any],
-                   metadata: dict[str, Any]) -> int:
-        """Insert a run in status ``running`` and return its id."""
-        now = _utcnow()
+                   metadata: dict[str, Any], *, kind: str = "latency",
+                   source: str = "irqlab", tags: dict[str, str] | None = None,
+                   suite: str | None = None, cell: dict[str, Any] | None = None,
+                   status: str = "running", started_at: dt.datetime | None = None) -> int:
+        """Insert a run (status ``running`` unless told) and return its id."""
         row = self._query(
-            "INSERT INTO runs (name, target, status, started_at, params, metadata) "
-            "VALUES (?, ?, 'running', ?, ?, ?) RETURNING run_id",
-            [name, target, now, json.dumps(params), json.dumps(metadata)]).fetchone()
+            "INSERT INTO runs (name, target, status, started_at, params, metadata, kind, "
+            "source, tags, suite, cell) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "RETURNING run_id",
+            [name, target, status, started_at or _utcnow(), json.dumps(params),
+             json.dumps(metadata), kind, source, json.dumps(tags or {}), suite,
+             None if cell is None else json.dumps(cell)]).fetchone()
         return int(row[0])
 
     def update_run(self, run_id: int, **fields: Any) -> None:
@@ -202,10 +225,20 @@ class Store:
         if not windows:
             return
         self.con.executemany(
-            "INSERT INTO windows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO windows (run_id, idx, start_s, samples, mean_ns, stddev_ns, min_ns, "
+            "max_ns, above_threshold, global_min_ns, global_max_ns, extra) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [[run_id, w["index"], w["start_s"], w["samples"], w["mean_ns"], w["stddev_ns"],
               w["min_ns"], w["max_ns"], w["above_threshold"], w["global_min_ns"],
-              w["global_max_ns"]] for w in windows])
+              w["global_max_ns"], json.dumps(w["extra"]) if w.get("extra") else None]
+             for w in windows])
+
+    def add_histogram(self, run_id: int, series: str,
+                      buckets: list[tuple[int, int | None, int]]) -> None:
+        """Store ``(lower_ns, upper_ns, count)`` buckets; upper_ns None = overflow."""
+        rows = [[run_id, series, lo, hi, n] for lo, hi, n in buckets if n]
+        if rows:
+            self.con.executemany("INSERT INTO histograms VALUES (?, ?, ?, ?, ?)", rows)
 
     def add_samples(self, run_id: int, records: np.ndarray) -> None:
         """Append raw records (RECORD_DTYPE array) losslessly."""
@@ -245,10 +278,26 @@ class Store:
     def windows(self, run_id: int) -> list[dict[str, Any]]:
         cur = self._query(
             "SELECT idx AS index, start_s, samples, mean_ns, stddev_ns, min_ns, max_ns, "
-            "above_threshold, global_min_ns, global_max_ns FROM windows WHERE run_id = ? "
-            "ORDER BY idx", [run_id])
+            "above_threshold, global_min_ns, global_max_ns, extra FROM windows "
+            "WHERE run_id = ? ORDER BY idx", [run_id])
         names = [d[0] for d in cur.description]
-        return [dict(zip(names, r)) for r in cur.fetchall()]
+        out = []
+        for r in cur.fetchall():
+            w = dict(zip(names, r))
+            extra = w.pop("extra")
+            if extra is not None:
+                w["extra"] = json.loads(extra)
+            out.append(w)
+        return out
+
+    def histogram(self, run_id: int) -> dict[str, list[tuple[int, int | None, int]]]:
+        """Stored histogram buckets by series."""
+        rows = self._query("SELECT series, lower_ns, upper_ns, count FROM histograms "
+                           "WHERE run_id = ? ORDER BY series, lower_ns", [run_id]).fetchall()
+        out: dict[str, list[tuple[int, int | None, int]]] = {}
+        for series, lo, hi, n in rows:
+            out.setdefault(series, []).append((lo, hi, int(n)))
+        return out
 
     def sample_count(self, run_id: int) -> int:
         return int(self._query("SELECT count(*) FROM samples WHERE run_id = ?",

@@ -1,47 +1,73 @@
-"""Database schema, versioned (docs/formats.md section 3 keeps the history)."""
+"""Database schema and its migrations (docs/formats.md section 3 keeps the history).
 
-SCHEMA_VERSION = 1
+Each version is a list of statements applied in order to a database at the previous
+version; a new database gets them all. Never edit a released version: add the next one.
+"""
 
-SCHEMA_V1 = [
-    """CREATE TABLE IF NOT EXISTS meta (
-        key VARCHAR PRIMARY KEY,
-        value VARCHAR NOT NULL)""",
-    "CREATE SEQUENCE IF NOT EXISTS run_id_seq START 1",
-    """CREATE TABLE IF NOT EXISTS runs (
-        run_id BIGINT PRIMARY KEY DEFAULT nextval('run_id_seq'),
-        name VARCHAR NOT NULL,
-        target VARCHAR NOT NULL,
-        arch VARCHAR,
-        accel VARCHAR,
-        emulated BOOLEAN,
-        status VARCHAR NOT NULL,
-        started_at TIMESTAMP NOT NULL,
-        ended_at TIMESTAMP,
-        tick_hz BIGINT,
-        period_ns BIGINT,
-        threshold_ns BIGINT,
-        message VARCHAR,
-        params JSON,
-        metadata JSON,
-        summary JSON)""",
-    """CREATE TABLE IF NOT EXISTS windows (
-        run_id BIGINT NOT NULL,
-        idx INTEGER NOT NULL,
-        start_s DOUBLE NOT NULL,
-        samples BIGINT NOT NULL,
-        mean_ns BIGINT,
-        stddev_ns BIGINT,
-        min_ns BIGINT,
-        max_ns BIGINT,
-        above_threshold BIGINT NOT NULL,
-        global_min_ns BIGINT,
-        global_max_ns BIGINT,
-        PRIMARY KEY (run_id, idx))""",
-    """CREATE TABLE IF NOT EXISTS samples (
-        run_id BIGINT NOT NULL,
-        seq UBIGINT NOT NULL,
-        deadline_tick UBIGINT NOT NULL,
-        entry_tick UBIGINT NOT NULL,
-        flags UINTEGER NOT NULL,
-        cpu UINTEGER NOT NULL)""",
-]
+SCHEMA_VERSION = 2
+
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        """CREATE TABLE IF NOT EXISTS meta (
+            key VARCHAR PRIMARY KEY,
+            value VARCHAR NOT NULL)""",
+        "CREATE SEQUENCE IF NOT EXISTS run_id_seq START 1",
+        """CREATE TABLE IF NOT EXISTS runs (
+            run_id BIGINT PRIMARY KEY DEFAULT nextval('run_id_seq'),
+            name VARCHAR NOT NULL,
+            target VARCHAR NOT NULL,
+            arch VARCHAR,
+            accel VARCHAR,
+            emulated BOOLEAN,
+            status VARCHAR NOT NULL,
+            started_at TIMESTAMP NOT NULL,
+            ended_at TIMESTAMP,
+            tick_hz BIGINT,
+            period_ns BIGINT,
+            threshold_ns BIGINT,
+            message VARCHAR,
+            params JSON,
+            metadata JSON,
+            summary JSON)""",
+        """CREATE TABLE IF NOT EXISTS windows (
+            run_id BIGINT NOT NULL,
+            idx INTEGER NOT NULL,
+            start_s DOUBLE NOT NULL,
+            samples BIGINT NOT NULL,
+            mean_ns BIGINT,
+            stddev_ns BIGINT,
+            min_ns BIGINT,
+            max_ns BIGINT,
+            above_threshold BIGINT NOT NULL,
+            global_min_ns BIGINT,
+            global_max_ns BIGINT,
+            PRIMARY KEY (run_id, idx))""",
+        """CREATE TABLE IF NOT EXISTS samples (
+            run_id BIGINT NOT NULL,
+            seq UBIGINT NOT NULL,
+            deadline_tick UBIGINT NOT NULL,
+            entry_tick UBIGINT NOT NULL,
+            flags UINTEGER NOT NULL,
+            cpu UINTEGER NOT NULL)""",
+    ],
+    2: [
+        # kind: "latency" (timer/IRQ latency) or "network" (round trips); source: "irqlab"
+        # or the import format it came from; tags: {key: value}; suite: a suite or matrix
+        # this run belongs to, cell: that suite's coordinates of the run.
+        "ALTER TABLE runs ADD COLUMN kind VARCHAR DEFAULT 'latency'",
+        "ALTER TABLE runs ADD COLUMN source VARCHAR DEFAULT 'irqlab'",
+        "ALTER TABLE runs ADD COLUMN tags JSON DEFAULT '{}'",
+        "ALTER TABLE runs ADD COLUMN suite VARCHAR",
+        "ALTER TABLE runs ADD COLUMN cell JSON",
+        # Source-specific window details (raw ticks, a rounded percentage kept as a bound).
+        "ALTER TABLE windows ADD COLUMN extra JSON",
+        # Histograms at the resolution the source had: [lower_ns, upper_ns) buckets per
+        # series ("all", "cpu0", "irq", ...); upper_ns NULL = overflow bucket.
+        """CREATE TABLE IF NOT EXISTS histograms (
+            run_id BIGINT NOT NULL,
+            series VARCHAR NOT NULL,
+            lower_ns BIGINT NOT NULL,
+            upper_ns BIGINT,
+            count UBIGINT NOT NULL)""",
+    ],
+}

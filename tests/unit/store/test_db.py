@@ -69,3 +69,31 @@ def test_windows_round_trip(tmp_path):
         rid = st.create_run("w", "guest", {}, {})
         st.add_windows(rid, [w, empty])
         assert st.windows(rid) == [w, empty]
+
+
+def test_v1_database_is_upgraded_in_place_keeping_its_runs(tmp_path):
+    from irqlab.store.schema import MIGRATIONS
+
+    path = tmp_path / "v1.duckdb"
+    con = duckdb.connect(str(path))
+    for stmt in MIGRATIONS[1]:
+        con.execute(stmt)
+    con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    con.execute("INSERT INTO runs (name, target, status, started_at, params, metadata) "
+                "VALUES ('old', 'guest', 'ok', now()::TIMESTAMP, '{}', '{}')")
+    con.close()
+    with Store(path) as st:
+        row = st.resolve("old")
+        assert (row.kind, row.source, row.tags) == ("latency", "irqlab", {})
+    with Store(path, read_only=True) as st:
+        assert st._version() == 2
+
+
+def test_histogram_and_tags_round_trip(tmp_path):
+    with Store(tmp_path / "x.duckdb") as st:
+        rid = st.create_run("imp", "board", {}, {}, source="cyclictest",
+                            tags={"board": "rcar"}, status="ok")
+        st.add_histogram(rid, "cpu0", [(0, 1000, 5), (1000, 2000, 0), (2000, None, 2)])
+        row = st.resolve("imp")
+        assert row.tags == {"board": "rcar"} and row.source == "cyclictest"
+        assert st.histogram(rid) == {"cpu0": [(0, 1000, 5), (2000, None, 2)]}
