@@ -18,7 +18,7 @@ from irqlab import __version__
 from irqlab.runner.accel import AccelPlan, plans_for
 from irqlab.runner.hostinfo import host_info, qemu_version
 from irqlab.runner.qemu import GuestConfig, QemuGuest
-from irqlab.samples.record import FLAG_INJECTED, RECORD_DTYPE
+from irqlab.samples.record import FLAG_INJECTED
 from irqlab.samples.ring import RingError, RingHeader, RingReader
 from irqlab.stats import RunStats, RunSummary, WindowStats, format_window_line, ticks_to_ns
 from irqlab.store import Store
@@ -116,16 +116,30 @@ def window_dict(w: WindowStats, tick_hz: int) -> dict[str, Any]:
             "global_min_ns": ns(w.global_min_tick), "global_max_ns": ns(w.global_max_tick)}
 
 
+def _make_target(cfg: RunConfig, plan: AccelPlan, guest_cfg: GuestConfig,
+                 name: str) -> QemuGuest:
+    """The process that hosts the probe, by ``--target`` (one place to add targets)."""
+    return QemuGuest(guest_cfg, plan, icount=cfg.icount, name=name)
+
+
+def _open_source(cfg: RunConfig, guest: QemuGuest) -> RingReader:
+    """The reader of the target's samples (one place to add sample sinks)."""
+    return RingReader(guest.mem_path)
+
+
 def _boot(cfg: RunConfig, plan: AccelPlan, guest_cfg: GuestConfig, name: str,
           stop: _Stop) -> tuple[QemuGuest, RingReader | None, str | None]:
-    """Start QEMU and wait for the probe to run; returns (guest, reader, error)."""
-    guest = QemuGuest(guest_cfg, plan, icount=cfg.icount, name=name)
-    guest.start()
+    """Start the target and wait for the probe to run; returns (guest, reader, error)."""
+    guest = _make_target(cfg, plan, guest_cfg, name)
+    try:
+        guest.start()
+    except OSError as exc:
+        return guest, None, str(exc)
     reader = None
     deadline = time.monotonic() + cfg.boot_timeout_s
     while time.monotonic() < deadline and stop.signum is None:
         if reader is None:
-            reader = RingReader(guest.mem_path)
+            reader = _open_source(cfg, guest)
         if reader.magic_ok():
             state = reader.state()
             if state in ("running", "done"):

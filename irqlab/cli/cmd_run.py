@@ -1,0 +1,115 @@
+"""``irqlab run``: measure timer-interrupt latency (the contract in README and issue 2)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from irqlab.cli.common import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, add_db_json,
+                               count, db_path, duration, renderer)
+from irqlab.runner.machines import MACHINES
+from irqlab.store import Store
+
+NAME = "run"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser("run", help="measure timer-interrupt latency")
+    r.add_argument("--target", default="guest", choices=["guest"],
+                   help="what to measure (guest: the x86-64 probe in a QEMU VM)")
+    r.add_argument("--arch", default="x86_64", choices=sorted(MACHINES),
+                   help="guest probe architecture (default x86_64)")
+    r.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"],
+                   help="auto tries KVM with a real boot and falls back to TCG")
+    r.add_argument("--icount", action="store_true",
+                   help="TCG with deterministic guest time (exact, repeatable)")
+    r.add_argument("--period", type=duration, default=1_000_000, metavar="DUR",
+                   help="timer period (default 1ms)")
+    bound = r.add_mutually_exclusive_group()
+    bound.add_argument("--duration", type=duration, default=None, metavar="DUR",
+                       help="run length (default 30s)")
+    bound.add_argument("--samples", type=count, default=None, metavar="N",
+                       help="stop after N samples")
+    r.add_argument("--window", type=duration, default=10_000_000_000, metavar="DUR",
+                   help="statistics window (default 10s)")
+    r.add_argument("--threshold", type=duration, default=30_000, metavar="DUR",
+                   help="latency threshold counted per window (default 30us)")
+    r.add_argument("--warmup", type=count, default=1, metavar="N",
+                   help="windows left out of warm max (default 1)")
+    r.add_argument("--idle", default="hlt", choices=["hlt", "poll"],
+                   help="how the guest waits: hlt (default) or busy poll")
+    r.add_argument("--inject-irqoff", type=duration, default=0, metavar="DUR",
+                   help="self-check: spin with interrupts off for DUR across the deadline")
+    r.add_argument("--inject-every", type=count, default=0, metavar="N",
+                   help="self-check: inject in every Nth period")
+    r.add_argument("--timer", default="auto", choices=["auto", "deadline", "oneshot"],
+                   help="LAPIC timer mode (auto: TSC-deadline when CPUID has it)")
+    r.add_argument("--memory", type=count, default=64, metavar="MIB",
+                   help="guest memory in MiB (default 64)")
+    r.add_argument("--boot-timeout", type=duration, default=30_000_000_000, metavar="DUR",
+                   help="give up on an accelerator when the probe has not started (30s)")
+    r.add_argument("--stall-timeout", type=duration, default=None, metavar="DUR",
+                   help="watchdog: fail when no sample arrives for DUR (default "
+                        "max(3s, 20 periods))")
+    r.add_argument("--probe", type=Path, default=None, help="probe ELF to boot")
+    r.add_argument("--name", default=None, help="run name (later commands accept it)")
+    add_db_json(r)
+
+
+
+def run_config(args: argparse.Namespace):
+    from irqlab.measure import RunConfig
+
+    if args.period <= 0:
+        raise UsageError("--period must be more than 0, e.g. --period 1ms")
+    if args.period < 10_000:
+        raise UsageError(f"--period {args.period} ns is below 10us, faster than a guest "
+                         f"can take interrupts: use --period 10us or more")
+    if args.icount and args.accel == "kvm":
+        raise UsageError("--icount needs TCG: drop --accel kvm or use --accel tcg")
+    if (args.inject_irqoff > 0) != (args.inject_every > 0):
+        raise UsageError("--inject-irqoff and --inject-every go together, e.g. "
+                         "--inject-irqoff 2ms --inject-every 100")
+    if args.inject_irqoff >= args.period * max(args.inject_every, 1):
+        raise UsageError("--inject-irqoff must be shorter than --inject-every periods, or "
+                         "every injected delay would swallow the next injection")
+    if args.samples == 0:
+        raise UsageError("--samples must be at least 1")
+    duration = args.duration
+    if duration is None and args.samples is None:
+        duration = 30_000_000_000
+    if duration is not None and duration < args.period:
+        raise UsageError("--duration is shorter than one --period: nothing to measure")
+    if args.window < args.period:
+        raise UsageError("--window must hold at least one period, e.g. --window 10s")
+    if args.memory < 8:
+        raise UsageError("--memory must be at least 8 (MiB): the ring sits at 4 MiB")
+    if args.probe is not None and not args.probe.is_file():
+        raise UsageError(f"--probe {args.probe} is not a file: build it with "
+                         f"`make -C probes/guest` or give the right path")
+    return RunConfig(target=args.target, arch=args.arch, accel=args.accel,
+                     icount=args.icount or False, period_ns=args.period,
+                     duration_ns=duration, samples=args.samples, window_ns=args.window,
+                     threshold_ns=args.threshold, warmup=args.warmup, idle=args.idle,
+                     inject_irqoff_ns=args.inject_irqoff, inject_every=args.inject_every,
+                     name=args.name, timer=args.timer, memory_mib=args.memory,
+                     boot_timeout_s=args.boot_timeout / 1e9,
+                     stall_timeout_s=(None if args.stall_timeout is None
+                                      else args.stall_timeout / 1e9),
+                     probe=args.probe)
+
+
+def run(args: argparse.Namespace) -> int:
+    from irqlab.measure import run as measure
+
+    cfg = run_config(args)
+    out = renderer(args)
+    with Store(db_path(args)) as store:
+        try:
+            result = measure(cfg, store, out)
+        finally:
+            out.close()
+    out.summary(result.summary)
+    if result.status == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_OK if result.status == "ok" else EXIT_FAIL

@@ -1,0 +1,58 @@
+"""``irqlab list`` and ``irqlab show``: what the store holds."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from irqlab.cli.common import EXIT_OK, add_db_json, db_path, renderer
+from irqlab.store import Store
+
+def register_list(sub: argparse._SubParsersAction) -> None:
+    ls = sub.add_parser("list", help="list stored runs")
+    add_db_json(ls)
+
+def register_show(sub: argparse._SubParsersAction) -> None:
+    sh = sub.add_parser("show", help="show one stored run")
+    sh.add_argument("run", metavar="RUN", help="run id or name (latest run of that name)")
+    add_db_json(sh)
+
+def _list_row(row) -> dict[str, Any]:
+    s = row.summary or {}
+    return {"run_id": row.run_id, "name": row.name, "started_at": row.started_at.isoformat(),
+            "target": row.target, "accel": row.accel, "emulated": row.emulated,
+            "status": row.status, "samples": s.get("samples", 0),
+            "p99_ns": s.get("p99_ns"), "max_ns": s.get("max_ns")}
+
+def run_list(args: argparse.Namespace) -> int:
+    path = db_path(args)
+    if not Path(path).exists():
+        rows = []
+    else:
+        with Store(path, read_only=True) as store:
+            rows = [_list_row(r) for r in store.runs()]
+    renderer(args).run_list(rows)
+    return EXIT_OK
+
+def run_show(args: argparse.Namespace) -> int:
+    with Store(db_path(args), read_only=True) as store:
+        row = store.resolve(args.run)
+        windows = store.windows(row.run_id)
+    summary = row.summary or {"type": "summary", "run_id": row.run_id, "name": row.name,
+                              "target": row.target, "status": row.status,
+                              "message": "run has no summary yet (still running, or irqlab "
+                                         "was killed before it could write one)"}
+    meta = row.metadata
+    host = meta.get("host", {})
+    probe = meta.get("probe", {})
+    detail = {"run": f"{row.run_id} {row.name}", "status": row.status,
+              "started": row.started_at.isoformat(), "ended": row.ended_at and row.ended_at.isoformat(),
+              "host": f"{host.get('hostname')} {host.get('kernel')} {host.get('cpu_model')} "
+                      f"({host.get('cpus_online')} cpus)",
+              "qemu": meta.get("qemu_version"), "accel": row.accel,
+              "probe": f"build {probe.get('build_id')} timer {probe.get('timer_mode')} "
+                       f"ticks {probe.get('tick_hz')} Hz ({probe.get('tick_method')})",
+              "qemu command": " ".join(meta.get("qemu_argv", [])) or "—"}
+    renderer(args).run_detail(summary, detail, windows)
+    return EXIT_OK
