@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import signal
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -51,6 +51,10 @@ class RunConfig:
     boot_timeout_s: float = 30.0
     stall_timeout_s: float | None = None
     probe: Path | None = None
+    hooks: list[Any] = field(default_factory=list)   # RunHook objects, not serialised
+    suite: str | None = None
+    cell: dict[str, Any] | None = None
+    tags: dict[str, str] = field(default_factory=dict)
 
     def target_samples(self) -> int | None:
         """Samples the guest stops after, when the run is bounded by count."""
@@ -66,6 +70,20 @@ class RunConfig:
         if self.stall_timeout_s is not None:
             return self.stall_timeout_s
         return max(3.0, 20 * self.period_ns / 1e9)
+
+
+class RunHook(Protocol):
+    """Something started or applied around a run: a load, a host knob (irqlab.loads,
+    irqlab.knobs). Hooks are entered in order and always left in reverse order, also after
+    a failure or Ctrl-C, so every touched host setting is restored."""
+
+    name: str
+
+    def qemu_args(self) -> list[str]: ...          # extra QEMU options, [] if none
+    def before_start(self) -> None: ...            # e.g. start a load, write a sysfs knob
+    def after_start(self, target: Any) -> None: ...  # e.g. pin vCPU threads (QEMU runs)
+    def metadata(self) -> dict[str, Any]: ...      # what was applied, or why not
+    def stop(self) -> None: ...                    # stop / restore; must not raise
 
 
 class Observer(Protocol):
@@ -197,11 +215,16 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
                             inject_every=cfg.inject_every,
                             samples=cfg.target_samples() or 0, timer=cfg.timer,
                             memory_mib=cfg.memory_mib, arch=cfg.arch, probe=cfg.probe)
-    params = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}
+    params = {f.name: (str(getattr(cfg, f.name)) if isinstance(getattr(cfg, f.name), Path)
+                       else getattr(cfg, f.name))
+              for f in fields(cfg) if f.name != "hooks"}
+    guest_cfg.extra_qemu_args = [a for h in cfg.hooks for a in h.qemu_args()]
     meta: dict[str, Any] = {"irqlab_version": __version__, "host": host_info(),
                             "qemu_version": qemu_version(guest_cfg.machine.qemu),
                             "probe_cmdline": guest_cfg.cmdline(), "accel_attempts": []}
-    run_id = store.create_run(name, cfg.target, params, meta)
+    run_id = store.create_run(name, cfg.target, params, meta, tags=cfg.tags,
+                              suite=cfg.suite, cell=cfg.cell)
+    entered: list[Any] = []
     plan: AccelPlan | None = None
     guest: QemuGuest | None = None
     reader: RingReader | None = None
@@ -211,9 +234,13 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
     status, message = "failed", None
     injected = 0
     lost = 0
+    crash: BaseException | None = None
 
     with _Stop() as stop:
         try:
+            for hook in cfg.hooks:
+                entered.append(hook)
+                hook.before_start()
             for candidate in plans_for(cfg.accel, cfg.icount):
                 guest, reader, err = _boot(cfg, candidate, guest_cfg, f"irqlab-{run_id}", stop)
                 meta["accel_attempts"].append({"accel": candidate.label, "error": err,
@@ -234,6 +261,8 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
                 return _finish(store, run_id, meta, status, _summary(
                     cfg, run_id, name, None, None, status, None, 0, 0, 0, message), [])
 
+            for hook in entered:
+                hook.after_start(guest)
             hdr = reader.header()
             meta.update({"qemu_argv": guest.argv, "accel": plan.label,
                          "emulated": plan.emulated, "probe": _probe_meta(hdr)})
@@ -251,8 +280,13 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
                                  "host_is_virtual": meta["host"]["host_is_virtual"]})
             status, message, injected = _stream(cfg, guest, reader, stats, store, run_id,
                                                 observer, windows, stop, hdr.tick_hz)
-        except RingError as exc:
+        except (RingError, OSError) as exc:
             status, message = "failed", str(exc)
+        except BaseException as exc:
+            # A bug or an unexpected failure: store the run as failed with what was
+            # collected, then let the exception surface.
+            status, message = "failed", f"internal error: {type(exc).__name__}: {exc}"
+            crash = exc
         finally:
             final_hdr = None
             if reader is not None:
@@ -267,6 +301,10 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
                 meta["qemu_exit_code"] = code
                 meta["serial_tail"] = guest.serial()[-4000:]
                 meta["qemu_stderr_tail"] = guest.stderr()[-4000:]
+            for hook in reversed(entered):
+                hook.stop()
+            if entered:
+                meta["hooks"] = {h.name: h.metadata() for h in entered}
         if final_hdr is not None:
             hdr = final_hdr
         overruns = hdr.overruns if hdr else 0
@@ -277,7 +315,10 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
                 _emit_window(w, hdr.tick_hz, store, run_id, observer, windows)
         summary = _summary(cfg, run_id, name, plan, hdr, status, run_summary, lost,
                            overruns, injected, message)
-        return _finish(store, run_id, meta, status, summary, windows)
+        result = _finish(store, run_id, meta, status, summary, windows)
+        if crash is not None:
+            raise crash
+        return result
 
 
 def _probe_meta(hdr: RingHeader) -> dict[str, Any]:

@@ -37,6 +37,7 @@ class GuestConfig:
     arch: str = "x86_64"
     probe: Path | None = None
     extra_args: str = ""
+    extra_qemu_args: list[str] = field(default_factory=list)
 
     @property
     def machine(self) -> Machine:
@@ -103,6 +104,7 @@ class QemuGuest:
                  "-nodefaults", "-display", "none", "-no-reboot",
                  "-serial", "stdio", "-monitor", "none"]
                 + cfg.machine.argv(self.plan, self.icount)
+                + cfg.extra_qemu_args
                 + ["-kernel", str(cfg.probe_path), "-append", cfg.cmdline()])
 
     def start(self) -> None:

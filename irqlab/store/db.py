@@ -6,6 +6,7 @@ and answers quantiles in SQL, which later reports and ad-hoc user queries rely o
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -185,6 +186,17 @@ class Store:
         except duckdb.Error as exc:
             self.con.execute("ROLLBACK")
             raise StoreError(f"cannot upgrade {self.path} from schema v{ver}: {exc}") from exc
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All-or-nothing writes (an import either lands whole or not at all)."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
 
     # -- writing ----------------------------------------------------------------------
     def create_run(self, name: str, target: str, params: dict[str, Any],
