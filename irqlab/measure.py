@@ -20,7 +20,7 @@ from irqlab.runner.hostinfo import host_info, qemu_version
 from irqlab.runner.qemu import GuestConfig, QemuGuest
 from irqlab.samples.record import FLAG_INJECTED
 from irqlab.samples.ring import RingError, RingHeader, RingReader
-from irqlab.stats import RunStats, RunSummary, WindowStats, format_window_line, ticks_to_ns
+from irqlab.stats import LogHistogram, RunStats, RunSummary, WindowStats, format_window_line, ticks_to_ns
 from irqlab.store import Store
 
 SUMMARY_VERSION = 1
@@ -315,10 +315,31 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
                 _emit_window(w, hdr.tick_hz, store, run_id, observer, windows)
         summary = _summary(cfg, run_id, name, plan, hdr, status, run_summary, lost,
                            overruns, injected, message)
+        if run_summary is not None and run_summary.samples:
+            store.add_histogram(run_id, "all", histogram_rows(run_summary.histogram,
+                                                              hdr.tick_hz))
         result = _finish(store, run_id, meta, status, summary, windows)
         if crash is not None:
             raise crash
         return result
+
+
+def histogram_rows(hist: LogHistogram, tick_hz: int) -> list[tuple[int, int | None, int]]:
+    """The run's histogram as stored buckets ``(lower_ns, upper_ns, count)``.
+
+    Bucket [low, high] ticks becomes [ns(low), ns(high + 1)); negative latencies (the
+    underflow bucket) become [min_ns, 0); the overflow bucket has upper_ns None.
+    """
+    rows: list[tuple[int, int | None, int]] = []
+    if hist.underflow:
+        rows.append((ticks_to_ns(hist.min, tick_hz), 0, hist.underflow))
+    for index in np.flatnonzero(hist.counts):
+        low, high = hist.bucket_bounds(int(index))
+        rows.append((ticks_to_ns(low, tick_hz), ticks_to_ns(high + 1, tick_hz),
+                     int(hist.counts[index])))
+    if hist.overflow:
+        rows.append((ticks_to_ns(hist.max_trackable + 1, tick_hz), None, hist.overflow))
+    return rows
 
 
 def _probe_meta(hdr: RingHeader) -> dict[str, Any]:

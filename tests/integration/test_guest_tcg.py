@@ -159,3 +159,15 @@ def test_watchdog_fails_a_hung_guest_and_keeps_its_data(db, probe_built):
     assert summary["status"] == "failed" and "watchdog" in summary["message"]
     assert summary["samples"] > 500
     assert not os.path.exists(f"/proc/{qemu}")
+
+
+def test_run_histogram_is_stored_and_counts_every_sample(db, probe_built):
+    res = run_cli(["run", "--accel", "tcg", "--icount", "--period", "1ms", "--samples", "600",
+                   "--inject-irqoff", "200us", "--inject-every", "100", "--json"], db)
+    assert res.code == 0, res.stderr
+    with Store(db, read_only=True) as st:
+        hist = st.histogram(res.summary["run_id"])["all"]
+    assert sum(n for _, _, n in hist) == 600
+    # The 6 injected samples (>= 200 us) sit in buckets no wider than 1/128 of their
+    # value, the rest far below.
+    assert sum(n for lo, _, n in hist if lo >= 200_000 * (1 - 1 / 128)) == 6
