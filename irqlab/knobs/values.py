@@ -1,0 +1,67 @@
+"""Value syntax shared by load specs and knobs: CPU lists, sizes, durations, on/off."""
+
+from __future__ import annotations
+
+import os
+import re
+
+# One duration syntax for the whole CLI (`--period 1ms`, `halt_poll=50us`, `delay=2s`).
+from irqlab.cli.durations import parse_duration_ns
+
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_SIZE_RE = re.compile(r"^(\d+)\s*([kmg]?)(?:i?b)?$", re.IGNORECASE)
+
+
+def parse_cpus(text: str) -> list[int]:
+    """'1', '0,1', '0-1' -> sorted CPU numbers, all allowed for this process."""
+    cpus: set[int] = set()
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.strip().partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise ValueError(f"{text!r} is not a CPU list: write e.g. 1, 0,1 or 0-1") from None
+    allowed = os.sched_getaffinity(0)
+    bad = sorted(cpus - allowed)
+    if not cpus or bad:
+        raise ValueError(f"CPU(s) {bad or text} not available here; this host has CPUs "
+                         f"{format_cpus(sorted(allowed))}")
+    return sorted(cpus)
+
+
+def format_cpus(cpus: list[int]) -> str:
+    return ",".join(str(c) for c in cpus)
+
+
+def parse_size(text: str) -> int:
+    """'512M', '2G', '1GiB', '4096' -> bytes."""
+    m = _SIZE_RE.match(text.strip())
+    if not m:
+        raise ValueError(f"{text!r} is not a size: write e.g. 512M or 2G")
+    return int(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+
+
+def parse_duration(text: str) -> int:
+    """A duration with unit, or a bare integer of ns."""
+    if text.strip().isdigit():
+        return int(text)
+    return parse_duration_ns(text)
+
+
+def parse_int(text: str, lo: int, hi: int, what: str) -> int:
+    try:
+        val = int(text)
+    except ValueError:
+        raise ValueError(f"{what} {text!r} is not an integer") from None
+    if not lo <= val <= hi:
+        raise ValueError(f"{what} must be in {lo}..{hi}, not {val}")
+    return val
+
+
+def parse_onoff(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("on", "yes", "true", "1"):
+        return True
+    if low in ("off", "no", "false", "0"):
+        return False
+    raise ValueError(f"{text!r} is not on/off")

@@ -1,0 +1,210 @@
+"""Scenario files (TOML): run defaults and a matrix of cells (docs/formats.md, "Scenario
+files").
+
+``[run]`` keys are ``irqlab run`` options (``period = "1ms"``, ``icount = true``), ``load``
+(one spec or a list of specs) and knob names (``prio = 80``); ``[matrix]`` keys are the
+same, each holding a list: the cells are the cross product, in file order. A scenario is
+turned into ``irqlab run`` arguments and parsed by that command's own parser, so a key means
+exactly what the option means. Every error names the file, the line and the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TOP_KEYS = ("name", "description", "run", "matrix")
+# Options a scenario may not set: the matrix command owns the database and the output,
+# and names each run after its cell.
+FORBIDDEN = {"db": "pass --db to `irqlab matrix`", "json": "use `irqlab matrix --format json`",
+             "name": "runs are named <scenario>/<cell> by the matrix",
+             "knob": "write the knob's own name, e.g. prio = 80"}
+_KEY_RE = re.compile(r'^\s*"?([A-Za-z0-9_.-]+)"?\s*=')
+_TABLE_RE = re.compile(r"^\s*\[\s*([A-Za-z0-9_.-]+)\s*\]")
+
+
+class ScenarioError(ValueError):
+    """A malformed scenario; the message starts with FILE:LINE and names the key."""
+
+
+class _ArgError(Exception):
+    pass
+
+
+class _RaisingParser(argparse.ArgumentParser):
+    """The run command's parser, but errors come back to us instead of exiting."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _ArgError(message)
+
+
+def _run_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Action]]:
+    from irqlab.cli import cmd_run
+
+    parser = _RaisingParser(prog="irqlab", add_help=False)
+    sub = parser.add_subparsers(dest="command", parser_class=_RaisingParser)
+    cmd_run.register(sub)
+    run_parser = sub.choices["run"]
+    options = {}
+    for action in run_parser._actions:
+        for opt in action.option_strings:
+            if opt.startswith("--") and opt != "--help":
+                options[opt[2:].replace("-", "_")] = action
+    return parser, options
+
+
+@dataclass
+class Scenario:
+    name: str
+    path: Path
+    run: dict[str, Any]
+    matrix: dict[str, list[Any]]
+    description: str = ""
+    lines: dict[tuple[str, str], int] = field(default_factory=dict)
+    digest: str = ""
+
+    def cells(self) -> list[dict[str, Any]]:
+        """The cross product of the matrix lists, first key varying slowest."""
+        keys = list(self.matrix)
+        return [dict(zip(keys, combo)) for combo in itertools.product(*self.matrix.values())]
+
+    def argv(self, cell: dict[str, Any]) -> list[str]:
+        """``irqlab run`` arguments for one cell (cell values override [run])."""
+        _parser, options = _run_parser()
+        return _argv({**self.run, **cell}, options)
+
+    def where(self, table: str, key: str) -> str:
+        line = self.lines.get((table, key))
+        return f"{self.path}:{line}" if line else f"{self.path}"
+
+
+def cell_id(cell: dict[str, Any]) -> str:
+    """Stable text for a cell: 'idle=hlt,load=cpu'."""
+    return ",".join(f"{k}={value_text(v)}" for k, v in cell.items())
+
+
+def value_text(v: Any) -> str:
+    if isinstance(v, list):
+        return "+".join(value_text(x) for x in v)
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    return str(v)
+
+
+def _argv(values: dict[str, Any], options: dict[str, argparse.Action]) -> list[str]:
+    out: list[str] = []
+    for key, val in values.items():
+        action = options[key.replace("-", "_")]
+        opt = max(action.option_strings, key=len)
+        if action.nargs == 0:           # store_true flags: icount = true
+            if val is True:
+                out.append(opt)
+            continue
+        for item in (val if isinstance(val, list) else [val]):
+            out += [opt, value_text(item)]
+    return out
+
+
+def _find_lines(text: str) -> dict[tuple[str, str], int]:
+    lines: dict[tuple[str, str], int] = {}
+    table = ""
+    for no, line in enumerate(text.splitlines(), 1):
+        m = _TABLE_RE.match(line)
+        if m:
+            table = m.group(1)
+            lines.setdefault(("", table), no)
+            continue
+        m = _KEY_RE.match(line)
+        if m:
+            lines.setdefault((table, m.group(1)), no)
+    return lines
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and check a scenario file; raises ScenarioError naming line and key."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib's message ends with "(at line N, column M)".
+        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    lines = _find_lines(text)
+
+    def err(table: str, key: str, msg: str) -> ScenarioError:
+        line = lines.get((table, key))
+        where = f"{path}:{line}" if line else str(path)
+        label = f"[{table}] key {key!r}" if table else f"key {key!r}"
+        return ScenarioError(f"{where}: {label}: {msg}")
+
+    for key in data:
+        if key not in TOP_KEYS:
+            raise err("", key, f"unknown top-level key; allowed: {', '.join(TOP_KEYS)}")
+    name = data.get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name or ""):
+        raise err("", "name", "needs name = \"...\" (letters, digits, _ . -)")
+    run = data.get("run", {})
+    matrix = data.get("matrix", {})
+    for table, val in (("run", run), ("matrix", matrix)):
+        if not isinstance(val, dict):
+            raise err("", table, f"must be a table: [{table}]")
+    parser, options = _run_parser()
+
+    def check(table: str, key: str, val: Any) -> None:
+        k = key.replace("-", "_")
+        if k in FORBIDDEN:
+            raise err(table, key, f"not allowed in a scenario: {FORBIDDEN[k]}")
+        if k not in options:
+            raise err(table, key, "unknown key: use an `irqlab run` option name "
+                                  "(see `irqlab run --help`), load, or a knob name")
+        action = options[k]
+        if action.nargs == 0 and not isinstance(val, bool):
+            raise err(table, key, f"must be true or false, not {val!r}")
+        if isinstance(val, (dict, float)) or (isinstance(val, list) and k != "load"):
+            raise err(table, key, f"{val!r} is not a valid value (write a string, an "
+                                  f"integer or a boolean)")
+        try:
+            args = parser.parse_args(["run", *_argv({k: val}, options)])
+            from irqlab.knobs.options import hooks_from_args
+            hooks_from_args(args)
+        except (_ArgError, ValueError) as exc:
+            raise err(table, key, str(exc)) from None
+
+    for key, val in run.items():
+        check("run", key, val)
+    for key, vals in matrix.items():
+        if not isinstance(vals, list) or not vals:
+            raise err("matrix", key, "must be a non-empty list, e.g. [\"hlt\", \"poll\"]")
+        for val in vals:
+            check("matrix", key, val)
+    scn = Scenario(name=name, path=path, run=run, matrix=matrix,
+                   description=str(data.get("description", "")), lines=lines,
+                   digest=hashlib.sha256(json.dumps([run, matrix], sort_keys=True,
+                                                    default=str).encode()).hexdigest())
+    # Whole cells: options that are fine alone may clash together (run_config's checks).
+    from irqlab.cli import cmd_run
+    from irqlab.cli.common import UsageError
+    for cell in scn.cells():
+        try:
+            cmd_run.run_config(parser.parse_args(["run", *scn.argv(cell)]))
+        except (_ArgError, UsageError) as exc:
+            first = next(iter(cell), None)
+            where = scn.where("matrix", first) if first else str(path)
+            raise ScenarioError(f"{where}: cell {cell_id(cell) or '(single)'}: {exc}") \
+                from None
+    return scn
+
+
+def parse_cell_args(scn: Scenario, cell: dict[str, Any]) -> argparse.Namespace:
+    parser, _options = _run_parser()
+    return parser.parse_args(["run", *scn.argv(cell)])

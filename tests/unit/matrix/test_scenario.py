@@ -1,0 +1,79 @@
+"""Scenario files: cells, run arguments, and errors that name the line and the key."""
+
+from __future__ import annotations
+
+import pytest
+
+from irqlab.scenario import ScenarioError, cell_id, load_scenario
+from tests.conftest import run_cli
+
+GOOD = """\
+name = "wfi-vs-poll"        # seed 002
+[run]
+target = "guest"
+period = "1ms"
+duration = "30s"
+icount = true
+accel = "tcg"
+[matrix]
+idle = ["hlt", "poll"]
+load = ["none", "cpu:cpus=1"]
+"""
+
+
+def _write(tmp_path, text: str):
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    return path
+
+
+def test_cross_product_and_argv(tmp_path):
+    scn = load_scenario(_write(tmp_path, GOOD))
+    cells = scn.cells()
+    assert [cell_id(c) for c in cells] == ["idle=hlt,load=none", "idle=hlt,load=cpu:cpus=1",
+                                           "idle=poll,load=none",
+                                           "idle=poll,load=cpu:cpus=1"]
+    assert scn.argv(cells[3])[-4:] == ["--idle", "poll", "--load", "cpu:cpus=1"]
+    assert "--icount" in scn.argv(cells[0])
+
+
+@pytest.mark.parametrize("bad, line, key, words", [
+    (GOOD.replace('period = "1ms"', 'period = "1xs"'), 4, "period", "not a duration"),
+    (GOOD.replace('period = "1ms"', 'perod = "1ms"'), 4, "perod", "unknown key"),
+    (GOOD.replace('idle = ["hlt", "poll"]', 'idle = "hlt"'), 9, "idle", "non-empty list"),
+    (GOOD.replace('idle = ["hlt", "poll"]', 'idle = ["hlt", "nap"]'), 9, "idle",
+     "invalid choice"),
+    (GOOD.replace('"cpu:cpus=1"', '"cpu:speed=9"'), 10, "load", "no parameter 'speed'"),
+    (GOOD.replace('icount = true', 'icount = "yes"'), 6, "icount", "true or false"),
+    (GOOD + 'prio = [200]\n', 11, "prio", "1..99"),
+    (GOOD.replace('[run]', '[run]\ndb = "x"'), 3, "db", "not allowed"),
+    (GOOD.replace('[run]', 'colour = 1\n[run]'), 2, "colour", "unknown top-level key"),
+])
+def test_errors_name_line_and_key(tmp_path, bad, line, key, words):
+    path = _write(tmp_path, bad)
+    with pytest.raises(ScenarioError) as exc:
+        load_scenario(path)
+    msg = str(exc.value)
+    assert msg.startswith(f"{path}:{line}:"), msg
+    assert repr(key) in msg and words in msg, msg
+
+
+def test_toml_syntax_error_names_the_line(tmp_path):
+    path = _write(tmp_path, GOOD.replace('period = "1ms"', 'period = 1ms'))
+    with pytest.raises(ScenarioError, match="line 4"):
+        load_scenario(path)
+
+
+def test_cli_exits_2_on_a_malformed_file(tmp_path, db):
+    path = _write(tmp_path, GOOD.replace('period = "1ms"', 'perod = "1ms"'))
+    res = run_cli(["matrix", str(path)], db)
+    assert res.code == 2 and f"{path}:4" in res.stderr and "'perod'" in res.stderr
+
+
+def test_builtin_scenarios_load():
+    from pathlib import Path
+    files = sorted(Path(__file__).resolve().parents[3].joinpath("scenarios").glob("*.toml"))
+    assert len(files) >= 3
+    for f in files:
+        scn = load_scenario(f)
+        assert scn.cells() and f.read_text().startswith("# Mirrors seed")
