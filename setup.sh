@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-APT_PACKAGES=(qemu-system-x86 qemu-system-data gcc make python3 python3-venv python3-pip)
+APT_PACKAGES=(qemu-system-x86 qemu-system-data gcc make python3 python3-venv python3-pip chromium rt-tests libc6-dev cpio gcc-aarch64-linux-gnu qemu-system-arm stress-ng fio)
 run_after=1
 run_args=()
 while (($#)); do
@@ -49,6 +49,27 @@ fi
 
 log "building the guest probe"
 make -s -C probes/guest
+log "building the native probe"
+make -s -C probes/native
+
+# fetch_linux_kernel - Debian's linux-image (amd64) vmlinuz for `--target linux-guest`,
+# cached in ${XDG_CACHE_HOME:-~/.cache}/irqlab/linux (idempotent: nothing to do when the
+# cached vmlinuz exists). Only the package mirror is needed; nothing is installed.
+fetch_linux_kernel() {
+	local dir="${XDG_CACHE_HOME:-$HOME/.cache}/irqlab/linux" pkg tmp
+	[[ -s $dir/vmlinuz ]] && return 0
+	pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}')
+	[[ -n $pkg ]] || { log "linux-image-amd64 unknown to apt: skipping the Linux guest kernel"; return 0; }
+	log "fetching $pkg (Linux guest kernel) into $dir"
+	mkdir -p "$dir"
+	tmp=$(mktemp -d)
+	(cd "$tmp" && apt-get download -q "$pkg" >/dev/null 2>&1) || { rm -rf "$tmp"; log "apt-get download $pkg failed: --target linux-guest unavailable"; return 0; }
+	dpkg-deb --fsys-tarfile "$tmp"/*.deb | tar -xO --wildcards './boot/vmlinuz-*' >"$dir/vmlinuz-${pkg#linux-image-}.tmp"
+	mv "$dir/vmlinuz-${pkg#linux-image-}.tmp" "$dir/vmlinuz-${pkg#linux-image-}"
+	ln -sfn "vmlinuz-${pkg#linux-image-}" "$dir/vmlinuz"
+	rm -rf "$tmp"
+}
+fetch_linux_kernel
 
 log "ready: .venv/bin/irqlab (add $(pwd)/.venv/bin to PATH to type just irqlab)"
 if ((run_after)); then

@@ -16,11 +16,13 @@ import numpy as np
 
 from irqlab import __version__
 from irqlab.runner.accel import AccelPlan, plans_for
+from irqlab.runner.machines import machine_for
 from irqlab.runner.hostinfo import host_info, qemu_version
 from irqlab.runner.qemu import GuestConfig, QemuGuest
 from irqlab.samples.record import FLAG_INJECTED
 from irqlab.samples.ring import RingError, RingHeader, RingReader
 from irqlab.stats import LogHistogram, RunStats, RunSummary, WindowStats, format_window_line, ticks_to_ns
+from irqlab.stats.percpu import PerCpuStats
 from irqlab.store import Store
 
 SUMMARY_VERSION = 1
@@ -55,6 +57,11 @@ class RunConfig:
     suite: str | None = None
     cell: dict[str, Any] | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    cpus: list[int] | None = None        # native/linux-guest: CPUs measured (None: default)
+    priority: int = 90                   # native/linux-guest: SCHED_FIFO priority
+    rt_fallback: bool = False            # native/linux-guest: SCHED_OTHER if RT is refused
+    gic: int | None = None               # arm64 guest: GIC version (None: machine default)
+    sink: str = "ring"                   # guest: samples via the RAM ring or the console
 
     def target_samples(self) -> int | None:
         """Samples the guest stops after, when the run is bounded by count."""
@@ -137,12 +144,48 @@ def window_dict(w: WindowStats, tick_hz: int) -> dict[str, Any]:
 def _make_target(cfg: RunConfig, plan: AccelPlan, guest_cfg: GuestConfig,
                  name: str) -> QemuGuest:
     """The process that hosts the probe, by ``--target`` (one place to add targets)."""
+    if cfg.target == "native":
+        from irqlab.runner.native import NativeProbe
+        return NativeProbe(cfg.period_ns, cpus=cfg.cpus, priority=cfg.priority,
+                           rt_fallback=cfg.rt_fallback, samples=cfg.target_samples() or 0,
+                           name=name)
+    if cfg.target == "linux-guest":
+        from irqlab.runner.linux_guest import LinuxGuest
+        return LinuxGuest(cfg.period_ns, plan, cpus=cfg.cpus, priority=cfg.priority,
+                          rt_fallback=cfg.rt_fallback, samples=cfg.target_samples() or 0,
+                          icount=cfg.icount, extra_qemu_args=guest_cfg.extra_qemu_args,
+                          name=name)
     return QemuGuest(guest_cfg, plan, icount=cfg.icount, name=name)
+
+
+def _plans(cfg: RunConfig) -> list[AccelPlan]:
+    """Accelerators to try for the target (the native probe runs on the host itself)."""
+    if cfg.target == "native":
+        return [AccelPlan("none", "native", False)]
+    plans = plans_for(cfg.accel, cfg.icount)
+    if cfg.target == "guest" and not machine_for(cfg.arch).kvm_possible():
+        # KVM only runs guests of the host's architecture (arm64 on x86): straight to TCG.
+        plans = [p for p in plans if p.accel != "kvm"] or plans
+    return plans
+
+
+def _boot_timeout_s(cfg: RunConfig, plan: AccelPlan) -> float:
+    """A Linux kernel reaches init in ~1-2 s under real KVM; a software KVM backend
+    (e.g. kvm_pvm) hangs stock kernels, so auto gives KVM at most 10 s, then TCG."""
+    if cfg.target == "linux-guest" and cfg.accel == "auto" and plan.accel == "kvm":
+        return min(cfg.boot_timeout_s, 10.0)
+    return cfg.boot_timeout_s
 
 
 def _open_source(cfg: RunConfig, guest: QemuGuest) -> RingReader:
     """The reader of the target's samples (one place to add sample sinks)."""
-    return RingReader(guest.mem_path)
+    if cfg.target in ("native", "linux-guest"):
+        from irqlab.samples.multiring import MultiRingReader
+        return MultiRingReader(guest.mem_path)
+    if cfg.sink == "console":
+        from irqlab.samples.console import ConsoleReader
+        return ConsoleReader(guest.serial_read)
+    return RingReader(guest.mem_path, guest.config.machine.ring_offset)
 
 
 def _boot(cfg: RunConfig, plan: AccelPlan, guest_cfg: GuestConfig, name: str,
@@ -154,7 +197,7 @@ def _boot(cfg: RunConfig, plan: AccelPlan, guest_cfg: GuestConfig, name: str,
     except OSError as exc:
         return guest, None, str(exc)
     reader = None
-    deadline = time.monotonic() + cfg.boot_timeout_s
+    deadline = time.monotonic() + _boot_timeout_s(cfg, plan)
     while time.monotonic() < deadline and stop.signum is None:
         if reader is None:
             reader = _open_source(cfg, guest)
@@ -166,13 +209,16 @@ def _boot(cfg: RunConfig, plan: AccelPlan, guest_cfg: GuestConfig, name: str,
                 hdr = reader.header()
                 return guest, reader, f"probe error {hdr.error}: {hdr.message}"
         code = guest.exit_code()
+        if code is not None and reader is not None and reader.magic_ok() and \
+                reader.state() in ("running", "done", "error"):
+            continue    # it ran (and maybe ended: arm64 powers off) before we looked
         if code is not None:
             return guest, reader, (f"QEMU exited with code {code} before the probe ran; "
                                    f"stderr: {guest.stderr().strip()[-500:] or '(empty)'}")
         time.sleep(0.01)
     if stop.signum is not None:
         return guest, reader, "interrupted during boot"
-    return guest, reader, (f"the probe did not start within {cfg.boot_timeout_s:g} s "
+    return guest, reader, (f"the probe did not start within {_boot_timeout_s(cfg, plan):g} s "
                            f"under {plan.label}; serial: {guest.serial().strip()[-300:]!r}")
 
 
@@ -214,7 +260,8 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
                             inject_irqoff_ns=cfg.inject_irqoff_ns,
                             inject_every=cfg.inject_every,
                             samples=cfg.target_samples() or 0, timer=cfg.timer,
-                            memory_mib=cfg.memory_mib, arch=cfg.arch, probe=cfg.probe)
+                            memory_mib=cfg.memory_mib, arch=cfg.arch, probe=cfg.probe,
+                            gic=cfg.gic, sink=cfg.sink)
     params = {f.name: (str(getattr(cfg, f.name)) if isinstance(getattr(cfg, f.name), Path)
                        else getattr(cfg, f.name))
               for f in fields(cfg) if f.name != "hooks"}
@@ -230,6 +277,8 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
     reader: RingReader | None = None
     hdr: RingHeader | None = None
     stats: RunStats | None = None
+    per_cpu: PerCpuStats | None = None
+    per_ring: list[dict[str, Any]] = []
     windows: list[dict[str, Any]] = []
     status, message = "failed", None
     injected = 0
@@ -241,7 +290,7 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
             for hook in cfg.hooks:
                 entered.append(hook)
                 hook.before_start()
-            for candidate in plans_for(cfg.accel, cfg.icount):
+            for candidate in _plans(cfg):
                 guest, reader, err = _boot(cfg, candidate, guest_cfg, f"irqlab-{run_id}", stop)
                 meta["accel_attempts"].append({"accel": candidate.label, "error": err,
                                                "qemu_argv": guest.argv})
@@ -250,6 +299,7 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
                     break
                 if reader:
                     reader.close()
+                    reader = None  # closed: the cleanup below must not read it again
                 code = guest.stop()
                 meta["accel_attempts"][-1]["exit_code"] = code
                 message = err
@@ -273,13 +323,22 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
                              threshold_tick=cfg.threshold_ns * hdr.tick_hz // 1_000_000_000,
                              window_tick=cfg.window_ns * hdr.tick_hz // 1_000_000_000,
                              warmup_windows=cfg.warmup)
+            if hasattr(reader, "per_ring"):
+                per_cpu = PerCpuStats(hdr.tick_hz, stats.threshold_tick, stats.window_tick,
+                                      cfg.warmup, cpus=reader.cpus)
+                meta["native"] = reader.directory()
+                store.update_run(run_id, metadata=meta)
+                if meta["native"]["rt_fallback"]:
+                    observer.on_notice("SCHED_FIFO was refused: the probe ran SCHED_OTHER "
+                                       "(--rt-fallback); these are not real-time figures")
             observer.on_started({"run_id": run_id, "name": name, "accel": plan.label,
                                  "emulated": plan.emulated, "tick_hz": hdr.tick_hz,
                                  "tick_method": hdr.tick_method,
                                  "timer_mode": hdr.timer_mode, "idle": hdr.idle,
                                  "host_is_virtual": meta["host"]["host_is_virtual"]})
             status, message, injected = _stream(cfg, guest, reader, stats, store, run_id,
-                                                observer, windows, stop, hdr.tick_hz)
+                                                observer, windows, stop, hdr.tick_hz,
+                                                per_cpu=per_cpu)
         except (RingError, OSError) as exc:
             status, message = "failed", str(exc)
         except BaseException as exc:
@@ -295,6 +354,13 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
                 except RingError:
                     final_hdr = None
                 lost = reader.lost
+                if cfg.sink == "console" and hasattr(reader, "stats"):
+                    meta["console_sink"] = reader.stats()
+                if hasattr(reader, "per_ring"):
+                    try:
+                        per_ring = reader.per_ring()
+                    except RingError:
+                        per_ring = []
                 reader.close()
             if guest is not None:
                 code = guest.stop()
@@ -305,6 +371,12 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
                 hook.stop()
             if entered:
                 meta["hooks"] = {h.name: h.metadata() for h in entered}
+                # A load that died during the run (its exit status is checked) makes
+                # the figures not what was asked for: the run fails, saying why.
+                hook_errors = [f"{n}: {m['error']}" for n, m in meta["hooks"].items()
+                               if m.get("error")]
+                if hook_errors and status == "ok":
+                    status, message = "failed", "; ".join(hook_errors)
         if final_hdr is not None:
             hdr = final_hdr
         overruns = hdr.overruns if hdr else 0
@@ -315,6 +387,10 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
                 _emit_window(w, hdr.tick_hz, store, run_id, observer, windows)
         summary = _summary(cfg, run_id, name, plan, hdr, status, run_summary, lost,
                            overruns, injected, message)
+        if per_cpu is not None:
+            # Per-CPU summaries (docs/formats.md section 4, key per_cpu): same keys.
+            summary["per_cpu"] = per_cpu.summaries(
+                {r["cpu"]: {"lost": r["lost"], "overruns": r["overruns"]} for r in per_ring})
         if run_summary is not None and run_summary.samples:
             store.add_histogram(run_id, "all", histogram_rows(run_summary.histogram,
                                                               hdr.tick_hz))
@@ -366,7 +442,8 @@ def _emit_window(w: WindowStats, tick_hz: int, store: Store, run_id: int,
 
 def _stream(cfg: RunConfig, guest: QemuGuest, reader: RingReader, stats: RunStats,
             store: Store, run_id: int, observer: Observer, windows: list[dict[str, Any]],
-            stop: _Stop, tick_hz: int) -> tuple[str, str | None, int]:
+            stop: _Stop, tick_hz: int,
+            per_cpu: PerCpuStats | None = None) -> tuple[str, str | None, int]:
     """Poll the ring until the run ends; returns (status, message, injected count)."""
     target = cfg.target_samples()
     wall_end = None
@@ -392,6 +469,10 @@ def _stream(cfg: RunConfig, guest: QemuGuest, reader: RingReader, stats: RunStat
                                - recs["deadline_tick"].astype(np.int64)):
                 flush()
                 _emit_window(w, tick_hz, store, run_id, observer, windows)
+            if per_cpu is not None:
+                per_cpu.add(recs["cpu"], recs["deadline_tick"].astype(np.int64),
+                            recs["entry_tick"].astype(np.int64)
+                            - recs["deadline_tick"].astype(np.int64))
             injected += int(np.count_nonzero(recs["flags"] & FLAG_INJECTED))
             pending.append(recs)
             pending_n += len(recs)
@@ -435,7 +516,9 @@ def _stream(cfg: RunConfig, guest: QemuGuest, reader: RingReader, stats: RunStat
                     break
                 hdr = reader.header()
                 status = "failed"
-                detail = (f"probe error {hdr.error}: {hdr.message}" if guest.exited_error(code)
+                # arm64 powers off (exit 0) on errors too: the ring state says which.
+                detail = (f"probe error {hdr.error}: {hdr.message}"
+                          if guest.exited_error(code) or hdr.state == "error"
                           else f"QEMU exited with code {code}")
                 message = (f"{detail} after {done} samples; stderr: "
                            f"{guest.stderr().strip()[-300:] or '(empty)'}")
@@ -450,6 +533,8 @@ def _stream(cfg: RunConfig, guest: QemuGuest, reader: RingReader, stats: RunStat
                            f"or QEMU stuck) after {done} samples; data kept")
                 break
             time.sleep(_POLL_S)
+        if hasattr(reader, "finish"):
+            reader.finish()     # multi-ring: release what the merge watermark held back
         drain()
     finally:
         flush()

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import argparse
 
-from irqlab.cli.common import EXIT_OK, count, renderer
+from irqlab.cli.common import EXIT_OK, count, duration, renderer
 
 NAME = "bench"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("bench", help="print performance figures (a benchmark, not a test)")
-    b.add_argument("what", nargs="*", choices=["ingest", "stats", "rate", []],
-                   default=[], help="which figures (default: all)")
+    b.add_argument("what", nargs="*", choices=["ingest", "stats", "rate", "cyclictest", []],
+                   default=[], help="which figures (default: ingest stats rate; cyclictest "
+                                    "only when named: it runs rounds x 2 x --round-duration)")
+    b.add_argument("--rounds", type=count, default=5, metavar="N",
+                   help="cyclictest: rounds of (ours, cyclictest) (default 5)")
+    b.add_argument("--round-duration", type=duration, default=10_000_000_000, metavar="DUR",
+                   help="cyclictest: length of each side of a round (default 10s)")
+    b.add_argument("--bench-cpu", type=count, default=None, metavar="CPU",
+                   help="cyclictest: the CPU both run on (default the highest allowed)")
     b.add_argument("--stats-samples", type=count, default=100_000_000, metavar="N")
     b.add_argument("--json", action="store_true", help="print JSON lines")
 
@@ -21,6 +28,9 @@ def run(args: argparse.Namespace) -> int:
     from irqlab.bench import run_benchmarks
 
     figures = run_benchmarks(args.what or ["ingest", "stats", "rate"],
-                             stats_samples=args.stats_samples)
+                             stats_samples=args.stats_samples,
+                             cyclictest={"rounds": max(1, args.rounds),
+                                         "duration_s": args.round_duration / 1e9,
+                                         "cpu": args.bench_cpu})
     renderer(args).bench(figures)
     return EXIT_OK

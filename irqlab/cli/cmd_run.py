@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import platform
 from pathlib import Path
 
 from irqlab.cli.common import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, add_db_json,
                                count, db_path, duration, renderer)
+from irqlab.knobs.options import add_arguments as add_hook_options, hooks_from_args
 from irqlab.runner.machines import MACHINES
 from irqlab.store import Store
 
@@ -15,8 +17,19 @@ NAME = "run"
 
 def register(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("run", help="measure timer-interrupt latency")
-    r.add_argument("--target", default="guest", choices=["guest"],
-                   help="what to measure (guest: the x86-64 probe in a QEMU VM)")
+    r.add_argument("--target", default="guest", type=_targets, metavar="TARGET[,TARGET]",
+                   help="what to measure: guest (the probe in a QEMU VM), native (this "
+                        "host, one RT thread per CPU), linux-guest (Debian's kernel in QEMU "
+                        "running the native probe); a comma list or `all` runs them one "
+                        "after another as one suite and prints a comparison table")
+    r.add_argument("--cpus", type=_cpus, default=None, metavar="LIST",
+                   help="native: host CPUs to measure (default all online); linux-guest: "
+                        "guest CPUs (default 0), e.g. 0,2-3")
+    r.add_argument("--priority", type=int, default=90, metavar="N",
+                   help="native/linux-guest: SCHED_FIFO priority 1-99 (default 90)")
+    r.add_argument("--rt-fallback", action="store_true",
+                   help="native/linux-guest: run SCHED_OTHER (recorded) when RT priority "
+                        "cannot be set, instead of failing")
     r.add_argument("--arch", default="x86_64", choices=sorted(MACHINES),
                    help="guest probe architecture (default x86_64)")
     r.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"],
@@ -36,14 +49,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="latency threshold counted per window (default 30us)")
     r.add_argument("--warmup", type=count, default=1, metavar="N",
                    help="windows left out of warm max (default 1)")
-    r.add_argument("--idle", default="hlt", choices=["hlt", "poll"],
-                   help="how the guest waits: hlt (default) or busy poll")
+    r.add_argument("--idle", default="hlt", choices=["hlt", "poll", "wfi"],
+                   help="how the guest waits: hlt (default; wfi on arm64, either name "
+                        "works there) or busy poll")
     r.add_argument("--inject-irqoff", type=duration, default=0, metavar="DUR",
                    help="self-check: spin with interrupts off for DUR across the deadline")
     r.add_argument("--inject-every", type=count, default=0, metavar="N",
                    help="self-check: inject in every Nth period")
-    r.add_argument("--timer", default="auto", choices=["auto", "deadline", "oneshot"],
-                   help="LAPIC timer mode (auto: TSC-deadline when CPUID has it)")
+    r.add_argument("--timer", default="auto",
+                   choices=["auto", "deadline", "oneshot", "virt", "phys"],
+                   help="x86: LAPIC timer mode (auto: TSC-deadline when CPUID has it); "
+                        "arm64: EL1 virtual (auto) or physical generic timer")
+    r.add_argument("--gic", type=int, default=None, choices=[2, 3],
+                   help="arm64: GIC version of the QEMU virt machine (default 3)")
+    r.add_argument("--sink", default="ring", choices=["ring", "console"],
+                   help="how samples come back: ring (guest RAM read by the host, "
+                        "default) or console (framed lines on the serial console; arm64)")
     r.add_argument("--memory", type=count, default=64, metavar="MIB",
                    help="guest memory in MiB (default 64)")
     r.add_argument("--boot-timeout", type=duration, default=30_000_000_000, metavar="DUR",
@@ -53,8 +74,36 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "max(3s, 20 periods))")
     r.add_argument("--probe", type=Path, default=None, help="probe ELF to boot")
     r.add_argument("--name", default=None, help="run name (later commands accept it)")
+    r.add_argument("--trace", action="store_true",
+                   help="capture host kernel events (private tracefs instance) for "
+                        "`irqlab explain`")
+    add_hook_options(r)  # --load, --knob and one option per knob (irqlab.knobs.options)
     add_db_json(r)
 
+
+
+def _check_arch_options(args: argparse.Namespace) -> None:
+    """Options whose valid values depend on the guest architecture (--arch)."""
+    if getattr(args, "target", "guest") != "guest":
+        return
+    m = MACHINES[args.arch]
+    if args.timer not in m.timers:
+        raise UsageError(f"--timer {args.timer} does not exist on {args.arch}: use one of "
+                         f"{', '.join(m.timers)}")
+    if args.idle not in m.idles:
+        raise UsageError(f"--idle {args.idle} does not exist on {args.arch}: use one of "
+                         f"{', '.join(m.idles)}")
+    if args.sink not in m.sinks:
+        raise UsageError(f"--sink {args.sink} is not supported by the {args.arch} probe "
+                         f"(it has: {', '.join(m.sinks)})")
+    if args.gic is not None:
+        try:
+            m.configured(gic=args.gic)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    if args.accel == "kvm" and not m.kvm_possible():
+        raise UsageError(f"--accel kvm cannot run an {args.arch} guest on this "
+                         f"{platform.machine()} host: use --accel tcg (or auto)")
 
 
 def run_config(args: argparse.Namespace):
@@ -87,7 +136,15 @@ def run_config(args: argparse.Namespace):
     if args.probe is not None and not args.probe.is_file():
         raise UsageError(f"--probe {args.probe} is not a file: build it with "
                          f"`make -C probes/guest` or give the right path")
-    return RunConfig(target=args.target, arch=args.arch, accel=args.accel,
+    _check_arch_options(args)
+    try:
+        hooks = hooks_from_args(args)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not 1 <= args.priority <= 99:
+        raise UsageError(f"--priority {args.priority} must be 1-99 (SCHED_FIFO)")
+    return RunConfig(cpus=args.cpus, priority=args.priority, rt_fallback=args.rt_fallback,
+                     hooks=hooks, target=args.target, arch=args.arch, accel=args.accel,
                      icount=args.icount or False, period_ns=args.period,
                      duration_ns=duration, samples=args.samples, window_ns=args.window,
                      threshold_ns=args.threshold, warmup=args.warmup, idle=args.idle,
@@ -96,14 +153,19 @@ def run_config(args: argparse.Namespace):
                      boot_timeout_s=args.boot_timeout / 1e9,
                      stall_timeout_s=(None if args.stall_timeout is None
                                       else args.stall_timeout / 1e9),
-                     probe=args.probe)
+                     probe=args.probe, gic=args.gic, sink=args.sink)
 
 
 def run(args: argparse.Namespace) -> int:
     from irqlab.measure import run as measure
 
     cfg = run_config(args)
+    if getattr(args, "trace", False):
+        from irqlab.trace.capture import TraceHook
+        cfg.hooks.append(TraceHook(db_path(args), cfg.period_ns))
     out = renderer(args)
+    if "," in cfg.target:
+        return _run_suite(cfg, out, args)
     with Store(db_path(args)) as store:
         try:
             result = measure(cfg, store, out)
@@ -113,3 +175,41 @@ def run(args: argparse.Namespace) -> int:
     if result.status == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_OK if result.status == "ok" else EXIT_FAIL
+
+
+def _targets(text: str) -> str:
+    """argparse type: one target, a comma list or a suite name -> "a,b" (validated)."""
+    from irqlab.suite import parse_targets
+    try:
+        return ",".join(parse_targets(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _cpus(text: str) -> list[int]:
+    """argparse type: a CPU list like 0,2-3."""
+    from irqlab.runner.native import parse_cpu_list
+    try:
+        return parse_cpu_list(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _run_suite(cfg, out, args: argparse.Namespace) -> int:
+    """Several targets one after another (irqlab.suite), then one comparison table."""
+    from irqlab.suite import run_suite
+
+    def after_run(result) -> None:
+        out.close()                      # ends this run's progress bar
+        if args.json:
+            out.summary(result.summary)  # one summary line per target
+
+    with Store(db_path(args)) as store:
+        try:
+            suite = run_suite(cfg, cfg.target.split(","), store, out, after_run=after_run)
+        finally:
+            out.close()
+    out.suite(suite.json_object())
+    if suite.status == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_OK if suite.status == "ok" else EXIT_FAIL

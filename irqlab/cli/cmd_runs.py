@@ -23,7 +23,8 @@ def _list_row(row) -> dict[str, Any]:
     return {"run_id": row.run_id, "name": row.name, "started_at": row.started_at.isoformat(),
             "target": row.target, "accel": row.accel, "emulated": row.emulated,
             "status": row.status, "samples": s.get("samples", 0),
-            "p99_ns": s.get("p99_ns"), "max_ns": s.get("max_ns")}
+            "p99_ns": s.get("p99_ns"), "max_ns": s.get("max_ns"),
+            "source": row.source, "kind": row.kind}
 
 def run_list(args: argparse.Namespace) -> int:
     path = db_path(args)
@@ -54,5 +55,17 @@ def run_show(args: argparse.Namespace) -> int:
               "probe": f"build {probe.get('build_id')} timer {probe.get('timer_mode')} "
                        f"ticks {probe.get('tick_hz')} Hz ({probe.get('tick_method')})",
               "qemu command": " ".join(meta.get("qemu_argv", [])) or "—"}
+    if row.source != "irqlab":
+        detail = _imported_detail(row)
     renderer(args).run_detail(summary, detail, windows)
     return EXIT_OK
+
+
+def _imported_detail(row) -> dict[str, Any]:
+    """Header lines of a run imported from another tool (no host/QEMU/probe of ours)."""
+    imp = row.metadata.get("import", {})
+    return {"run": f"{row.run_id} {row.name}", "status": row.status,
+            "imported": row.started_at.isoformat(),
+            "source": f"{row.source} ({row.kind}) from {imp.get('file')} line {imp.get('line')}",
+            "tags": ", ".join(f"{k}={v}" for k, v in row.tags.items()) or "—",
+            "tick rate": f"{row.tick_hz} Hz" if row.tick_hz else "—"}

@@ -6,7 +6,10 @@ import argparse
 import sys
 from typing import Callable, Sequence
 
-from irqlab.cli import cmd_bench, cmd_run, cmd_runs
+from irqlab.cli import cmd_bench, cmd_matrix, cmd_run, cmd_runs
+from irqlab.cli import cmd_check, cmd_compare, cmd_report
+from irqlab.cli import cmd_explain
+from irqlab.cli import cmd_import
 from irqlab.cli.common import EXIT_USAGE, Parser, UsageError
 from irqlab.store import StoreError
 
@@ -16,6 +19,12 @@ COMMANDS: list[tuple[str, Callable, Callable[[argparse.Namespace], int]]] = [
     ("list", cmd_runs.register_list, cmd_runs.run_list),
     ("show", cmd_runs.register_show, cmd_runs.run_show),
     ("bench", cmd_bench.register, cmd_bench.run),
+    ("matrix", cmd_matrix.register, cmd_matrix.run),
+    ("compare", cmd_compare.register, cmd_compare.run),
+    ("report", cmd_report.register, cmd_report.run),
+    ("check", cmd_check.register, cmd_check.run),
+    ("explain", cmd_explain.register, cmd_explain.run),
+    ("import", cmd_import.register, cmd_import.run),
 ]
 
 
@@ -29,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Undo host changes and kill loads a crashed irqlab left behind (irqlab.knobs.journal).
+    from irqlab.knobs.journal import replay_stale
+    for line in replay_stale():
+        print(f"irqlab: previous run died: {line}", file=sys.stderr)
     run = {name: fn for name, _reg, fn in COMMANDS}[args.command]
     try:
         return run(args)

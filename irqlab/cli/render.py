@@ -13,8 +13,10 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from irqlab.cli.durations import format_ns
+from irqlab.reports import tables as compare_tables
 
 EMULATED_BANNER = ("EMULATED: these latencies come from {accel}; they show the pipeline "
                    "works, not what hardware-assisted virtualisation or bare metal would give.")
@@ -38,6 +40,8 @@ def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
         val = summary.get(key)
         if key.endswith("_ns"):
             text = format_ns(val)
+        elif key == "above_threshold" and val is None:
+            text = above_bound_text(summary)
         elif key == "above_threshold" and summary.get("samples"):
             text = f"{val} ({100.0 * val / summary['samples']:.4g}%) > {format_ns(summary['threshold_ns'])}"
         else:
@@ -58,6 +62,11 @@ class Renderer:
     def run_detail(self, summary: dict[str, Any], detail: dict[str, Any],
                    windows: list[dict[str, Any]]) -> None: ...
     def bench(self, figures: list[dict[str, Any]]) -> None: ...
+    def suite(self, suite: dict[str, Any]) -> None: ...
+    def compare(self, model: dict[str, Any]) -> None: ...
+    def check(self, result: dict[str, Any], lines: list[str]) -> None: ...
+    def report(self, info: dict[str, Any]) -> None: ...
+    def imported(self, info: dict[str, Any]) -> None: ...
     def close(self) -> None: ...
 
 
@@ -91,6 +100,22 @@ class JsonRenderer(Renderer):
     def bench(self, figures: list[dict[str, Any]]) -> None:
         for f in figures:
             self._emit({"type": "bench", **f})
+
+    def suite(self, suite: dict[str, Any]) -> None:
+        self._emit(suite)
+
+    def compare(self, model: dict[str, Any]) -> None:
+        for obj in compare_tables.json_objects(model):
+            self._emit(obj)
+
+    def check(self, result: dict[str, Any], lines: list[str]) -> None:
+        self._emit(result)
+
+    def report(self, info: dict[str, Any]) -> None:
+        self._emit(info)
+
+    def imported(self, info: dict[str, Any]) -> None:
+        self._emit({"type": "import", **info})
 
 
 class HumanRenderer(Renderer):
@@ -137,12 +162,19 @@ class HumanRenderer(Renderer):
         self._stop_progress()
         title = (f"run {summary['run_id']} {summary['name']} — {summary['status']} "
                  f"({summary['accel']}, period {format_ns(summary['period_ns'])})")
+        if summary.get("source") not in (None, "irqlab"):
+            title = (f"run {summary['run_id']} {summary['name']} — imported "
+                     f"({summary['source']}, {summary.get('kind', 'latency')})")
         table = Table(title=title, show_header=False)
         table.add_column("statistic")
         table.add_column("value", justify="right")
         for label, text in summary_lines(summary):
             table.add_row(label, text)
         self.console.print(table)
+        for line in per_cpu_lines(summary):
+            self.console.print(line, markup=False)
+        for line in imported_summary_lines(summary):
+            self.console.print(line, markup=False)
         if summary.get("message"):
             style = "red" if summary["status"] == "failed" else "yellow"
             self.console.print(f"[{style}]{summary['message']}[/]", markup=True)
@@ -157,7 +189,8 @@ class HumanRenderer(Renderer):
             table.add_column(col)
         for r in rows:
             table.add_row(str(r["run_id"]), r["name"], r["started_at"][:19], r["target"],
-                          r["accel"] or "—", r["status"], str(r["samples"]),
+                          r["accel"] or "—", r["status"],
+                          "—" if r["samples"] is None else str(r["samples"]),
                           format_ns(r["p99_ns"]), format_ns(r["max_ns"]))
         self.console.print(table)
 
@@ -171,10 +204,10 @@ class HumanRenderer(Renderer):
             for col in ("#", "start", "samples", "mean", "stddev", "min", "max", "above thr"):
                 table.add_column(col, justify="right")
             for w in windows:
-                table.add_row(str(w["index"]), f"{w['start_s']:g} s", str(w["samples"]),
+                table.add_row(str(w["index"]), start_cell(w), str(w["samples"]),
                               format_ns(w["mean_ns"]), format_ns(w["stddev_ns"]),
                               format_ns(w["min_ns"]), format_ns(w["max_ns"]),
-                              str(w["above_threshold"]))
+                              above_cell(w))
             c.print(table)
         self.summary(summary)
 
@@ -183,8 +216,203 @@ class HumanRenderer(Renderer):
             extra = ""
             if "baseline" in f:
                 extra = f" (baseline {f['baseline']:.4g} {f['unit']}, ratio {f['ratio']:.2f})"
+            if "ours" in f and "cyclictest" in f:   # irqlab bench cyclictest, one round
+                o, c = f["ours"], f["cyclictest"]
+                extra = (f" — ours p50 {format_ns(o['p50_ns'])} p99 {format_ns(o['p99_ns'])} "
+                         f"max {format_ns(o['max_ns'])} (lost {o['lost']}); cyclictest "
+                         f"p50 {format_ns(c['p50_ns'])} p99 {format_ns(c['p99_ns'])} "
+                         f"max {format_ns(c['max_ns'])}")
+            elif "goal" in f and "met" in f:
+                extra = f" (goal <= {f['goal']}: {'met' if f['met'] else 'NOT met'})"
             self.console.print(f"{f['name']}: {f['value']:.4g} {f['unit']}{extra}",
                                markup=False)
 
+    def compare(self, model: dict[str, Any]) -> None:
+        # Cells are Text objects: run names and tags are data, never rich markup.
+        table = Table(title=Text(f"compare against run {model['baseline_run_id']} "
+                                 f"(baseline)"))
+        cols = compare_tables.HUMAN_COLUMNS
+        for head, _key, kind in cols:
+            table.add_column(head, no_wrap=True,
+                             justify="left" if kind in ("run", "verdict") else "right")
+        for row in model["rows"]:
+            table.add_row(*(Text(compare_tables.cell(row, key, kind))
+                            for _h, key, kind in cols))
+        c = self.console
+        # Never squeeze numbers into ellipses: a narrow terminal wraps the lines instead.
+        natural = c.measure(table, options=c.options.update(max_width=1000)).maximum
+        width = c.width
+        c.width = max(width, natural)
+        try:
+            c.print(table)
+        finally:
+            c.width = width
+        for line in compare_tables.notes_lines(model):
+            c.print(Text(line, style="dim"))
+        for line in compare_tables.noise_lines(model):
+            c.print(Text(line))
+        for w in model["warnings"]:
+            c.print(Text("WARNING: " + w["text"], style="yellow"))
+
+    def check(self, result: dict[str, Any], lines: list[str]) -> None:
+        for line in lines:
+            style = ("green" if line.lstrip().startswith("PASS") else
+                     "red" if line.lstrip().startswith(("FAIL", "ERROR")) else "")
+            self.console.print(Text(line, style=style))
+
+    def imported(self, info: dict[str, Any]) -> None:
+        for line in import_lines(info):
+            self.console.print(line, markup=False)
+
+    def report(self, info: dict[str, Any]) -> None:
+        if info.get("path"):
+            self.console.print(Text(f"wrote {info['path']} ({info['bytes'] / 1e6:.2f} MB, "
+                                    f"{info['plots']} plots, {len(info['runs'])} runs) in "
+                                    f"{info['seconds']:.2f} s"))
+        for path in info.get("plot_files", []):
+            self.console.print(Text(f"wrote {path}"))
+
+    def suite(self, suite: dict[str, Any]) -> None:
+        """The side-by-side comparison: one row per target (irqlab.suite)."""
+        self._stop_progress()
+        table = Table(title=Text(f"suite {suite['suite']} — {suite['status']}"))
+        for head in SUITE_COLUMNS:
+            table.add_column(head[0], justify="left" if head[1] in ("target", "accel",
+                                                                     "status") else "right")
+        for row in suite_rows(suite):
+            table.add_row(*(Text(cell) for cell in row))
+        self.console.print(table)
+        for row in suite["rows"]:
+            if row.get("emulated"):
+                self.console.print(Text(f"{row['target']}: " + EMULATED_BANNER.format(
+                    accel=row["accel"]), style="yellow"))
+
     def close(self) -> None:
         self._stop_progress()
+
+
+class LinesRenderer(Renderer):
+    """Plain text lines from a formatter (markdown, csv) on stdout; notices on stderr."""
+
+    def __init__(self, compare_lines: Any, out: TextIO = sys.stdout) -> None:
+        self.compare_lines = compare_lines
+        self.out = out
+
+    def on_notice(self, text: str) -> None:
+        print(text, file=sys.stderr)
+
+    def compare(self, model: dict[str, Any]) -> None:
+        for line in self.compare_lines(model):
+            self.out.write(line + "\n")
+        self.out.flush()
+
+
+# --- side by side (irqlab.suite) and per-CPU lines (native, linux-guest) -----------------
+
+SUITE_COLUMNS = [("target", "target"), ("accel", "accel"), ("status", "status"),
+                 ("samples", "samples"), ("lost", "lost"), ("min", "min_ns"),
+                 ("p50", "p50_ns"), ("p99", "p99_ns"), ("p99.9", "p999_ns"),
+                 ("max", "max_ns"), ("warm max", "warm_max_ns"),
+                 ("above thr", "above_threshold")]
+
+
+def suite_rows(suite: dict[str, Any]) -> list[list[str]]:
+    """Cells of the comparison table, one list per target, as SUITE_COLUMNS."""
+    out = []
+    for row in suite["rows"]:
+        cells = []
+        for _head, key in SUITE_COLUMNS:
+            val = row.get(key)
+            if key.endswith("_ns"):
+                cells.append(format_ns(val))
+            else:
+                cells.append("—" if val is None else str(val))
+        out.append(cells)
+    return out
+
+
+def per_cpu_lines(summary: dict[str, Any]) -> list[str]:
+    """cyclictest-like per-thread lines of a summary's ``per_cpu`` list (none if absent)."""
+    lines = []
+    for c in summary.get("per_cpu") or []:
+        lines.append(f"T:{c['cpu']:>3} (cpu {c['cpu']}) C:{c['samples']:>9} "
+                     f"Min:{format_ns(c['min_ns']):>9} P50:{format_ns(c['p50_ns']):>9} "
+                     f"P99:{format_ns(c['p99_ns']):>9} Max:{format_ns(c['max_ns']):>9} "
+                     f"above thr:{c['above_threshold']:>6} lost:{c.get('lost', 0)} "
+                     f"overruns:{c.get('overruns', 0)}")
+    return lines
+
+
+# --- imported runs (irqlab.importers) -----------------------------------------------------
+
+def import_lines(info: dict[str, Any]) -> list[str]:
+    """What `irqlab import` says about one file: the format (and that it was sniffed),
+    each run stored, and the lines --skip-bad left out."""
+    how = "auto-detected as" if info.get("sniffed") else "read as"
+    lines = [f"{info['file']}: {how} {info['format']}"]
+    for r in info.get("runs", []):
+        parts = [f"{r['windows']} windows" if r["windows"] else "",
+                 f"{r['series']} histogram series" if r["series"] else "",
+                 f"{r['samples_stored']} raw samples" if r["samples_stored"] else ""]
+        what = ", ".join(p for p in parts if p) or "whole-run figures only"
+        lines.append(f"  run {r['run_id']} {r['name']} ({r['kind']}): {what}")
+    if info.get("skipped"):
+        lines.append(f"  skipped {info['skipped']} bad line(s) (--skip-bad):")
+        lines.extend(f"    {text}" for text in info.get("skipped_lines", [])[:20])
+    return lines
+
+
+def above_bound_text(summary: dict[str, Any]) -> str:
+    """An above-threshold count the source did not give: its bound, or a dash."""
+    bound = summary.get("above_threshold_bound")
+    if bound:
+        return f"{bound[0]}–{bound[1]} (bound: the source rounds a percentage)"
+    return "—"
+
+
+def above_cell(window: dict[str, Any]) -> str:
+    """A window's above-threshold cell: the count, or the bound the source allows."""
+    extra = window.get("extra") or {}
+    if extra.get("above_threshold_exact", True):
+        return str(window["above_threshold"])
+    bound = extra.get("above_threshold_bound")
+    if not bound:
+        return "—"
+    return f"≤{bound[1]}" if bound[0] == 0 else f"{bound[0]}–{bound[1]}"
+
+
+def start_cell(window: dict[str, Any]) -> str:
+    start = window.get("start_s")
+    if start is None or start != start:   # NaN: the source gave no time
+        return "—"
+    return f"{start:g} s"
+
+
+IMPORTED_ROWS = [("kind", "kind"), ("percentiles from", "percentile_source"),
+                 ("source avg", "source_avg_ns")]
+
+
+def imported_summary_lines(summary: dict[str, Any]) -> list[str]:
+    """Extra lines for a run imported from another tool: provenance, per-series figures
+    and the notes that say what the source could not give."""
+    if summary.get("source") in (None, "irqlab"):
+        return []
+    imp = summary.get("import") or {}
+    lines = [f"imported from {summary['source']}: {imp.get('file')} (line {imp.get('line')})"]
+    for label, key in IMPORTED_ROWS:
+        val = summary.get(key)
+        if val is not None:
+            lines.append(f"{label}: {format_ns(val) if key.endswith('_ns') else val}")
+    for sname, fig in (summary.get("series") or {}).items():
+        lines.append(f"  {sname}: n {fig.get('samples')} min {format_ns(fig.get('min_ns'))} "
+                     f"mean {format_ns(fig.get('mean_ns'))} p50 {format_ns(fig.get('p50_ns'))} "
+                     f"p99 {format_ns(fig.get('p99_ns'))} max {format_ns(fig.get('max_ns'))}"
+                     + (f" overflow {fig['overflow']}" if fig.get("overflow") else ""))
+    for key in ("percentile_note", "above_threshold_note", "mean_from", "warm_max_from"):
+        if summary.get(key):
+            lines.append(f"note: {summary[key]}")
+    if summary.get("samples_assumed"):
+        lines.append("note: samples per window are the source app's fixed window size, "
+                     "not stated in the log")
+    lines.extend(f"note: {n}" for n in summary.get("notes") or [])
+    return lines

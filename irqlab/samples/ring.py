@@ -30,14 +30,16 @@ TICK_METHODS = {
     3: "hypervisor-leaf-0x40000010",
     4: "calibrated-pit",
     5: "cntfrq",
+    6: "clock-monotonic",         # native probe: CLOCK_MONOTONIC ns
 }
 TIMER_MODES = {
     1: "tsc-deadline",
     2: "lapic-oneshot",
     3: "arm64-virtual-timer",
     4: "arm64-physical-timer",
+    5: "clock-nanosleep",         # native probe: clock_nanosleep(TIMER_ABSTIME)
 }
-IDLE_NAMES = {1: "hlt", 2: "poll"}
+IDLE_NAMES = {1: "hlt", 2: "poll", 3: "sleep"}   # 3: native thread blocks in the kernel
 
 _HEADER = struct.Struct("<QIIIIQIIQIIQQQIIQ64s256s")
 _HEAD_OFFSET = 56

@@ -72,7 +72,7 @@ def test_windows_round_trip(tmp_path):
 
 
 def test_v1_database_is_upgraded_in_place_keeping_its_runs(tmp_path):
-    from irqlab.store.schema import MIGRATIONS
+    from irqlab.store.schema import MIGRATIONS, SCHEMA_VERSION
 
     path = tmp_path / "v1.duckdb"
     con = duckdb.connect(str(path))
@@ -86,7 +86,7 @@ def test_v1_database_is_upgraded_in_place_keeping_its_runs(tmp_path):
         row = st.resolve("old")
         assert (row.kind, row.source, row.tags) == ("latency", "irqlab", {})
     with Store(path, read_only=True) as st:
-        assert st._version() == 2
+        assert st._version() == SCHEMA_VERSION
 
 
 def test_histogram_and_tags_round_trip(tmp_path):

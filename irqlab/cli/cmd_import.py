@@ -1,0 +1,99 @@
+"""``irqlab import FORMAT FILE…``: other tools' results as stored runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path, renderer
+from irqlab.importers import (AUTO, FORMATS, ImportFormatError, ParseOptions, parse_file,
+                              run_names, sniff, store_runs)
+from irqlab.importers.base import read_text
+from irqlab.store import Store
+
+
+def _tag(text: str) -> tuple[str, str]:
+    key, sep, val = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, val
+
+
+def _positive(text: str) -> int:
+    try:
+        val = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if val <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return val
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("import", help="import other tools' results as runs",
+                       description="Formats: " + "; ".join(
+                           f"{n}: {f.description}" for n, f in FORMATS.items())
+                       + "; auto: sniff each file and say which format was chosen.")
+    p.add_argument("format", metavar="FORMAT", choices=[*FORMATS, AUTO],
+                   help=f"one of {', '.join([*FORMATS, AUTO])}")
+    p.add_argument("files", metavar="FILE", nargs="+", type=Path)
+    p.add_argument("--name", default=None, help="run name (default: the file name; "
+                   "several runs of one file get the source's label or #N)")
+    p.add_argument("--tag", type=_tag, action="append", default=[], metavar="KEY=VALUE",
+                   help="tag every imported run (repeatable)")
+    p.add_argument("--tick-hz", type=_positive, default=None, metavar="HZ",
+                   help="counter rate of raw tick samples when the log does not state it")
+    p.add_argument("--window-samples", type=_positive, default=None, metavar="N",
+                   help="samples per rt_eval window (default: the app's 1024)")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="import the good lines of a file and report the bad ones")
+    add_db_json(p)
+
+
+def _choose(fmt: str, path: Path) -> tuple[str, bool]:
+    if fmt != AUTO:
+        return fmt, False
+    try:
+        found = sniff(read_text(path))
+    except OSError as exc:
+        raise ImportFormatError(str(path), None, f"a readable file ({exc.strerror})") from exc
+    if found is None:
+        raise ImportFormatError(str(path), None, "output of one of: " + ", ".join(FORMATS)
+                                + " (none matched; name the FORMAT explicitly)")
+    return found[0], True
+
+
+def run(args: argparse.Namespace) -> int:
+    options = ParseOptions(tick_hz=args.tick_hz, skip_bad=args.skip_bad,
+                           window_samples=args.window_samples)
+    files: list[dict[str, Any]] = []
+    batches = []
+    try:
+        for path in args.files:
+            fmt, sniffed = _choose(args.format, path)
+            result = parse_file(fmt, path, options)
+            names = run_names(result.runs, args.name)
+            batches.append((result.runs, names))
+            files.append({"file": str(path), "format": fmt, "sniffed": sniffed,
+                          "skipped": len(result.skipped),
+                          "skipped_lines": [str(e) for e in result.skipped]})
+    except ImportFormatError as exc:
+        raise UsageError(str(exc)) from None
+    params = {"format": args.format, "files": [str(p) for p in args.files],
+              "skip_bad": args.skip_bad, "tick_hz": args.tick_hz,
+              "window_samples": args.window_samples}
+    with Store(db_path(args)) as store:
+        stored = store_runs(store, batches, dict(args.tag), params)
+    out = renderer(args)
+    k = 0
+    for info, (runs, _names) in zip(files, batches):
+        mine = stored[k:k + len(runs)]
+        k += len(runs)
+        info["runs"] = [{"run_id": s.run_id, "name": s.name, "kind": s.summary["kind"],
+                         "windows": s.windows, "series": s.series,
+                         "samples_stored": s.samples_stored,
+                         "samples": s.summary.get("samples")} for s in mine]
+        out.imported(info)
+    return EXIT_OK
+

@@ -1,0 +1,73 @@
+"""Import other tools' results as irqlab runs (docs/formats.md, "Imported runs").
+
+    parse_file(fmt, path, options) -> ParseResult     one file, nothing written
+    sniff(text) -> (format, score) | None             what `irqlab import auto` picks
+    store_runs(store, parsed, ...)                     write them, all or nothing
+
+Each format is a module with parse_<name>(path, text, options) and sniff_<name>(text).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from irqlab.importers import (cyclictest, jitterdebugger, net_rtt, rt_eval, rtla,
+                              stress_ng, tbm, tscdeadline)
+from irqlab.importers.base import (Format, ImportFormatError, ParsedRun, ParseOptions,
+                                   ParseResult, read_text)
+from irqlab.importers.ingest import StoredRun, run_names, store_runs
+
+FORMATS: dict[str, Format] = {f.name: f for f in (
+    Format("rt-eval", rt_eval.parse_rt_eval, rt_eval.sniff_rt_eval,
+           "Zephyr rt_eval window lines (both generations, mail-wrapped too)"),
+    Format("rt-eval-tmu", rt_eval.parse_rt_eval_tmu, rt_eval.sniff_rt_eval_tmu,
+           "Linux rt_eval_tmu driver lines in kernel logs"),
+    Format("tbm", tbm.parse_tbm, tbm.sniff_tbm,
+           "tbm 'latency (ns): max= …' lines and AVG/MIN/MAX/WARM MAX tables"),
+    Format("cyclictest", cyclictest.parse_cyclictest, cyclictest.sniff_cyclictest,
+           "cyclictest -q summary lines, -h histograms, --json"),
+    Format("rtla-timerlat", rtla.parse_rtla, rtla.sniff_rtla,
+           "rtla timerlat hist output (IRQ and thread kept apart)"),
+    Format("stress-ng-cyclic", stress_ng.parse_stress_ng, stress_ng.sniff_stress_ng,
+           "stress-ng --cyclic reports"),
+    Format("jitterdebugger", jitterdebugger.parse_jitterdebugger,
+           jitterdebugger.sniff_jitterdebugger, "jitterdebugger results.json"),
+    Format("net-rtt", net_rtt.parse_net_rtt, net_rtt.sniff_net_rtt,
+           "network round-trip 'latency min/avg/max/stddev (usec)' lines"),
+    Format("tscdeadline", tscdeadline.parse_tscdeadline, tscdeadline.sniff_tscdeadline,
+           "kvm-unit-tests tscdeadline_latency raw 'latency: N' cycles"),
+)}
+AUTO = "auto"
+
+
+def sniff(text: str) -> tuple[str, int] | None:
+    """The format that claims the text most strongly, or None."""
+    scores = [(f.sniff(text), name) for name, f in FORMATS.items()]
+    score, name = max(scores)
+    return (name, score) if score > 0 else None
+
+
+def parse_text(fmt: str, path: str, text: str, options: ParseOptions) -> ParseResult:
+    """Parse text as `fmt`; raises ImportFormatError, never anything else on bad input."""
+    try:
+        return FORMATS[fmt].parse(path, text, options)
+    except ImportFormatError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError,
+            AttributeError, RecursionError) as exc:
+        # A shape no rule anticipated: still a clean, located error, never a traceback.
+        raise ImportFormatError(path, None, f"{fmt} input ({type(exc).__name__}: {exc})") \
+            from exc
+
+
+def parse_file(fmt: str, path: Path, options: ParseOptions) -> ParseResult:
+    try:
+        text = read_text(path)
+    except OSError as exc:
+        raise ImportFormatError(str(path), None, f"a readable file ({exc.strerror})") from exc
+    return parse_text(fmt, str(path), text, options)
+
+
+__all__ = ["AUTO", "FORMATS", "Format", "ImportFormatError", "ParseOptions", "ParseResult",
+           "ParsedRun", "StoredRun", "parse_file", "parse_text", "run_names", "sniff",
+           "store_runs"]

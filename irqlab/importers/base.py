@@ -1,0 +1,158 @@
+"""What every importer returns, its error type, and the line-level helpers they share.
+
+An importer turns one file into one or more `ParsedRun`s at the resolution the source
+had: raw samples, histogram buckets, window summaries, or only whole-run figures.
+Nothing is estimated here; `irqlab.importers.summary` derives what can be derived and
+leaves the rest None.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+NS_PER_US = 1_000
+
+
+class ImportFormatError(Exception):
+    """A file does not hold what its format promises: names file, line and expectation."""
+
+    def __init__(self, path: str, line: int | None, expected: str, got: str | None = None):
+        self.path, self.line, self.expected, self.got = path, line, expected, got
+        where = f"{path}:{line}" if line is not None else path
+        detail = f"; got {got!r}" if got is not None else ""
+        super().__init__(f"{where}: expected {expected}{detail}")
+
+
+# A histogram bucket: [lower_ns, upper_ns) and its count; upper_ns None = overflow.
+Bucket = tuple[int, int | None, int]
+
+
+@dataclass
+class Series:
+    """One histogram series (a thread, a CPU, IRQ or thread context of a CPU)."""
+
+    buckets: list[Bucket]
+    resolution_ns: int          # smallest step the source could record
+    # Figures the source printed beside the buckets (ns), kept as given.
+    count: int | None = None
+    min_ns: int | None = None
+    max_ns: int | None = None
+    mean_ns: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ParsedRun:
+    """One run read from a file, before it is stored."""
+
+    source: str                          # import format name
+    path: str
+    line: int                            # first line the run came from
+    name: str | None = None              # name the source gives (tbm row label ...)
+    kind: str = "latency"
+    tick_hz: int | None = None
+    period_ns: int | None = None
+    threshold_ns: int | None = None
+    windows: list[dict[str, Any]] = field(default_factory=list)
+    series: dict[str, Series] = field(default_factory=dict)
+    latency_tick: np.ndarray | None = None   # raw samples, in ticks of tick_hz
+    # Whole-run figures the source states (ns / counts); keys as in the run summary.
+    figures: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ParseResult:
+    """The runs of one file and the malformed lines --skip-bad let through."""
+
+    runs: list[ParsedRun]
+    skipped: list[ImportFormatError] = field(default_factory=list)
+
+
+@dataclass
+class ParseOptions:
+    tick_hz: int | None = None
+    skip_bad: bool = False
+    window_samples: int | None = None
+
+
+# Mail quoting ("> ", ">> ", "> >> "), kernel timestamps and Xen console prefixes: what a
+# pasted log line may carry before the tool's own text.
+_QUOTE = re.compile(r"^(?:\s*>)+ ?")
+
+
+def strip_quote(text: str) -> str:
+    """A line without mail quote marks."""
+    return _QUOTE.sub("", text, count=1)
+
+
+class Lines:
+    """Numbered lines of a file with the --skip-bad bookkeeping in one place."""
+
+    def __init__(self, path: str, text: str, options: ParseOptions) -> None:
+        self.path = path
+        self.lines = text.splitlines()
+        self.options = options
+        self.skipped: list[ImportFormatError] = []
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        for i, line in enumerate(self.lines, start=1):
+            yield i, line
+
+    def bad(self, line: int, expected: str, got: str) -> None:
+        """A malformed record: raise, or count it when --skip-bad was given."""
+        err = ImportFormatError(self.path, line, expected, got.strip()[:120])
+        if not self.options.skip_bad:
+            raise err
+        self.skipped.append(err)
+
+    def error(self, line: int | None, expected: str, got: str | None = None) -> None:
+        """A file-level problem --skip-bad cannot fix (nothing usable at all)."""
+        raise ImportFormatError(self.path, line, expected, got)
+
+
+def to_int(text: str) -> int:
+    return int(text)
+
+
+def decimal_to_int(text: str, scale: int) -> int:
+    """'61.443' * 1000 -> 61443 from the decimal digits (no float rounding); finer
+    digits round half away from zero."""
+    sign = -1 if text.startswith("-") else 1
+    whole, _, frac = text.lstrip("+-").partition(".")
+    digits = len(str(scale)) - 1          # scale is a power of ten
+    head, tail = (frac + "0" * digits)[:digits], frac[digits:]
+    value = int(whole or "0") * scale + (int(head) if head else 0)
+    if tail and int(tail[0]) >= 5:
+        value += 1
+    return sign * value
+
+
+def us_to_ns(text: str) -> int:
+    """'61.443' (us) -> 61443 ns."""
+    return decimal_to_int(text, NS_PER_US)
+
+
+Parser = Callable[[str, str, ParseOptions], ParseResult]
+Sniffer = Callable[[str], int]
+
+
+@dataclass(frozen=True)
+class Format:
+    """A registered import format: parse(path, text, options) and sniff(text) -> score."""
+
+    name: str
+    parse: Parser
+    sniff: Sniffer
+    description: str
+
+
+def read_text(path: Path) -> str:
+    """File text; undecodable bytes are replaced (a log is text, a stray byte is noise)."""
+    return path.read_bytes().decode("utf-8", errors="replace")

@@ -1,0 +1,186 @@
+"""The summary of an imported run: the keys of `irqlab run`'s summary, derived only from
+what the source recorded.
+
+Resolution decides what can be said (docs/formats.md, "Imported runs"):
+* raw samples: every statistic, percentiles exact (`percentile_source: "samples"`);
+* histogram buckets: count, and percentiles computed from the buckets, each the highest
+  value its bucket can hold at the source's resolution (`percentile_source: "histogram"`);
+  min/max/mean only when the source printed them;
+* window summaries: count, min/max, a sample-weighted mean and warm max; no percentile;
+* whole-run figures: exactly those figures.
+A statistic that cannot be derived is None (shown "—").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from irqlab.importers.base import ParsedRun, Series
+from irqlab.stats import PERCENTILES, Moments, quantile_rank, ticks_to_ns
+
+SUMMARY_VERSION = 1
+# Summary key of each percentile, from the stats layer's tick names.
+PCT_KEYS: tuple[tuple[str, float], ...] = tuple(
+    (name.replace("_tick", "_ns"), q) for name, q in PERCENTILES)
+WARMUP_WINDOWS = 1   # as `irqlab run --warmup`'s default: warm max skips the first window
+
+
+def _empty(run: ParsedRun, run_id: int, name: str) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "type": "summary", "version": SUMMARY_VERSION, "run_id": run_id, "name": name,
+        "target": "import", "arch": None, "accel": None, "emulated": None, "status": "ok",
+        "samples": None, "lost": None, "overruns": None, "tick_hz": run.tick_hz,
+        "period_ns": run.period_ns, "threshold_ns": run.threshold_ns,
+        "above_threshold": None, "min_ns": None, "mean_ns": None, "stddev_ns": None,
+        "max_ns": None, "warm_max_ns": None,
+    }
+    out.update({key: None for key, _q in PCT_KEYS})
+    out.update({"injected": None, "message": None, "source": run.source, "kind": run.kind,
+                "percentile_source": None})
+    return out
+
+
+def bucket_percentile(buckets: list[tuple[int, int | None, int, int]], total: int, q: float,
+                      vmin: int | None, vmax: int | None) -> int | None:
+    """Nearest-rank percentile from (lower, upper, count, resolution) buckets, in ns.
+
+    The value is the highest one the bucket can hold at the source's resolution (never
+    under-reported), clamped to the printed max; rank 1 and rank n are the printed min
+    and max when known. None when the rank falls in the overflow bucket, whose values
+    are unknown.
+    """
+    if total <= 0:
+        return None
+    rank = quantile_rank(q, total)
+    if rank == 1 and vmin is not None:
+        return vmin
+    if rank == total and vmax is not None:
+        return vmax
+    seen = 0
+    for lo, hi, n, res in buckets:
+        seen += n
+        if seen >= rank:
+            if hi is None:
+                return None
+            value = max(lo, hi - res)
+            return min(value, vmax) if vmax is not None else value
+    return None
+
+
+def _merged(series: dict[str, Series]) -> list[tuple[int, int | None, int, int]]:
+    rows = [(lo, hi, n, s.resolution_ns) for s in series.values() for lo, hi, n in s.buckets]
+    # Overflow buckets last: their values lie above every regular bucket of their series.
+    return sorted(rows, key=lambda r: (r[1] is None, r[0]))
+
+
+def _series_figures(s: Series) -> dict[str, Any]:
+    total = s.count if s.count is not None else sum(n for _lo, _hi, n in s.buckets)
+    rows = [(lo, hi, n, s.resolution_ns) for lo, hi, n in s.buckets]
+    rows.sort(key=lambda r: (r[1] is None, r[0]))
+    out: dict[str, Any] = {"samples": total, "min_ns": s.min_ns,
+                           "mean_ns": None if s.mean_ns is None else round(s.mean_ns),
+                           "max_ns": s.max_ns}
+    for key, q in PCT_KEYS:
+        out[key] = bucket_percentile(rows, total, q, s.min_ns, s.max_ns) if rows else None
+    overflow = sum(n for _lo, hi, n in s.buckets if hi is None)
+    if rows:
+        out["overflow"] = overflow
+    out.update(s.extra)
+    return out
+
+
+def _from_series(run: ParsedRun, out: dict[str, Any]) -> None:
+    per = {name: _series_figures(s) for name, s in run.series.items()}
+    out["series"] = per
+    counts = [p["samples"] for p in per.values()]
+    total = sum(counts)
+    out["samples"] = total
+    mins = [s.min_ns for s in run.series.values()]
+    maxs = [s.max_ns for s in run.series.values()]
+    out["min_ns"] = min(mins) if None not in mins and mins else None
+    out["max_ns"] = max(maxs) if None not in maxs and maxs else None
+    means = [(s.mean_ns, p["samples"]) for s, p in zip(run.series.values(), per.values())]
+    if means and all(m is not None for m, _n in means) and total:
+        out["mean_ns"] = round(sum(m * n for m, n in means) / total)
+        if len(means) > 1:
+            out["mean_from"] = "count-weighted mean of the per-series means the source printed"
+    if any(s.buckets for s in run.series.values()):
+        rows = _merged(run.series)
+        for key, q in PCT_KEYS:
+            out[key] = bucket_percentile(rows, total, q, out["min_ns"], out["max_ns"])
+        out["percentile_source"] = "histogram"
+        out["percentile_rule"] = ("nearest rank; highest value of the bucket at the "
+                                  "source's resolution; None when the rank falls in "
+                                  "the overflow bucket")
+        out["overflow"] = sum(n for s in run.series.values() for _l, hi, n in s.buckets
+                              if hi is None)
+
+
+def _from_samples(run: ParsedRun, out: dict[str, Any]) -> None:
+    lat = np.sort(np.asarray(run.latency_tick, dtype=np.int64))
+    hz = run.tick_hz
+    assert hz, "raw samples need a tick rate"
+    n = len(lat)
+    out["samples"] = n
+    if n == 0:
+        return
+    moments = Moments()
+    moments.add(lat)
+    mean, stddev = moments.mean, moments.stddev
+    out.update(min_ns=ticks_to_ns(int(lat[0]), hz), max_ns=ticks_to_ns(int(lat[-1]), hz),
+               mean_ns=ticks_to_ns(mean, hz), stddev_ns=ticks_to_ns(stddev, hz),
+               percentile_source="samples")
+    for key, q in PCT_KEYS:
+        out[key] = ticks_to_ns(int(lat[quantile_rank(q, n) - 1]), hz)
+
+
+def _from_windows(run: ParsedRun, out: dict[str, Any]) -> None:
+    ws = run.windows
+    out["samples"] = sum(w["samples"] for w in ws)
+    if any(w.get("extra", {}).get("samples_assumed") for w in ws):
+        out["samples_assumed"] = True
+    mins = [w["min_ns"] for w in ws if w["min_ns"] is not None]
+    maxs = [w["max_ns"] for w in ws if w["max_ns"] is not None]
+    gmins = [w["global_min_ns"] for w in ws if w["global_min_ns"] is not None]
+    gmaxs = [w["global_max_ns"] for w in ws if w["global_max_ns"] is not None]
+    out["min_ns"] = min(mins + gmins) if mins or gmins else None
+    out["max_ns"] = max(maxs + gmaxs) if maxs or gmaxs else None
+    if len(maxs) == len(ws) and len(ws) > WARMUP_WINDOWS:
+        out["warm_max_ns"] = max(maxs[WARMUP_WINDOWS:])
+        out["warm_max_from"] = f"max of windows {WARMUP_WINDOWS}.. (first skipped)"
+    if all(w["mean_ns"] is not None for w in ws) and out["samples"]:
+        out["mean_ns"] = round(sum(w["mean_ns"] * w["samples"] for w in ws) / out["samples"])
+        out["mean_from"] = "sample-weighted mean of the window means"
+    exact = [w.get("extra", {}).get("above_threshold_exact", True) for w in ws]
+    if all(exact):
+        out["above_threshold"] = sum(w["above_threshold"] for w in ws)
+    else:
+        bounds = [w.get("extra", {}).get("above_threshold_bound") for w in ws]
+        if all(b is not None for b in bounds):
+            out["above_threshold_bound"] = [sum(b[0] for b in bounds), sum(b[1] for b in bounds)]
+            out["above_threshold_note"] = ("the source printed a rounded percentage per "
+                                           "window: the count lies within this bound")
+        else:
+            out["above_threshold_note"] = "the source does not report threshold crossings"
+    out["percentile_source"] = None
+    out["percentile_note"] = "window summaries hold no distribution: percentiles absent"
+
+
+def build_summary(run: ParsedRun, run_id: int, name: str) -> dict[str, Any]:
+    """The summary dict stored with an imported run (and printed by `show --json`)."""
+    out = _empty(run, run_id, name)
+    if run.latency_tick is not None:
+        _from_samples(run, out)
+    elif run.series:
+        _from_series(run, out)
+    elif run.windows:
+        _from_windows(run, out)
+    for key, val in run.figures.items():
+        out[key] = val
+    if run.notes:
+        out["notes"] = list(run.notes)
+    out["import"] = {"format": run.source, "file": run.path, "line": run.line,
+                     **run.provenance}
+    return out

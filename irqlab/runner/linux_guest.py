@@ -1,0 +1,200 @@
+"""A stock Debian Linux kernel in QEMU running the native probe (``--target linux-guest``).
+
+The kernel is Debian's linux-image (amd64) that ``setup.sh`` downloads with apt and
+extracts with dpkg-deb into ``$XDG_CACHE_HOME/irqlab/linux`` (default ~/.cache/irqlab/linux;
+``$IRQLAB_LINUX_KERNEL`` overrides). irqlab writes the initramfs itself (cpio "newc"):
+``/init`` is probes/native's irqlab-init, ``/irqlab-native`` the static probe.
+
+Samples cross through ivshmem-plain (docs/design.md, "Linux guest: ivshmem"): irqlab
+creates a memfd, QEMU exposes it as the device's BAR 2, the probe in the guest maps
+``/sys/bus/pci/devices/<bdf>/resource2`` and writes the same directory + per-CPU rings as
+on the host. The host reads them in place; the guest never exits to report a sample.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from irqlab.runner.accel import AccelPlan
+from irqlab.runner.machines import machine_for
+from irqlab.runner.native import (DEFAULT_CAPACITY, NATIVE_INIT, NATIVE_PROBE, probe_args)
+from irqlab.runner.qemu import _die_with_parent, _Tail
+
+KERNEL_ENV = "IRQLAB_LINUX_KERNEL"
+GUEST_CAPACITY = 16384            # records per ring: 16 s at 1 ms, ample for 20 ms polls
+
+
+def kernel_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(base) / "irqlab" / "linux"
+
+
+def find_kernel() -> Path | None:
+    """The guest kernel: $IRQLAB_LINUX_KERNEL, else the cached Debian vmlinuz."""
+    env = os.environ.get(KERNEL_ENV)
+    if env:
+        return Path(env)
+    path = kernel_cache_dir() / "vmlinuz"
+    return path if path.exists() else None
+
+
+def _newc_entry(name: str, mode: int, data: bytes = b"", rdev: tuple[int, int] = (0, 0),
+                ino: int = 1) -> bytes:
+    """One cpio "newc" member: 110-byte ASCII header, name, data, 4-byte padding."""
+    raw_name = name.encode() + b"\0"
+    fields = [0x070701, ino, mode, 0, 0, 1, 0, len(data), 0, 0, rdev[0], rdev[1],
+              len(raw_name), 0]
+    head = b"070701" + b"".join(b"%08X" % f for f in fields[1:])
+    out = head + raw_name
+    out += b"\0" * (-len(out) % 4)
+    out += data
+    out += b"\0" * (-len(out) % 4)
+    return out
+
+
+def build_initramfs(dest: Path, init: Path = NATIVE_INIT, probe: Path = NATIVE_PROBE) -> Path:
+    """Write the initramfs (uncompressed newc) with irqlab-init and irqlab-native."""
+    members = [
+        ("dev", stat.S_IFDIR | 0o755, b"", (0, 0)),
+        ("dev/console", stat.S_IFCHR | 0o600, b"", (5, 1)),
+        ("proc", stat.S_IFDIR | 0o755, b"", (0, 0)),
+        ("sys", stat.S_IFDIR | 0o755, b"", (0, 0)),
+        ("init", stat.S_IFREG | 0o755, init.read_bytes(), (0, 0)),
+        ("irqlab-native", stat.S_IFREG | 0o755, probe.read_bytes(), (0, 0)),
+    ]
+    with open(dest, "wb") as f:
+        for ino, (name, mode, data, rdev) in enumerate(members, start=1):
+            f.write(_newc_entry(name, mode, data, rdev, ino))
+        f.write(_newc_entry("TRAILER!!!", 0, ino=0))
+    return dest
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+@dataclass
+class LinuxGuest:
+    """QEMU running Debian's kernel + irqlab's initramfs; rings in an ivshmem memfd."""
+
+    period_ns: int
+    plan: AccelPlan
+    cpus: list[int] | None = None       # guest CPUs to measure (default: CPU 0)
+    priority: int = 90
+    rt_fallback: bool = False
+    samples: int = 0
+    capacity: int = GUEST_CAPACITY
+    memory_mib: int = 256
+    icount: bool = False
+    kernel: Path | None = None
+    extra_qemu_args: list[str] = field(default_factory=list)
+    name: str = "irqlab"
+    argv: list[str] = field(default_factory=list)
+    proc: subprocess.Popen | None = None
+    mem_fd: int = -1
+    _tmp: tempfile.TemporaryDirectory | None = None
+    _stdout: _Tail | None = None
+    _stderr: _Tail | None = None
+
+    @property
+    def machine(self):
+        return machine_for("x86_64")
+
+    def guest_cpus(self) -> list[int]:
+        return list(self.cpus) if self.cpus else [0]
+
+    def build_argv(self, kernel: Path, initrd: Path, shm_bytes: int) -> list[str]:
+        cpus = self.guest_cpus()
+        per_cpu = -(-self.samples // len(cpus)) if self.samples else 0
+        args = probe_args(self.period_ns, cpus, self.priority, self.rt_fallback, per_cpu,
+                          self.capacity)
+        cmdline = ("console=ttyS0 quiet panic=-1 tsc=reliable "
+                   f"irqlab.args={','.join(args)}")
+        return ([self.machine.qemu, "-name", f"{self.name},debug-threads=on",
+                 "-m", f"{self.memory_mib}M", "-smp", str(max(cpus) + 1),
+                 "-nodefaults", "-display", "none", "-no-reboot",
+                 "-serial", "stdio", "-monitor", "none"]
+                + self.machine.argv(self.plan, self.icount)
+                + ["-object", f"memory-backend-file,id=irqlab-shm,size={shm_bytes},"
+                              f"mem-path=/proc/self/fd/{self.mem_fd},share=on",
+                   "-device", "ivshmem-plain,memdev=irqlab-shm"]
+                + self.extra_qemu_args
+                + ["-kernel", str(kernel), "-initrd", str(initrd), "-append", cmdline])
+
+    def start(self) -> None:
+        """Build the initramfs, create the ring memory, start QEMU; OSError on failure."""
+        from irqlab.samples.multiring import layout_bytes
+
+        kernel = self.kernel or find_kernel()
+        if kernel is None or not kernel.exists():
+            raise FileNotFoundError(
+                f"no Linux guest kernel: run ./setup.sh --install-only (it fetches Debian's "
+                f"linux-image into {kernel_cache_dir()}) or set ${KERNEL_ENV}")
+        for part in (NATIVE_PROBE, NATIVE_INIT):
+            if not part.exists():
+                raise FileNotFoundError(f"{part} is not built: run `make -C probes/native`")
+        if shutil.which(self.machine.qemu) is None:
+            raise FileNotFoundError(f"{self.machine.qemu} not found: "
+                                    f"{self.machine.install_hint}")
+        self._tmp = tempfile.TemporaryDirectory(prefix="irqlab-linux-")
+        initrd = build_initramfs(Path(self._tmp.name) / "initramfs.cpio")
+        # ivshmem BARs are a power of two in size.
+        shm_bytes = _pow2_at_least(layout_bytes(len(self.guest_cpus()), self.capacity))
+        self.mem_fd = os.memfd_create("irqlab-ivshmem", 0)
+        os.ftruncate(self.mem_fd, shm_bytes)
+        self.argv = self.build_argv(kernel, initrd, shm_bytes)
+        self.proc = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, pass_fds=(self.mem_fd,), start_new_session=True,
+            preexec_fn=_die_with_parent)
+        self._stdout = _Tail(self.proc.stdout)
+        self._stderr = _Tail(self.proc.stderr)
+
+    @property
+    def mem_path(self) -> str:
+        return f"/proc/self/fd/{self.mem_fd}"
+
+    @property
+    def mem_paths(self) -> list[str]:
+        return [self.mem_path]
+
+    def exit_code(self) -> int | None:
+        return self.proc.poll() if self.proc else None
+
+    def exited_done(self, code: int) -> bool:
+        return code in self.machine.done_exit_codes
+
+    def exited_error(self, code: int) -> bool:
+        return code in self.machine.error_exit_codes
+
+    def stop(self, timeout_s: float = 5.0) -> int | None:
+        """Terminate QEMU (only the process we started); free memory and the initramfs."""
+        code = None
+        if self.proc:
+            if self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout_s)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            code = self.proc.returncode
+        if self.mem_fd >= 0:
+            os.close(self.mem_fd)
+            self.mem_fd = -1
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+        return code
+
+    def serial(self) -> str:
+        return self._stdout.text() if self._stdout else ""
+
+    def stderr(self) -> str:
+        return self._stderr.text() if self._stderr else ""

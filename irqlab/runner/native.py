@@ -1,0 +1,151 @@
+"""The native probe on this host: a process writing one ring per CPU into a memfd.
+
+Same interface as QemuGuest (start, exit_code, exited_done, exited_error, stop, serial,
+stderr, argv, mem_path), so the run flow in irqlab.measure treats it like any target.
+irqlab creates the shared memory (a memfd sized for every ring), hands the probe its fd,
+and reads the rings through /proc/self/fd/N: nothing on disk, nothing left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from irqlab.runner.machines import REPO_ROOT
+from irqlab.runner.qemu import _die_with_parent, _Tail
+
+NATIVE_BUILD = REPO_ROOT / "probes" / "native" / "build"
+NATIVE_PROBE = NATIVE_BUILD / "irqlab-native"
+NATIVE_INIT = NATIVE_BUILD / "irqlab-init"
+DEFAULT_CAPACITY = 65536
+
+# Exit codes of irqlab-native (probes/native/native.c).
+EXIT_DONE, EXIT_RUNTIME, EXIT_USAGE, EXIT_NO_RT = 0, 1, 2, 3
+
+
+def online_cpus() -> list[int]:
+    """CPUs this process may run on (the online ones in our affinity mask)."""
+    return sorted(os.sched_getaffinity(0))
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """"0,2-3" -> [0, 2, 3]; ValueError on anything else (or repeats)."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, sep, hi = part.strip().partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise ValueError(f"{text!r} is not a CPU list like 0,2-3")
+        first, last = int(lo), int(hi) if sep else int(lo)
+        if last < first:
+            raise ValueError(f"{text!r}: range {part} goes backwards")
+        out.extend(range(first, last + 1))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{text!r} names a CPU twice")
+    return out
+
+
+def cpu_list_arg(cpus: list[int]) -> str:
+    return ",".join(str(c) for c in cpus)
+
+
+def probe_args(period_ns: int, cpus: list[int], priority: int, rt_fallback: bool,
+               samples_per_cpu: int, capacity: int) -> list[str]:
+    """Options of irqlab-native shared by the host and Linux-guest targets."""
+    args = ["--cpus", cpu_list_arg(cpus), "--priority", str(priority),
+            "--period-ns", str(period_ns), "--capacity", str(capacity)]
+    if samples_per_cpu:
+        args += ["--samples", str(samples_per_cpu)]
+    if rt_fallback:
+        args.append("--rt-fallback")
+    return args
+
+
+@dataclass
+class NativeProbe:
+    """A running irqlab-native process and its shared ring memory."""
+
+    period_ns: int
+    cpus: list[int] | None = None
+    priority: int = 90
+    rt_fallback: bool = False
+    samples: int = 0                 # total over CPUs; 0 = until stopped
+    capacity: int = DEFAULT_CAPACITY
+    probe: Path | None = None
+    name: str = "irqlab"
+    argv: list[str] = field(default_factory=list)
+    proc: subprocess.Popen | None = None
+    mem_fd: int = -1
+    _stdout: _Tail | None = None
+    _stderr: _Tail | None = None
+
+    @property
+    def probe_path(self) -> Path:
+        return self.probe or NATIVE_PROBE
+
+    def selected_cpus(self) -> list[int]:
+        return list(self.cpus) if self.cpus else online_cpus()
+
+    def start(self) -> None:
+        """Create the shared memory and start the probe; raises OSError with the reason."""
+        from irqlab.samples.multiring import layout_bytes
+
+        if not self.probe_path.exists():
+            raise FileNotFoundError(
+                f"native probe {self.probe_path} is not built: run `make -C probes/native` "
+                f"(or the README's set-up command)")
+        cpus = self.selected_cpus()
+        per_cpu = -(-self.samples // len(cpus)) if self.samples else 0
+        self.mem_fd = os.memfd_create("irqlab-native-rings", 0)
+        os.ftruncate(self.mem_fd, layout_bytes(len(cpus), self.capacity))
+        self.argv = ([str(self.probe_path), "--shm-fd", str(self.mem_fd)]
+                     + probe_args(self.period_ns, cpus, self.priority, self.rt_fallback,
+                                  per_cpu, self.capacity))
+        self.proc = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, pass_fds=(self.mem_fd,), start_new_session=True,
+            preexec_fn=_die_with_parent)
+        self._stdout = _Tail(self.proc.stdout)
+        self._stderr = _Tail(self.proc.stderr)
+
+    @property
+    def mem_path(self) -> str:
+        return f"/proc/self/fd/{self.mem_fd}"
+
+    @property
+    def mem_paths(self) -> list[str]:
+        return [self.mem_path]
+
+    def exit_code(self) -> int | None:
+        return self.proc.poll() if self.proc else None
+
+    def exited_done(self, code: int) -> bool:
+        return code == EXIT_DONE
+
+    def exited_error(self, code: int) -> bool:
+        return code in (EXIT_RUNTIME, EXIT_USAGE, EXIT_NO_RT)
+
+    def stop(self, timeout_s: float = 5.0) -> int | None:
+        """SIGTERM (the probe stops cleanly within a period), then SIGKILL if it must."""
+        code = None
+        if self.proc:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout_s)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            code = self.proc.returncode
+        if self.mem_fd >= 0:
+            os.close(self.mem_fd)
+            self.mem_fd = -1
+        return code
+
+    def serial(self) -> str:
+        return self._stdout.text() if self._stdout else ""
+
+    def stderr(self) -> str:
+        return self._stderr.text() if self._stderr else ""
