@@ -7,7 +7,8 @@ A Machine knows only what differs between architectures; irqlab.runner.qemu does
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+import platform
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from irqlab.runner.accel import AccelPlan
@@ -20,6 +21,13 @@ QBOOT_PATHS = ("/usr/share/qemu/qboot.rom", "/usr/share/qboot/bios.bin")
 DEBUG_EXIT_PORT = 0xF4
 X86_EXIT_DONE = (0x10 << 1) | 1
 X86_EXIT_ERROR = (0x11 << 1) | 1
+
+# Where the probe's sample ring sits in the guest-RAM file (docs/formats.md section 2).
+# x86 pc: RAM starts at GPA 0, so file offset = GPA 0x400000. arm64 virt: RAM (and the
+# file) starts at GPA 0x40000000 and the probe puts the ring at RAM base + 4 MiB.
+X86_RING_OFFSET = 0x400000
+ARM64_RING_OFFSET = 0x400000
+GIC_VERSIONS = (2, 3)
 
 
 def find_qboot() -> str | None:
@@ -41,10 +49,25 @@ class Machine:
     done_exit_codes: tuple[int, ...] = ()
     error_exit_codes: tuple[int, ...] = ()
     extra: dict[str, str] = field(default_factory=dict)
+    ring_offset: int = X86_RING_OFFSET   # byte offset of the ring in the guest-RAM file
+    host_arch: str = "x86_64"            # `uname -m` of a host whose KVM runs this guest
+    timers: tuple[str, ...] = ("auto", "deadline", "oneshot")   # probe `timer=` values
+    idles: tuple[str, ...] = ("hlt", "poll")                    # probe `idle=` values
+    sinks: tuple[str, ...] = ("ring",)                          # probe sinks supported
 
     def argv(self, plan: AccelPlan, icount: bool) -> list[str]:
         """Machine, firmware, exit device, accelerator and CPU options."""
         raise NotImplementedError
+
+    def kvm_possible(self) -> bool:
+        """KVM only runs guests of the host's own architecture."""
+        return platform.machine() == self.host_arch
+
+    def configured(self, gic: int | None = None) -> "Machine":
+        """This machine with per-run options (only arm64 has any: the GIC version)."""
+        if gic is not None:
+            raise ValueError(f"--gic applies to arm64 guests, not {self.arch}")
+        return self
 
 
 @dataclass(frozen=True)
@@ -67,12 +90,47 @@ class X86Machine(Machine):
         return out
 
 
+@dataclass(frozen=True)
+class Arm64Machine(Machine):
+    """QEMU ``virt``: the probe Image gets the device tree in x0 and finds RAM, GIC and
+    timer there. It ends with PSCI SYSTEM_OFF, which makes QEMU exit 0 whether the probe
+    finished or failed: the ring's ``state`` (done/error) is what tells them apart."""
+
+    gic_version: int = 3
+
+    def configured(self, gic: int | None = None) -> "Machine":
+        if gic is None:
+            return self
+        if gic not in GIC_VERSIONS:
+            raise ValueError(f"--gic {gic}: expected one of {GIC_VERSIONS}")
+        return replace(self, gic_version=gic)
+
+    def argv(self, plan: AccelPlan, icount: bool) -> list[str]:
+        out = ["-M", f"virt,gic-version={self.gic_version}"]
+        if plan.accel == "kvm":
+            return out + ["-accel", "kvm", "-cpu", "host"]
+        # cortex-a57: what Xen and KVM guests commonly see; `max` adds pointer
+        # authentication, which makes TCG markedly slower for nothing we measure.
+        out += ["-accel", "tcg", "-cpu", "cortex-a57"]
+        if icount:
+            # As for x86: 1 instruction = 1 ns of virtual time, idle time skipped.
+            out += ["-icount", "shift=0,sleep=off"]
+        return out
+
+
 MACHINES: dict[str, Machine] = {
     "x86_64": X86Machine(
         arch="x86_64", qemu="qemu-system-x86_64",
         probe=PROBE_BUILD / "x86_64" / "irqlab-probe.elf",
         install_hint="install Debian's qemu-system-x86 (the README's set-up command does)",
         done_exit_codes=(X86_EXIT_DONE,), error_exit_codes=(X86_EXIT_ERROR,)),
+    "arm64": Arm64Machine(
+        arch="arm64", qemu="qemu-system-aarch64",
+        probe=PROBE_BUILD / "arm64" / "irqlab-probe.bin",
+        install_hint="install Debian's qemu-system-arm (the README's set-up command does)",
+        ring_offset=ARM64_RING_OFFSET, host_arch="aarch64",
+        timers=("auto", "virt", "phys"), idles=("wfi", "hlt", "poll"),
+        sinks=("ring", "console")),
 }
 
 

@@ -38,10 +38,12 @@ class GuestConfig:
     probe: Path | None = None
     extra_args: str = ""
     extra_qemu_args: list[str] = field(default_factory=list)
+    gic: int | None = None          # arm64: GIC version (None = the machine's default)
+    sink: str = "ring"              # how samples come back: ring (guest RAM) or console
 
     @property
     def machine(self) -> Machine:
-        return machine_for(self.arch)
+        return machine_for(self.arch).configured(gic=self.gic)
 
     @property
     def probe_path(self) -> Path:
@@ -52,6 +54,7 @@ class GuestConfig:
         return (f"period_ns={self.period_ns} idle={self.idle} "
                 f"inject_irqoff_ns={self.inject_irqoff_ns} inject_every={self.inject_every} "
                 f"samples={self.samples} timer={self.timer}"
+                + (f" sink={self.sink}" if self.sink != "ring" else "")
                 + (f" {self.extra_args}" if self.extra_args else ""))
 
 
@@ -60,14 +63,32 @@ class _Tail:
 
     def __init__(self, stream) -> None:
         self.data = bytearray()
+        self.total = 0      # bytes seen since the start: positions for read_from()
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
         self._thread.start()
 
     def _pump(self, stream) -> None:
         for chunk in iter(lambda: stream.read1(4096), b""):
-            self.data += chunk
-            if len(self.data) > _OUTPUT_KEEP_BYTES:
-                del self.data[:len(self.data) - _OUTPUT_KEEP_BYTES]
+            with self._lock:
+                self.data += chunk
+                self.total += len(chunk)
+                if len(self.data) > _OUTPUT_KEEP_BYTES:
+                    del self.data[:len(self.data) - _OUTPUT_KEEP_BYTES]
+
+    def read_from(self, pos: int, wait_eof_s: float = 0.0) -> tuple[bytes, int, int]:
+        """Bytes after stream position ``pos``: (data, new position, bytes dropped).
+
+        Memory stays bounded: a reader more than the kept tail behind loses the oldest
+        bytes and is told how many. ``wait_eof_s`` first waits for the pipe to close
+        (the process has exited), so the last output is not missed."""
+        if wait_eof_s:
+            self._thread.join(wait_eof_s)
+        with self._lock:
+            start = self.total - len(self.data)
+            dropped = max(0, start - pos)
+            data = bytes(self.data[max(0, pos - start):])
+            return data, self.total, dropped
 
     def text(self, timeout_s: float = 1.0) -> str:
         self._thread.join(timeout_s)
@@ -158,6 +179,14 @@ class QemuGuest:
 
     def serial(self) -> str:
         return self._stdout.text() if self._stdout else ""
+
+    def serial_read(self, pos: int) -> tuple[bytes, int, int]:
+        """Serial output after stream position ``pos`` (see _Tail.read_from); once QEMU
+        has exited, waits briefly for the pipe's last bytes."""
+        if not self._stdout:
+            return b"", pos, 0
+        exited = self.exit_code() is not None
+        return self._stdout.read_from(pos, wait_eof_s=1.0 if exited else 0.0)
 
     def stderr(self) -> str:
         return self._stderr.text() if self._stderr else ""

@@ -1,0 +1,310 @@
+"""Host-side decoder of the probe's console sink (docs/formats.md section 5).
+
+Where the host cannot map guest RAM (Xen on a board, a serial-only lab), the arm64 probe
+copies its sample ring to the console as framed text lines. This module turns those lines
+back into what :class:`irqlab.samples.ring.RingReader` gives: a :class:`RingHeader`, the
+probe state and :class:`SampleBatch` es with loss accounting, so the rest of the pipeline
+does not know which sink was used.
+
+A frame is ``~IQ<kind>,<frame seq>,<fields>*<crc32>`` anywhere in a line (Xen prefixes
+domU output with ``(d1) ``). Frames failing their CRC or syntax are counted in
+``bad_frames`` and dropped; the samples they carried show up as a gap in the sample
+sequence and are counted as ``lost``, never invented.
+
+Offline: ``python -m irqlab.samples.console saved-console.log [--json]`` decodes a saved
+console log (:func:`decode_log`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import zlib
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from irqlab.samples.record import RECORD_DTYPE, SampleBatch
+from irqlab.samples.ring import (ARCH_NAMES, IDLE_NAMES, STATE_NAMES, TICK_METHODS,
+                                 TIMER_MODES, RingError, RingHeader)
+
+FRAME_MARK = b"~IQ"
+FRAME_VERSION = 1                    # the ring version the H frame echoes
+_TERMINAL = ("done", "error")
+_MAX_PARTIAL = 4096                  # a "line" longer than this is noise, not a frame
+
+# read(pos) -> (bytes after pos, new pos, bytes dropped before them)
+StreamRead = Callable[[int], tuple[bytes, int, int]]
+
+
+class FrameError(ValueError):
+    """One line that looked like a frame but is not a valid one."""
+
+
+def parse_frame(line: bytes) -> tuple[str, int, list[str]] | None:
+    """(kind, frame seq, fields) of the frame in ``line``; None when the line has no
+    frame marker; FrameError when it has one but the frame is damaged."""
+    start = line.rfind(FRAME_MARK)
+    if start < 0:
+        return None
+    body_and_crc = line[start + 1:].rstrip(b"\r\n\t ")
+    star = body_and_crc.rfind(b"*")
+    if star < 0 or len(body_and_crc) - star - 1 != 8:
+        raise FrameError("no *crc32 trailer")
+    body, crc_hex = body_and_crc[:star], body_and_crc[star + 1:]
+    try:
+        crc = int(crc_hex, 16)
+    except ValueError:
+        raise FrameError("crc is not hex") from None
+    if zlib.crc32(body) != crc:
+        raise FrameError("crc mismatch")
+    try:
+        text = body.decode("ascii")
+    except UnicodeDecodeError:
+        raise FrameError("non-ASCII frame") from None
+    parts = text.split(",")
+    if len(parts) < 2 or len(parts[0]) != 3:
+        raise FrameError("no kind/sequence")
+    try:
+        fseq = int(parts[1], 16)
+    except ValueError:
+        raise FrameError("bad frame sequence") from None
+    return parts[0][2], fseq, parts[2:]
+
+
+def frame_line(kind: str, fseq: int, fields: list[str]) -> bytes:
+    """One frame as the probe writes it (lib/frame.c): for tests and other emitters."""
+    body = ",".join([f"IQ{kind}", f"{fseq:x}", *fields]).encode("ascii")
+    return b"~" + body + f"*{zlib.crc32(body):08x}\r\n".encode("ascii")
+
+
+def _hex(s: str) -> int:
+    return -int(s[1:], 16) if s.startswith("-") else int(s, 16)
+
+
+class ConsoleReader:
+    """Decodes console frames incrementally; same interface as RingReader."""
+
+    def __init__(self, read: StreamRead | None = None) -> None:
+        self._read = read
+        self._pos = 0
+        self._partial = b""
+        self._hdr: dict | None = None
+        self._state = "booting"
+        self._error = 0
+        self._head = 0
+        self._overruns = 0
+        self._message = ""
+        self._pending: list[np.ndarray] = []
+        self._pending_lost = 0
+        self._next_fseq = 0
+        self.next_seq = 0
+        self.lost = 0
+        self.frames = 0
+        self.bad_frames = 0          # CRC or syntax errors
+        self.missing_frames = 0      # gaps in the frame sequence
+        self.dropped_bytes = 0       # console bytes the source could not keep
+
+    # -- input -------------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> None:
+        """Decode ``data`` (any chunking: partial lines are kept for the next call)."""
+        buf = self._partial + data
+        lines = buf.split(b"\n")
+        self._partial = lines.pop()
+        if len(self._partial) > _MAX_PARTIAL:
+            self._partial = self._partial[-_MAX_PARTIAL:]
+        for line in lines:
+            self._line(line)
+
+    def finish(self) -> None:
+        """End of input: decode a last line that had no newline."""
+        if self._partial:
+            line, self._partial = self._partial, b""
+            self._line(line)
+
+    def _pump(self) -> None:
+        if self._read is None:
+            return
+        data, self._pos, dropped = self._read(self._pos)
+        if dropped:
+            self.dropped_bytes += dropped
+            self._partial = b""      # the line it belonged to is gone
+        if data:
+            self.feed(data)
+
+    # -- frames ------------------------------------------------------------------------
+
+    def _line(self, line: bytes) -> None:
+        try:
+            frame = parse_frame(line)
+            if frame is None:
+                return
+            kind, fseq, fields = frame
+            handler = {"H": self._on_header, "T": self._on_state,
+                       "S": self._on_samples}.get(kind)
+            if handler is None:
+                raise FrameError(f"unknown frame kind {kind!r}")
+            handler(fields)
+        except (FrameError, ValueError, IndexError):
+            self.bad_frames += 1
+            return
+        if fseq > self._next_fseq:
+            self.missing_frames += fseq - self._next_fseq
+        self._next_fseq = max(self._next_fseq, fseq + 1)
+        self.frames += 1
+
+    def _on_header(self, f: list[str]) -> None:
+        if len(f) < 12:
+            raise FrameError("short H frame")
+        (version, arch, tick_hz, tick_method, timer_mode, period_tick, idle,
+         inject_every, inject_irqoff_tick, capacity, cpu) = (int(x, 16) for x in f[:11])
+        if version != FRAME_VERSION:
+            raise FrameError(f"H frame version {version}")
+        if tick_hz == 0 or period_tick == 0:
+            raise FrameError("H frame without tick rate or period")
+        self._hdr = dict(version=version, arch=arch, tick_hz=tick_hz,
+                         tick_method=tick_method, timer_mode=timer_mode,
+                         period_tick=period_tick, idle=idle, inject_every=inject_every,
+                         inject_irqoff_tick=inject_irqoff_tick, capacity=capacity, cpu=cpu,
+                         build_id=",".join(f[11:]))
+
+    def _on_state(self, f: list[str]) -> None:
+        if len(f) < 4:
+            raise FrameError("short T frame")
+        state, error, head, overruns = (int(x, 16) for x in f[:4])
+        self._state = STATE_NAMES.get(state, f"unknown({state})")
+        self._error, self._head, self._overruns = error, head, overruns
+        self._message = ",".join(f[4:])
+        if self._state in _TERMINAL and head > self.next_seq:
+            # Every sample below head was sent before this frame: missing ones are lost.
+            self._lose(head - self.next_seq)
+            self.next_seq = head
+
+    def _on_samples(self, f: list[str]) -> None:
+        if len(f) < 3:
+            raise FrameError("short S frame")
+        seq0, base = int(f[0], 16), int(f[1], 16)
+        items = f[2].split(";")
+        if self._hdr is None:
+            # Without the header there is no period nor tick rate to decode against.
+            raise FrameError("S frame before the H frame")
+        period = self._hdr["period_tick"]
+        recs = np.zeros(len(items), RECORD_DTYPE)
+        deadline = base
+        for i, item in enumerate(items):
+            parts = item.split(":")
+            if len(parts) > 3 or not parts[0]:
+                raise FrameError("bad sample item")
+            deadline += int(parts[1], 16) if len(parts) > 1 and parts[1] else period
+            recs[i] = (seq0 + i, deadline, deadline + _hex(parts[0]),
+                       int(parts[2], 16) if len(parts) > 2 else 0, self._hdr["cpu"])
+        if seq0 > self.next_seq:
+            self._lose(seq0 - self.next_seq)
+        elif seq0 < self.next_seq:
+            recs = recs[recs["seq"] >= np.uint64(self.next_seq)]   # repeated: keep once
+        if len(recs):
+            self._pending.append(recs)
+            self.next_seq = int(recs["seq"][-1]) + 1
+
+    def _lose(self, n: int) -> None:
+        self.lost += n
+        self._pending_lost += n
+
+    # -- RingReader interface ----------------------------------------------------------
+
+    def magic_ok(self) -> bool:
+        """True once the header frame has been decoded."""
+        self._pump()
+        return self._hdr is not None
+
+    def state(self) -> str:
+        self._pump()
+        return self._state
+
+    def header(self) -> RingHeader:
+        self._pump()
+        h = self._hdr
+        if h is None:
+            raise RingError("no irqlab header frame on the console yet: the probe did not "
+                            "start, or does not run with sink=console")
+        return RingHeader(
+            version=h["version"], record_size=RECORD_DTYPE.itemsize, capacity=h["capacity"],
+            arch=ARCH_NAMES.get(h["arch"], f"unknown({h['arch']})"), tick_hz=h["tick_hz"],
+            tick_method=TICK_METHODS.get(h["tick_method"], f"unknown({h['tick_method']})"),
+            timer_mode=TIMER_MODES.get(h["timer_mode"], f"unknown({h['timer_mode']})"),
+            period_tick=h["period_tick"], state=self._state, error=self._error,
+            head=max(self._head, self.next_seq), overruns=self._overruns, apic_hz=0,
+            idle=IDLE_NAMES.get(h["idle"], f"unknown({h['idle']})"),
+            inject_every=h["inject_every"], inject_irqoff_tick=h["inject_irqoff_tick"],
+            build_id=h["build_id"], message=self._message)
+
+    def poll(self, max_records: int | None = None) -> SampleBatch:
+        """Samples decoded since the last poll, and how many were lost before them."""
+        self._pump()
+        recs = (np.concatenate(self._pending) if len(self._pending) > 1
+                else self._pending[0] if self._pending else np.empty(0, RECORD_DTYPE))
+        self._pending = []
+        if max_records is not None and len(recs) > max_records:
+            self._pending = [recs[max_records:]]
+            recs = recs[:max_records]
+        lost, self._pending_lost = self._pending_lost, 0
+        return SampleBatch(records=recs, lost=lost)
+
+    def stats(self) -> dict[str, int]:
+        """Frame-level counters, for run metadata."""
+        return {"frames": self.frames, "bad_frames": self.bad_frames,
+                "missing_frames": self.missing_frames, "dropped_bytes": self.dropped_bytes}
+
+    def close(self) -> None:
+        self._read = None
+
+
+def decode_log(path: str | Path) -> tuple[ConsoleReader, SampleBatch]:
+    """Decode a saved console log: (reader with header/state/counters, all samples)."""
+    reader = ConsoleReader()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            reader.feed(chunk)
+    reader.finish()
+    return reader, reader.poll()
+
+
+def _main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m irqlab.samples.console",
+        description="Decode an irqlab probe console log (sink=console) into samples.")
+    ap.add_argument("log", type=Path, help="saved console output (e.g. xl console > FILE)")
+    ap.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    ap.add_argument("--latencies", type=Path, default=None,
+                    help="also write one latency in ns per line to this file")
+    args = ap.parse_args(argv)
+    reader, batch = decode_log(args.log)
+    if not reader.magic_ok():
+        print(f"{args.log}: no irqlab header frame found "
+              f"({reader.bad_frames} damaged frames)", file=sys.stderr)
+        return 1
+    hdr = reader.header()
+    lat_ns = batch.latency_tick * 1e9 / hdr.tick_hz
+    out = {"arch": hdr.arch, "state": hdr.state, "tick_hz": hdr.tick_hz,
+           "timer_mode": hdr.timer_mode, "idle": hdr.idle, "build_id": hdr.build_id,
+           "samples": len(batch), "lost": reader.lost, "overruns": hdr.overruns,
+           **reader.stats()}
+    if len(batch):
+        out.update({"min_ns": float(lat_ns.min()), "mean_ns": float(lat_ns.mean()),
+                    "max_ns": float(lat_ns.max()),
+                    **{f"p{p}_ns": float(np.percentile(lat_ns, p)) for p in (50, 99, 99.9)}})
+    if args.latencies:
+        np.savetxt(args.latencies, lat_ns, fmt="%.0f")
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            print(f"{k:>15}: {v:.0f}" if isinstance(v, float) else f"{k:>15}: {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
