@@ -1,0 +1,76 @@
+"""``irqlab check RUN --max 30us [--p99.9 20us] [--above-threshold 0] [--junit FILE]``.
+
+A CI gate: exit 0 when every limit holds, 1 when one is exceeded, 2 when the arguments
+are wrong or a run cannot be judged (unknown, failed, no samples).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from irqlab.cli.cmd_compare import add_run_args
+from irqlab.cli.common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, count, db_path,
+                               duration, renderer)
+from irqlab.reports.check import LIMITS, CheckResult, evaluate, junit_xml, result_lines
+from irqlab.reports.data import load_runs
+from irqlab.reports.select import select_runs
+from irqlab.store import Store, StoreError
+
+
+def _dest(name: str) -> str:
+    return "limit_" + name.replace(".", "").replace("-", "_")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check", help="pass/fail a run against latency limits (CI gate)",
+                       description="Exit 0 when every limit holds, 1 when one is exceeded, "
+                                   "2 on a usage or data error. Limits are maxima.")
+    add_run_args(p)
+    for name, _key, unit in LIMITS:
+        if unit == "ns":
+            p.add_argument(f"--{name}", dest=_dest(name), type=duration, default=None,
+                           metavar="DURATION", help=f"highest allowed {name}, e.g. 30us")
+        else:
+            p.add_argument(f"--{name}", dest=_dest(name), type=count, default=None,
+                           metavar="N", help="highest allowed count of samples above the "
+                                             "threshold")
+    p.add_argument("--junit", type=Path, default=None, metavar="FILE",
+                   help="write JUnit XML for CI systems")
+    p.add_argument("--json", action="store_true", help="print one JSON line per run")
+
+
+def _write_junit(path: Path | None, results: list[CheckResult], seconds: float) -> None:
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(junit_xml(results, seconds))
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}; choose another path") from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    limits = [(name, getattr(args, _dest(name))) for name, _k, _u in LIMITS
+              if getattr(args, _dest(name)) is not None]
+    if not limits:
+        raise UsageError("no limit given: pass at least one of "
+                         + ", ".join(f"--{n}" for n, _k, _u in LIMITS))
+    started = time.monotonic()
+    try:
+        with Store(db_path(args), read_only=True) as store:
+            runs = load_runs(store, select_runs(store, args.runs))
+    except StoreError as exc:
+        # CI still gets a JUnit file saying why nothing could be checked.
+        failed = CheckResult(0, " ".join(args.runs), error=str(exc))
+        _write_junit(args.junit, [failed], time.monotonic() - started)
+        raise
+    results = [evaluate(r, limits, args.threshold) for r in runs]
+    _write_junit(args.junit, results, time.monotonic() - started)
+    out = renderer(args)
+    for res in results:
+        out.check(res.to_dict(), result_lines(res))
+    if any(r.error for r in results):
+        return EXIT_USAGE
+    return EXIT_OK if all(r.passed for r in results) else EXIT_FAIL

@@ -1,0 +1,64 @@
+"""``irqlab compare RUN...``: one table, one row per run, against the first run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from irqlab.cli.common import EXIT_OK, count, db_path, duration
+from irqlab.cli.render import HumanRenderer, JsonRenderer, LinesRenderer, Renderer
+from irqlab.reports import noise
+from irqlab.reports.compare import build_compare
+from irqlab.reports.data import load_runs
+from irqlab.reports.select import select_runs
+from irqlab.reports.tables import csv_lines, markdown_lines
+from irqlab.store import Store, default_db_path
+
+FORMATS = ("human", "markdown", "csv", "json")
+RUN_HELP = ("run id, name (latest run of that name), tag:KEY=VALUE or suite:NAME; "
+            "the first run is the baseline")
+
+
+def add_run_args(p: argparse.ArgumentParser) -> None:
+    """RUN selectors, --db and --threshold, shared by compare, report and check."""
+    p.add_argument("runs", nargs="+", metavar="RUN", help=RUN_HELP)
+    p.add_argument("--db", type=Path, default=None,
+                   help=f"database file (default {default_db_path()}, or $IRQLAB_DB)")
+    p.add_argument("--threshold", type=duration, default=None,
+                   help="count 'above threshold' against this latency for every run "
+                        "(default: each run's own --threshold)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="compare stored runs in one table",
+                       description="One row per run: samples, percentiles, max, warm max, "
+                                   "above-threshold count, ratios to the first run, whether "
+                                   "differences are beyond noise, and comparability "
+                                   "warnings.")
+    add_run_args(p)
+    p.add_argument("--format", choices=FORMATS, default="human",
+                   help="human (terminal table), markdown, csv or json (JSON lines)")
+    p.add_argument("--json", action="store_true", help="same as --format json")
+    p.add_argument("--seed", type=count, default=noise.DEFAULT_SEED,
+                   help="seed of the bootstrap noise test (same seed, same answer)")
+    p.add_argument("--resamples", type=count, default=noise.DEFAULT_RESAMPLES,
+                   help="bootstrap resamples of the noise test")
+
+
+def choose_renderer(fmt: str) -> Renderer:
+    if fmt == "json":
+        return JsonRenderer()
+    if fmt == "markdown":
+        return LinesRenderer(markdown_lines)
+    if fmt == "csv":
+        return LinesRenderer(csv_lines)
+    return HumanRenderer()
+
+
+def run(args: argparse.Namespace) -> int:
+    with Store(db_path(args), read_only=True) as store:
+        runs = load_runs(store, select_runs(store, args.runs))
+    model = build_compare(runs, args.threshold, seed=args.seed,
+                          resamples=max(1, args.resamples))
+    choose_renderer("json" if args.json else args.format).compare(model)
+    return EXIT_OK

@@ -1,0 +1,76 @@
+"""The compare table model: one row per run against the first (baseline) run.
+
+The model is plain JSON-ready dicts (versioned) so every output format, terminal, markdown,
+csv, json and the HTML report, renders the same numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from irqlab.reports import noise
+from irqlab.reports.comparability import pair_warnings, run_warnings, threshold_warning
+from irqlab.reports.data import FROM_RAW, FROM_TEXT, RunData, figures
+
+COMPARE_VERSION = 1
+NA_NOISE = "n/a"
+
+
+def _ratio(value: Any, base: Any) -> float | None:
+    if value is None or base is None or base <= 0:
+        return None
+    return value / base
+
+
+def build_compare(runs: list[RunData], threshold_ns: int | None = None,
+                  seed: int = noise.DEFAULT_SEED,
+                  resamples: int = noise.DEFAULT_RESAMPLES) -> dict[str, Any]:
+    """The table model; ``runs[0]`` is the baseline."""
+    if not runs:
+        raise ValueError("compare needs at least one run")
+    figs = [figures(r, threshold_ns) for r in runs]
+    base, base_figs = runs[0], figs[0]
+    rows, warnings = [], []
+    base_sorted = None
+    for run, f in zip(runs, figs):
+        row: dict[str, Any] = {
+            "run_id": run.run_id, "name": run.row.name, "status": run.row.status,
+            "accel": run.row.accel, "emulated": run.row.emulated, "source": run.row.source,
+            "tags": run.row.tags, **f,
+            "p50_ratio": _ratio(f.get("p50_ns"), base_figs.get("p50_ns")),
+            "p999_ratio": _ratio(f.get("p999_ns"), base_figs.get("p999_ns")),
+            "baseline": run is base,
+        }
+        if run is base:
+            row["noise"] = None
+        elif base.has_raw and run.has_raw:
+            if base_sorted is None:
+                base_sorted = noise.prepare(base.latency_ns_float(), seed)
+            run_sorted = noise.prepare(run.latency_ns_float(), seed + 1)
+            results = [noise.compare_quantile(base_sorted, run_sorted, q, label, seed,
+                                              resamples) for q, label in noise.QUANTILES]
+            row["noise"] = {"test": "bootstrap", "results": [r.to_dict() for r in results],
+                            "beyond_noise": any(r.beyond_noise for r in results)}
+        else:
+            missing = [r.label for r in (base, run) if not r.has_raw]
+            row["noise"] = {"test": NA_NOISE, "reason": f"no raw samples for "
+                                                        f"{' and '.join(missing)}"}
+        rows.append(row)
+        if run is not base:
+            warnings.extend(pair_warnings(base, run))
+        warnings.extend(run_warnings(run, f))
+    thr = threshold_warning(runs, threshold_ns)
+    if thr:
+        warnings.append(thr)
+    sources = {f["percentiles_from"] for f in figs}
+    return {"type": "compare", "version": COMPARE_VERSION, "baseline_run_id": base.run_id,
+            "threshold_override_ns": threshold_ns, "rows": rows, "warnings": warnings,
+            "noise_method": noise.method_text(seed, resamples),
+            "percentiles_note": _percentiles_note(sources)}
+
+
+def _percentiles_note(sources: set[str]) -> str:
+    if sources == {FROM_RAW}:
+        return "percentiles: " + FROM_TEXT[FROM_RAW]
+    parts = [f"{'raw' if s == FROM_RAW else 'summary'}: {FROM_TEXT[s]}" for s in sorted(sources)]
+    return "percentiles per run (column 'from') — " + "; ".join(parts)

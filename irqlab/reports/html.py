@@ -1,0 +1,212 @@
+"""The self-contained HTML report: one file, no network, images inline as base64 PNG.
+
+Safety: every text that comes from a run (names, tags, metadata, imported lines, messages)
+goes through ``esc`` (html.escape with quotes). A Content-Security-Policy in the page
+forbids every network fetch and every script except the report's own (allowed by its
+SHA-256 hash), so even a missed escape could not run code or load anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import html
+import json
+from typing import Any, Iterable
+
+from irqlab import __version__
+from irqlab.reports.compare import build_compare
+from irqlab.reports.data import FROM_TEXT, RunData, figures
+from irqlab.reports.plots import Plot, overlay_plot, run_plots
+from irqlab.reports.tables import COLUMNS, cell, fmt_ns, noise_lines, notes_lines
+
+MAX_WINDOW_ROWS = 2000
+
+# Marks images that failed to decode and records script errors in the DOM, so a reader
+# sees a broken image called out and a headless browser test can read the outcome.
+_SELF_CHECK = """
+(function () {
+  var errors = [];
+  window.addEventListener('error', function (e) { errors.push(String(e.message)); });
+  window.addEventListener('load', function () {
+    var imgs = document.images, ok = 0;
+    for (var i = 0; i < imgs.length; i++) {
+      if (imgs[i].complete && imgs[i].naturalWidth > 0) { ok++; continue; }
+      imgs[i].setAttribute('data-broken', 'yes');
+      imgs[i].insertAdjacentText('afterend', ' [image failed to load]');
+    }
+    var root = document.documentElement;
+    root.setAttribute('data-images-total', String(imgs.length));
+    root.setAttribute('data-images-ok', String(ok));
+    root.setAttribute('data-errors', JSON.stringify(errors));
+  });
+})();
+""".strip()
+_SCRIPT_HASH = base64.b64encode(hashlib.sha256(_SELF_CHECK.encode()).digest()).decode()
+CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
+       f"script-src 'sha256-{_SCRIPT_HASH}'; base-uri 'none'; form-action 'none'")
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1100px;color:#222;
+padding:0 1em}
+table{border-collapse:collapse;margin:.5em 0 1em;font-size:.9em}
+td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right;vertical-align:top;
+white-space:nowrap}
+th{background:#f3f3f3}
+td.l,th.l{text-align:left}
+.meta td{text-align:left;font-family:ui-monospace,monospace}
+.meta td+td{white-space:normal;word-break:break-all}
+.warn{background:#fff4d6;border-left:4px solid #e0a000;padding:.4em .8em;margin:.5em 0}
+img{max-width:100%;height:auto;display:block;margin:.5em 0 1.5em}
+pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:.8em;white-space:pre-wrap}
+section{border-top:2px solid #ddd;margin-top:2em}
+""".strip()
+
+
+def esc(value: Any) -> str:
+    """Any value as HTML text (None as an em dash)."""
+    return "—" if value is None else html.escape(str(value), quote=True)
+
+
+def _img(plot: Plot) -> str:
+    data = base64.b64encode(plot.png()).decode("ascii")
+    return (f'<figure><img src="data:image/png;base64,{data}" alt="{esc(plot.title)}" '
+            f'data-plot="{esc(plot.name)}"><figcaption>{esc(plot.title)}</figcaption>'
+            f'</figure>')
+
+
+def _table(headers: list[str], rows: Iterable[list[str]], left: int = 1,
+           cls: str = "") -> list[str]:
+    """A table of already-escaped cells; the first ``left`` columns left-aligned."""
+    out = [f'<table class="{cls}"><tr>' + "".join(
+        f'<th class="{"l" if i < left else ""}">{h}</th>' for i, h in enumerate(headers))
+        + "</tr>"]
+    for r in rows:
+        out.append("<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{c}</td>'
+                                    for i, c in enumerate(r)) + "</tr>")
+    out.append("</table>")
+    return out
+
+
+def _metadata_rows(run: RunData) -> list[tuple[str, Any]]:
+    row, meta = run.row, run.row.metadata
+    host, probe = meta.get("host") or {}, meta.get("probe") or {}
+    return [
+        ("run", f"{row.run_id} {row.name}"), ("status", row.status),
+        ("message", row.message), ("started (UTC)", row.started_at),
+        ("ended (UTC)", row.ended_at), ("kind / source", f"{row.kind} / {row.source}"),
+        ("target / arch", f"{row.target} / {row.arch}"),
+        ("accel", f"{row.accel} ({'emulated' if row.emulated else 'hardware-assisted'})"
+         if row.emulated is not None else row.accel),
+        ("period", fmt_ns(row.period_ns)), ("threshold", fmt_ns(run.threshold_ns)),
+        ("ticks", f"{row.tick_hz} Hz ({probe.get('tick_method', '—')}), timer "
+                  f"{probe.get('timer_mode', '—')}, idle {probe.get('idle', '—')}"),
+        ("host", f"{host.get('hostname')} — kernel {host.get('kernel')} — "
+                 f"{host.get('cpu_model')} ({host.get('cpus_online')} cpus)"
+         + (" — itself virtual" if host.get("host_is_virtual") else "")),
+        ("qemu", meta.get("qemu_version")), ("probe build", probe.get("build_id")),
+        ("probe cmdline", meta.get("probe_cmdline")),
+        ("qemu command", " ".join(meta.get("qemu_argv") or []) or None),
+        ("tags", ", ".join(f"{k}={v}" for k, v in sorted(row.tags.items())) or None),
+        ("suite / cell", f"{row.suite} {json.dumps(row.cell) if row.cell else ''}"
+         if row.suite else None),
+    ]
+
+
+def _summary_rows(run: RunData) -> list[list[str]]:
+    f = figures(run)
+    s = run.row.summary or {}
+    pct = f.get("above_threshold_pct")
+    return [[esc(label), esc(val)] for label, val in (
+        ("samples", f.get("samples")), ("lost", s.get("lost")),
+        ("overruns", s.get("overruns")), ("injected", s.get("injected")),
+        ("above threshold", f"{f.get('above_threshold')} ({pct:.3g}%)"
+         if pct is not None else f.get("above_threshold")),
+        ("min", fmt_ns(f.get("min_ns"))), ("mean", fmt_ns(s.get("mean_ns"))),
+        ("p50", fmt_ns(f.get("p50_ns"))), ("p99", fmt_ns(f.get("p99_ns"))),
+        ("p99.9", fmt_ns(f.get("p999_ns"))), ("p99.99", fmt_ns(f.get("p9999_ns"))),
+        ("max", fmt_ns(f.get("max_ns"))), ("warm max", fmt_ns(f.get("warm_max_ns"))),
+        ("percentiles", FROM_TEXT[f["percentiles_from"]]))]
+
+
+def _windows_table(run: RunData) -> list[str]:
+    wins = run.windows
+    if not wins:
+        return ["<p>No windows stored.</p>"]
+    heads = ["#", "start", "samples", "mean", "stddev", "min", "max", "above thr"]
+    rows = [[esc(w["index"]), esc(f"{w['start_s']:g} s"), esc(w["samples"]),
+             esc(fmt_ns(w["mean_ns"])), esc(fmt_ns(w["stddev_ns"])),
+             esc(fmt_ns(w["min_ns"])), esc(fmt_ns(w["max_ns"])),
+             esc(w["above_threshold"])] for w in wins[:MAX_WINDOW_ROWS]]
+    out = _table(heads, rows, left=0)
+    if len(wins) > MAX_WINDOW_ROWS:
+        out.append(f"<p>{len(wins) - MAX_WINDOW_ROWS} more windows not shown; "
+                   f"`irqlab show {run.run_id} --json` lists them all.</p>")
+    return out
+
+
+def _run_section(run: RunData, plots: list[Plot]) -> list[str]:
+    out = [f'<section id="run-{run.run_id}"><h2>Run {esc(run.row.run_id)} '
+           f'{esc(run.row.name)}</h2>']
+    if run.row.emulated:
+        out.append(f'<p class="warn">EMULATED: these latencies come from {esc(run.row.accel)}; '
+                   f'they show the pipeline works, not what hardware-assisted '
+                   f'virtualisation or bare metal would give.</p>')
+    out.append("<h3>Metadata</h3>")
+    out += _table(["field", "value"], ([esc(k), esc(v)] for k, v in _metadata_rows(run)),
+                  left=2, cls="meta")
+    out.append("<h3>Summary</h3>")
+    out += _table(["statistic", "value"], _summary_rows(run))
+    out.append("<h3>Plots</h3>")
+    out += [_img(p) for p in plots] or ["<p>No data to plot.</p>"]
+    out.append("<h3>Windows</h3>")
+    out += _windows_table(run)
+    out.append("<details><summary>All stored metadata and parameters (JSON)</summary><pre>"
+               + esc(json.dumps({"params": run.row.params, "metadata": run.row.metadata},
+                                indent=1, default=str)) + "</pre></details></section>")
+    return out
+
+
+def _compare_section(runs: list[RunData],
+                     threshold_ns: int | None) -> tuple[list[str], Plot | None]:
+    model = build_compare(runs, threshold_ns)
+    out = ["<section><h2>Comparison</h2>"]
+    out += _table([esc(h) for h, _, _ in COLUMNS],
+                  ([esc(cell(r, key, kind)) for _, key, kind in COLUMNS] for r in model["rows"]))
+    out += ["<ul>"] + [f"<li>{esc(x)}</li>" for x in notes_lines(model) + noise_lines(model)] \
+        + ["</ul>"]
+    out += [f'<p class="warn">{esc(w["text"])}</p>' for w in model["warnings"]]
+    overlay = overlay_plot(runs)
+    if overlay:
+        out.append(_img(overlay))
+    out.append("</section>")
+    return out, overlay
+
+
+def build_report(runs: list[RunData], threshold_ns: int | None = None,
+                 title: str | None = None) -> tuple[str, list[Plot]]:
+    """The HTML text and every plot in it (for --png/--svg)."""
+    plots: list[Plot] = []
+    body: list[str] = []
+    if len(runs) > 1:
+        section, overlay = _compare_section(runs, threshold_ns)
+        body += section
+        plots += [overlay] if overlay else []
+    for run in runs:
+        rp = run_plots(run)
+        plots += rp
+        body += _run_section(run, rp)
+    heading = title or "irqlab report: " + ", ".join(r.label for r in runs)
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    head = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{esc(heading)}</title><style>{_STYLE}</style>",
+        f"<script>{_SELF_CHECK}</script></head><body>",
+        f"<h1>{esc(heading)}</h1>",
+        f"<p>Generated {esc(now)} by irqlab {esc(__version__)} from {len(runs)} "
+        f"run{'s' if len(runs) != 1 else ''}.</p>",
+    ]
+    return "\n".join(head + body + ["</body></html>", ""]), plots

@@ -1,0 +1,185 @@
+"""Formatters of the compare model: cells, markdown, csv and json. They return lines or
+objects; the CLI's renderers decide where they go."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from irqlab.reports.compare import COMPARE_VERSION
+
+# (header, row key, cell kind) of the compare table, in order.
+COLUMNS: list[tuple[str, str, str]] = [
+    ("run", "run", "run"), ("samples", "samples", "int"), ("min", "min_ns", "ns"),
+    ("p50", "p50_ns", "ns"), ("p99", "p99_ns", "ns"), ("p99.9", "p999_ns", "ns"),
+    ("p99.99", "p9999_ns", "ns"), ("max", "max_ns", "ns"), ("warm max", "warm_max_ns", "ns"),
+    ("above thr", "above_threshold", "int"), ("above %", "above_threshold_pct", "pct"),
+    ("p50 ×", "p50_ratio", "ratio"), ("p99.9 ×", "p999_ratio", "ratio"),
+    ("noise", "noise", "noise"), ("from", "percentiles_from", "str"),
+]
+# A narrower set for terminals: above-threshold count and % in one cell, the noise verdict
+# only (its intervals follow the table as lines), percentile provenance in the notes.
+HUMAN_COLUMNS: list[tuple[str, str, str]] = [
+    ("run", "run", "run"), ("samples", "samples", "int"), ("min", "min_ns", "ns"),
+    ("p50", "p50_ns", "ns"), ("p99", "p99_ns", "ns"), ("p99.9", "p999_ns", "ns"),
+    ("p99.99", "p9999_ns", "ns"), ("max", "max_ns", "ns"), ("warm max", "warm_max_ns", "ns"),
+    ("above thr", "above_threshold", "above"), ("p50 ×", "p50_ratio", "ratio"),
+    ("p99.9 ×", "p999_ratio", "ratio"), ("noise", "noise", "verdict"),
+]
+CSV_FIELDS = ["run_id", "name", "status", "accel", "emulated", "samples", "min_ns", "p50_ns",
+              "p99_ns", "p999_ns", "p9999_ns", "max_ns", "warm_max_ns", "above_threshold",
+              "above_threshold_pct", "threshold_ns", "p50_ratio", "p999_ratio",
+              "percentiles_from", "noise_test", "noise_p50_ci_low", "noise_p50_ci_high",
+              "noise_p50_p", "noise_p999_ci_low", "noise_p999_ci_high", "noise_p999_p",
+              "beyond_noise"]
+
+
+def fmt_ns(ns: int | float | None) -> str:
+    """A latency with 3 significant digits and a unit: '29 ns', '37.2 us', '5.00 us'."""
+    if ns is None:
+        return "—"
+    a = abs(ns)
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
+        if a >= scale:
+            # '#' keeps trailing zeros (5.00 us lines up with 5.12 us); '100.' loses its dot.
+            return f"{ns / scale:#.3g}".rstrip(".") + f" {unit}"
+    return f"{ns:.0f} ns"
+
+
+def fmt_p(p: float) -> str:
+    return "p<0.001" if p < 0.001 else f"p={p:.2g}"
+
+
+def noise_cell(row: dict[str, Any]) -> str:
+    """Short verdict for the table's noise column."""
+    nz = row.get("noise")
+    if row.get("baseline"):
+        return "baseline"
+    if not nz or nz["test"] != "bootstrap":
+        return "n/a"
+    worst = min(nz["results"], key=lambda r: r["p_value"])
+    verdict = "beyond noise" if nz["beyond_noise"] else "within noise"
+    return f"{verdict} ({worst['quantile']} {fmt_p(worst['p_value'])})"
+
+
+def cell(row: dict[str, Any], key: str, kind: str) -> str:
+    """One human cell of the compare table."""
+    if kind == "run":
+        return f"{row['run_id']} {row['name']}"
+    if kind == "noise":
+        return noise_cell(row)
+    if kind == "verdict":
+        return noise_cell(row).split(" (")[0].replace(" noise", "")
+    if kind == "above":
+        if row.get("above_threshold") is None:
+            return "—"
+        pct = row.get("above_threshold_pct")
+        return f"{row['above_threshold']}" + (f" ({pct:.3g}%)" if pct is not None else "")
+    val = row.get(key)
+    if val is None:
+        return "—"
+    if kind == "ns":
+        return fmt_ns(val)
+    if kind == "pct":
+        return f"{val:.3g}%"
+    if kind == "ratio":
+        return f"{val:.3g}"
+    return str(val)
+
+
+def noise_lines(model: dict[str, Any]) -> list[str]:
+    """One line per compared run: each quantile's ratio, 95 % interval and p-value."""
+    base = next(r for r in model["rows"] if r["baseline"])
+    out = []
+    for row in model["rows"]:
+        nz = row.get("noise")
+        if row["baseline"] or not nz:
+            continue
+        head = f"{row['run_id']} {row['name']} vs {base['run_id']} {base['name']}: "
+        if nz["test"] != "bootstrap":
+            out.append(head + f"n/a ({nz['reason']})")
+            continue
+        parts = []
+        for r in nz["results"]:
+            if r["ratio"] is None:
+                parts.append(f"{r['quantile']} ratio undefined (baseline <= 0), "
+                             f"{fmt_p(r['p_value'])}")
+            else:
+                parts.append(f"{r['quantile']} ×{r['ratio']:.3g} (95% CI {r['ci_low']:.3g}–"
+                             f"{r['ci_high']:.3g}, {fmt_p(r['p_value'])})")
+        verdict = "beyond noise" if nz["beyond_noise"] else "within noise"
+        out.append(head + "; ".join(parts) + f": {verdict}")
+    return out
+
+
+def notes_lines(model: dict[str, Any]) -> list[str]:
+    """Method and provenance notes shown under every human table."""
+    lines = [model["percentiles_note"], "noise test: " + model["noise_method"]]
+    thr = model.get("threshold_override_ns")
+    if thr is not None:
+        lines.append(f"above threshold: counted against {fmt_ns(thr)} for every run")
+    return lines
+
+
+def _md(text: str) -> str:
+    """Escape what would break a markdown table cell or inject markup."""
+    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
+            .replace(">", "&gt;").replace("\n", " "))
+
+
+def markdown_lines(model: dict[str, Any]) -> list[str]:
+    heads = [h for h, _, _ in COLUMNS]
+    lines = ["| " + " | ".join(heads) + " |",
+             "|" + "|".join("---" if k in ("run", "noise", "str") else "---:"
+                            for _, _, k in COLUMNS) + "|"]
+    for row in model["rows"]:
+        lines.append("| " + " | ".join(_md(cell(row, key, kind)) for _, key, kind in COLUMNS)
+                     + " |")
+    lines.append("")
+    lines.extend(f"- {_md(x)}" for x in notes_lines(model))
+    noise = noise_lines(model)
+    if noise:
+        lines += ["", "**Noise**", ""] + [f"- {_md(x)}" for x in noise]
+    if model["warnings"]:
+        lines += ["", "**Warnings**", ""] + [f"- {_md(w['text'])}" for w in model["warnings"]]
+    return lines
+
+
+def _csv_row(row: dict[str, Any]) -> dict[str, Any]:
+    out = {k: row.get(k) for k in CSV_FIELDS}
+    nz = row.get("noise") or {}
+    out["noise_test"] = "baseline" if row["baseline"] else nz.get("test", "n/a")
+    for r in nz.get("results", []):
+        key = {"p50": "p50", "p99.9": "p999"}[r["quantile"]]
+        out[f"noise_{key}_ci_low"] = r["ci_low"]
+        out[f"noise_{key}_ci_high"] = r["ci_high"]
+        out[f"noise_{key}_p"] = r["p_value"]
+    out["beyond_noise"] = nz.get("beyond_noise")
+    return out
+
+
+def csv_lines(model: dict[str, Any]) -> list[str]:
+    """Machine-friendly: latencies in integer ns, ratios and p-values as numbers."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for row in model["rows"]:
+        writer.writerow({k: ("" if v is None else
+                             f"{v:.6g}" if isinstance(v, float) else v)
+                         for k, v in _csv_row(row).items()})
+    return buf.getvalue().splitlines()
+
+
+def json_objects(model: dict[str, Any]) -> list[dict[str, Any]]:
+    """JSON lines: a ``compare`` header, one ``compare_run`` per run, then warnings."""
+    head = {k: model[k] for k in ("type", "version", "baseline_run_id",
+                                  "threshold_override_ns", "noise_method",
+                                  "percentiles_note")}
+    head["runs"] = len(model["rows"])
+    out = [head]
+    out += [{"type": "compare_run", "version": COMPARE_VERSION, **row}
+            for row in model["rows"]]
+    out += [{"type": "compare_warning", "version": COMPARE_VERSION, **w}
+            for w in model["warnings"]]
+    return out
