@@ -100,7 +100,8 @@ def bench_rate(periods_ns: tuple[int, ...] = (200_000, 100_000, 50_000, 20_000, 
 
 
 def run_benchmarks(which: list[str], stats_samples: int = 100_000_000,
-                   cyclictest: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                   cyclictest: dict[str, Any] | None = None,
+                   trace: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     figures: list[dict[str, Any]] = []
     for name in which:
         if name == "ingest":
@@ -111,6 +112,9 @@ def run_benchmarks(which: list[str], stats_samples: int = 100_000_000,
             figures += bench_rate()
         elif name == "cyclictest":
             figures += bench_cyclictest(**(cyclictest or {}))
+        elif name == "trace":
+            from irqlab.trace.bench import bench_trace
+            figures += bench_trace(**(trace or {}))
     return figures
 
 

@@ -11,7 +11,7 @@ NAME = "bench"
 
 def register(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("bench", help="print performance figures (a benchmark, not a test)")
-    b.add_argument("what", nargs="*", choices=["ingest", "stats", "rate", "cyclictest", []],
+    b.add_argument("what", nargs="*", choices=["ingest", "stats", "rate", "cyclictest", "trace", []],
                    default=[], help="which figures (default: ingest stats rate; cyclictest "
                                     "only when named: it runs rounds x 2 x --round-duration)")
     b.add_argument("--rounds", type=count, default=5, metavar="N",
@@ -21,6 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--bench-cpu", type=count, default=None, metavar="CPU",
                    help="cyclictest: the CPU both run on (default the highest allowed)")
     b.add_argument("--stats-samples", type=count, default=100_000_000, metavar="N")
+    b.add_argument("--trace-bytes", type=count, default=1 << 30, metavar="BYTES",
+                   help="trace: raw ring data to synthesise from a real capture "
+                        "(default 1 GiB; only when `trace` is named: needs root)")
     b.add_argument("--json", action="store_true", help="print JSON lines")
 
 
@@ -31,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
                              stats_samples=args.stats_samples,
                              cyclictest={"rounds": max(1, args.rounds),
                                          "duration_s": args.round_duration / 1e9,
-                                         "cpu": args.bench_cpu})
+                                         "cpu": args.bench_cpu},
+                             trace={"target_bytes": args.trace_bytes})
     renderer(args).bench(figures)
     return EXIT_OK

@@ -1,0 +1,98 @@
+"""A stored capture (irqlab.trace.archive) decoded into the columns explain needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from irqlab.trace.archive import read_archive
+from irqlab.trace.formats import EventFormat, parse_format, parse_header_page
+from irqlab.trace.ringbuf import Events, decode
+
+# Fields kept per event (name -> the format fields to read); common_pid is always read.
+_KEEP: dict[str, tuple[str, ...]] = {
+    "sched_switch": ("prev_comm", "prev_pid", "prev_state", "next_comm", "next_pid"),
+    "sched_waking": ("pid", "target_cpu"),
+    "sched_wakeup": ("pid", "target_cpu"),
+    "irq_handler_entry": ("irq", "name"),
+    "irq_handler_exit": ("irq",),
+    "softirq_entry": ("vec",),
+    "softirq_exit": ("vec",),
+    "hrtimer_start": ("hrtimer", "function", "expires"),
+    "hrtimer_expire_entry": ("hrtimer", "function"),
+    "hrtimer_expire_exit": ("hrtimer",),
+    "hrtimer_cancel": ("hrtimer",),
+    "kvm_msr": ("write", "ecx", "data"),
+    "kvm_apic_accept_irq": ("apicid", "vec"),
+    "kvm_inj_virq": ("vec", "vector"),       # "vector" on 6.x kernels
+    "kvm_entry": ("vcpu_id",),
+    "kvm_exit": (),
+    "kvm_vcpu_wakeup": (),
+    "kvm_userspace_exit": ("reason",),
+    "kvm_wait_lapic_expire": ("delta",),
+    "kvm_write_tsc_offset": ("previous_tsc_offset", "next_tsc_offset"),
+    "print": ("buf",),
+}
+
+
+@dataclass
+class Table:
+    """Columns of one event type, time ordered: ``ts``, ``cpu``, ``common_pid`` + fields."""
+
+    name: str
+    cols: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.cols.get("ts", ()))
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.cols[key]
+
+
+@dataclass
+class Trace:
+    header: dict[str, Any]
+    tables: dict[str, Table]
+    formats: dict[str, EventFormat]
+    missed: list[tuple[int, int, int]]            # (cpu, page ts, count or -1)
+    events: int
+    pages: int
+
+    def t(self, name: str) -> Table:
+        return self.tables.get(name) or Table(name, {"ts": np.empty(0, np.uint64)})
+
+    def fired(self) -> set[str]:
+        return {n for n, t in self.tables.items() if len(t)}
+
+
+def tables_from_events(ev: Events, formats: dict[str, EventFormat]) -> dict[str, Table]:
+    out: dict[str, Table] = {}
+    for key, fmt in formats.items():
+        name = key.split(":", 1)[1]
+        keep = _KEEP.get(name)
+        if keep is None and not name.endswith(("_entry", "_exit")):
+            continue
+        idx = ev.select(fmt)
+        cols = {"ts": ev.ts[idx], "cpu": ev.cpu[idx],
+                "common_pid": ev.column(fmt, "common_pid", idx)}
+        for fname in keep or ():
+            if fname in fmt.fields:
+                cols[fname] = ev.column(fmt, fname, idx)
+        out[name] = Table(name, cols)
+    return out
+
+
+def load_capture(path: Path) -> Trace:
+    header, per_cpu = read_archive(path)
+    return decode_capture(header, per_cpu)
+
+
+def decode_capture(header: dict[str, Any], per_cpu: dict[int, bytes]) -> Trace:
+    hdr = parse_header_page(header["header_page"])
+    formats = {k: parse_format(v, k.split(":")[0]) for k, v in header["formats"].items()}
+    ev = decode(per_cpu, hdr)
+    return Trace(header, tables_from_events(ev, formats), formats, ev.missed, len(ev),
+                 ev.pages)

@@ -1,0 +1,54 @@
+"""Human output of ``irqlab explain``, in the shape of rtla's auto-analysis."""
+
+from __future__ import annotations
+
+from irqlab.explain.run import Explained, as_json
+
+
+def _us(ns: int) -> str:
+    return f"{ns / 1000:10.1f} us"
+
+
+def render_text(res: Explained, max_samples: int = 50) -> str:
+    js = as_json(res)
+    c = js["clock"]
+    out = [f"run {js['run_id']}: {len(js['samples'])} samples ({js['selected_by']}), "
+           f"{js['events']} host events",
+           f"clock: {c['method']}; offset {c['offset_tick']} ticks, error bound "
+           f"±{c['error_bound_ns']} ns ({c['anchors']} anchors)"]
+    if js["events_missing"]:
+        out.append("events missing on this kernel: " + ", ".join(js["events_missing"]))
+    if js["events_never_fired"]:
+        out.append("events enabled but never fired: " + ", ".join(js["events_never_fired"]))
+    for lost in js["lost_regions"]:
+        out.append(f"LOST: {lost['why']} ({lost['from_ns'] / 1e6:.3f}-{lost['to_ns'] / 1e6:.3f} ms)")
+    shown = sorted(js["samples"], key=lambda s: -s["latency_ns"])[:max_samples]
+    for s in shown:
+        out.append("")
+        out.append(f"sample {s['seq']}: latency {s['latency_ns'] / 1000:.1f} us"
+                   + ("" if s["status"] == "explained" else f"  [{s['status'].upper()}: "
+                      f"{s['reason']}]"))
+        if s["status"] != "explained":
+            continue
+        for cause in s["causes"]:
+            if cause["ns"] or cause["cause"] == "unexplained":
+                out.append(f"  {cause['cause']:<58} {_us(cause['ns'])} {cause['pct']:6.1f} %")
+                extra = s["irq_during_ns"].get(cause["cause"])
+                if extra:
+                    out.append(f"    (+{extra / 1000:.1f} us of IRQs while it held the CPU)")
+        if s["stages"]:
+            out.append("  stages: " + " -> ".join(f"{st['stage']} +{st['at_ns'] / 1000:.1f}us"
+                                                for st in s["stages"]))
+        for m in s["stages_missing"]:
+            out.append(f"  stage not seen: {m}")
+        for n in s["notes"]:
+            out.append(f"  note: {n}")
+    if len(js["samples"]) > max_samples:
+        out.append(f"\n({len(js['samples']) - max_samples} more samples: use --json)")
+    out.append("")
+    out.append(f"top culprits over {len(js['samples']) - js['incomplete'] - js['not_traced']} "
+               f"explained samples ({js['incomplete']} incomplete, {js['not_traced']} not traced):")
+    for cul in js["culprits"][:10]:
+        out.append(f"  {cul['cause']:<58} total {_us(cul['total_ns'])}  worst "
+                   f"{_us(cul['worst_ns'])}  in {cul['samples']} samples")
+    return "\n".join(out)

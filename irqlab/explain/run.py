@@ -1,0 +1,115 @@
+"""Explain a stored run: load its samples and capture, map clocks, attribute, aggregate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from irqlab.explain.attribute import UNEXPLAINED, Attribution, Explainer, aggregate
+from irqlab.explain.clock import ClockMap, fit_clock, refine_with_causality
+from irqlab.explain.load import Trace, load_capture
+from irqlab.store import Store, StoreError
+from irqlab.store.db import RunRow
+from irqlab.trace.archive import trace_file_for
+
+
+@dataclass
+class Explained:
+    run: RunRow
+    trace: Trace
+    clock: ClockMap
+    samples: list[Attribution]
+    culprits: list[dict[str, Any]]
+    selected_by: str
+    tick_hz: int
+    explainer: Explainer
+
+    def ns(self, tick: int) -> int:
+        return round(tick * 1e9 / self.tick_hz)
+
+
+def capture_path(store: Store, run: RunRow) -> Path:
+    meta = (run.metadata.get("hooks") or {}).get("trace") or {}
+    path = Path(meta["file"]) if meta.get("file") else trace_file_for(store.path, run.run_id)
+    if not path.exists():
+        raise StoreError(f"run {run.run_id} has no trace capture ({path} missing): "
+                         f"record one with `irqlab run --trace`")
+    return path
+
+
+def _samples(store: Store, run_id: int) -> dict[str, np.ndarray]:
+    batches = list(store.iter_samples(run_id))
+    if not batches:
+        raise StoreError(f"run {run_id} has no samples to explain")
+    return {k: np.concatenate([b.column(k).to_numpy() for b in batches])
+            for k in ("seq", "deadline_tick", "entry_tick", "cpu")}
+
+
+def explain_run(store: Store, ref: str, threshold_ns: int | None = None,
+                top: int | None = None, sample: int | None = None) -> Explained:
+    run = store.resolve(ref)
+    if not run.tick_hz:
+        raise StoreError(f"run {run.run_id} has no tick rate (it never ran)")
+    trace = load_capture(capture_path(store, run))
+    s = _samples(store, run.run_id)
+    seq = s["seq"].astype(np.int64)
+    dl = s["deadline_tick"].astype(np.int64)
+    en = s["entry_tick"].astype(np.int64)
+    lat = en - dl
+    clock = fit_clock(trace, seq, en, run.accel or "")
+    tick_hz = int(run.tick_hz)
+    if sample is not None:
+        idx = np.flatnonzero(seq == sample)
+        if not len(idx):
+            raise StoreError(f"run {run.run_id} has no sample {sample}")
+        how = f"sample {sample}"
+    elif top is not None:
+        idx = np.argsort(-lat, kind="stable")[:top]
+        how = f"top {top}"
+    else:
+        thr = threshold_ns if threshold_ns is not None else (run.threshold_ns or 30_000)
+        idx = np.flatnonzero(lat * 1e9 / tick_hz > thr)
+        how = f"latency above {thr} ns"
+    ex = Explainer(trace)
+    if ex.vcpus:
+        clock = refine_with_causality(clock, ex.threads.get(ex.vcpus[0]), en)
+    host_dl, host_en = clock.to_host(dl[idx]), clock.to_host(en[idx])
+    atts = [ex.explain(int(seq[i]), int(a), int(b), int(lat[i]))
+            for i, a, b in zip(idx.tolist(), host_dl.tolist(), host_en.tolist())]
+    return Explained(run, trace, clock, atts, aggregate(atts), how, tick_hz, ex)
+
+
+def as_json(res: Explained) -> dict[str, Any]:
+    """The ``{"type": "explain", ...}`` object (docs/formats.md §9)."""
+    ns = res.ns
+    hdr = res.trace.header
+    enabled = hdr.get("enabled", [])
+    fired = res.trace.fired()
+    return {
+        "type": "explain", "version": 1, "run_id": res.run.run_id,
+        "selected_by": res.selected_by, "clock": res.clock.as_dict(res.tick_hz),
+        "events": res.trace.events, "events_missing": hdr.get("missing", []),
+        "events_never_fired": [e for e in enabled if e.split(":", 1)[1] not in fired],
+        "lost_regions": [{"cpu": c, "from_ns": ns(lo - res.explainer.span[0]),
+                          "to_ns": ns(hi - res.explainer.span[0]), "why": why}
+                         for c, lo, hi, why in res.explainer.lost],
+        "samples": [{
+            "seq": a.seq, "latency_ns": ns(a.latency_tick), "status": a.status,
+            "reason": a.reason,
+            "causes": [{"cause": k, "ns": ns(v),
+                        "pct": round(100 * v / a.latency_tick, 1) if a.latency_tick else None}
+                       for k, v in a.ranked()],
+            "irq_during_ns": {k: ns(v) for k, v in a.irq_during.items() if v},
+            "stages": [{"stage": s, "at_ns": ns(t - a.start)} for s, t in a.stages],
+            "stages_missing": a.stages_missing, "notes": sorted(set(a.notes)),
+        } for a in res.samples],
+        "culprits": [{"cause": c["cause"], "total_ns": ns(c["total_tick"]),
+                      "worst_ns": ns(c["worst_tick"]), "samples": c["samples"]}
+                     for c in res.culprits],
+        "incomplete": sum(a.status == "incomplete" for a in res.samples),
+        "not_traced": sum(a.status == "not traced" for a in res.samples),
+        "unexplained_ns": sum(ns(a.causes.get(UNEXPLAINED, 0)) for a in res.samples),
+    }

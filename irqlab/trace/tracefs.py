@@ -1,0 +1,165 @@
+"""tracefs: find or mount it, and drive a private instance without touching the global one.
+
+Every value written through :class:`Instance` is remembered with its old value and put
+back by :meth:`Instance.close` (in reverse order); the instance directory is removed and a
+tracefs we mounted ourselves is unmounted. Nothing is written to the global buffer.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+# The events of issue 8, in (system, name) form; ``irq_vectors:*`` is expanded at run time.
+WANTED_EVENTS: tuple[tuple[str, str], ...] = (
+    ("sched", "sched_switch"), ("sched", "sched_waking"), ("sched", "sched_wakeup"),
+    ("irq", "irq_handler_entry"), ("irq", "irq_handler_exit"),
+    ("irq", "softirq_entry"), ("irq", "softirq_exit"),
+    ("timer", "hrtimer_start"), ("timer", "hrtimer_expire_entry"),
+    ("timer", "hrtimer_expire_exit"), ("timer", "hrtimer_cancel"),
+    ("kvm", "kvm_msr"), ("kvm", "kvm_apic_accept_irq"), ("kvm", "kvm_inj_virq"),
+    ("kvm", "kvm_entry"), ("kvm", "kvm_exit"), ("kvm", "kvm_wait_lapic_expire"),
+    ("kvm", "kvm_hv_timer_state"), ("kvm", "kvm_vcpu_wakeup"), ("kvm", "kvm_halt_poll_ns"),
+    ("kvm", "kvm_userspace_exit"), ("kvm", "kvm_write_tsc_offset"),
+)
+# Events whose noise we cut with a pid filter (the VMM's threads): the scheduler's
+# switch events and the irq/timer events must stay unfiltered to see who else ran.
+PID_FILTERED = {"sched_waking": "pid", "sched_wakeup": "pid"}
+KVM_SYSTEM = "kvm"
+
+
+class TraceError(OSError):
+    """Tracing cannot be set up; the message says why and what to do.
+
+    An OSError so that measure.run() records the run as failed with this message
+    (it treats OSError as an environment problem, anything else as a bug)."""
+
+
+def find_tracefs() -> Path | None:
+    """A mounted tracefs, from /proc/mounts (its own mount or debugfs/tracing)."""
+    try:
+        lines = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 3 and parts[2] == "tracefs":
+            return Path(parts[1])
+    return None
+
+
+class Tracefs:
+    """A tracefs mount point; mounts a private one when none is mounted."""
+
+    def __init__(self) -> None:
+        self.root = find_tracefs()
+        self.mounted_by_us = False
+        if self.root is None:
+            mnt = Path(tempfile.mkdtemp(prefix="irqlab-tracefs-"))
+            res = subprocess.run(["mount", "-t", "tracefs", "nodev", str(mnt)],
+                                 capture_output=True, text=True)
+            if res.returncode != 0:
+                mnt.rmdir()
+                raise TraceError(f"tracefs is not mounted and mounting it failed "
+                                 f"({res.stderr.strip()}): run as root, or mount it with "
+                                 f"`mount -t tracefs nodev /sys/kernel/tracing`")
+            self.root, self.mounted_by_us = mnt, True
+
+    def close(self) -> None:
+        if self.mounted_by_us and self.root is not None:
+            subprocess.run(["umount", str(self.root)], capture_output=True)
+            try:
+                self.root.rmdir()
+            except OSError:
+                pass
+            self.mounted_by_us = False
+
+    def read(self, rel: str) -> str:
+        return (self.root / rel).read_text()
+
+
+class Instance:
+    """``instances/<name>`` of a tracefs: created here, settings restored, removed."""
+
+    def __init__(self, fs: Tracefs, name: str) -> None:
+        self.fs = fs
+        self.name = name
+        self.path = fs.root / "instances" / name
+        if self.path.exists():
+            raise TraceError(f"trace instance {self.path} already exists (another irqlab "
+                             f"run, or a crash left it): remove it with `rmdir {self.path}`")
+        try:
+            self.path.mkdir()
+        except OSError as exc:
+            raise TraceError(f"cannot create trace instance {self.path}: {exc}") from exc
+        self._undo: list[tuple[Path, str]] = []
+
+    def write(self, rel: str, value: str) -> None:
+        """Write a setting, remembering the old value to restore it."""
+        p = self.path / rel
+        old = p.read_text()
+        self._undo.append((p, _restore_value(rel, old)))
+        with open(p, "w") as f:
+            f.write(value)
+
+    def try_write(self, rel: str, value: str) -> str | None:
+        """Write a setting; None on success, else the kernel's reason."""
+        try:
+            self.write(rel, value)
+            return None
+        except OSError as exc:
+            return exc.strerror or str(exc)
+
+    def has_event(self, system: str, event: str) -> bool:
+        return (self.path / "events" / system / event / "enable").exists()
+
+    def events_of(self, system: str) -> list[str]:
+        d = self.path / "events" / system
+        if not d.is_dir():
+            return []
+        return sorted(p.name for p in d.iterdir() if (p / "enable").exists())
+
+    def cpu_count(self) -> int:
+        return len([p for p in (self.path / "per_cpu").iterdir() if p.name.startswith("cpu")])
+
+    def read(self, rel: str) -> str:
+        return (self.path / rel).read_text()
+
+    def marker(self, text: str) -> None:
+        """A text marker in this instance's buffer (timestamped in its trace clock)."""
+        with open(self.path / "trace_marker", "w") as f:
+            f.write(text)
+
+    def close(self) -> list[str]:
+        """Restore every setting (reverse order) and remove the instance; returns problems."""
+        problems: list[str] = []
+        for p, old in reversed(self._undo):
+            try:
+                with open(p, "w") as f:
+                    f.write(old)
+            except OSError as exc:
+                problems.append(f"restore {p}: {exc.strerror}")
+        self._undo.clear()
+        if self.path.exists():
+            try:
+                os.rmdir(self.path)
+            except OSError as exc:
+                problems.append(f"rmdir {self.path}: {exc.strerror}")
+        return problems
+
+
+def _restore_value(rel: str, old: str) -> str:
+    """What to write back to get ``old`` again (tracefs shows some files decorated)."""
+    name = rel.rsplit("/", 1)[-1]
+    text = old.strip()
+    if name == "trace_clock":                 # "[local] global x86-tsc" -> "local"
+        for word in text.split():
+            if word.startswith("["):
+                return word.strip("[]")
+    if name == "filter" and text == "none":
+        return "0"                            # writing 0 clears a filter
+    if name == "buffer_size_kb":              # "7 (expanded: 1408)" on a fresh buffer
+        return text.split()[0]
+    return text
