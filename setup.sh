@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-APT_PACKAGES=(qemu-system-x86 qemu-system-data gcc make python3 python3-venv python3-pip chromium rt-tests libc6-dev cpio gcc-aarch64-linux-gnu qemu-system-arm stress-ng fio)
+APT_PACKAGES=(qemu-system-x86 qemu-system-data gcc make python3 python3-venv python3-pip chromium rt-tests libc6-dev cpio gcc-aarch64-linux-gnu qemu-system-arm stress-ng fio trace-cmd device-tree-compiler)
 run_after=1
 run_args=()
 while (($#)); do
@@ -70,6 +70,18 @@ fetch_linux_kernel() {
 	rm -rf "$tmp"
 }
 fetch_linux_kernel
+
+# Xen (--target xen): Debian's xen-hypervisor-4.17-{arm64,amd64}, pinned, downloaded and
+# unpacked into ${XDG_CACHE_HOME:-~/.cache}/irqlab/xen (never installed on the host).
+# arm64 packages need the foreign architecture known to apt. RTDS/null: the optional
+# scripts/build-xen-rtds.sh (not run here; needs flex and bison).
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+	log "adding dpkg architecture arm64 (for Debian's arm64 Xen hypervisor package)"
+	SUDO=""
+	[[ $(id -u) -eq 0 ]] || SUDO="sudo"
+	$SUDO dpkg --add-architecture arm64 && $SUDO apt-get update -qq || true
+fi
+scripts/fetch-xen.sh || log "Xen hypervisor not fetched: --target xen unavailable"
 
 log "ready: .venv/bin/irqlab (add $(pwd)/.venv/bin to PATH to type just irqlab)"
 if ((run_after)); then
