@@ -62,6 +62,11 @@ class RunConfig:
     rt_fallback: bool = False            # native/linux-guest: SCHED_OTHER if RT is refused
     gic: int | None = None               # arm64 guest: GIC version (None: machine default)
     sink: str = "ring"                   # guest: samples via the RAM ring or the console
+    xen_domain: str = "domU"             # xen: the probe as dom0 or a dom0less domU
+    xen_sched: str = "credit2"           # xen: sched= (credit, credit2, rtds, null)
+    xen_opts: dict[str, str] = field(default_factory=dict)   # xen: extra Xen options
+    xen_binary: Path | None = None       # xen: hypervisor image (None: the cached one)
+    neighbour: str = "none"              # xen: second domU on the pCPU (cpu/console/idle)
 
     def target_samples(self) -> int | None:
         """Samples the guest stops after, when the run is bounded by count."""
@@ -155,6 +160,11 @@ def _make_target(cfg: RunConfig, plan: AccelPlan, guest_cfg: GuestConfig,
                           rt_fallback=cfg.rt_fallback, samples=cfg.target_samples() or 0,
                           icount=cfg.icount, extra_qemu_args=guest_cfg.extra_qemu_args,
                           name=name)
+    if cfg.target == "xen":
+        from irqlab.runner.xen import XenGuest, XenOptions
+        return XenGuest(guest_cfg, plan, XenOptions(
+            domain=cfg.xen_domain, sched=cfg.xen_sched, opts=dict(cfg.xen_opts),
+            binary=cfg.xen_binary, neighbour=cfg.neighbour), name=name)
     return QemuGuest(guest_cfg, plan, icount=cfg.icount, name=name)
 
 
@@ -163,7 +173,7 @@ def _plans(cfg: RunConfig) -> list[AccelPlan]:
     if cfg.target == "native":
         return [AccelPlan("none", "native", False)]
     plans = plans_for(cfg.accel, cfg.icount)
-    if cfg.target == "guest" and not machine_for(cfg.arch).kvm_possible():
+    if cfg.target in ("guest", "xen") and not machine_for(cfg.arch).kvm_possible():
         # KVM only runs guests of the host's architecture (arm64 on x86): straight to TCG.
         plans = [p for p in plans if p.accel != "kvm"] or plans
     return plans
@@ -219,7 +229,9 @@ def _boot(cfg: RunConfig, plan: AccelPlan, guest_cfg: GuestConfig, name: str,
     if stop.signum is not None:
         return guest, reader, "interrupted during boot"
     return guest, reader, (f"the probe did not start within {_boot_timeout_s(cfg, plan):g} s "
-                           f"under {plan.label}; serial: {guest.serial().strip()[-300:]!r}")
+                           f"under {plan.label}; "
+                           + (guest.console_summary() if hasattr(guest, "console_summary")
+                              else f"serial: {guest.serial().strip()[-300:]!r}"))
 
 
 def _summary(cfg: RunConfig, run_id: int, name: str, plan: AccelPlan | None,
@@ -294,6 +306,8 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
                 guest, reader, err = _boot(cfg, candidate, guest_cfg, f"irqlab-{run_id}", stop)
                 meta["accel_attempts"].append({"accel": candidate.label, "error": err,
                                                "qemu_argv": guest.argv})
+                if err is not None and cfg.target == "xen":
+                    meta["xen"] = guest.metadata()   # kept also when Xen never booted
                 if err is None:
                     plan = candidate
                     break
@@ -367,6 +381,8 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
                 meta["qemu_exit_code"] = code
                 meta["serial_tail"] = guest.serial()[-4000:]
                 meta["qemu_stderr_tail"] = guest.stderr()[-4000:]
+                if cfg.target == "xen":
+                    meta["xen"] = guest.metadata()   # version, build, full command line
             for hook in reversed(entered):
                 hook.stop()
             if entered:

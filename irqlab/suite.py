@@ -15,7 +15,7 @@ from typing import Any, Callable
 from irqlab.measure import Observer, RunConfig, RunResult, run
 from irqlab.store import Store
 
-TARGETS = ("guest", "native", "linux-guest")
+TARGETS = ("guest", "native", "linux-guest", "xen")
 # Built-in suites: name -> targets in the order they run.
 SUITES: dict[str, tuple[str, ...]] = {"all": ("native", "guest", "linux-guest")}
 

@@ -77,6 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--trace", action="store_true",
                    help="capture host kernel events (private tracefs instance) for "
                         "`irqlab explain`")
+    _register_xen(r)
     add_hook_options(r)  # --load, --knob and one option per knob (irqlab.knobs.options)
     add_db_json(r)
 
@@ -104,6 +105,76 @@ def _check_arch_options(args: argparse.Namespace) -> None:
     if args.accel == "kvm" and not m.kvm_possible():
         raise UsageError(f"--accel kvm cannot run an {args.arch} guest on this "
                          f"{platform.machine()} host: use --accel tcg (or auto)")
+
+
+def _register_xen(r: argparse.ArgumentParser) -> None:
+    """``--target xen`` options (irqlab.runner.xen; docs/xen.md)."""
+    from irqlab.runner.xen import NEIGHBOURS, XEN_DOMAINS, XEN_SCHEDS
+
+    r.add_argument("--xen-domain", default=None, choices=XEN_DOMAINS,
+                   help="xen: run the probe as dom0 or as a dom0less domU (default domU)")
+    r.add_argument("--xen-sched", default=None, choices=XEN_SCHEDS,
+                   help="xen: Xen's scheduler, sched= (default credit2; rtds and null need "
+                        "a Xen built with them: scripts/build-xen-rtds.sh)")
+    r.add_argument("--xen-opt", action="append", default=None, metavar="K=V",
+                   help="xen: extra hypervisor option, repeatable (e.g. vwfi=native)")
+    r.add_argument("--xen-binary", type=Path, default=None, metavar="PATH",
+                   help="xen: hypervisor image to boot (default: Debian's, cached by "
+                        "setup.sh; $IRQLAB_XEN also sets it)")
+    r.add_argument("--neighbour", default=None, choices=NEIGHBOURS,
+                   help="xen: a second dom0less domU on the same pCPU: cpu (busy), "
+                        "console (console flood), idle, or none (default)")
+
+
+def _xen_settings(args: argparse.Namespace) -> dict:
+    """RunConfig fields for --target xen; refuses --xen-* options elsewhere."""
+    from irqlab.runner.xen import binary_from_path, find_xen, fetch_hint, parse_opts
+
+    given = [opt for opt, val in (("--xen-domain", args.xen_domain),
+                                  ("--xen-sched", args.xen_sched),
+                                  ("--xen-opt", args.xen_opt),
+                                  ("--xen-binary", args.xen_binary),
+                                  ("--neighbour", args.neighbour)) if val is not None]
+    if args.target != "xen":
+        if given:
+            raise UsageError(f"{', '.join(given)} only apply to --target xen")
+        return {}
+    if args.icount:
+        raise UsageError("--icount is not supported with --target xen (Xen under "
+                         "QEMU -icount was not verified): drop --icount")
+    if args.sink != "ring" and args.sink != "console":
+        raise UsageError(f"--sink {args.sink}: Xen guests report through the console")
+    for opt, val, allowed in (("--idle", args.idle, MACHINES["arm64"].idles),
+                              ("--timer", args.timer, MACHINES["arm64"].timers)):
+        if val not in allowed:
+            raise UsageError(f"{opt} {val} does not exist on the arm64 probe: use one of "
+                             f"{', '.join(allowed)}")
+    try:
+        opts = parse_opts(args.xen_opt or [])
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if "sched" in opts:
+        raise UsageError("set the scheduler with --xen-sched, not --xen-opt sched=")
+    sched = args.xen_sched or "credit2"
+    if args.xen_binary is not None and not args.xen_binary.is_file():
+        raise UsageError(f"--xen-binary {args.xen_binary} is not a file")
+    binary = (binary_from_path(args.xen_binary) if args.xen_binary is not None
+              else find_xen(sched))
+    if binary is None:
+        raise UsageError(f"no Xen hypervisor found: {fetch_hint()}")
+    built = binary.schedulers()
+    if built is not None and sched not in built:
+        raise UsageError(f"--xen-sched {sched}: {binary.path} has only "
+                         f"{', '.join(built)} (from {binary.config}); build a Xen with "
+                         f"RTDS and null with scripts/build-xen-rtds.sh, or pass "
+                         f"--xen-binary")
+    # The probe answers through the console (the host cannot map a Xen guest's RAM);
+    # frames come every 16 samples, and Xen under TCG is slow: a longer watchdog.
+    args.stall_timeout = args.stall_timeout or max(10_000_000_000, 40 * args.period)
+    args.arch, args.sink = "arm64", "console"
+    return {"xen_domain": args.xen_domain or "domU",
+            "xen_sched": sched, "xen_opts": opts, "xen_binary": args.xen_binary,
+            "neighbour": args.neighbour or "none"}
 
 
 def run_config(args: argparse.Namespace):
@@ -137,6 +208,7 @@ def run_config(args: argparse.Namespace):
         raise UsageError(f"--probe {args.probe} is not a file: build it with "
                          f"`make -C probes/guest` or give the right path")
     _check_arch_options(args)
+    xen = _xen_settings(args)
     try:
         hooks = hooks_from_args(args)
     except ValueError as exc:
@@ -153,7 +225,7 @@ def run_config(args: argparse.Namespace):
                      boot_timeout_s=args.boot_timeout / 1e9,
                      stall_timeout_s=(None if args.stall_timeout is None
                                       else args.stall_timeout / 1e9),
-                     probe=args.probe, gic=args.gic, sink=args.sink)
+                     probe=args.probe, gic=args.gic, sink=args.sink, **xen)
 
 
 def run(args: argparse.Namespace) -> int:

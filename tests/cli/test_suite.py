@@ -41,7 +41,7 @@ def test_native_cpus_and_bad_arguments(db, native_built):
                   db)
     assert res.code == 0, res.stderr
     assert [c["cpu"] for c in res.summary["per_cpu"]] == [0]
-    for bad in (["--target", "xen"], ["--target", "native", "--cpus", "1-0"],
+    for bad in (["--target", "bogus"], ["--target", "native", "--cpus", "1-0"],
                 ["--target", "native", "--priority", "0"]):
         r = run_cli(["run", *bad, "--samples", "5"], db)
         assert r.code == 2, r.stderr

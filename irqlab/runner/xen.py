@@ -1,0 +1,475 @@
+"""The arm64 probe as a Xen guest, Xen running in QEMU ``virt`` (``--target xen``).
+
+QEMU boots the hypervisor (``-M virt,virtualization=on``: Xen at EL2) with a device tree
+made from QEMU's own plus Xen's ``/chosen`` nodes (irqlab.runner.fdt): the probe is either
+dom0 (a ``multiboot,kernel`` module directly under /chosen) or a dom0less domU (a
+``xen,domain`` node; Xen's docs/misc/arm/dom0less.md), and an optional neighbour is a
+second dom0less domU on the same physical CPU (QEMU gets one CPU: "2 vCPUs on 1 pCPU").
+Modules are loaded by ``-device loader`` at the addresses the tree names.
+
+The host cannot map a Xen guest's RAM, so samples come back through the probe's console
+sink (docs/arm64.md): dom0 writes with ``HYPERVISOR_console_io`` (lines appear as is),
+a dom0less domU through its vpl011 (Xen prints them as ``(XEN) DOMn: ...``). The serial
+stream carries Xen's own lines and the neighbour's too, so :meth:`XenGuest.serial_read`
+passes on only the measured domain's lines; nothing else reaches the frame decoder.
+
+Same interface as QemuGuest (start, exit_code, exited_done, exited_error, stop, serial,
+serial_read, stderr, argv, config), so irqlab.measure runs it like any target.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from irqlab.runner.accel import AccelPlan
+from irqlab.runner.fdt import Domain, FdtError, Module, xen_tree
+from irqlab.runner.qemu import GuestConfig, _die_with_parent, _Tail
+
+XEN_SCHEDS = ("credit", "credit2", "rtds", "null")
+XEN_DOMAINS = ("dom0", "domU")
+NEIGHBOURS = ("none", "cpu", "console", "idle")
+XEN_SERIES = "4.17"
+BINARY_ENV = "IRQLAB_XEN"          # a default --xen-binary
+
+# QEMU machine for Xen: 1 GiB (Xen, dom0 64 MiB, domUs 64 MiB each, modules), one CPU so
+# the measured domain and its neighbour share a physical CPU as in seed 000.
+QEMU_MEMORY_MIB = 1024
+QEMU_CPUS = 1
+CONSOLE_ARGS = "console=dtuart dtuart=/pl011@9000000"   # QEMU virt's PL011 (its DT path)
+DOM0_MEM = "64M"
+# Modules in guest-physical RAM, clear of Xen (QEMU loads its Image near RAM base) and of
+# the tree QEMU places at the top of RAM; 2 MiB apart (the probe is ~22 KiB).
+MODULE_BASE = 0x4A000000
+MODULE_STRIDE = 0x200000
+
+# Neighbour noise modes: the probe itself with other boot parameters (it has no
+# dedicated noise modes; a hypercall loop would need one, see docs/xen.md).
+NEIGHBOUR_ARGS = {
+    # Busy polling between its own 1 ms ticks: the vCPU never blocks, burns its pCPU.
+    "cpu": "period_ns=1000000 idle=poll samples=0",
+    # The console sink at a 50 us period: a frame (~100 bytes, one vpl011 trap per
+    # byte) every 16 samples, as fast as Xen's console takes them.
+    "console": "period_ns=50000 idle=wfi samples=0 sink=console",
+    # A domain that only sleeps: a scheduled-but-idle vCPU (1 s ticks).
+    "idle": "period_ns=1000000000 idle=wfi samples=0",
+}
+
+# Xen console lines that end a run at once: the hypervisor died or ignored the request.
+# (Xen falls back to its default scheduler when the requested one is not built in: the
+# figures would then not be what was asked for.)
+_FATAL = (re.compile(rb"Panic on CPU \d+:[^\n]*\n[^\r\n]*"),
+          re.compile(rb"Could not find scheduler[^\r\n]*"))
+_VERSION_RE = re.compile(r"\(XEN\) Xen version (\S+) ([^\r\n]*)")
+_SCHED_RE = re.compile(r"\(XEN\) Using scheduler: ([^\r\n]*?)\s*\((\w+)\)")
+_CONFIG_SCHED_RE = re.compile(r"^CONFIG_SCHED_(CREDIT2|CREDIT|RTDS|NULL|ARINC653)=y$", re.M)
+
+
+def xen_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(base) / "irqlab" / "xen"
+
+
+@dataclass(frozen=True)
+class XenBinary:
+    """A hypervisor image and what we know of its build before booting it."""
+
+    path: Path
+    config: Path | None            # the Kconfig .config it was built with, if known
+    package_version: str | None    # Debian version (cache directory), if known
+
+    def schedulers(self) -> list[str] | None:
+        """Schedulers built in (from the .config), None when unknown."""
+        if self.config is None or not self.config.is_file():
+            return None
+        names = _CONFIG_SCHED_RE.findall(self.config.read_text(errors="replace"))
+        return sorted({n.lower() for n in names})
+
+    def metadata(self) -> dict[str, Any]:
+        data = self.path.read_bytes() if self.path.is_file() else b""
+        return {"path": str(self.path), "sha256": hashlib.sha256(data).hexdigest(),
+                "size": len(data), "config": str(self.config) if self.config else None,
+                "package_version": self.package_version,
+                "schedulers_built": self.schedulers()}
+
+
+def _sibling_config(path: Path) -> Path | None:
+    """Debian ships ``xen-4.17-arm64.config`` beside the image; a build tree has
+    ``.config`` beside ``xen``."""
+    for cand in (path.with_name(path.name + ".config"),
+                 path.with_name(path.name.split(".")[0] + ".config"),
+                 path.with_name(".config")):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def binary_from_path(path: Path) -> XenBinary:
+    version = None
+    parts = path.resolve().parts
+    if "xen" in parts:          # ~/.cache/irqlab/xen/<version>/<arch>/boot/...
+        i = len(parts) - 1 - parts[::-1].index("xen")
+        if i + 1 < len(parts):
+            version = parts[i + 1]
+    return XenBinary(path, _sibling_config(path), version)
+
+
+def cached_binaries(arch: str = "arm64") -> list[XenBinary]:
+    """Hypervisors in the cache: the Debian package first, then local rebuilds."""
+    root = xen_cache_dir()
+    if not root.is_dir():
+        return []
+    out = []
+    for vdir in sorted(root.iterdir()):
+        img = vdir / arch / "boot" / f"xen-{XEN_SERIES}-{arch}"
+        if vdir.is_symlink() or not (vdir / arch / ".complete").exists() or not img.is_file():
+            continue
+        out.append(binary_from_path(img))
+    out.sort(key=lambda b: (b.package_version or "").endswith("-rtds"))
+    return out
+
+
+def find_xen(sched: str, arch: str = "arm64") -> XenBinary | None:
+    """The hypervisor for ``sched``: $IRQLAB_XEN, else the cached Debian build when it has
+    the scheduler, else a cached rebuild that has it (scripts/build-xen-rtds.sh)."""
+    env = os.environ.get(BINARY_ENV)
+    if env:
+        return binary_from_path(Path(env))
+    cands = cached_binaries(arch)
+    for b in cands:
+        scheds = b.schedulers()
+        if scheds is None or sched in scheds:
+            return b
+    return cands[0] if cands else None
+
+
+def fetch_hint() -> str:
+    return ("run scripts/fetch-xen.sh (./setup.sh --install-only does) to fetch Debian's "
+            "xen-hypervisor-4.17-arm64 into " + str(xen_cache_dir()) + ", or pass "
+            "--xen-binary PATH")
+
+
+def parse_opts(items: list[str]) -> dict[str, str]:
+    """``--xen-opt K=V`` (or a bare flag K) -> ordered dict; ValueError on junk."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, val = item.partition("=")
+        bad_val = any(c.isspace() for c in val)
+        if not key or not re.fullmatch(r"[A-Za-z0-9_.\-]+", key) or bad_val:
+            raise ValueError(f"--xen-opt {item!r}: expected KEY=VALUE (no spaces), e.g. "
+                             f"vwfi=native")
+        out[key] = val if sep else ""
+    return out
+
+
+def xen_cmdline(domain: str, sched: str, opts: dict[str, str]) -> str:
+    """Xen's command line: console, scheduler, dom0 memory; --xen-opt last (and wins)."""
+    base: dict[str, str] = {}
+    for word in CONSOLE_ARGS.split():
+        k, _, v = word.partition("=")
+        base[k] = v
+    base["sched"] = sched
+    # Xen scrubs free RAM in its idle loop after boot: under TCG that takes ~2.5 s for
+    # QEMU's 1 GiB and adds ~3 ms to every tick meanwhile (measured here). A board has
+    # finished that long before anyone measures; --xen-opt bootscrub=idle brings it back.
+    base["bootscrub"] = "false"
+    if domain == "dom0":
+        base["dom0_mem"] = DOM0_MEM
+        base["dom0_max_vcpus"] = "1"
+    base.update(opts)
+    return " ".join(f"{k}={v}" if v != "" else k for k, v in base.items())
+
+
+@dataclass
+class XenOptions:
+    """What ``--target xen`` adds to a run (cmd_run's --xen-* and --neighbour)."""
+
+    domain: str = "domU"
+    sched: str = "credit2"
+    opts: dict[str, str] = field(default_factory=dict)
+    binary: Path | None = None
+    neighbour: str = "none"
+
+
+def _keep_domain(domid: int) -> Callable[[bytes], bool]:
+    """Predicate: does a console line belong to domain ``domid``?"""
+    if domid == 0:
+        # dom0's console_io writes reach the UART unprefixed; Xen's own and domUs' lines
+        # carry "(XEN)" or "(dN)".
+        return lambda line: not (line.startswith(b"(XEN)") or re.match(rb"\(d\d+\)", line))
+    tags = (b"DOM%d: " % domid, b"(d%d) " % domid)
+    return lambda line: any(t in line for t in tags)
+
+
+_FACTS = {"version": b"(XEN) Xen version ", "scheduler": b"(XEN) Using scheduler: "}
+
+
+class _DomainStream:
+    """A console stream reduced to one domain's lines (what ConsoleReader reads)."""
+
+    def __init__(self, raw: Callable[[int], tuple[bytes, int, int]], domid: int,
+                 neighbour: int | None = None) -> None:
+        self._raw = raw
+        self._keep = _keep_domain(domid)
+        # The neighbour's lines are counted (proof it ran, and how much it printed).
+        self._theirs = _keep_domain(neighbour) if neighbour is not None else None
+        self.neighbour_lines = 0
+        self.neighbour_bytes = 0
+        # Boot facts, caught as they pass (the kept console tail is bounded: a console
+        # flood pushes Xen's banner out of it).
+        self.facts: dict[str, str] = {}
+        self.started = time.monotonic()
+        self.first_xen_s: float | None = None      # QEMU start -> first "(XEN)" line
+        self.first_frame_s: float | None = None    # QEMU start -> the probe's first frame
+        self._raw_pos = 0
+        self._partial = b""
+        self._out = 0
+
+    def read(self, _pos: int) -> tuple[bytes, int, int]:
+        data, self._raw_pos, dropped = self._raw(self._raw_pos)
+        if dropped:
+            self._partial = b""
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()[-4096:]
+        out = b"".join(line + b"\n" for line in lines if self._keep(line))
+        if lines:
+            self._note(lines, out)
+        if self._theirs is not None:
+            theirs = [line for line in lines if self._theirs(line)]
+            self.neighbour_lines += len(theirs)
+            self.neighbour_bytes += sum(len(line) + 1 for line in theirs)
+        self._out += len(out)
+        return out, self._out, dropped
+
+    def _note(self, lines: list[bytes], out: bytes) -> None:
+        now = time.monotonic() - self.started
+        if self.first_xen_s is None and any(ln.startswith(b"(XEN)") for ln in lines):
+            self.first_xen_s = now
+        if self.first_frame_s is None and b"~IQH" in out:
+            self.first_frame_s = now
+        for line in lines:
+            for key, mark in _FACTS.items():
+                if key not in self.facts and line.startswith(mark):
+                    self.facts[key] = line.decode("utf-8", "replace").strip()
+            if (self._theirs is not None and "neighbour" not in self.facts
+                    and self._theirs(line) and b"irqlab-probe" in line):
+                self.facts["neighbour"] = line.decode("utf-8", "replace").strip()
+
+
+@dataclass
+class XenGuest:
+    """QEMU running Xen with the probe (dom0 or a dom0less domU) and a neighbour."""
+
+    config: GuestConfig
+    plan: AccelPlan
+    xen: XenOptions
+    name: str = "irqlab"
+    argv: list[str] = field(default_factory=list)
+    proc: subprocess.Popen | None = None
+    binary: XenBinary | None = None
+    cmdline: str = ""
+    tree_dts: str = ""
+    fatal: str | None = None
+    _tmp: tempfile.TemporaryDirectory | None = None
+    _stdout: _Tail | None = None
+    _stderr: _Tail | None = None
+    _stream: _DomainStream | None = None
+
+    @property
+    def measured_domid(self) -> int:
+        return 0 if self.xen.domain == "dom0" else 1
+
+    @property
+    def neighbour_domid(self) -> int | None:
+        """dom0less domains are numbered from 1 in /chosen order, after the probe's."""
+        if self.xen.neighbour == "none":
+            return None
+        return 1 if self.xen.domain == "dom0" else 2
+
+    def _machine_argv(self) -> list[str]:
+        gic = self.config.gic or 3
+        out = [self.config.machine.qemu, "-M", f"virt,virtualization=on,gic-version={gic}",
+               "-smp", str(QEMU_CPUS), "-m", f"{QEMU_MEMORY_MIB}M"]
+        if self.plan.accel == "kvm":
+            # Xen needs EL2 in the guest: KVM with nested virtualisation (arm64 host).
+            return out + ["-accel", "kvm", "-cpu", "host"]
+        return out + ["-accel", "tcg", "-cpu", "cortex-a57"]
+
+    def _modules(self) -> tuple[Module | None, list[Domain], list[tuple[Path, int]]]:
+        probe = self.config.probe_path
+        size = probe.stat().st_size
+        loads = [(probe, MODULE_BASE)]
+        module = Module(MODULE_BASE, size, self.config.cmdline())
+        dom0 = module if self.xen.domain == "dom0" else None
+        domains = [] if dom0 else [Domain("domU1", module)]
+        if self.xen.neighbour != "none":
+            addr = MODULE_BASE + MODULE_STRIDE
+            loads.append((probe, addr))
+            name = f"domU{len(domains) + 1}"
+            domains.append(Domain(name, Module(addr, size, NEIGHBOUR_ARGS[self.xen.neighbour])))
+        return dom0, domains, loads
+
+    def build(self, workdir: Path) -> list[str]:
+        """Resolve the hypervisor, write the tree, return QEMU's argv."""
+        if self.xen.binary is not None:
+            self.binary = binary_from_path(self.xen.binary)
+        else:
+            self.binary = find_xen(self.xen.sched)
+        if self.binary is None or not self.binary.path.is_file():
+            raise FileNotFoundError(f"no Xen hypervisor: {fetch_hint()}")
+        self.cmdline = xen_cmdline(self.xen.domain, self.xen.sched, self.xen.opts)
+        dom0, domains, loads = self._modules()
+        machine = self._machine_argv()
+        try:
+            dtb, self.tree_dts = xen_tree(machine, workdir, self.cmdline, dom0, domains)
+        except FdtError as exc:
+            raise OSError(str(exc)) from None
+        argv = (machine[:1] + ["-name", f"{self.name},debug-threads=on"] + machine[1:]
+                + ["-nodefaults", "-display", "none", "-no-reboot",
+                   "-serial", "stdio", "-monitor", "none"]
+                + self.config.extra_qemu_args
+                + ["-kernel", str(self.binary.path), "-dtb", str(dtb)])
+        for path, addr in loads:
+            argv += ["-device", f"loader,file={path},addr={addr:#x},force-raw=on"]
+        return argv
+
+    def start(self) -> None:
+        """Build the tree and start QEMU; raises OSError with the reason."""
+        if not self.config.probe_path.exists():
+            raise FileNotFoundError(
+                f"arm64 probe {self.config.probe_path} is not built: run `make -C "
+                f"probes/guest` (or the README's set-up command)")
+        if shutil.which(self.config.machine.qemu) is None:
+            raise FileNotFoundError(f"{self.config.machine.qemu} not found: "
+                                    f"{self.config.machine.install_hint}")
+        self._tmp = tempfile.TemporaryDirectory(prefix="irqlab-xen-")
+        self.argv = self.build(Path(self._tmp.name))
+        self.proc = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_die_with_parent)
+        self._stdout = _Tail(self.proc.stdout)
+        self._stderr = _Tail(self.proc.stderr)
+        self._stream = _DomainStream(self._stdout.read_from, self.measured_domid,
+                                     self.neighbour_domid)
+
+    # -- the QemuGuest interface ---------------------------------------------------------
+
+    @property
+    def mem_path(self) -> str:
+        raise OSError("a Xen guest's RAM is not mapped by the host: use the console sink")
+
+    def exit_code(self) -> int | None:
+        if self.proc is None:
+            return None
+        code = self.proc.poll()
+        if code is None and self.fatal is None:
+            self.fatal = self._fatal_line()
+            if self.fatal is not None:
+                # Xen panicked or refused the request: stop now, not at the watchdog.
+                self.stop()
+                code = self.proc.returncode
+        return code
+
+    def _fatal_line(self) -> str | None:
+        text = self._stdout.data if self._stdout else b""
+        for pat in _FATAL:
+            m = pat.search(text)
+            if m:
+                return m.group(0).decode("utf-8", "replace")
+        return None
+
+    def exited_done(self, code: int) -> bool:
+        # dom0's SYSTEM_OFF halts Xen and QEMU exits 0 whether the probe finished or
+        # failed; the console's T frame (done/error) is authoritative, as on bare arm64.
+        return code == 0 and self.fatal is None
+
+    def exited_error(self, code: int) -> bool:
+        return self.fatal is not None
+
+    def stop(self, timeout_s: float = 5.0) -> int | None:
+        """Terminate QEMU (only the process we started); remove the tree."""
+        code = None
+        if self.proc:
+            if self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout_s)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            code = self.proc.returncode
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+        return code
+
+    def serial(self) -> str:
+        return self._stdout.text() if self._stdout else ""
+
+    def serial_read(self, pos: int) -> tuple[bytes, int, int]:
+        """The measured domain's console lines after ``pos`` (see _DomainStream)."""
+        if self._stream is None:
+            return b"", pos, 0
+        return self._stream.read(pos)
+
+    def stderr(self) -> str:
+        """QEMU's stderr, then Xen's last console lines: every error irqlab prints about
+        this target then shows what Xen said last."""
+        qemu = self._stderr.text() if self._stderr else ""
+        return (qemu.strip() + "\n" if qemu.strip() else "") + self.console_summary()
+
+    # -- diagnostics and metadata --------------------------------------------------------
+
+    def console_summary(self, lines: int = 6) -> str:
+        text = self.serial()
+        xen_lines = [ln for ln in text.splitlines() if ln.strip()]
+        if not xen_lines:
+            return "Xen printed nothing on its console (it never started: check --xen-binary)"
+        head = f"Xen stopped the run: {self.fatal}; " if self.fatal else ""
+        if not any(ln.startswith("(XEN)") for ln in xen_lines):
+            head += "no (XEN) line: the image is not a Xen that prints here; "
+        return head + "Xen console, last lines: " + " | ".join(xen_lines[-lines:])
+
+    def _neighbour_started(self) -> bool | None:
+        """The neighbour printed its probe banner (it runs the probe, idle=poll or not)."""
+        if self.neighbour_domid is None:
+            return None
+        if self._stream is not None and "neighbour" in self._stream.facts:
+            return True
+        return f"DOM{self.neighbour_domid}: irqlab-probe" in self.serial()
+
+    def metadata(self) -> dict[str, Any]:
+        """Xen version, build, schedulers and the full command line (run metadata)."""
+        facts = self._stream.facts if self._stream else {}
+        text = "\n".join(facts.values()) + "\n" + self.serial()
+        version = _VERSION_RE.search(text)
+        sched = _SCHED_RE.search(text)
+        return {
+            "domain": self.xen.domain, "measured_domid": self.measured_domid,
+            "sched_requested": self.xen.sched,
+            "sched_in_use": sched.group(2) if sched else None,
+            "sched_banner": sched.group(1) if sched else None,
+            "version": version.group(1) if version else None,
+            "version_line": version.group(0)[6:] if version else None,
+            "cmdline": self.cmdline, "options": dict(self.xen.opts),
+            "binary": self.binary.metadata() if self.binary else None,
+            "neighbour": self.xen.neighbour,
+            "neighbour_bootargs": NEIGHBOUR_ARGS.get(self.xen.neighbour),
+            "neighbour_domid": self.neighbour_domid,
+            "neighbour_console_lines": self._stream.neighbour_lines if self._stream else 0,
+            "neighbour_console_bytes": self._stream.neighbour_bytes if self._stream else 0,
+            "neighbour_started": self._neighbour_started(),
+            "qemu_cpus": QEMU_CPUS, "chosen_dts": self.tree_dts,
+            "fatal": self.fatal,
+            "boot_s": {"first_xen_line": self._stream.first_xen_s if self._stream else None,
+                       "first_probe_frame": (self._stream.first_frame_s if self._stream
+                                             else None)},
+        }

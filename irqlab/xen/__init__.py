@@ -1,0 +1,1 @@
+"""Xen-side data: xentrace binary records and scheduler timelines (irqlab.xen.trace)."""

@@ -1,0 +1,80 @@
+"""Xen runner pieces that need no QEMU: command line, options, console demultiplexing,
+device-tree text, cached binaries."""
+
+from __future__ import annotations
+
+import pytest
+
+from irqlab.runner.fdt import Domain, Module, chosen_block
+from irqlab.runner.xen import (_DomainStream, binary_from_path, parse_opts, xen_cmdline)
+
+
+def test_cmdline_defaults_and_overrides():
+    line = xen_cmdline("dom0", "credit", {"vwfi": "native", "bootscrub": "idle"})
+    words = line.split()
+    assert "sched=credit" in words and "dom0_mem=64M" in words and "vwfi=native" in words
+    assert "bootscrub=idle" in words and "bootscrub=false" not in words
+    assert "dom0_mem=64M" not in xen_cmdline("domU", "credit2", {}).split()
+
+
+def test_parse_opts():
+    assert parse_opts(["vwfi=native", "noreboot"]) == {"vwfi": "native", "noreboot": ""}
+    for bad in ["=x", "a b=c", "k=has space"]:
+        with pytest.raises(ValueError):
+            parse_opts([bad])
+
+
+def _stream(chunks: list[bytes], domid: int, neighbour: int | None = None):
+    pos = {"i": 0}
+    total = {"n": 0}
+
+    def raw(_p):
+        if pos["i"] >= len(chunks):
+            return b"", total["n"], 0
+        c = chunks[pos["i"]]
+        pos["i"] += 1
+        total["n"] += len(c)
+        return c, total["n"], 0
+    return _DomainStream(raw, domid, neighbour)
+
+
+CONSOLE = [b"(XEN) Xen version 4.17.7 (Debian) debug=n\n(XEN) Using scheduler: ",
+           b"SMP Credit Scheduler (credit)\n~IQH,0,dom0 frame*0\n(XEN) DOM1: ~IQS,",
+           b"1,neighbour*0\n(d2) ~IQS,2,other*0\n(XEN) DOM2: ~IQS,3,probe*0\n"]
+
+
+def test_dom0_lines_are_the_unprefixed_ones():
+    s = _stream(CONSOLE, 0, neighbour=1)
+    out = b"".join(s.read(0)[0] for _ in CONSOLE)
+    assert out == b"~IQH,0,dom0 frame*0\n"
+    assert s.neighbour_lines == 1
+    assert s.facts["scheduler"].endswith("(credit)")
+    assert s.facts["version"].startswith("(XEN) Xen version 4.17.7")
+
+
+def test_domU_lines_by_prefix():
+    s = _stream(CONSOLE, 2)
+    out = b"".join(s.read(0)[0] for _ in CONSOLE)
+    assert out == b"(d2) ~IQS,2,other*0\n(XEN) DOM2: ~IQS,3,probe*0\n"
+
+
+def test_chosen_block():
+    mod = Module(0x4A000000, 21372, 'period_ns=1000000 sink=console')
+    quiet = Domain("domU2", Module(0x4A200000, 10, "x"), vpl011=False)
+    dts = chosen_block('console=dtuart sched=credit2', None, [Domain("domU1", mod), quiet])
+    assert 'xen,xen-bootargs = "console=dtuart sched=credit2";' in dts
+    assert "reg = <0x0 0x4a000000 0x0 0x6000>;" in dts
+    assert dts.count('compatible = "xen,domain";') == 2 and dts.count("vpl011;") == 1
+    assert dts.index("xen,xen-bootargs") < dts.index("domU1 {")   # props before nodes
+
+
+def test_binary_config_and_version(tmp_path):
+    boot = tmp_path / "irqlab" / "xen" / "4.17.7-1" / "arm64" / "boot"
+    boot.mkdir(parents=True)
+    img = boot / "xen-4.17-arm64"
+    img.write_bytes(b"x")
+    (boot / "xen-4.17-arm64.config").write_text(
+        "CONFIG_SCHED_CREDIT=y\nCONFIG_SCHED_CREDIT2=y\n# CONFIG_SCHED_RTDS is not set\n")
+    b = binary_from_path(img)
+    assert b.package_version == "4.17.7-1" and b.schedulers() == ["credit", "credit2"]
+    assert binary_from_path(tmp_path / "elsewhere").schedulers() is None
