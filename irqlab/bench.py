@@ -141,9 +141,9 @@ def _hist_quantile(counts: np.ndarray, overflow_value: int, q: float) -> int:
 def _ours_round(cpu: int, duration_s: float, period_ns: int) -> dict[str, Any]:
     """One round of irqlab-native on ``cpu``: latencies read through our ring reader."""
     from irqlab.runner.native import NativeProbe
-    from irqlab.samples.multiring import MultiRingReader
+    from irqlab.samples.multiring import MultiRingReader, layout_bytes
 
-    probe = NativeProbe(period_ns, cpus=[cpu], priority=90,
+    probe = NativeProbe(period_ns, cpus=[cpu], priority=90, layout_bytes=layout_bytes,
                         samples=int(duration_s * 1e9 // period_ns))
     probe.start()
     reader = None

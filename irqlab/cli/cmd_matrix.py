@@ -17,8 +17,8 @@ from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
 from rich.table import Table
 
 from irqlab.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, db_path
-from irqlab.matrix import SUMMARY_COLUMNS, CellResult, run_matrix
-from irqlab.scenario import ScenarioError, cell_id, load_scenario, value_text
+from irqlab.cli.matrix import SUMMARY_COLUMNS, CellResult, run_matrix
+from irqlab.cli.scenario import ScenarioError, cell_id, load_scenario, value_text
 from irqlab.store import Store
 
 FORMATS = ("table", "markdown", "csv", "json")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from irqlab.cli.common import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, add_db_json,
                                count, db_path, duration, renderer)
-from irqlab.knobs.options import add_arguments as add_hook_options, hooks_from_args
+from irqlab.cli.hook_options import add_arguments as add_hook_options, hooks_from_args
 from irqlab.runner.machines import MACHINES
 from irqlab.store import Store
 
@@ -78,7 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="capture host kernel events (private tracefs instance) for "
                         "`irqlab explain`")
     _register_xen(r)
-    add_hook_options(r)  # --load, --knob and one option per knob (irqlab.knobs.options)
+    add_hook_options(r)  # --load, --knob and one option per knob (irqlab.cli.hook_options)
     add_db_json(r)
 
 

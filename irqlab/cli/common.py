@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from irqlab.cli.durations import parse_duration_ns
+from irqlab.durations import parse_duration_ns
 from irqlab.cli.render import HumanRenderer, JsonRenderer, Renderer
 from irqlab.store import default_db_path
 

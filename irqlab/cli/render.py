@@ -15,7 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
-from irqlab.cli.durations import format_ns
+from irqlab.durations import format_ns
 from irqlab.reports import tables as compare_tables
 
 EMULATED_BANNER = ("EMULATED: these latencies come from {accel}; they show the pipeline "

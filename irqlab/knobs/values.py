@@ -6,7 +6,7 @@ import os
 import re
 
 # One duration syntax for the whole CLI (`--period 1ms`, `halt_poll=50us`, `delay=2s`).
-from irqlab.cli.durations import parse_duration_ns
+from irqlab.durations import parse_duration_ns
 
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _SIZE_RE = re.compile(r"^(\d+)\s*([kmg]?)(?:i?b)?$", re.IGNORECASE)

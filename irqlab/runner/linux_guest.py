@@ -20,10 +20,12 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.machines import machine_for
-from irqlab.runner.native import (DEFAULT_CAPACITY, NATIVE_INIT, NATIVE_PROBE, probe_args)
+from irqlab.runner.native import (NATIVE_INIT, NATIVE_PROBE, no_layout,
+                                  probe_args)
 from irqlab.runner.qemu import _die_with_parent, _Tail
 
 KERNEL_ENV = "IRQLAB_LINUX_KERNEL"
@@ -95,6 +97,9 @@ class LinuxGuest:
     kernel: Path | None = None
     extra_qemu_args: list[str] = field(default_factory=list)
     name: str = "irqlab"
+    # Bytes the ring directory + rings take, (rings, capacity) -> bytes: the ring
+    # format belongs to the samples layer, which the runner does not import.
+    layout_bytes: Callable[[int, int], int] = no_layout
     argv: list[str] = field(default_factory=list)
     proc: subprocess.Popen | None = None
     mem_fd: int = -1
@@ -129,8 +134,6 @@ class LinuxGuest:
 
     def start(self) -> None:
         """Build the initramfs, create the ring memory, start QEMU; OSError on failure."""
-        from irqlab.samples.multiring import layout_bytes
-
         kernel = self.kernel or find_kernel()
         if kernel is None or not kernel.exists():
             raise FileNotFoundError(
@@ -145,7 +148,7 @@ class LinuxGuest:
         self._tmp = tempfile.TemporaryDirectory(prefix="irqlab-linux-")
         initrd = build_initramfs(Path(self._tmp.name) / "initramfs.cpio")
         # ivshmem BARs are a power of two in size.
-        shm_bytes = _pow2_at_least(layout_bytes(len(self.guest_cpus()), self.capacity))
+        shm_bytes = _pow2_at_least(self.layout_bytes(len(self.guest_cpus()), self.capacity))
         self.mem_fd = os.memfd_create("irqlab-ivshmem", 0)
         os.ftruncate(self.mem_fd, shm_bytes)
         self.argv = self.build_argv(kernel, initrd, shm_bytes)

@@ -13,6 +13,7 @@ import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from irqlab.runner.machines import REPO_ROOT
 from irqlab.runner.qemu import _die_with_parent, _Tail
@@ -63,6 +64,11 @@ def probe_args(period_ns: int, cpus: list[int], priority: int, rt_fallback: bool
     return args
 
 
+def no_layout(rings: int, capacity: int) -> int:
+    """Default of the targets' ``layout_bytes``: a target built without it cannot start."""
+    raise RuntimeError("the ring layout size was not given (irqlab.measure.targets does)")
+
+
 @dataclass
 class NativeProbe:
     """A running irqlab-native process and its shared ring memory."""
@@ -75,6 +81,9 @@ class NativeProbe:
     capacity: int = DEFAULT_CAPACITY
     probe: Path | None = None
     name: str = "irqlab"
+    # Bytes the ring directory + rings take, (rings, capacity) -> bytes: the ring
+    # format belongs to the samples layer, which the runner does not import.
+    layout_bytes: Callable[[int, int], int] = no_layout
     argv: list[str] = field(default_factory=list)
     proc: subprocess.Popen | None = None
     mem_fd: int = -1
@@ -90,8 +99,6 @@ class NativeProbe:
 
     def start(self) -> None:
         """Create the shared memory and start the probe; raises OSError with the reason."""
-        from irqlab.samples.multiring import layout_bytes
-
         if not self.probe_path.exists():
             raise FileNotFoundError(
                 f"native probe {self.probe_path} is not built: run `make -C probes/native` "
@@ -99,7 +106,7 @@ class NativeProbe:
         cpus = self.selected_cpus()
         per_cpu = -(-self.samples // len(cpus)) if self.samples else 0
         self.mem_fd = os.memfd_create("irqlab-native-rings", 0)
-        os.ftruncate(self.mem_fd, layout_bytes(len(cpus), self.capacity))
+        os.ftruncate(self.mem_fd, self.layout_bytes(len(cpus), self.capacity))
         self.argv = ([str(self.probe_path), "--shm-fd", str(self.mem_fd)]
                      + probe_args(self.period_ns, cpus, self.priority, self.rt_fallback,
                                   per_cpu, self.capacity))

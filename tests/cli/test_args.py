@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from irqlab.cli.durations import parse_duration_ns
+from irqlab.durations import parse_duration_ns
 from irqlab.cli.main import main
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from irqlab.scenario import ScenarioError, cell_id, load_scenario
+from irqlab.cli.scenario import ScenarioError, cell_id, load_scenario
 from tests.conftest import run_cli
 
 GOOD = """\

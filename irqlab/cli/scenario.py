@@ -175,7 +175,7 @@ def load_scenario(path: str | Path) -> Scenario:
                                   f"integer or a boolean)")
         try:
             args = parser.parse_args(["run", *_argv({k: val}, options)])
-            from irqlab.knobs.options import hooks_from_args
+            from irqlab.cli.hook_options import hooks_from_args
             hooks_from_args(args)
         except (_ArgError, ValueError) as exc:
             raise err(table, key, str(exc)) from None

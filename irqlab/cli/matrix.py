@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from irqlab.scenario import Scenario, cell_id, parse_cell_args, value_text
+from irqlab.cli.scenario import Scenario, cell_id, parse_cell_args, value_text
 from irqlab.store import Store
 
 SUMMARY_COLUMNS = [("AVG", "mean_ns"), ("MIN", "min_ns"), ("MAX", "max_ns"),
