@@ -69,9 +69,12 @@ def bench_stats_figures(n: int) -> list[dict[str, Any]]:
              "ratio": r["numpy_s"] / r["ours_s"]}]
 
 
-def bench_rate(periods_ns: tuple[int, ...] = (200_000, 100_000, 50_000, 20_000, 10_000),
-               duration_ns: int = 3_000_000_000) -> list[dict[str, Any]]:
-    """Shortest period with zero loss under TCG (each step a real 3 s guest run)."""
+def bench_rate(periods_ns: tuple[int, ...] = (1_000_000, 500_000, 200_000, 100_000, 50_000,
+                                           20_000, 10_000),
+               duration_ns: int = 3_000_000_000,
+               max_overrun_fraction: float = 0.01) -> list[dict[str, Any]]:
+    """Shortest period a TCG guest sustains: no lost sample and at most 1 % of periods
+    overrun (the guest re-armed too late), each step a real 3 s run, longest first."""
     from irqlab.measure import RunConfig, run
 
     class _Quiet:
@@ -88,15 +91,21 @@ def bench_rate(periods_ns: tuple[int, ...] = (200_000, 100_000, 50_000, 20_000, 
                             window_ns=duration_ns, name=f"rate-{period}")
             res = run(cfg, store, _Quiet())
             s = res.summary
+            periods = s["samples"] + s["overruns"]
+            overrun_fraction = s["overruns"] / periods if periods else 1.0
             steps.append({"period_ns": period, "status": res.status, "samples": s["samples"],
-                          "lost": s["lost"], "overruns": s["overruns"]})
-            if res.status != "ok" or s["lost"]:
+                          "lost": s["lost"], "overruns": s["overruns"],
+                          "delivered_per_s": s["samples"] * 1e9 / duration_ns})
+            if res.status != "ok" or s["lost"] or overrun_fraction > max_overrun_fraction:
                 break
             best = period
+    figure: dict[str, Any] = {"name": "rate", "unit": "samples/s", "accel": "tcg",
+                              "criterion": f"lost == 0 and overruns <= "
+                                           f"{max_overrun_fraction:.0%} of periods",
+                              "steps": steps}
     if best is None:
-        return [{"name": "rate", "value": 0.0, "unit": "samples/s", "steps": steps}]
-    return [{"name": "rate", "value": 1e9 / best, "unit": "samples/s",
-             "period_ns": best, "accel": "tcg", "steps": steps}]
+        return [{**figure, "value": 0.0}]
+    return [{**figure, "value": 1e9 / best, "period_ns": best}]
 
 
 def run_benchmarks(which: list[str], stats_samples: int = 100_000_000,
