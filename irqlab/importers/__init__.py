@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from irqlab.importers import (cyclictest, jitterdebugger, net_rtt, rt_eval, rtla,
-                              stress_ng, tbm, tscdeadline)
+from irqlab.importers import (cyclictest, irqlab_console, jitterdebugger, net_rtt, rt_eval,
+                              rtla, stress_ng, tbm, tscdeadline)
 from irqlab.importers.base import (Format, ImportFormatError, ParsedRun, ParseOptions,
                                    ParseResult, read_text)
 from irqlab.importers.ingest import StoredRun, run_names, store_runs
@@ -36,6 +36,9 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            "network round-trip 'latency min/avg/max/stddev (usec)' lines"),
     Format("tscdeadline", tscdeadline.parse_tscdeadline, tscdeadline.sniff_tscdeadline,
            "kvm-unit-tests tscdeadline_latency raw 'latency: N' cycles"),
+    Format("irqlab-console", irqlab_console.parse_irqlab_console,
+           irqlab_console.sniff_irqlab_console,
+           "irqlab's own probe console frames (sink=console) saved from a board or Xen"),
 )}
 AUTO = "auto"
 

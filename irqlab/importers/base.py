@@ -61,6 +61,9 @@ class ParsedRun:
     windows: list[dict[str, Any]] = field(default_factory=list)
     series: dict[str, Series] = field(default_factory=dict)
     latency_tick: np.ndarray | None = None   # raw samples, in ticks of tick_hz
+    # Exact probe records (RECORD_DTYPE) when the source has them (irqlab's own console
+    # frames): stored as they are instead of being rebuilt from latency_tick.
+    records: np.ndarray | None = None
     # Whole-run figures the source states (ns / counts); keys as in the run summary.
     figures: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)

@@ -72,7 +72,7 @@ def _store_one(store: Store, run: ParsedRun, name: str, tags: dict[str, str],
         store.add_histogram(run_id, series, s.buckets)
     stored = 0
     if run.latency_tick is not None:
-        recs = _records(run.latency_tick)
+        recs = run.records if run.records is not None else _records(run.latency_tick)
         store.add_samples(run_id, recs)
         stored = len(recs)
     summary = build_summary(run, run_id, name)
