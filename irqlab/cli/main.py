@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Callable, Sequence
 
@@ -10,7 +11,7 @@ from irqlab.cli import cmd_bench, cmd_matrix, cmd_run, cmd_runs
 from irqlab.cli import cmd_check, cmd_compare, cmd_report
 from irqlab.cli import cmd_explain
 from irqlab.cli import cmd_import
-from irqlab.cli.common import EXIT_USAGE, Parser, UsageError
+from irqlab.cli.common import EXIT_FAIL, EXIT_USAGE, Parser, UsageError
 from irqlab.store import StoreError
 
 # (command name, register(subparsers), run(args) -> exit code)
@@ -48,6 +49,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, StoreError) as exc:
         print(f"irqlab {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # `irqlab compare … | head`: the reader left; exit quietly like other Unix tools.
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_FAIL
 
 
 if __name__ == "__main__":
