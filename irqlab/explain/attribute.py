@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from irqlab.explain.load import Trace
-from irqlab.explain.timeline import (RUNNABLE, RUNNING, SLEEPING, STOPPED, CpuRuns,
-                                     ThreadTimeline, cpu_runs, irq_intervals,
-                                     thread_timelines)
+from irqlab.explain.timeline import (RUNNABLE, RUNNING, SLEEPING, STOPPED, UNKNOWN,
+                                     CpuRuns, ThreadTimeline, complete_switches, cpu_runs,
+                                     irq_intervals, thread_timelines)
 
 UNEXPLAINED = "unexplained"
 VCPU_STOPPED = "vCPU thread stopped"
@@ -70,9 +70,15 @@ class Explainer:
         self.vmm = {int(t): c for t, c in hdr.get("vmm_threads", {}).items()}
         self.vcpus = vcpu_tids or [int(t) for t in hdr.get("vcpu_tids", [])]
         end_ts = int(trace.t("sched_switch")["ts"][-1]) + 1 if len(trace.t("sched_switch")) else 0
+        # Switches the kernel did not record are put back first (timeline module doc).
+        self.switches = complete_switches(trace)
+        inferred = self.switches.cols.get("inferred", np.zeros(0, bool))
+        self.inferred_ts: dict[int, np.ndarray] = {
+            int(c): self.switches["ts"][inferred & (self.switches["cpu"] == c)]
+            for c in np.unique(self.switches["cpu"][inferred]).tolist()} if len(inferred) else {}
         self.threads: dict[int, ThreadTimeline] = thread_timelines(
-            trace, sorted(set(self.vmm) | set(self.vcpus)), end_ts)
-        self.runs: CpuRuns = cpu_runs(trace)
+            trace, sorted(set(self.vmm) | set(self.vcpus)), end_ts, self.switches)
+        self.runs: CpuRuns = cpu_runs(trace, self.switches)
         self.hard, self.soft = irq_intervals(trace)
         self.span = self._span()
         self.lost = self._lost_regions()
@@ -102,6 +108,8 @@ class Explainer:
         """(cpu, from, to, why) where events are known or suspected to be missing."""
         out = []
         per_cpu_ts: dict[int, np.ndarray] = {}
+        if not self.trace.missed:
+            return out + self._lost_by_stats(set())
         for tb in self.trace.tables.values():
             if len(tb):
                 for c in np.unique(tb["cpu"]).tolist():
@@ -116,6 +124,10 @@ class Explainer:
                         f"{'unknown number of' if count < 0 else count} events lost on CPU "
                         f"{cpu} (ring buffer overrun)"))
             located.add(cpu)
+        return out + self._lost_by_stats(located)
+
+    def _lost_by_stats(self, located: set[int]) -> list[tuple[int, int, int, str]]:
+        out = []
         for cpu, st in self.trace.header.get("stats", {}).items():
             lost = st.get("overrun", 0) + st.get("dropped events", 0)
             if lost and int(cpu) not in located:
@@ -149,6 +161,13 @@ class Explainer:
         if b - a > covered:
             causes[UNEXPLAINED] += (b - a) - covered
         att.causes = dict(causes)
+        for cpu in sorted(cpus):
+            t = self.inferred_ts.get(cpu)
+            k = int(np.searchsorted(t, b, "right") - np.searchsorted(t, a, "left")) \
+                if t is not None else 0
+            if k:
+                att.notes.append(f"{k} context switch(es) on CPU {cpu} in the window were not "
+                                 f"recorded by the kernel; inferred from the tasks' own events")
         seg = tl.state_at(b) if tl else None
         if seg is not None and seg.state != RUNNING:
             att.notes.append(f"causality: vCPU thread {seg.state} at the mapped ISR entry "
@@ -170,6 +189,9 @@ class Explainer:
             self._others(seg.cpu, lo, hi, causes)
         elif seg.state == STOPPED:
             causes[VCPU_STOPPED if depth == 0 else "VMM thread stopped"] += hi - lo
+        elif seg.state == UNKNOWN:
+            # Switched out unrecorded and never seen again: no evidence either way.
+            causes[UNEXPLAINED] += hi - lo
         elif seg.state == SLEEPING:
             waker = self.threads.get(seg.waker)
             if depth == 0 and waker is not None and seg.waker != seg.tid:

@@ -2,8 +2,15 @@
 
 Anchors are the capture thread's ring reads bracketed by two trace markers a, b:
 a record seen in that read was entered (guest TSC ``e``) before the read, so
-``guest(T_b) >= e``, i.e. ``offset >= e - T_b``; the next record (``seq == head`` at the
-read) was not yet written, so ``guest(T_a) <= e_next``, i.e. ``offset <= e_next - T_a``.
+``guest(T_b) >= e``, i.e. ``offset >= e - T_b``, always. The next record (``seq == head``
+at the read) was not yet published, but its ISR may already have read the TSC: it reads it
+first and publishes the record last, and a vCPU thread preempted, stopped or simply busy
+in between delays the publication by any amount (seen: 7-360 us). So ``e_next >= guest(T_a)``
+(``offset <= e_next - T_a``) holds only if that ISR had not started at ``T_a``, which the
+trace shows when the vCPU thread was blocked at ``T_a`` (halted, or woken but not yet
+run since): the ISR's path from its TSC read to the publishing store touches only guest
+RAM, so the thread never blocks inside it. Other anchors give no upper bound, and an
+upper bound below the lower one is dropped as proven wrong in any case.
 The tightest of those bounds give the offset and its error bound; under plain TCG the
 guest TSC is the host TSC (QEMU's rdtsc helper reads it), so offset 0 must fall within
 the bounds: we check it and then use exactly 0. Under KVM, ``kvm_write_tsc_offset``
@@ -17,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from irqlab.explain.load import Trace
+from irqlab.explain.timeline import RUNNABLE, SLEEPING, ThreadTimeline
 from irqlab.trace.capture import ANCHOR_PREFIX
 
 
@@ -54,11 +62,27 @@ def marker_times(trace: Trace) -> dict[tuple[str, int], int]:
     return out
 
 
-def fit_clock(trace: Trace, seq: np.ndarray, entry: np.ndarray, accel: str) -> ClockMap:
-    """Bound the offset from the anchors; see the module doc."""
+def _isr_not_started(timeline: ThreadTimeline, t: int) -> bool:
+    """The vCPU thread was blocked at ``t``: sleeping, or woken from a sleep and not run
+    since (so no ISR of the guest was between its TSC read and its publication)."""
+    i = int(np.searchsorted(timeline.starts, t, "right")) - 1
+    if i < 0 or t >= timeline.ends[i]:
+        return False
+    state = timeline.segment(i).state
+    if state == SLEEPING:
+        return True
+    return bool(state == RUNNABLE and i > 0 and timeline.segment(i - 1).state == SLEEPING
+                and timeline.ends[i - 1] == timeline.starts[i])
+
+
+def fit_clock(trace: Trace, seq: np.ndarray, entry: np.ndarray, accel: str,
+              timeline: ThreadTimeline | None = None) -> ClockMap:
+    """Bound the offset from the anchors; see the module doc. ``timeline``: the vCPU
+    thread's states (without it every anchor's upper bound is trusted, as before)."""
     times = marker_times(trace)
     entry_by_seq = dict(zip(seq.tolist(), entry.tolist()))
-    lo, hi, used = None, None, 0
+    lo, used = None, 0
+    uppers = []
     for n, head, seen in trace.header.get("anchors", []):
         ta, tb = times.get(("a", n)), times.get(("b", n))
         if ta is None or tb is None:
@@ -68,9 +92,10 @@ def fit_clock(trace: Trace, seq: np.ndarray, entry: np.ndarray, accel: str) -> C
             b = seen - tb
             lo = b if lo is None else max(lo, b)
         nxt = entry_by_seq.get(head)
-        if nxt is not None:
-            b = nxt - ta
-            hi = b if hi is None else min(hi, b)
+        if nxt is not None and (timeline is None or _isr_not_started(timeline, ta)):
+            uppers.append(nxt - ta)
+    valid = [u for u in uppers if lo is None or u >= lo]
+    hi = min(valid) if valid else None
     candidates = []
     if accel.startswith("tcg") and "icount" not in accel:
         candidates.append((0, "guest TSC = host TSC (TCG), checked against ring-read anchors"))
@@ -103,11 +128,11 @@ def refine_with_causality(clock: ClockMap, timeline, entry: np.ndarray,
     exactly one running segment [s, t] gives ``entry - t <= offset <= entry - s``."""
     if timeline is None or not clock.consistent or clock.lower is None or clock.upper is None:
         return clock
-    runs = [(s.start, s.end) for s in timeline.segments if s.state == "running"]
-    if not runs:
+    # Widest running periods: an inferred switch-out may have come later than placed.
+    starts, ends = timeline.spans("running", widest=True)
+    if not len(starts):
         return clock
-    starts = np.array([r[0] for r in runs], np.int64)
-    ends = np.array([r[1] for r in runs], np.int64)
+    starts, ends = starts.astype(np.int64), ends.astype(np.int64)
     lo, hi = clock.lower, clock.upper
     step = max(1, len(entry) // max_samples)
     used = 0

@@ -70,12 +70,13 @@ class Trace:
 
 def tables_from_events(ev: Events, formats: dict[str, EventFormat]) -> dict[str, Table]:
     out: dict[str, Table] = {}
+    by_type = ev.by_type()
     for key, fmt in formats.items():
         name = key.split(":", 1)[1]
         keep = _KEEP.get(name)
         if keep is None and not name.endswith(("_entry", "_exit")):
             continue
-        idx = ev.select(fmt)
+        idx = by_type.get(fmt.id, np.empty(0, np.int64))
         cols = {"ts": ev.ts[idx], "cpu": ev.cpu[idx],
                 "common_pid": ev.column(fmt, "common_pid", idx)}
         for fname in keep or ():

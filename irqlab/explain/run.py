@@ -59,7 +59,9 @@ def explain_run(store: Store, ref: str, threshold_ns: int | None = None,
     dl = s["deadline_tick"].astype(np.int64)
     en = s["entry_tick"].astype(np.int64)
     lat = en - dl
-    clock = fit_clock(trace, seq, en, run.accel or "")
+    ex = Explainer(trace)
+    vcpu_tl = ex.threads.get(ex.vcpus[0]) if ex.vcpus else None
+    clock = fit_clock(trace, seq, en, run.accel or "", vcpu_tl)
     tick_hz = int(run.tick_hz)
     if sample is not None:
         idx = np.flatnonzero(seq == sample)
@@ -73,9 +75,8 @@ def explain_run(store: Store, ref: str, threshold_ns: int | None = None,
         thr = threshold_ns if threshold_ns is not None else (run.threshold_ns or 30_000)
         idx = np.flatnonzero(lat * 1e9 / tick_hz > thr)
         how = f"latency above {thr} ns"
-    ex = Explainer(trace)
-    if ex.vcpus:
-        clock = refine_with_causality(clock, ex.threads.get(ex.vcpus[0]), en)
+    if vcpu_tl is not None:
+        clock = refine_with_causality(clock, vcpu_tl, en)
     host_dl, host_en = clock.to_host(dl[idx]), clock.to_host(en[idx])
     atts = [ex.explain(int(seq[i]), int(a), int(b), int(lat[i]))
             for i, a, b in zip(idx.tolist(), host_dl.tolist(), host_en.tolist())]

@@ -14,9 +14,9 @@ Layout (kernel/trace/ring_buffer.c, include/linux/ring_buffer.h; described again
   rb_update_read_stamp()); 30 = time extend, delta = array[0] << 27 | time_delta;
   31 = absolute time stamp (bits 0..58; upper bits from the running stamp, rb_fix_abs_ts()).
 
-Instead of walking one event at a time in Python, every 4-byte word of every page gets the
-index of the word following "an event starting here"; the real event chain of all pages of
-a chunk is then followed in lock-step, one vectorised step per event position.
+Instead of walking one event at a time in Python, the record chains of all pages of a
+chunk are followed in lock-step (one vectorised step per record position, reading only
+record headers), and timestamps are running sums restarted at each page and absolute stamp.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ _COMMIT_MASK = RB_MISSED_STORED - 1
 _TS_SHIFT = 27
 _ABS_TS_MASK = (1 << 59) - 1
 
-_CHUNK_PAGES = 8192          # 32 MiB of 4 KiB pages per vectorised pass
+_CHUNK_PAGES = 16384         # 64 MiB of 4 KiB pages per vectorised pass
 
 
 @dataclass
@@ -56,18 +56,30 @@ class Events:
         """Indices of the events of one type, in time order."""
         return np.flatnonzero(self.etype == fmt.id)
 
+    def by_type(self) -> dict[int, np.ndarray]:
+        """{event id: indices of its events, in time order}: one stable sort of the 16-bit
+        types (a radix sort in numpy) instead of a full scan per event type."""
+        order = np.argsort(self.etype, kind="stable")
+        kinds = self.etype[order]
+        starts = np.flatnonzero(np.r_[True, kinds[1:] != kinds[:-1]]) if len(kinds) else \
+            np.empty(0, np.int64)
+        kinds = kinds[starts]
+        ends = np.append(starts[1:], len(order))
+        return {int(k): order[a:b]
+                for k, a, b in zip(kinds.tolist(), starts.tolist(), ends.tolist())}
+
     def column(self, fmt: EventFormat, name: str, idx: np.ndarray) -> np.ndarray:
         """One field of the events ``idx`` (ints as their signed/unsigned width; char[]
-        as fixed-width bytes ``S<n>``; __data_loc strings as Python str objects)."""
+        as fixed-width bytes ``S<n>``; __data_loc strings as unicode ``U<n>``)."""
         return read_field(self.buf, self.off[idx], fmt.f(name))
 
 
 def read_field(buf: np.ndarray, off: np.ndarray, f: Field) -> np.ndarray:
     if f.data_loc:
+        # __data_loc: u32 (length << 16 | offset in the record); the string runs to its NUL.
         loc = _gather(buf, off + f.offset, 4).view("<u4").ravel()
-        starts, lens = off + (loc & 0xFFFF), loc >> 16
-        return np.array([bytes(buf[s:s + n]).split(b"\0", 1)[0].decode("utf-8", "replace")
-                         for s, n in zip(starts.tolist(), lens.tolist())], dtype=object)
+        starts, lens = off + (loc & 0xFFFF), (loc >> 16).astype(np.int64)
+        return _strings(buf, starts, lens)
     if f.is_string and f.size == 0:
         # char buf[] (ftrace:print): runs to its NUL; markers are short, 256 B bound.
         raw = _gather(buf, np.minimum(off + f.offset, len(buf) - 256), 256)
@@ -82,9 +94,31 @@ def read_field(buf: np.ndarray, off: np.ndarray, f: Field) -> np.ndarray:
     return raw
 
 
+def _strings(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """buf[start:start+len] up to a NUL, as a numpy unicode array (elements are str): the
+    distinct values are few (irq handler names), so gather fixed-width bytes and decode
+    each distinct one once; a fixed-width array also sorts and compares vectorised."""
+    if not len(starts):
+        return np.empty(0, dtype="U1")
+    width = int(min(max(1, lens.max()), 4096))
+    raw = _gather(buf, np.minimum(starts, len(buf) - width), width)
+    raw[np.arange(width) >= lens[:, None]] = 0
+    fixed = raw.view(f"S{width}").ravel()
+    uniq, inv = np.unique(fixed, return_inverse=True)
+    text = np.array([u.split(b"\0", 1)[0].decode("utf-8", "replace") for u in uniq.tolist()])
+    return text[inv.ravel()]
+
+
 def _gather(buf: np.ndarray, starts: np.ndarray, size: int) -> np.ndarray:
     """(n, size) uint8 array of buf[start:start+size] for each start."""
-    idx = starts.astype(np.int64)[:, None] + np.arange(size, dtype=np.int64)
+    starts = starts.astype(np.int64)
+    if size % 4 == 0 and len(buf) % 4 == 0 and not np.any(starts & 3):
+        # Whole aligned words (ring-buffer payloads and most fields are 4-byte aligned):
+        # a quarter of the index operations of a byte gather.
+        words = buf.view("<u4")
+        idx = (starts >> 2)[:, None] + np.arange(size // 4, dtype=np.int64)
+        return np.ascontiguousarray(words[idx]).view(np.uint8).reshape(len(starts), size)
+    idx = starts[:, None] + np.arange(size, dtype=np.int64)
     return np.ascontiguousarray(buf[idx])
 
 
@@ -116,11 +150,19 @@ def parse_pages(data: bytes | np.ndarray, cpu: int, hdr: PageHeader,
             missed, npages)
 
 
-def _parse_chunk(pages: np.ndarray, hdr: PageHeader):
+def _parse_chunk(pages: np.ndarray, hdr: PageHeader
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int]]]:
+    """Decode ``n`` whole pages: (ts, event type, payload offset in ``pages``, missed)."""
     n, psz = pages.shape
     page_ts = np.ascontiguousarray(pages[:, hdr.ts_offset:hdr.ts_offset + 8]).view("<u8").ravel()
     commit = np.ascontiguousarray(
         pages[:, hdr.commit_offset:hdr.commit_offset + 8]).view("<u8").ravel()
+    # ``commit`` counts the bytes of event data the reader handed out: the whole page when
+    # ring_buffer_read_page() swapped it out (real_end when the writer padded the end), or
+    # only the events copied out of a page the writer was still filling (a partial read;
+    # the next read copies the following events into a new page whose stamp is the
+    # reader's read_stamp, so nothing is read twice). Bits 30/31 are the missed-events
+    # flags (kernel/trace/ring_buffer.c, ring_buffer_read_page()).
     used = (commit & _COMMIT_MASK).astype(np.int64)
     used = np.minimum(used, hdr.data_size)
     miss = []
@@ -131,70 +173,117 @@ def _parse_chunk(pages: np.ndarray, hdr: PageHeader):
             count = int(pages[p, at:at + 8].view("<u8")[0])
         miss.append((int(page_ts[p]), count))
     nwords = hdr.data_size // 4
-    words = np.ascontiguousarray(pages[:, hdr.data_offset:hdr.data_offset + nwords * 4]
-                                 ).view("<u4")
-    # array[0] of an event starting at each word (0 past the end of the page).
-    arr0 = np.zeros_like(words)
-    arr0[:, :-1] = words[:, 1:]
-    # int32 throughout: these arrays cover every word of every page, so width is time.
-    tl = (words & 31).astype(np.int32)
-    nonzero_delta = words > 31
-    nxt = tl + 1                                             # 1..28: data words
-    var = (tl == 0) | ((tl == TYPE_PADDING) & nonzero_delta)  # length in array[0]
-    nxt[var] = 1 + (np.minimum(arr0[var], 4 * nwords).astype(np.int32) + 3) // 4
-    nxt[tl >= TYPE_TIME_EXTEND] = 2
-    nxt[(tl == TYPE_PADDING) & ~nonzero_delta] = nwords       # end of page
-    nxt += np.arange(nwords, dtype=np.int32)
-    np.minimum(nxt, nwords, out=nxt)
-    limit = used // 4
-    # Follow each page's chain in lock-step: position k of every page at once.
-    pos_pages, pos_words = [], []
+    if hdr.data_offset % 4 == 0 and psz % 4 == 0:
+        # A view, no copy: the data words of every page (events are 4-byte aligned).
+        words = pages.view("<u4")[:, hdr.data_offset // 4:hdr.data_offset // 4 + nwords]
+    else:
+        words = np.ascontiguousarray(
+            pages[:, hdr.data_offset:hdr.data_offset + nwords * 4]).view("<u4")
+    limit = (used // 4).astype(np.int32)
+    # Follow every page's event chain in lock-step: step k reads the k-th record header
+    # of all pages that still have one, so the work is per record, not per word.
+    step_pages, step_words, step_hdr, step_a0 = [], [], [], []
     cur = np.zeros(n, np.int32)
-    live = np.flatnonzero(cur < limit)
+    live = np.flatnonzero(limit > 0).astype(np.int32)
+    last = nwords - 1
     while len(live):
         c = cur[live]
-        pos_pages.append(live)
-        pos_words.append(c)
-        cur[live] = nxt[live, c]
-        live = live[cur[live] < limit[live]]
-    if not pos_pages:
+        w = words[live, c]
+        a0 = words[live, np.minimum(c + 1, last)]    # array[0] (length, extend, stamp)
+        tl = w & 31
+        length = tl + 1                                  # 1..28: header + tl data words
+        var = (tl == 0) | ((tl == TYPE_PADDING) & (w > 31))
+        # type_len 0 and discarded events: array[0] bytes follow the header
+        # (rb_event_length(): array[0] + RB_EVNT_HDR_SIZE; for data it counts itself).
+        length = np.where(var, 1 + (np.minimum(a0, 4 * nwords) + 3) // 4, length)
+        length = np.where(tl >= TYPE_TIME_EXTEND, 2, length)
+        # Padding with a zero delta is the null event: the rest of the page is empty.
+        end = (tl == TYPE_PADDING) & (w <= 31)
+        step_pages.append(live)
+        step_words.append(c)
+        step_hdr.append(w)
+        step_a0.append(a0)
+        nxt = c + length.astype(np.int32)
+        nxt[end] = nwords
+        cur[live] = nxt
+        live = live[nxt < limit[live]]
+    if not step_pages:
         return (np.empty(0, np.uint64), np.empty(0, np.uint16), np.empty(0, np.int64), miss)
-    pp = np.concatenate(pos_pages).astype(np.int64)
-    pw = np.concatenate(pos_words).astype(np.int64)
-    order = np.argsort(pp * nwords + pw, kind="stable")
-    pp, pw = pp[order], pw[order]
-    etl = tl[pp, pw].astype(np.int64)
-    edelta = (words[pp, pw] >> 5).astype(np.int64)
-    ea0 = arr0[pp, pw].astype(np.int64)
-    # Time: page stamp + running sum of deltas (data events and extends count, padding
-    # does not); absolute stamps restart the sum (handled page by page, they are rare).
-    contrib = np.where(etl <= 28, edelta, 0)
-    contrib = np.where(etl == TYPE_TIME_EXTEND, (ea0 << _TS_SHIFT) + edelta, contrib)
-    csum = np.cumsum(contrib)
-    starts = np.searchsorted(pp, np.arange(n), side="left")
-    before = np.where(starts > 0, csum[np.maximum(starts - 1, 0)], 0)
-    ts = page_ts[pp].astype(np.int64) + csum - before[pp]
-    abs_idx = np.flatnonzero(etl == TYPE_TIME_STAMP)
-    if len(abs_idx):
-        ts = _fix_absolute(ts, pp, etl, edelta, ea0, contrib, abs_idx)
+    # Records in file order (page, then position): step k of page p goes to slot
+    # first[p] + k; pages appear in every step up to their last record, in page order.
+    per_page = np.zeros(n, np.int64)
+    for live in step_pages:
+        per_page[live] += 1
+    first = np.concatenate(([0], np.cumsum(per_page)[:-1]))
+    total = int(per_page.sum())
+    pp = np.empty(total, np.int64)
+    pw = np.empty(total, np.int64)
+    hw = np.empty(total, np.uint32)
+    a0 = np.empty(total, np.uint32)
+    for k, live in enumerate(step_pages):
+        at = first[live] + k
+        pp[at] = live
+        pw[at] = step_words[k]
+        hw[at] = step_hdr[k]
+        a0[at] = step_a0[k]
+    etl = (hw & 31).astype(np.int64)
+    edelta = (hw >> 5).astype(np.int64)
+    ea0 = a0.astype(np.int64)
+    ts = _timestamps(page_ts, first, per_page, pp, etl, edelta, ea0)
     is_data = etl <= 28
-    payload = (pp * psz + hdr.data_offset + 4 * (pw + 1) + np.where(etl == 0, 4, 0))
+    payload = pp * psz + hdr.data_offset + 4 * (pw + 1) + np.where(etl == 0, 4, 0)
     payload = payload[is_data]
-    ety = pages.reshape(-1)[payload].astype(np.uint16) | (
-        pages.reshape(-1)[payload + 1].astype(np.uint16) << 8)
+    flat = pages.reshape(-1)
+    ety = flat[payload].astype(np.uint16) | (flat[payload + 1].astype(np.uint16) << 8)
     return ts[is_data].astype(np.uint64), ety, payload.astype(np.int64), miss
 
 
-def _fix_absolute(ts, pp, etl, edelta, ea0, contrib, abs_idx):
-    """Recompute the pages holding absolute stamps event by event."""
-    ts = ts.copy()
-    for page in np.unique(pp[abs_idx]).tolist():
-        sel = np.flatnonzero(pp == page)
-        now = int(ts[sel[0]] - contrib[sel[0]])      # the page stamp
-        for i in sel.tolist():
+def _timestamps(page_ts: np.ndarray, first: np.ndarray, per_page: np.ndarray,
+                pp: np.ndarray, etl: np.ndarray, edelta: np.ndarray,
+                ea0: np.ndarray) -> np.ndarray:
+    """Time of every record, as the kernel's reader computes it (rb_update_read_stamp()).
+
+    The running stamp starts at the page stamp; data records add their delta, a time
+    extend adds ``array[0] << 27 | delta``, padding adds nothing, and an absolute stamp
+    (type 31) replaces the running stamp: its 59 bits, the upper bits kept from the
+    running stamp (rb_fix_abs_ts()). Vectorised: every record belongs to the group of the
+    last "base" at or before it (its page start, or an absolute stamp); its time is the
+    base value plus the deltas summed since the base.
+    """
+    contrib = np.where(etl <= 28, edelta, 0)
+    contrib = np.where(etl == TYPE_TIME_EXTEND, (ea0 << _TS_SHIFT) + edelta, contrib)
+    csum = np.cumsum(contrib)
+    before = csum - contrib                       # sum of the records before each one
+    idx = np.arange(len(etl), dtype=np.int64)
+    is_abs = etl == TYPE_TIME_STAMP
+    is_first = np.zeros(len(etl), bool)
+    is_first[first[per_page > 0]] = True
+    base_at = np.maximum.accumulate(np.where(is_first | is_abs, idx, 0))
+    base_val = page_ts[pp].astype(np.int64)
+    if is_abs.any():
+        stamp = (ea0 << _TS_SHIFT) | edelta
+        if np.any(page_ts.astype(np.uint64) >= np.uint64(1 << 59)):
+            return _timestamps_slow(page_ts, first, per_page, pp, etl, contrib, stamp)
+        base_val = np.where(is_abs, stamp & _ABS_TS_MASK, base_val)
+    return base_val[base_at] + before - before[base_at] + np.where(is_abs, 0, contrib)
+
+
+def _timestamps_slow(page_ts: np.ndarray, first: np.ndarray, per_page: np.ndarray,
+                     pp: np.ndarray, etl: np.ndarray, contrib: np.ndarray,
+                     stamp: np.ndarray) -> np.ndarray:
+    """Record by record, for stamps using the top 5 bits (never seen on x86-tsc/mono)."""
+    ts = np.empty(len(etl), np.int64)
+    for page in np.flatnonzero(per_page).tolist():
+        lo, hi = int(first[page]), int(first[page] + per_page[page])
+        now = int(page_ts[page])
+        for i in range(lo, hi):
             if etl[i] == TYPE_TIME_STAMP:
-                stamp = (int(ea0[i]) << _TS_SHIFT) | int(edelta[i])
-                now = (now & ~_ABS_TS_MASK) | (stamp & _ABS_TS_MASK)
+                val = int(stamp[i]) & _ABS_TS_MASK
+                msb = now & ~_ABS_TS_MASK
+                val |= msb
+                if msb and val < now:
+                    val += 1 << 59
+                now = val
             else:
                 now += int(contrib[i])
             ts[i] = now

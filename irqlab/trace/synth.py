@@ -77,6 +77,17 @@ class PageWriter:
             self._data += struct.pack("<II", delta << 5, len(payload) + 4) + payload
         self._last = ts
 
+    def add_absolute(self, ts: int) -> None:
+        """An absolute time stamp (type 31): what a writer that interrupted another
+        writer's time update puts before its event (ring_buffer.c, rb_add_time_stamp())."""
+        if len(self._data) + 8 > self.hdr.data_size:
+            self.flush()
+        if not self._data:
+            self._page_ts = ts
+        self._data += struct.pack("<II", 31 | ((ts & ((1 << 27) - 1)) << 5),
+                                  (ts >> 27) & 0xFFFFFFFF)
+        self._last = ts
+
     def add_padding(self, ts: int, length: int) -> None:
         """A discarded event (padding with a non-zero delta): its delta is not counted.
 
