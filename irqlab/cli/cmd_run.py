@@ -30,8 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--rt-fallback", action="store_true",
                    help="native/linux-guest: run SCHED_OTHER (recorded) when RT priority "
                         "cannot be set, instead of failing")
-    r.add_argument("--arch", default="x86_64", choices=sorted(MACHINES),
-                   help="guest probe architecture (default x86_64)")
+    r.add_argument("--arch", default=None, choices=sorted(MACHINES),
+                   help="guest probe architecture (default x86_64; arm64 for --target "
+                        "xen, where x86_64 runs the probe as a PVH dom0)")
     r.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"],
                    help="auto tries KVM with a real boot and falls back to TCG")
     r.add_argument("--icount", action="store_true",
@@ -64,7 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="arm64: GIC version of the QEMU virt machine (default 3)")
     r.add_argument("--sink", default="ring", choices=["ring", "console"],
                    help="how samples come back: ring (guest RAM read by the host, "
-                        "default) or console (framed lines on the serial console; arm64)")
+                        "default) or console (framed lines on the serial console: COM1 "
+                        "on x86, PL011 on arm64, console_io under Xen)")
     r.add_argument("--memory", type=count, default=64, metavar="MIB",
                    help="guest memory in MiB (default 64)")
     r.add_argument("--boot-timeout", type=duration, default=30_000_000_000, metavar="DUR",
@@ -128,7 +130,7 @@ def _register_xen(r: argparse.ArgumentParser) -> None:
 
 def _xen_settings(args: argparse.Namespace) -> dict:
     """RunConfig fields for --target xen; refuses --xen-* options elsewhere."""
-    from irqlab.runner.xen import binary_from_path, find_xen, fetch_hint, parse_opts
+    from irqlab.runner.xen import DEB_ARCH, binary_from_path, find_xen, fetch_hint, parse_opts
 
     given = [opt for opt, val in (("--xen-domain", args.xen_domain),
                                   ("--xen-sched", args.xen_sched),
@@ -144,11 +146,21 @@ def _xen_settings(args: argparse.Namespace) -> dict:
                          "QEMU -icount was not verified): drop --icount")
     if args.sink != "ring" and args.sink != "console":
         raise UsageError(f"--sink {args.sink}: Xen guests report through the console")
-    for opt, val, allowed in (("--idle", args.idle, MACHINES["arm64"].idles),
-                              ("--timer", args.timer, MACHINES["arm64"].timers)):
+    arch = args.arch
+    for opt, val, allowed in (("--idle", args.idle, MACHINES[arch].idles),
+                              ("--timer", args.timer, MACHINES[arch].timers)):
         if val not in allowed:
-            raise UsageError(f"{opt} {val} does not exist on the arm64 probe: use one of "
+            raise UsageError(f"{opt} {val} does not exist on the {arch} probe: use one of "
                              f"{', '.join(allowed)}")
+    if arch == "x86_64":
+        # docs/xen.md: the x86 probe is a PVH dom0 (no dom0 Linux, so no xl for domUs),
+        # and Xen needs VT-x/AMD-V inside its VM, which only TCG gives here.
+        if args.xen_domain == "domU" or args.neighbour not in (None, "none"):
+            raise UsageError("--target xen --arch x86_64 runs the probe as a PVH dom0 "
+                             "only: drop --xen-domain domU and --neighbour")
+        if args.accel == "kvm":
+            raise UsageError("--target xen --arch x86_64 runs under TCG only (Xen needs "
+                             "nested VT-x/AMD-V under KVM): use --accel tcg or auto")
     try:
         opts = parse_opts(args.xen_opt or [])
     except ValueError as exc:
@@ -158,10 +170,11 @@ def _xen_settings(args: argparse.Namespace) -> dict:
     sched = args.xen_sched or "credit2"
     if args.xen_binary is not None and not args.xen_binary.is_file():
         raise UsageError(f"--xen-binary {args.xen_binary} is not a file")
+    deb_arch = DEB_ARCH[arch]
     binary = (binary_from_path(args.xen_binary) if args.xen_binary is not None
-              else find_xen(sched))
+              else find_xen(sched, deb_arch))
     if binary is None:
-        raise UsageError(f"no Xen hypervisor found: {fetch_hint()}")
+        raise UsageError(f"no Xen hypervisor found: {fetch_hint(deb_arch)}")
     built = binary.schedulers()
     if built is not None and sched not in built:
         raise UsageError(f"--xen-sched {sched}: {binary.path} has only "
@@ -171,8 +184,8 @@ def _xen_settings(args: argparse.Namespace) -> dict:
     # The probe answers through the console (the host cannot map a Xen guest's RAM);
     # frames come every 16 samples, and Xen under TCG is slow: a longer watchdog.
     args.stall_timeout = args.stall_timeout or max(10_000_000_000, 40 * args.period)
-    args.arch, args.sink = "arm64", "console"
-    return {"xen_domain": args.xen_domain or "domU",
+    args.sink = "console"
+    return {"xen_domain": args.xen_domain or ("dom0" if arch == "x86_64" else "domU"),
             "xen_sched": sched, "xen_opts": opts, "xen_binary": args.xen_binary,
             "neighbour": args.neighbour or "none"}
 
@@ -204,6 +217,8 @@ def run_config(args: argparse.Namespace):
         raise UsageError("--window must hold at least one period, e.g. --window 10s")
     if args.memory < 8:
         raise UsageError("--memory must be at least 8 (MiB): the ring sits at 4 MiB")
+    if args.arch is None:
+        args.arch = "arm64" if args.target == "xen" else "x86_64"
     if args.probe is not None and not args.probe.is_file():
         raise UsageError(f"--probe {args.probe} is not a file: build it with "
                          f"`make -C probes/guest` or give the right path")

@@ -65,5 +65,5 @@ def boot(cfg: RunConfig, plan: AccelPlan, guest_cfg: GuestConfig, name: str,
         return guest, reader, "interrupted during boot"
     return guest, reader, (f"the probe did not start within {boot_timeout_s(cfg, plan):g} s "
                            f"under {plan.label}; "
-                           + (guest.consolebuild_summary() if hasattr(guest, "console_summary")
+                           + (guest.console_summary() if hasattr(guest, "console_summary")
                               else f"serial: {guest.serial().strip()[-300:]!r}"))

@@ -41,7 +41,10 @@ def accel_plans(cfg: RunConfig) -> list[AccelPlan]:
     if cfg.target == "native":
         return [AccelPlan("none", "native", False)]
     plans = plans_for(cfg.accel, cfg.icount)
-    if cfg.target in ("guest", "xen") and not machine_for(cfg.arch).kvm_possible():
+    kvm_ok = machine_for(cfg.arch).kvm_possible()
+    if cfg.target == "xen" and cfg.arch == "x86_64":
+        kvm_ok = False      # Xen needs nested VT-x/AMD-V under KVM (docs/xen.md)
+    if cfg.target in ("guest", "xen") and not kvm_ok:
         # KVM only runs guests of the host's architecture (arm64 on x86): straight to TCG.
         plans = [p for p in plans if p.accel != "kvm"] or plans
     return plans

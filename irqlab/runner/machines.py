@@ -123,7 +123,8 @@ MACHINES: dict[str, Machine] = {
         arch="x86_64", qemu="qemu-system-x86_64",
         probe=PROBE_BUILD / "x86_64" / "irqlab-probe.elf",
         install_hint="install Debian's qemu-system-x86 (the README's set-up command does)",
-        done_exit_codes=(X86_EXIT_DONE,), error_exit_codes=(X86_EXIT_ERROR,)),
+        done_exit_codes=(X86_EXIT_DONE,), error_exit_codes=(X86_EXIT_ERROR,),
+        sinks=("ring", "console")),
     "arm64": Arm64Machine(
         arch="arm64", qemu="qemu-system-aarch64",
         probe=PROBE_BUILD / "arm64" / "irqlab-probe.bin",

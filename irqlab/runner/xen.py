@@ -13,6 +13,15 @@ a dom0less domU through its vpl011 (Xen prints them as ``(XEN) DOMn: ...``). The
 stream carries Xen's own lines and the neighbour's too, so :meth:`XenGuest.serial_read`
 passes on only the measured domain's lines; nothing else reaches the frame decoder.
 
+x86-64 (``--arch x86_64``, dom0 only): QEMU ``q35`` with an emulated Intel IOMMU (Xen
+4.17 refuses a PVH dom0 without one) boots Debian's amd64 Xen through multiboot, and the
+x86 probe ELF, passed as the first multiboot module, becomes a **PVH dom0** (``dom0=pvh``;
+no dom0 Linux). The probe finds Xen by its CPUID leaves and writes its frames with
+``HYPERVISOR_console_io`` through the hypercall page; Xen prints them unprefixed on COM1.
+Xen lets dom0 reach QEMU's isa-debug-exit port, so the probe ends the run itself (QEMU
+exits 33 as without Xen). TCG only: Xen needs VT-x/AMD-V in its VM (nested
+virtualisation), which this machine's KVM does not offer.
+
 Same interface as QemuGuest (start, exit_code, exited_done, exited_error, stop, serial,
 serial_read, stderr, argv, config), so irqlab.measure runs it like any target.
 """
@@ -32,6 +41,7 @@ from typing import Any, Callable
 
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.fdt import Domain, FdtError, Module, xen_tree
+from irqlab.runner.machines import DEBUG_EXIT_PORT
 from irqlab.runner.qemu import GuestConfig, _die_with_parent, _Tail
 
 XEN_SCHEDS = ("credit", "credit2", "rtds", "null")
@@ -45,6 +55,16 @@ BINARY_ENV = "IRQLAB_XEN"          # a default --xen-binary
 QEMU_MEMORY_MIB = 1024
 QEMU_CPUS = 1
 CONSOLE_ARGS = "console=dtuart dtuart=/pl011@9000000"   # QEMU virt's PL011 (its DT path)
+# x86: q35 + intel-iommu (a PVH dom0 needs an IOMMU); interrupt remapping off, as Xen
+# 4.17 under TCG was only seen to boot that way. COM1 is Xen's console.
+X86_QEMU_MEMORY_MIB = 512
+X86_CONSOLE_ARGS = "console=com1 com1=115200,8n1"
+X86_MACHINE = ["-M", "q35", "-device", "intel-iommu,intremap=off"]
+# -smap,-smep: QEMU's TCG `max` CPU with them crashes PVH/PV dom0s (environment notes).
+X86_TCG_CPU = ["-accel", "tcg", "-cpu", "max,-smap,-smep"]
+# Debian architecture names and hypervisor image names in the cache (scripts/fetch-xen.sh).
+DEB_ARCH = {"arm64": "arm64", "x86_64": "amd64"}
+XEN_IMAGE = {"arm64": f"xen-{XEN_SERIES}-arm64", "amd64": f"xen-{XEN_SERIES}-amd64.elf"}
 DOM0_MEM = "64M"
 # Modules in guest-physical RAM, clear of Xen (QEMU loads its Image near RAM base) and of
 # the tree QEMU places at the top of RAM; 2 MiB apart (the probe is ~22 KiB).
@@ -106,6 +126,7 @@ def _sibling_config(path: Path) -> Path | None:
     ``.config`` beside ``xen``."""
     for cand in (path.with_name(path.name + ".config"),
                  path.with_name(path.name.split(".")[0] + ".config"),
+                 path.with_name(path.name.removesuffix(".elf") + ".config"),
                  path.with_name(".config")):
         if cand.is_file():
             return cand
@@ -123,13 +144,14 @@ def binary_from_path(path: Path) -> XenBinary:
 
 
 def cached_binaries(arch: str = "arm64") -> list[XenBinary]:
-    """Hypervisors in the cache: the Debian package first, then local rebuilds."""
+    """Hypervisors in the cache: the Debian package first, then local rebuilds.
+    ``arch`` is Debian's name (arm64, amd64)."""
     root = xen_cache_dir()
     if not root.is_dir():
         return []
     out = []
     for vdir in sorted(root.iterdir()):
-        img = vdir / arch / "boot" / f"xen-{XEN_SERIES}-{arch}"
+        img = vdir / arch / "boot" / XEN_IMAGE.get(arch, f"xen-{XEN_SERIES}-{arch}")
         if vdir.is_symlink() or not (vdir / arch / ".complete").exists() or not img.is_file():
             continue
         out.append(binary_from_path(img))
@@ -151,9 +173,9 @@ def find_xen(sched: str, arch: str = "arm64") -> XenBinary | None:
     return cands[0] if cands else None
 
 
-def fetch_hint() -> str:
+def fetch_hint(arch: str = "arm64") -> str:
     return ("run scripts/fetch-xen.sh (./setup.sh --install-only does) to fetch Debian's "
-            "xen-hypervisor-4.17-arm64 into " + str(xen_cache_dir()) + ", or pass "
+            f"xen-hypervisor-4.17-{arch} into " + str(xen_cache_dir()) + ", or pass "
             "--xen-binary PATH")
 
 
@@ -170,10 +192,13 @@ def parse_opts(items: list[str]) -> dict[str, str]:
     return out
 
 
-def xen_cmdline(domain: str, sched: str, opts: dict[str, str]) -> str:
-    """Xen's command line: console, scheduler, dom0 memory; --xen-opt last (and wins)."""
+def xen_cmdline(domain: str, sched: str, opts: dict[str, str], arch: str = "arm64") -> str:
+    """Xen's command line: console, scheduler, dom0 memory; --xen-opt last (and wins).
+    On x86 the dom0 is a PVH one (the probe ELF), which needs ``dom0=pvh``."""
     base: dict[str, str] = {}
-    for word in CONSOLE_ARGS.split():
+    if arch == "x86_64":
+        base["dom0"] = "pvh"
+    for word in (X86_CONSOLE_ARGS if arch == "x86_64" else CONSOLE_ARGS).split():
         k, _, v = word.partition("=")
         base[k] = v
     base["sched"] = sched
@@ -182,7 +207,7 @@ def xen_cmdline(domain: str, sched: str, opts: dict[str, str]) -> str:
     # finished that long before anyone measures; --xen-opt bootscrub=idle brings it back.
     base["bootscrub"] = "false"
     if domain == "dom0":
-        base["dom0_mem"] = DOM0_MEM
+        base["dom0_mem"] = f"{DOM0_MEM},max:{DOM0_MEM}" if arch == "x86_64" else DOM0_MEM
         base["dom0_max_vcpus"] = "1"
     base.update(opts)
     return " ".join(f"{k}={v}" if v != "" else k for k, v in base.items())
@@ -284,6 +309,10 @@ class XenGuest:
     _stream: _DomainStream | None = None
 
     @property
+    def x86(self) -> bool:
+        return self.config.arch == "x86_64"
+
+    @property
     def measured_domid(self) -> int:
         return 0 if self.xen.domain == "dom0" else 1
 
@@ -295,6 +324,11 @@ class XenGuest:
         return 1 if self.xen.domain == "dom0" else 2
 
     def _machine_argv(self) -> list[str]:
+        if self.x86:
+            # SeaBIOS (QEMU's default): qboot does not boot a multiboot Xen on q35.
+            return ([self.config.machine.qemu] + X86_MACHINE
+                    + ["-smp", str(QEMU_CPUS), "-m", f"{X86_QEMU_MEMORY_MIB}M"]
+                    + X86_TCG_CPU)
         gic = self.config.gic or 3
         out = [self.config.machine.qemu, "-M", f"virt,virtualization=on,gic-version={gic}",
                "-smp", str(QEMU_CPUS), "-m", f"{QEMU_MEMORY_MIB}M"]
@@ -319,13 +353,17 @@ class XenGuest:
 
     def build(self, workdir: Path) -> list[str]:
         """Resolve the hypervisor, write the tree, return QEMU's argv."""
+        deb_arch = DEB_ARCH.get(self.config.arch, self.config.arch)
         if self.xen.binary is not None:
             self.binary = binary_from_path(self.xen.binary)
         else:
-            self.binary = find_xen(self.xen.sched)
+            self.binary = find_xen(self.xen.sched, deb_arch)
         if self.binary is None or not self.binary.path.is_file():
-            raise FileNotFoundError(f"no Xen hypervisor: {fetch_hint()}")
-        self.cmdline = xen_cmdline(self.xen.domain, self.xen.sched, self.xen.opts)
+            raise FileNotFoundError(f"no Xen hypervisor: {fetch_hint(deb_arch)}")
+        self.cmdline = xen_cmdline(self.xen.domain, self.xen.sched, self.xen.opts,
+                                   self.config.arch)
+        if self.x86:
+            return self._build_x86(workdir)
         dom0, domains, loads = self._modules()
         machine = self._machine_argv()
         try:
@@ -341,12 +379,34 @@ class XenGuest:
             argv += ["-device", f"loader,file={path},addr={addr:#x},force-raw=on"]
         return argv
 
+    def _build_x86(self, workdir: Path) -> list[str]:
+        """QEMU's argv for x86: Xen by multiboot, the probe ELF as dom0's module."""
+        if self.xen.domain != "dom0" or self.xen.neighbour != "none":
+            raise OSError("x86 Xen runs the probe as a PVH dom0 only (a domU or a "
+                          "neighbour needs xl in a dom0 Linux)")
+        # QEMU's multiboot -initrd takes "file cmdline" and splits modules on commas:
+        # a copy under a plain name keeps any probe path working.
+        probe = workdir / "irqlab-probe.elf"
+        shutil.copyfile(self.config.probe_path, probe)
+        module = f"{probe} {self.config.cmdline()}"
+        if "," in module:
+            raise OSError(f"probe command line {self.config.cmdline()!r} has a comma, "
+                          f"which QEMU's multiboot -initrd cannot pass")
+        machine = self._machine_argv()
+        return (machine[:1] + ["-name", f"{self.name},debug-threads=on"] + machine[1:]
+                + ["-nodefaults", "-display", "none", "-no-reboot",
+                   "-serial", "stdio", "-monitor", "none",
+                   "-device", f"isa-debug-exit,iobase={DEBUG_EXIT_PORT:#x},iosize=0x04"]
+                + self.config.extra_qemu_args
+                + ["-kernel", str(self.binary.path), "-append", self.cmdline,
+                   "-initrd", module])
+
     def start(self) -> None:
         """Build the tree and start QEMU; raises OSError with the reason."""
         if not self.config.probe_path.exists():
             raise FileNotFoundError(
-                f"arm64 probe {self.config.probe_path} is not built: run `make -C "
-                f"probes/guest` (or the README's set-up command)")
+                f"{self.config.arch} probe {self.config.probe_path} is not built: run "
+                f"`make -C probes/guest` (or the README's set-up command)")
         if shutil.which(self.config.machine.qemu) is None:
             raise FileNotFoundError(f"{self.config.machine.qemu} not found: "
                                     f"{self.config.machine.install_hint}")
@@ -387,11 +447,16 @@ class XenGuest:
         return None
 
     def exited_done(self, code: int) -> bool:
-        # dom0's SYSTEM_OFF halts Xen and QEMU exits 0 whether the probe finished or
-        # failed; the console's T frame (done/error) is authoritative, as on bare arm64.
+        # arm64: dom0's SYSTEM_OFF halts Xen and QEMU exits 0 whether the probe finished
+        # or failed; the console's T frame (done/error) is authoritative, as on bare
+        # arm64. x86: the probe's isa-debug-exit status, as without Xen.
+        if self.x86:
+            return self.fatal is None and code in self.config.machine.done_exit_codes
         return code == 0 and self.fatal is None
 
     def exited_error(self, code: int) -> bool:
+        if self.x86 and code in self.config.machine.error_exit_codes:
+            return True
         return self.fatal is not None
 
     def stop(self, timeout_s: float = 5.0) -> int | None:
@@ -453,6 +518,7 @@ class XenGuest:
         version = _VERSION_RE.search(text)
         sched = _SCHED_RE.search(text)
         return {
+            "arch": self.config.arch,
             "domain": self.xen.domain, "measured_domid": self.measured_domid,
             "sched_requested": self.xen.sched,
             "sched_in_use": sched.group(2) if sched else None,

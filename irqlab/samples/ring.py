@@ -31,6 +31,7 @@ TICK_METHODS = {
     4: "calibrated-pit",
     5: "cntfrq",
     6: "clock-monotonic",         # native probe: CLOCK_MONOTONIC ns
+    7: "xen-leaf-0x40000x03",     # x86 probe under Xen: guest TSC kHz from Xen's leaf
 }
 TIMER_MODES = {
     1: "tsc-deadline",

@@ -39,6 +39,9 @@ def _run(args, tmp_path):
     (["run", "--inject-irqoff", "5ms", "--inject-every", "2", "--period", "1ms"],
      "shorter than"),
     (["run", "--probe", "/nonexistent"], "make -C probes/guest"),
+    (["run", "--target", "xen", "--arch", "x86_64", "--xen-domain", "domU"],
+     "PVH dom0 only"),
+    (["run", "--target", "xen", "--arch", "x86_64", "--accel", "kvm"], "TCG only"),
     (["show", "42"], "irqlab run"),
 ])
 def test_bad_arguments_exit_2_with_one_line(args, needle, tmp_path):

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* frame.c - console sink frames (see frame.h, docs/formats.md section 5) */
+/* frame.c - console sink frames (see frame.h, docs/formats.md section 7) */
 #include "frame.h"
 #include "printf.h"
 #include "string.h"

@@ -4,7 +4,7 @@
  *
  * For targets where the host cannot map guest RAM (Xen on a board, a
  * serial-only setup), the probe copies its ring to the console as lines
- * (docs/formats.md section 5):
+ * (docs/formats.md section 7):
  *
  *   ~IQ<kind>,<frame seq>,<fields...>*<crc32>\r\n
  *

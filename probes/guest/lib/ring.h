@@ -28,6 +28,8 @@ enum ring_tick_method {
 	TICK_HV_40000010	= 3,
 	TICK_PIT		= 4,
 	TICK_CNTFRQ		= 5,
+	/* 6: CLOCK_MONOTONIC, the native probe (probes/native) */
+	TICK_XEN_LEAF		= 7,	/* Xen CPUID leaf 0x40000x03 ECX (kHz) */
 };
 
 enum ring_timer_mode {

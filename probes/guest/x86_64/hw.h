@@ -23,6 +23,13 @@ int cpu_tables_init(void);
 int serial_init(void);
 void serial_putc(char c);
 
+/* console.c */
+int console_init(void);
+void console_write(const char *buf, size_t len);
+void console_putc(char c);
+const char *console_name(void);
+u32 xen_cpuid_base(void);
+
 /* lapic.c */
 #define APIC_ID			0x020
 #define APIC_TPR		0x080

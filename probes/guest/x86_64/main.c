@@ -26,6 +26,13 @@
  * does not fire early because of rounding). A remaining time beyond
  * 2^32 - 1 APIC ticks is armed in steps; an early step is not a sample.
  * Small negative latencies in one-shot mode are ratio error, not bugs.
+ *
+ * Sinks: the ring is always written. With sink=console the main loop also
+ * copies it to the console as framed lines (lib/frame.c, docs/formats.md
+ * section 7) in batches of CONSOLE_BATCH samples, between interrupts and
+ * with interrupts enabled, never from the ISR (whose cost is unchanged):
+ * COM1 under QEMU, HYPERVISOR_console_io under Xen (console.c), where the
+ * host cannot map guest RAM.
  */
 #include "hw.h"
 #include "x86.h"
@@ -34,6 +41,7 @@
 #include "../lib/string.h"
 #include "../lib/printf.h"
 #include "../lib/cmdline.h"
+#include "../lib/frame.h"
 
 #define RING_BASE		0x400000UL
 #define RING_CAPACITY		65536u		/* 2 MiB of records */
@@ -46,10 +54,13 @@
 #define PERIOD_NS_MAX		(60 * NSEC_PER_SEC)
 #define IRQOFF_NS_MAX		(10 * NSEC_PER_SEC)
 
+#define CONSOLE_BATCH		16	/* samples per console flush */
+
 #define HVM_START_MAGIC		0x336ec578u
 #define E820_RAM		1
 
 enum timer_req { TIMER_REQ_AUTO, TIMER_REQ_DEADLINE, TIMER_REQ_ONESHOT };
+enum sink { SINK_RING, SINK_CONSOLE };
 
 struct hvm_start_info {
 	u32 magic;
@@ -78,6 +89,7 @@ struct probe_cfg {
 	u64 inject_every;
 	u64 samples;
 	enum timer_req timer;
+	enum sink sink;
 };
 
 /* state shared between the main loop and the ISR */
@@ -106,6 +118,10 @@ static struct ring ring;
 static bool ring_ready;
 static struct probe_state P;
 static char cmdline_buf[512];
+static enum sink sink = SINK_RING;
+static struct frame_out fout = { .write = console_write };
+static bool header_sent;
+static u64 console_next;		/* next seq to copy to the console */
 
 /* exit_qemu - isa-debug-exit with @code; halts if the device is absent */
 static __noreturn void exit_qemu(u32 code)
@@ -116,7 +132,37 @@ static __noreturn void exit_qemu(u32 code)
 		__asm__ __volatile__("cli; hlt");
 }
 
-/* fatal - record @err and a message in the ring, print it, exit QEMU */
+/* console_sink_state - header (once) and state frames for sink=console */
+static void console_sink_state(void)
+{
+	if (sink != SINK_CONSOLE || !ring_ready)
+		return;
+	if (!header_sent) {
+		frame_header(&fout, &ring);
+		header_sent = true;
+	}
+	frame_state(&fout, &ring);
+}
+
+/* console_sink_flush - copy ring records to the console; @all: no batching */
+static void console_sink_flush(bool all)
+{
+	u64 head;
+
+	if (sink != SINK_CONSOLE || !header_sent)
+		return;
+	for (;;) {
+		head = READ_ONCE(ring.hdr->head);
+		if (head - console_next > RING_CAPACITY)
+			console_next = head - RING_CAPACITY;	/* lapped: a gap */
+		if (head == console_next ||
+		    (!all && head - console_next < CONSOLE_BATCH))
+			return;
+		frame_samples(&fout, &ring, &console_next, head);
+	}
+}
+
+/* fatal - record @err in the ring (and console), print it, exit QEMU */
 static __noreturn __attribute__((format(printf, 2, 3)))
 void fatal(int err, const char *fmt, ...)
 {
@@ -129,8 +175,11 @@ void fatal(int err, const char *fmt, ...)
 	va_end(ap);
 	if (err < 0)
 		err = -err;
-	if (ring_ready)
+	if (ring_ready) {
 		ring_set_error(&ring, (u32)err, "%s", msg);
+		console_sink_flush(true);
+		console_sink_state();
+	}
 	printk("irqlab-probe: error %d: %s\n", err, msg);
 	exit_qemu(EXIT_ERROR);
 }
@@ -261,10 +310,12 @@ static s64 tick_to_ns(s64 tick, u64 hz)
 	return (s64)muldiv64((u64)tick, NSEC_PER_SEC, hz);
 }
 
-/* finish - report the summary on serial and leave through isa-debug-exit */
+/* finish - drain the console sink, print the summary, isa-debug-exit */
 static __noreturn void finish(u64 tick_hz)
 {
 	irq_disable();
+	console_sink_flush(true);
+	console_sink_state();
 	printk("irqlab-probe: done samples=%lu overruns=%lu injected=%lu missed=%lu\n",
 	       ring.head, ring.hdr->overruns, P.injections, P.injections_missed);
 	if (P.lat_n)
@@ -318,6 +369,13 @@ static int parse_cmdline(const char *line, struct probe_cfg *cfg)
 			else
 				fatal(EINVAL, "timer=%s: expected auto, deadline or oneshot",
 				      w.val);
+		} else if (!strcmp(w.key, "sink")) {
+			if (!strcmp(w.val, "ring"))
+				cfg->sink = SINK_RING;
+			else if (!strcmp(w.val, "console"))
+				cfg->sink = SINK_CONSOLE;
+			else
+				fatal(EINVAL, "sink=%s: expected ring or console", w.val);
 		} else {
 			fatal(EINVAL, "unknown boot parameter '%s'", w.key);
 		}
@@ -370,7 +428,7 @@ static const struct hvm_start_info *boot_info(u64 si_pa)
 }
 
 static const char *const tick_names[] = {
-	"?", "cpuid15", "cpuid16", "hv40000010", "pit", "cntfrq",
+	"?", "cpuid15", "cpuid16", "hv40000010", "pit", "cntfrq", "?", "xen-leaf",
 };
 static const char *const timer_names[] = { "?", "tsc-deadline", "oneshot" };
 
@@ -386,10 +444,10 @@ void probe_main(u32 start_info_pa)
 	u32 a, b, c, d, cpu;
 	int ret;
 
-	serial_init();
-	printf_set_console(serial_putc);
+	console_init();
+	printf_set_console(console_putc);
 	cpu_tables_init();
-	printk("irqlab-probe %s\n", IRQLAB_BUILD_ID);
+	printk("irqlab-probe %s console=%s\n", IRQLAB_BUILD_ID, console_name());
 
 	si = boot_info(start_info_pa);
 	if (si && !ram_covers(si, RING_BASE, RING_BASE + RING_BYTES(RING_CAPACITY)))
@@ -404,6 +462,7 @@ void probe_main(u32 start_info_pa)
 		fatal(EINVAL, "no PVH hvm_start_info (magic) at 0x%x", start_info_pa);
 	printk("irqlab-probe: cmdline \"%s\"\n", cmdline_buf);
 	parse_cmdline(cmdline_buf, &cfg);
+	sink = cfg.sink;
 
 	ret = lapic_init();
 	if (ret)
@@ -446,21 +505,24 @@ void probe_main(u32 start_info_pa)
 			P.timer_mode == TIMER_LAPIC_ONESHOT ? ti.apic_hz : 0);
 	ring_set_config(&ring, cfg.idle, (u32)cfg.inject_every,
 			cfg.inject_every ? P.irqoff_tick : 0);
-	printk("irqlab-probe: cpu=%u tick_hz=%lu (%s) timer=%s apic_hz=%lu period=%lu ticks idle=%s samples=%lu inject_every=%lu inject_irqoff=%lu ticks\n",
+	printk("irqlab-probe: cpu=%u tick_hz=%lu (%s) timer=%s apic_hz=%lu period=%lu ticks idle=%s samples=%lu inject_every=%lu inject_irqoff=%lu ticks sink=%s\n",
 	       cpu, ti.tick_hz, tick_names[ti.tick_method],
 	       timer_names[P.timer_mode], ti.apic_hz, P.period_tick,
 	       cfg.idle == IDLE_HLT ? "hlt" : "poll", cfg.samples,
-	       cfg.inject_every, P.irqoff_tick);
+	       cfg.inject_every, P.irqoff_tick,
+	       cfg.sink == SINK_CONSOLE ? "console" : "ring");
 
 	ret = lapic_timer_start(P.timer_mode);
 	if (ret)
 		fatal(ret, "cannot start LAPIC timer");
 	ring_set_state(&ring, RING_RUNNING);
+	console_sink_state();
 	irq_disable();
 	P.deadline_tick = rdtsc() + P.period_tick;
 	timer_arm(P.deadline_tick);
 
 	for (;;) {
+		console_sink_flush(false);
 		if (P.done)
 			finish(ti.tick_hz);
 		if (inject_due()) {

@@ -6,8 +6,9 @@
  *   1. CPUID 0x15 with a crystal frequency (ECX != 0): ECX * EBX / EAX
  *   2. hypervisor leaf 0x40000010 (EAX = TSC kHz), when the hypervisor
  *      range reaches it
- *   3. CPUID 0x16 EAX (nominal base MHz)
- *   4. PIT channel 2 calibration: three ~20 ms windows, median, rounded to
+ *   3. under Xen, its leaf 0x40000x03 sub-leaf 0 ECX (guest TSC kHz)
+ *   4. CPUID 0x16 EAX (nominal base MHz)
+ *   5. PIT channel 2 calibration: three ~20 ms windows, median, rounded to
  *      1 kHz (the window's own resolution is ~1 PIT clock = 0.84 us).
  * The hypervisor leaf is preferred over 0x16 because it reports the rate
  * the guest TSC actually runs at, while 0x16 is the host CPU's nominal MHz.
@@ -15,7 +16,9 @@
  * LAPIC one-shot needs APIC ticks per TSC tick. Leaf 0x40000010 EBX (bus
  * kHz) gives it when present; otherwise the same PIT windows count APIC
  * ticks (TMCCT, divide 1) against TSC ticks across all windows, so the
- * ratio does not depend on the PIT's own accuracy.
+ * ratio does not depend on the PIT's own accuracy. Without a PIT (a Xen
+ * PVH domain has none) and with a known TSC rate, the APIC count-down is
+ * timed against the TSC alone over APIC_WINDOW_MS.
  */
 #include "hw.h"
 #include "x86.h"
@@ -33,6 +36,7 @@
 #define PIT_WINDOW_MS		20
 #define PIT_WINDOWS		3
 #define PIT_MAX_POLLS		50000000u
+#define APIC_WINDOW_MS		20
 
 #define TICK_HZ_MIN		1000000ULL		/* 1 MHz */
 #define TICK_HZ_MAX		100000000000ULL		/* 100 GHz */
@@ -64,7 +68,7 @@ static bool plausible_hz(u64 hz)
 	return hz >= TICK_HZ_MIN && hz <= TICK_HZ_MAX;
 }
 
-/* tsc_hz_cpuid - rate from CPUID 0x15/0x40000010/0x16; 0 or -ENODEV */
+/* tsc_hz_cpuid - rate from CPUID 0x15/0x40000010/Xen/0x16; 0 or -ENODEV */
 static int tsc_hz_cpuid(u64 *hz, u32 *method, u64 *apic_hz)
 {
 	u32 a, b, c, d, max, hv_max;
@@ -90,6 +94,15 @@ static int tsc_hz_cpuid(u64 *hz, u32 *method, u64 *apic_hz)
 				*apic_hz = (u64)b * 1000;
 				return 0;
 			}
+		}
+	}
+	hv_max = xen_cpuid_base();
+	if (hv_max) {
+		cpuid(hv_max + 3, 0, &a, &b, &c, &d);
+		if (plausible_hz((u64)c * 1000)) {
+			*hz = (u64)c * 1000;
+			*method = TICK_XEN_LEAF;
+			return 0;
 		}
 	}
 	if (max >= 0x16) {
@@ -177,10 +190,29 @@ out:
 	return ret;
 }
 
+/* tsc_apic_ratio - time a masked APIC count-down against @tsc_hz alone */
+static int tsc_apic_ratio(u64 tsc_hz, struct apic_ratio *ratio)
+{
+	u64 s0, s1, end;
+	u32 a0, a1;
+
+	lapic_write(APIC_LVT_TIMER, APIC_LVT_MASKED | TIMER_VECTOR);
+	lapic_write(APIC_TMICT, 0xffffffff);
+	a0 = apic_sample(&s0);
+	end = s0 + tsc_hz * APIC_WINDOW_MS / 1000;
+	while (rdtsc() < end)
+		cpu_relax();
+	a1 = apic_sample(&s1);
+	lapic_write(APIC_TMICT, 0);
+	ratio->apic_delta = a0 - a1;
+	ratio->tsc_delta = s1 - s0;
+	return a0 > a1 ? 0 : -EIO;
+}
+
 /* tick_init - fill @ti; @need_apic also asks for the APIC/TSC ratio */
 int tick_init(struct tick_info *ti, bool need_apic)
 {
-	struct pit_window w;
+	struct pit_window w = { 0 };
 	struct apic_ratio r;
 	u64 hv_apic_hz = 0;
 	int ret;
@@ -196,6 +228,8 @@ int tick_init(struct tick_info *ti, bool need_apic)
 		return 0;
 	}
 	ret = pit_calibrate(&w, &r);
+	if (ret && ti->tick_hz && need_apic)
+		ret = tsc_apic_ratio(ti->tick_hz, &r);	/* no PIT */
 	if (ret)
 		return ret;
 	if (!ti->tick_hz) {

@@ -78,3 +78,35 @@ def test_binary_config_and_version(tmp_path):
     b = binary_from_path(img)
     assert b.package_version == "4.17.7-1" and b.schedulers() == ["credit", "credit2"]
     assert binary_from_path(tmp_path / "elsewhere").schedulers() is None
+
+
+def test_x86_cmdline_is_a_pvh_dom0_on_com1():
+    words = xen_cmdline("dom0", "credit2", {"loglvl": "all"}, arch="x86_64").split()
+    assert words[0] == "dom0=pvh" and "console=com1" in words and "loglvl=all" in words
+    assert "dom0_mem=64M,max:64M" in words and not any("dtuart" in w for w in words)
+
+
+def test_x86_argv_boots_xen_by_multiboot_with_the_probe_as_dom0(tmp_path):
+    from irqlab.runner.accel import AccelPlan
+    from irqlab.runner.qemu import GuestConfig
+    from irqlab.runner.xen import XenGuest, XenOptions
+
+    xen = tmp_path / "xen-4.17-amd64.elf"
+    xen.write_bytes(b"x")
+    (tmp_path / "xen-4.17-amd64.config").write_text("CONFIG_SCHED_CREDIT2=y\n")
+    probe = tmp_path / "probe dir,odd.elf"
+    probe.write_bytes(b"p")
+    cfg = GuestConfig(period_ns=1_000_000, samples=10, arch="x86_64", probe=probe,
+                      sink="console")
+    tcg = AccelPlan("tcg", "tcg", True)
+    guest = XenGuest(cfg, tcg, XenOptions(domain="dom0", binary=xen))
+    argv = guest.build(tmp_path)
+    assert guest.binary.schedulers() == ["credit2"]
+    assert argv[0] == "qemu-system-x86_64" and "q35" in argv
+    assert "intel-iommu,intremap=off" in argv and "isa-debug-exit,iobase=0xf4,iosize=0x04" in argv
+    module = argv[argv.index("-initrd") + 1]
+    assert module == f"{tmp_path / 'irqlab-probe.elf'} {cfg.cmdline()}"    # a plain copy
+    assert argv[argv.index("-append") + 1].startswith("dom0=pvh ")
+    assert guest.exited_done(33) and not guest.exited_done(0) and guest.exited_error(35)
+    with pytest.raises(OSError, match="PVH dom0 only"):
+        XenGuest(cfg, tcg, XenOptions(domain="domU", binary=xen)).build(tmp_path)
