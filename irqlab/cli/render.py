@@ -123,7 +123,10 @@ class HumanRenderer(Renderer):
 
     def __init__(self, console: Console | None = None) -> None:
         # soft_wrap: a window line is data (seed-log shape); never break it.
-        self.console = console or Console(highlight=False, soft_wrap=True)
+        # Not a terminal (a log file, a pipe): tables as wide as they need, not 80 columns.
+        self.console = console or Console(
+            highlight=False, soft_wrap=True,
+            width=None if sys.stdout.isatty() else 200)
         self._progress: Progress | None = None
         self._task = None
 
