@@ -30,17 +30,29 @@ D_STOP_NS = 50_000_000
 ROUNDS = 8
 HOG_CPU = 1
 
+# The hog writes a marker into the run's trace instance right after it wakes and right
+# before it sleeps: like a real task (which makes syscalls, arms timers...), it then leaves
+# events of its own pid next to its switches, instead of spinning silently in user space
+# until the next tick. The first line it reads is the instance's trace_marker; it holds that
+# file open only while it runs (an open file would keep irqlab from removing the instance,
+# and waking the hog once more to close it would be unplanned interference).
 _HOG = r"""
 import ctypes, os, sys, time
 ctypes.CDLL(None).prctl(15, b"irqlab-hog", 0, 0, 0)      # PR_SET_NAME
 os.sched_setaffinity(0, {%d})
 os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(50))
+path = sys.stdin.readline().strip()
 for line in sys.stdin:
+    marker = os.open(path, os.O_WRONLY)
+    os.write(marker, b"irqlab-hog woke")
     d = int(line)
     t0 = time.monotonic_ns()
     while time.monotonic_ns() - t0 < d:
         pass
-    print(t0, time.monotonic_ns(), flush=True)
+    t1 = time.monotonic_ns()
+    os.write(marker, b"irqlab-hog sleeps")
+    os.close(marker)
+    print(t0, t1, flush=True)
 """
 
 
@@ -108,6 +120,7 @@ def interfered(tmp_path_factory, probe_built):
     if not _tracing_possible():
         pytest.skip("needs root (tracefs) and 2 CPUs")
     db = tmp_path_factory.mktemp("explain") / "irqlab.duckdb"
+    before = set(_instances())
     proc = subprocess.Popen([sys.executable, "-m", "irqlab.cli.main", "run", "--accel", "tcg",
                              "--period", "1ms", "--duration", "5s", "--trace", "--json",
                              "--name", "interfered", "--db", str(db)],
@@ -128,9 +141,12 @@ def interfered(tmp_path_factory, probe_built):
         # instance, in whichever tracefs holds it (irqlab mounts a private one when none
         # is mounted, so /sys/kernel/tracing may be empty).
         end = time.monotonic() + 20
-        while time.monotonic() < end and not _instances():
+        while time.monotonic() < end and not set(_instances()) - before:
             time.sleep(0.02)
-        assert _instances(), "tracing never started"
+        ours = sorted(set(_instances()) - before)
+        assert ours, "tracing never started"
+        hog.stdin.write(f"{ours[0] / 'trace_marker'}\n")
+        hog.stdin.flush()
         time.sleep(0.5)
         for _ in range(ROUNDS):
             time.sleep(0.12)

@@ -23,7 +23,7 @@ from irqlab.trace.archive import read_archive
 from irqlab.trace.tracefs import Instance
 
 from ..trace.test_ringbuf import _drain
-from .test_attribution import MAIN, VCPU, _trace, hdr_page_text, mark, sw
+from .test_attribution import HOG, MAIN, VCPU, _trace, hdr_page_text, mark, sw
 
 CAPTURE = Path(__file__).parent / "data" / "idle_exit_unrecorded.irqtrace.gz"
 HOG_PID = 11233
@@ -132,3 +132,24 @@ def test_inferred_idle_exits_agree_with_recorded_ones(tracefs, page_header, kern
         j = cand[np.argmin(np.abs(s["ts"][cand].astype(np.int64) - t))]
         ok += int(s["ts"][j]) <= t <= int(s["ts_max"][j])
     assert ok >= 0.95 * len(truth)
+
+
+def test_a_marker_of_the_woken_task_bounds_its_inferred_switch_in(kernel_formats, page_header):
+    # The FIFO hog of tests/integration/test_explain.py writes a trace marker right after it
+    # wakes: its first event in the gap is that marker, not its first timer tick. The
+    # switch stays at the earliest moment (module doc); the marker is its latest.
+    events = [mark(0, "irqlab-trace-start"),
+              sw(100, HOG, 1, 0, "irqlab-hog", "swapper/0"),
+              (900, "irq:irq_handler_entry", {"irq": 5, "name": "virtio"}, 0),
+              (1000, "sched:sched_waking", {"pid": HOG, "target_cpu": 0}, 0),
+              (1050, "irq:irq_handler_exit", {"irq": 5}, 0),
+              (1100, "ftrace:print", {"buf": "irqlab-hog woke"}, HOG),
+              (5000, "timer:hrtimer_start", {"hrtimer": 1}, HOG),
+              sw(11000, HOG, 1, 0, "irqlab-hog", "swapper/0"),
+              mark(20000, "irqlab-trace-stop")]
+    s = complete_switches(_trace(kernel_formats, page_header, events))
+    k = np.flatnonzero(s["inferred"])
+    assert len(k) == 1
+    assert (int(s["prev_pid"][k[0]]), int(s["next_pid"][k[0]])) == (0, HOG)
+    assert (int(s["ts"][k[0]]), int(s["ts_max"][k[0]])) == (1050, 1100)
+    assert s["next_comm"][k[0]] == b"irqlab-hog"
