@@ -122,7 +122,7 @@ def run_benchmarks(which: list[str], stats_samples: int = 100_000_000,
         elif name == "cyclictest":
             figures += bench_cyclictest(**(cyclictest or {}))
         elif name == "trace":
-            from irqlab.trace.bench import bench_trace
+            from irqlab.explain.bench import bench_trace
             figures += bench_trace(**(trace or {}))
     return figures
 

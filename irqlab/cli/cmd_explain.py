@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         from irqlab.explain.perfetto import write_perfetto
         write_perfetto(res, args.perfetto)
     if args.text:
-        from irqlab.trace.export import write_text
+        from irqlab.explain.export import write_text
         write_text(res.trace, args.text)
     if args.json:
         print(json.dumps(as_json(res)))
