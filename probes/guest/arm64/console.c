@@ -10,6 +10,7 @@
  */
 #include "hw.h"
 #include "arm64.h"
+#include "../lib/probe.h"
 
 #define UART_DR			0x00
 #define UART_FR			0x18
@@ -61,8 +62,8 @@ int console_init(const struct platform *p)
 	return -ENODEV;
 }
 
-/* console_write - write @len bytes of @buf (a whole line if possible) */
-void console_write(const char *buf, size_t len)
+/* arch_console_write - write @len bytes of @buf (a whole line if possible) */
+void arch_console_write(const char *buf, size_t len)
 {
 	size_t i;
 
@@ -78,7 +79,7 @@ void console_write(const char *buf, size_t len)
 /* console_putc - printk's byte sink */
 void console_putc(char c)
 {
-	console_write(&c, 1);
+	arch_console_write(&c, 1);
 }
 
 /* console_name - which console is in use, for the boot banner */

@@ -41,7 +41,6 @@ void gic_eoi(u32 intid);
 /* console.c */
 int console_init(const struct platform *p);
 void console_putc(char c);
-void console_write(const char *buf, size_t len);
 const char *console_name(void);
 
 /* mmu.c */

@@ -22,6 +22,7 @@ typedef int32_t s32;
 typedef int64_t s64;
 
 /* errno-like codes; positive values go into ring_hdr.error (see ring.h) */
+#define ENOENT		2	/* internal only (arch_param_parse), never in the ring */
 #define EIO		5
 #define ENOMEM		12
 #define EFAULT		14

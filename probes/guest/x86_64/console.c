@@ -17,6 +17,7 @@
  */
 #include "hw.h"
 #include "x86.h"
+#include "../lib/probe.h"
 
 #define XEN_CPUID_FIRST		0x40000000u
 #define XEN_CPUID_LAST		0x40010000u
@@ -92,8 +93,8 @@ int console_init(void)
 	return 0;
 }
 
-/* console_write - write @len bytes of @buf (a whole line if possible) */
-void console_write(const char *buf, size_t len)
+/* arch_console_write - write @len bytes of @buf (a whole line if possible) */
+void arch_console_write(const char *buf, size_t len)
 {
 	size_t i;
 

@@ -25,7 +25,6 @@ void serial_putc(char c);
 
 /* console.c */
 int console_init(void);
-void console_write(const char *buf, size_t len);
 void console_putc(char c);
 const char *console_name(void);
 u32 xen_cpuid_base(void);

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/* arch.h - arm64 side of the probe interface (lib/probe.h): the inline part */
+#ifndef IRQLAB_ARM64_ARCH_H
+#define IRQLAB_ARM64_ARCH_H
+
+#include "arm64.h"
+
+#define ARCH_IDLE_NAME		"wfi"	/* idle=wfi (or hlt) on the boot line */
+
+/* which counter the IRQ entry samples and the timer compares (main.c, vectors.S) */
+extern u8 irq_use_phys;
+
+/* arch_counter_read_tick - the counter the selected EL1 timer compares against */
+static inline u64 arch_counter_read_tick(void)
+{
+	isb();	/* no speculative read ahead of earlier instructions */
+	if (irq_use_phys)
+		return read_sysreg(cntpct_el0);
+	return read_sysreg(cntvct_el0);
+}
+
+/* arch_irq_disable - mask IRQs (PSTATE.I) */
+static inline void arch_irq_disable(void)
+{
+	irq_disable();
+}
+
+/* arch_irq_enable - unmask IRQs */
+static inline void arch_irq_enable(void)
+{
+	irq_enable();
+}
+
+/* arch_idle_wait - with IRQs masked: wfi (wakes on a pending IRQ), unmask */
+static inline void arch_idle_wait(void)
+{
+	wfi();
+	irq_enable();
+}
+
+/* arch_cpu_relax - spin-loop hint (yield) */
+static inline void arch_cpu_relax(void)
+{
+	cpu_relax();
+}
+
+#endif /* IRQLAB_ARM64_ARCH_H */
