@@ -10,7 +10,6 @@ is journalled (irqlab.knobs.journal) so a crashed irqlab's loads are killed at t
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
@@ -22,8 +21,8 @@ from typing import Any
 
 from irqlab.knobs.journal import journal, proc_starttime
 from irqlab.knobs.values import format_cpus, parse_cpus, parse_duration
+from irqlab.runner.process import die_with_parent
 
-_PR_SET_PDEATHSIG = 1
 _SETTLE_S = 0.15          # a load that dies this fast had bad arguments or a missing piece
 _STOP_WAIT_S = 3.0
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -174,7 +173,7 @@ class Load:
             def child() -> None:
                 os.sched_setaffinity(0, cpus)
                 # The leader dies with irqlab; the journal covers the rest of the group.
-                ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+                die_with_parent()
 
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=self._stderr,

@@ -16,8 +16,6 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -26,7 +24,7 @@ from irqlab.runner.accel import AccelPlan
 from irqlab.runner.machines import machine_for
 from irqlab.runner.native import (NATIVE_INIT, NATIVE_PROBE, no_layout,
                                   probe_args)
-from irqlab.runner.qemu import _die_with_parent, _Tail
+from irqlab.runner.process import ProcessTarget
 
 KERNEL_ENV = "IRQLAB_LINUX_KERNEL"
 GUEST_CAPACITY = 16384            # records per ring: 16 s at 1 ms, ample for 20 ms polls
@@ -82,7 +80,7 @@ def _pow2_at_least(n: int) -> int:
 
 
 @dataclass
-class LinuxGuest:
+class LinuxGuest(ProcessTarget):
     """QEMU running Debian's kernel + irqlab's initramfs; rings in an ivshmem memfd."""
 
     period_ns: int
@@ -100,12 +98,6 @@ class LinuxGuest:
     # Bytes the ring directory + rings take, (rings, capacity) -> bytes: the ring
     # format belongs to the samples layer, which the runner does not import.
     layout_bytes: Callable[[int, int], int] = no_layout
-    argv: list[str] = field(default_factory=list)
-    proc: subprocess.Popen | None = None
-    mem_fd: int = -1
-    _tmp: tempfile.TemporaryDirectory | None = None
-    _stdout: _Tail | None = None
-    _stderr: _Tail | None = None
 
     @property
     def machine(self):
@@ -145,59 +137,18 @@ class LinuxGuest:
         if shutil.which(self.machine.qemu) is None:
             raise FileNotFoundError(f"{self.machine.qemu} not found: "
                                     f"{self.machine.install_hint}")
-        self._tmp = tempfile.TemporaryDirectory(prefix="irqlab-linux-")
-        initrd = build_initramfs(Path(self._tmp.name) / "initramfs.cpio")
+        initrd = build_initramfs(self._workdir("irqlab-linux-") / "initramfs.cpio")
         # ivshmem BARs are a power of two in size.
         shm_bytes = _pow2_at_least(self.layout_bytes(len(self.guest_cpus()), self.capacity))
-        self.mem_fd = os.memfd_create("irqlab-ivshmem", 0)
-        os.ftruncate(self.mem_fd, shm_bytes)
-        self.argv = self.build_argv(kernel, initrd, shm_bytes)
-        self.proc = subprocess.Popen(
-            self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, pass_fds=(self.mem_fd,), start_new_session=True,
-            preexec_fn=_die_with_parent)
-        self._stdout = _Tail(self.proc.stdout)
-        self._stderr = _Tail(self.proc.stderr)
-
-    @property
-    def mem_path(self) -> str:
-        return f"/proc/self/fd/{self.mem_fd}"
+        self._create_memfd("irqlab-ivshmem", shm_bytes)
+        self._spawn(self.build_argv(kernel, initrd, shm_bytes))
 
     @property
     def mem_paths(self) -> list[str]:
         return [self.mem_path]
-
-    def exit_code(self) -> int | None:
-        return self.proc.poll() if self.proc else None
 
     def exited_done(self, code: int) -> bool:
         return code in self.machine.done_exit_codes
 
     def exited_error(self, code: int) -> bool:
         return code in self.machine.error_exit_codes
-
-    def stop(self, timeout_s: float = 5.0) -> int | None:
-        """Terminate QEMU (only the process we started); free memory and the initramfs."""
-        code = None
-        if self.proc:
-            if self.proc.poll() is None:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(timeout_s)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
-            code = self.proc.returncode
-        if self.mem_fd >= 0:
-            os.close(self.mem_fd)
-            self.mem_fd = -1
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
-        return code
-
-    def serial(self) -> str:
-        return self._stdout.text() if self._stdout else ""
-
-    def stderr(self) -> str:
-        return self._stderr.text() if self._stderr else ""

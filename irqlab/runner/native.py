@@ -1,22 +1,20 @@
 """The native probe on this host: a process writing one ring per CPU into a memfd.
 
-Same interface as QemuGuest (start, exit_code, exited_done, exited_error, stop, serial,
-stderr, argv, mem_path), so the run flow in irqlab.measure treats it like any target.
 irqlab creates the shared memory (a memfd sized for every ring), hands the probe its fd,
-and reads the rings through /proc/self/fd/N: nothing on disk, nothing left behind.
+and reads the rings through /proc/self/fd/N: nothing on disk, nothing left behind. A
+ProcessTarget (irqlab.runner.process) like QemuGuest, so the run flow in irqlab.measure
+treats it like any target.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from irqlab.runner.machines import REPO_ROOT
-from irqlab.runner.qemu import _die_with_parent, _Tail
+from irqlab.runner.process import ProcessTarget
 
 NATIVE_BUILD = REPO_ROOT / "probes" / "native" / "build"
 NATIVE_PROBE = NATIVE_BUILD / "irqlab-native"
@@ -70,7 +68,7 @@ def no_layout(rings: int, capacity: int) -> int:
 
 
 @dataclass
-class NativeProbe:
+class NativeProbe(ProcessTarget):
     """A running irqlab-native process and its shared ring memory."""
 
     period_ns: int
@@ -84,11 +82,6 @@ class NativeProbe:
     # Bytes the ring directory + rings take, (rings, capacity) -> bytes: the ring
     # format belongs to the samples layer, which the runner does not import.
     layout_bytes: Callable[[int, int], int] = no_layout
-    argv: list[str] = field(default_factory=list)
-    proc: subprocess.Popen | None = None
-    mem_fd: int = -1
-    _stdout: _Tail | None = None
-    _stderr: _Tail | None = None
 
     @property
     def probe_path(self) -> Path:
@@ -105,54 +98,17 @@ class NativeProbe:
                 f"(or the README's set-up command)")
         cpus = self.selected_cpus()
         per_cpu = -(-self.samples // len(cpus)) if self.samples else 0
-        self.mem_fd = os.memfd_create("irqlab-native-rings", 0)
-        os.ftruncate(self.mem_fd, self.layout_bytes(len(cpus), self.capacity))
-        self.argv = ([str(self.probe_path), "--shm-fd", str(self.mem_fd)]
-                     + probe_args(self.period_ns, cpus, self.priority, self.rt_fallback,
-                                  per_cpu, self.capacity))
-        self.proc = subprocess.Popen(
-            self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, pass_fds=(self.mem_fd,), start_new_session=True,
-            preexec_fn=_die_with_parent)
-        self._stdout = _Tail(self.proc.stdout)
-        self._stderr = _Tail(self.proc.stderr)
-
-    @property
-    def mem_path(self) -> str:
-        return f"/proc/self/fd/{self.mem_fd}"
+        self._create_memfd("irqlab-native-rings", self.layout_bytes(len(cpus), self.capacity))
+        self._spawn([str(self.probe_path), "--shm-fd", str(self.mem_fd)]
+                    + probe_args(self.period_ns, cpus, self.priority, self.rt_fallback,
+                                 per_cpu, self.capacity))
 
     @property
     def mem_paths(self) -> list[str]:
         return [self.mem_path]
-
-    def exit_code(self) -> int | None:
-        return self.proc.poll() if self.proc else None
 
     def exited_done(self, code: int) -> bool:
         return code == EXIT_DONE
 
     def exited_error(self, code: int) -> bool:
         return code in (EXIT_RUNTIME, EXIT_USAGE, EXIT_NO_RT)
-
-    def stop(self, timeout_s: float = 5.0) -> int | None:
-        """SIGTERM (the probe stops cleanly within a period), then SIGKILL if it must."""
-        code = None
-        if self.proc:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout_s)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
-            code = self.proc.returncode
-        if self.mem_fd >= 0:
-            os.close(self.mem_fd)
-            self.mem_fd = -1
-        return code
-
-    def serial(self) -> str:
-        return self._stdout.text() if self._stdout else ""
-
-    def stderr(self) -> str:
-        return self._stderr.text() if self._stderr else ""

@@ -22,8 +22,8 @@ Xen lets dom0 reach QEMU's isa-debug-exit port, so the probe ends the run itself
 exits 33 as without Xen). TCG only: Xen needs VT-x/AMD-V in its VM (nested
 virtualisation), which this machine's KVM does not offer.
 
-Same interface as QemuGuest (start, exit_code, exited_done, exited_error, stop, serial,
-serial_read, stderr, argv, config), so irqlab.measure runs it like any target.
+A ProcessTarget (irqlab.runner.process) like QemuGuest, with its ``config``, so
+irqlab.measure runs it like any target.
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +40,8 @@ from typing import Any, Callable
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.fdt import Domain, FdtError, Module, xen_tree
 from irqlab.runner.machines import DEBUG_EXIT_PORT
-from irqlab.runner.qemu import GuestConfig, _die_with_parent, _Tail
+from irqlab.runner.process import ProcessTarget
+from irqlab.runner.qemu import GuestConfig
 
 XEN_SCHEDS = ("credit", "credit2", "rtds", "null")
 XEN_DOMAINS = ("dom0", "domU")
@@ -290,22 +289,17 @@ class _DomainStream:
 
 
 @dataclass
-class XenGuest:
+class XenGuest(ProcessTarget):
     """QEMU running Xen with the probe (dom0 or a dom0less domU) and a neighbour."""
 
     config: GuestConfig
     plan: AccelPlan
     xen: XenOptions
     name: str = "irqlab"
-    argv: list[str] = field(default_factory=list)
-    proc: subprocess.Popen | None = None
     binary: XenBinary | None = None
     cmdline: str = ""
     tree_dts: str = ""
     fatal: str | None = None
-    _tmp: tempfile.TemporaryDirectory | None = None
-    _stdout: _Tail | None = None
-    _stderr: _Tail | None = None
     _stream: _DomainStream | None = None
 
     @property
@@ -410,36 +404,27 @@ class XenGuest:
         if shutil.which(self.config.machine.qemu) is None:
             raise FileNotFoundError(f"{self.config.machine.qemu} not found: "
                                     f"{self.config.machine.install_hint}")
-        self._tmp = tempfile.TemporaryDirectory(prefix="irqlab-xen-")
-        self.argv = self.build(Path(self._tmp.name))
-        self.proc = subprocess.Popen(
-            self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_die_with_parent)
-        self._stdout = _Tail(self.proc.stdout)
-        self._stderr = _Tail(self.proc.stderr)
-        self._stream = _DomainStream(self._stdout.read_from, self.measured_domid,
+        self._spawn(self.build(self._workdir("irqlab-xen-")))
+        self._stream = _DomainStream(self._child.stdout.read_from, self.measured_domid,
                                      self.neighbour_domid)
 
-    # -- the QemuGuest interface ---------------------------------------------------------
+    # -- the ProcessTarget interface, where Xen differs ----------------------------------
 
     @property
     def mem_path(self) -> str:
         raise OSError("a Xen guest's RAM is not mapped by the host: use the console sink")
 
     def exit_code(self) -> int | None:
-        if self.proc is None:
-            return None
-        code = self.proc.poll()
-        if code is None and self.fatal is None:
+        code = super().exit_code()
+        if code is None and self._child is not None and self.fatal is None:
             self.fatal = self._fatal_line()
             if self.fatal is not None:
                 # Xen panicked or refused the request: stop now, not at the watchdog.
-                self.stop()
-                code = self.proc.returncode
+                code = self.stop()
         return code
 
     def _fatal_line(self) -> str | None:
-        text = self._stdout.data if self._stdout else b""
+        text = self._child.stdout.data if self._child else b""
         for pat in _FATAL:
             m = pat.search(text)
             if m:
@@ -459,26 +444,6 @@ class XenGuest:
             return True
         return self.fatal is not None
 
-    def stop(self, timeout_s: float = 5.0) -> int | None:
-        """Terminate QEMU (only the process we started); remove the tree."""
-        code = None
-        if self.proc:
-            if self.proc.poll() is None:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(timeout_s)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
-            code = self.proc.returncode
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
-        return code
-
-    def serial(self) -> str:
-        return self._stdout.text() if self._stdout else ""
-
     def serial_read(self, pos: int) -> tuple[bytes, int, int]:
         """The measured domain's console lines after ``pos`` (see _DomainStream)."""
         if self._stream is None:
@@ -488,7 +453,7 @@ class XenGuest:
     def stderr(self) -> str:
         """QEMU's stderr, then Xen's last console lines: every error irqlab prints about
         this target then shows what Xen said last."""
-        qemu = self._stderr.text() if self._stderr else ""
+        qemu = super().stderr()
         return (qemu.strip() + "\n" if qemu.strip() else "") + self.console_summary()
 
     # -- diagnostics and metadata --------------------------------------------------------

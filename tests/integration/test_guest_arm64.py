@@ -5,24 +5,23 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 
 import numpy as np
 import pytest
 
-from irqlab.runner.accel import AccelPlan
 from irqlab.runner.machines import MACHINES
 from irqlab.runner.qemu import GuestConfig, QemuGuest
-from irqlab.samples.console import ConsoleReader
 from irqlab.samples.record import FLAG_INJECTED
 from irqlab.samples.ring import RingReader
 from irqlab.store import Store
 from tests.conftest import run_cli
+from tests.integration._helpers import (check_damaged_log_loses_exactly_its_frames,
+                                        latency_ticks, read_both_sinks, run_to_end,
+                                        stored_samples)
 
 pytestmark = pytest.mark.integration
 
 ARM64 = MACHINES["arm64"]
-ICOUNT = AccelPlan("tcg", "tcg+icount", True)
 TICK_HZ = 62_500_000            # QEMU virt's CNTFRQ
 PERIOD_TICK = 62_500            # 1 ms
 
@@ -36,25 +35,9 @@ def arm64_probe():
     return ARM64.probe
 
 
-def _raw(db, run_id: int) -> dict[str, np.ndarray]:
-    with Store(db, read_only=True) as st:
-        batches = list(st.iter_samples(run_id))
-    return {name: np.concatenate([b.column(name).to_numpy() for b in batches])
-            for name in ("seq", "deadline_tick", "entry_tick", "flags")}
-
-
-def _lat(raw: dict) -> np.ndarray:
-    return raw["entry_tick"].astype(np.int64) - raw["deadline_tick"].astype(np.int64)
-
-
-def _run_to_end(cfg: GuestConfig, timeout_s: float = 30.0) -> QemuGuest:
-    guest = QemuGuest(cfg, ICOUNT, icount=True, name="irqlab-test-arm64")
-    guest.start()
-    end = time.monotonic() + timeout_s
-    while guest.exit_code() is None and time.monotonic() < end:
-        time.sleep(0.02)
-    assert guest.exit_code() == 0, guest.stderr()   # PSCI SYSTEM_OFF, done or error
-    return guest
+def _run_to_end(cfg: GuestConfig) -> QemuGuest:
+    # QEMU exits 0 on PSCI SYSTEM_OFF, whether the probe finished or failed.
+    return run_to_end(cfg, 0, "irqlab-test-arm64")
 
 
 @pytest.mark.parametrize("gic", [3, 2])
@@ -68,10 +51,10 @@ def test_icount_wfi_counts_and_exact_injected_delays(db, arm64_probe, gic):
         "ok", "arm64", "tcg+icount", TICK_HZ)
     assert s["samples"] == 1500 and s["lost"] == 0 and s["overruns"] == 0
     assert [w["index"] for w in res.windows] == [0, 1, 2]
-    raw = _raw(db, s["run_id"])
+    raw = stored_samples(db, s["run_id"])
     assert np.array_equal(raw["seq"], np.arange(1500))
     assert np.all(np.diff(raw["deadline_tick"].astype(np.int64)) == PERIOD_TICK)
-    lat = _lat(raw)
+    lat = latency_ticks(raw)
     injected = (raw["flags"] & FLAG_INJECTED) != 0
     assert s["injected"] == injected.sum() == 1500 // 50
     assert np.array_equal(np.flatnonzero(injected) + 1, np.arange(50, 1501, 50))
@@ -100,9 +83,9 @@ def test_icount_poll_physical_timer_gicv2(db, arm64_probe):
     assert res.code == 0, res.stderr
     s = res.summary
     assert s["status"] == "ok" and s["samples"] == 200 and s["lost"] == 0
-    raw = _raw(db, s["run_id"])
+    raw = stored_samples(db, s["run_id"])
     assert np.array_equal(raw["seq"], np.arange(200))
-    assert np.all(_lat(raw) <= 1)        # polling: taken at once (<= one 16 ns tick)
+    assert np.all(latency_ticks(raw) <= 1)        # polling: taken at once (<= one 16 ns tick)
     with Store(db, read_only=True) as st:
         probe = st.resolve(str(s["run_id"])).metadata["probe"]
     assert (probe["timer_mode"], probe["idle"]) == ("arm64-physical-timer", "poll")
@@ -112,52 +95,20 @@ def test_console_sink_round_trip_equals_the_ring(arm64_probe):
     """One run, both sinks: the console frames decode to exactly the ring's records."""
     cfg = GuestConfig(period_ns=1_000_000, arch="arm64", gic=3, samples=700, sink="console",
                       inject_every=25, inject_irqoff_ns=200_000)
-    guest = _run_to_end(cfg)
-    try:
-        ring = RingReader(guest.mem_path, ARM64.ring_offset)
-        hdr = ring.header()
-        from_ring = ring.poll().records
-        console = ConsoleReader(guest.serial_read)
-        from_console = console.poll().records
-        chdr = console.header()
-        ring.close()
-    finally:
-        guest.stop()
-    assert hdr.state == chdr.state == "done" and hdr.arch == chdr.arch == "arm64"
+    both = read_both_sinks(_run_to_end(cfg), ARM64.ring_offset)
+    both.assert_same_complete_run(700)
+    hdr, chdr = both.ring_header, both.console_header
+    assert hdr.arch == chdr.arch == "arm64"
     assert (chdr.tick_hz, chdr.period_tick, chdr.inject_every, chdr.build_id) == (
         hdr.tick_hz, hdr.period_tick, hdr.inject_every, hdr.build_id)
-    assert len(from_ring) == 700 and console.lost == ring.lost == 0
-    assert console.bad_frames == 0 and console.missing_frames == 0
-    assert np.array_equal(from_console, from_ring)
-    assert int(np.count_nonzero(from_console["flags"] & FLAG_INJECTED)) == 700 // 25
+    assert int(np.count_nonzero(both.console_records["flags"] & FLAG_INJECTED)) == 700 // 25
 
 
-def test_console_sink_loss_accounting_on_a_damaged_log(arm64_probe, tmp_path):
+def test_console_sink_loss_accounting_on_a_damaged_log(arm64_probe):
     """Drop one frame and corrupt another in a real log: exactly their samples are lost."""
-    guest = _run_to_end(GuestConfig(period_ns=1_000_000, arch="arm64", samples=300,
-                                    sink="console"))
-    try:
-        log, _, _ = guest.serial_read(0)
-    finally:
-        guest.stop()
-    lines = log.split(b"\n")
-    frames = [i for i, ln in enumerate(lines) if b"~IQS," in ln]
-    victims = frames[2], frames[5]
-
-    def n_items(line: bytes) -> int:
-        return line.split(b"*")[0].split(b",")[4].count(b";") + 1
-    expected_lost = sum(n_items(lines[i]) for i in victims)
-    corrupt = bytearray(lines[victims[1]])
-    corrupt[20] = ord("#")
-    lines[victims[1]] = bytes(corrupt)
-    del lines[victims[0]]
-    reader = ConsoleReader()
-    reader.feed(b"\n".join(lines))
-    batch = reader.poll()
-    assert reader.state() == "done"
-    assert reader.bad_frames == 1 and reader.missing_frames >= 1
-    assert reader.lost == batch.lost == expected_lost
-    assert len(batch) + reader.lost == 300
+    check_damaged_log_loses_exactly_its_frames(
+        _run_to_end(GuestConfig(period_ns=1_000_000, arch="arm64", samples=300,
+                                sink="console")), 300)
 
 
 def test_cli_console_sink_run(db, arm64_probe):

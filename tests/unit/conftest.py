@@ -1,4 +1,5 @@
-"""Real event formats of the running kernel (read from tracefs at test time)."""
+"""Real event formats of the running kernel (read from tracefs at test time), shared by
+the trace and explain tests: one tracefs handle for the whole session."""
 
 from __future__ import annotations
 
