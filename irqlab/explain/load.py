@@ -77,11 +77,10 @@ def tables_from_events(ev: Events, formats: dict[str, EventFormat]) -> dict[str,
         if keep is None and not name.endswith(("_entry", "_exit")):
             continue
         idx = by_type.get(fmt.id, np.empty(0, np.int64))
-        cols = {"ts": ev.ts[idx], "cpu": ev.cpu[idx],
-                "common_pid": ev.column(fmt, "common_pid", idx)}
-        for fname in keep or ():
-            if fname in fmt.fields:
-                cols[fname] = ev.column(fmt, fname, idx)
+        cols = {"ts": ev.ts[idx], "cpu": ev.cpu[idx]}
+        # Payload offsets of the type gathered once for all its fields.
+        cols.update(ev.columns(fmt, ["common_pid"] + [f for f in keep or () if f in fmt.fields],
+                               idx))
         out[name] = Table(name, cols)
     return out
 

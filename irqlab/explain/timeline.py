@@ -176,31 +176,55 @@ def _infer(trace: Trace, c_s: np.ndarray, t_s: np.ndarray, p_s: np.ndarray,
     # bound it. A gap where a third task shows up, or A again after B, is "complex".
     last_a, first_b, other = g_t0.copy(), g_t1.copy(), np.zeros(ng, bool)
     ev_gap, ev_ts, ev_pid = [], [], []
-    for cpu in np.unique(g_cpu).tolist():
+    cpus = np.unique(g_cpu).tolist()
+    # Per CPU: its switch times (sorted), and for each switch the gap that follows it
+    # (-1: the chain holds there).
+    sw_of: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for cpu in cpus:
+        lo_sw, hi_sw = np.searchsorted(c_s, [cpu, cpu + 1])
+        gap_after = np.full(hi_sw - lo_sw, -1, np.int64)
         gi = np.flatnonzero(g_cpu == cpu)
-        t0, t1 = g_t0[gi], g_t1[gi]
-        for tb in trace.tables.values():
-            if not len(tb) or "common_pid" not in tb.cols or tb.name == "sched_switch":
+        gap_after[broken[gi] - lo_sw] = gi
+        sw_of[cpu] = (t_s[lo_sw:hi_sw], gap_after)
+    for tb in trace.tables.values():
+        if not len(tb) or "common_pid" not in tb.cols or tb.name == "sched_switch":
+            continue
+        tcpu = tb["cpu"]
+        for cpu in cpus:
+            sel = np.flatnonzero(tcpu == cpu) if len(cpus) > 1 or np.any(tcpu != cpu) \
+                else None
+            t = (tb["ts"][sel] if sel is not None else tb["ts"]).astype(np.int64)
+            if not len(t):
                 continue
-            sel = np.flatnonzero(tb["cpu"] == cpu)
-            if not len(sel):
+            # The gap of each event: the last switch of its CPU strictly before it, if a
+            # gap follows that switch and the event is strictly before the next switch
+            # (switches of one CPU are time ordered, so no switch lies inside a gap).
+            sw_t, gap_after = sw_of[cpu]
+            j = np.searchsorted(sw_t, t, "left") - 1
+            g = gap_after[np.maximum(j, 0)]
+            inside = np.flatnonzero((j >= 0) & (g >= 0))
+            if not len(inside):
                 continue
-            t = tb["ts"][sel]
-            # The events inside each gap are a range of this time-ordered column: only
-            # those few are looked at (most events fall between recorded switches).
-            a = np.searchsorted(t, t0.astype(t.dtype), "right")
-            b = np.searchsorted(t, t1.astype(t.dtype), "left")
-            cnt = np.maximum(b - a, 0)
-            if not cnt.sum():
+            g = g[inside]
+            inside = inside[t[inside] < g_t1[g]]
+            if not len(inside):
                 continue
-            g = np.repeat(gi, cnt)
-            pos = np.repeat(a - np.concatenate(([0], np.cumsum(cnt)[:-1])), cnt) + \
-                np.arange(int(cnt.sum()))
-            t = t[pos].astype(np.int64)
-            pid = tb["common_pid"][sel[pos]].astype(np.int64)
+            g = gap_after[j[inside]]
+            t = t[inside]
+            pid = tb["common_pid"][sel[inside] if sel is not None else inside].astype(np.int64)
             is_a, is_b = pid == g_a[g], pid == g_b[g]
-            np.maximum.at(last_a, g[is_a], t[is_a])
-            np.minimum.at(first_b, g[is_b], t[is_b])
+            # Within a table, events (and so their gaps) are in time order: A's last event
+            # of a gap is its last one in the array, B's first the first one.
+            ga, ta = g[is_a], t[is_a]
+            if len(ga):
+                end = np.flatnonzero(np.r_[ga[1:] != ga[:-1], True])
+                ge = ga[end]
+                last_a[ge] = np.maximum(last_a[ge], ta[end])
+            gb, tb_ = g[is_b], t[is_b]
+            if len(gb):
+                beg = np.flatnonzero(np.r_[True, gb[1:] != gb[:-1]])
+                ge = gb[beg]
+                first_b[ge] = np.minimum(first_b[ge], tb_[beg])
             other[g[~(is_a | is_b)]] = True
             ev_gap.append(g), ev_ts.append(t), ev_pid.append(pid)
     simple = ~other & (last_a <= first_b)
@@ -236,23 +260,26 @@ def _last_wakeup_before(trace: Trace, pids: np.ndarray, before: np.ndarray,
     parts_ts, parts_pid = [], []
     if not len(pids):
         return out
-    # Membership by table lookup (pids are small integers): one gather, no sort.
-    lut = np.zeros(int(pids.max()) + 2, bool)
-    lut[pids] = True
+    # Membership and rank by table lookup (pids are small integers): one gather, no sort.
+    uniq = np.unique(pids)
+    lut = np.full(int(pids.max()) + 2, -1, np.int64)
+    lut[uniq] = np.arange(len(uniq))
+    parts_rank = []
     for name in ("sched_waking", "sched_wakeup"):
         tb = trace.t(name)
         if len(tb) and "pid" in tb.cols:
-            wp = tb["pid"].astype(np.int64)
-            keep = lut[np.clip(wp, 0, len(lut) - 1)] & (wp >= 0) & (wp < len(lut) - 1)
+            wp = tb["pid"]
+            rank = lut[np.clip(wp, 0, len(lut) - 1)]
+            keep = np.flatnonzero((rank >= 0) & (wp >= 0) & (wp < len(lut) - 1))
             parts_ts.append(tb["ts"][keep].astype(np.int64))
-            parts_pid.append(wp[keep])
+            parts_pid.append(wp[keep].astype(np.int64))
+            parts_rank.append(rank[keep])
     if not parts_ts:
         return out
     wts, wpid = np.concatenate(parts_ts), np.concatenate(parts_pid)
     if not len(wts):
         return out
     # One sorted key (pid rank, time) answers every query with one searchsorted.
-    uniq = np.unique(pids)
     t_min = min(int(wts.min()), int(before.min()))
     span = max(int(wts.max()), int(before.max())) - t_min + 1
     if span * (len(uniq) + 1) >= 1 << 62:                 # would overflow: per pid
@@ -263,7 +290,7 @@ def _last_wakeup_before(trace: Trace, pids: np.ndarray, before: np.ndarray,
             has = k >= 0
             out[q[has]] = np.maximum(floor[q[has]], t[k[has]])
         return out
-    key = np.searchsorted(uniq, wpid) * span + (wts - t_min)
+    key = np.concatenate(parts_rank) * span + (wts - t_min)
     key.sort()
     q_rank = np.searchsorted(uniq, pids)
     k = np.searchsorted(key, q_rank * span + (before - t_min), "left") - 1
@@ -342,14 +369,15 @@ def thread_timelines(trace: Trace, tids: list[int], end_ts: int,
     arg = np.concatenate(arg_l)
     tmax = np.concatenate(max_l).astype(np.int64)
     o = np.lexsort((kind, ts, tid))                            # by thread, time, out<in<wake
-    ts, kind, tid, cpu, arg, tmax = ts[o], kind[o], tid[o], cpu[o], arg[o], tmax[o]
-    n = len(ts)
-    new_tid = np.r_[True, tid[1:] != tid[:-1]]
-    # State after a switch-out, from prev_state.
+    # State after a switch-out, from prev_state (element-wise: before the reordering, so
+    # only the columns the selection below needs are permuted twice).
     out_state = np.where((arg & 0xFF) == 0, _RUNNABLE,
                          np.where(arg & _STOP_BITS, _STOPPED, _SLEEPING))
     out_state = np.where(arg == PREV_STATE_UNKNOWN, _UNKNOWN, out_state)
     state = np.where(kind == 0, out_state, np.where(kind == 1, _RUNNING, _RUNNABLE))
+    kind, tid, state = kind[o], tid[o], state[o]
+    n = len(kind)
+    new_tid = np.r_[True, tid[1:] != tid[:-1]]
     # Which wakings take effect: the first one after a sleeping/stopped/unknown switch-out,
     # or the first one of the thread before any switch.
     idx = np.arange(n)
@@ -360,8 +388,9 @@ def thread_timelines(trace: Trace, tids: list[int], end_ts: int,
     first_after = np.where(sw_before, idx == last_sw + 1, idx == last_sw)
     eff = (kind != 2) | (first_after & np.isin(epoch_state, (_SLEEPING, _STOPPED, _UNKNOWN)))
     e = np.flatnonzero(eff)
-    ts, kind, tid, cpu, arg, tmax, state = (ts[e], kind[e], tid[e], cpu[e], arg[e], tmax[e],
-                                            state[e])
+    oe = o[e]
+    ts, cpu, arg, tmax = ts[oe], cpu[oe], arg[oe], tmax[oe]
+    kind, tid, state = kind[e], tid[e], state[e]
     m = len(e)
     last_of_tid = np.r_[tid[1:] != tid[:-1], True]
     nx = np.minimum(np.arange(m) + 1, m - 1)
@@ -407,6 +436,10 @@ def _pair(ts_in, cpu_in, names: np.ndarray, codes: np.ndarray, ts_out,
     """Entry/exit pairs per CPU: an entry directly followed by an exit on that CPU.
     Entry ``i`` is labelled ``names[codes[i]]`` (small integer codes: object arrays of
     millions of labels are slow to shuffle)."""
+    ts_in, ts_out = np.asarray(ts_in).astype(np.int64), np.asarray(ts_out).astype(np.int64)
+    if _sorted(ts_in) and _sorted(ts_out):
+        return _pair_sorted(ts_in, np.asarray(cpu_in), names, codes, ts_out,
+                            np.asarray(cpu_out))
     ts = np.concatenate([ts_in, ts_out]).astype(np.int64)
     cpu = np.concatenate([cpu_in, cpu_out]).astype(np.int64)
     kind = np.concatenate([np.ones(len(ts_in), np.int8), np.zeros(len(ts_out), np.int8)])
@@ -421,6 +454,65 @@ def _pair(ts_in, cpu_in, names: np.ndarray, codes: np.ndarray, ts_out,
     return out
 
 
+def _sorted(a: np.ndarray) -> bool:
+    return len(a) < 2 or bool(np.all(a[1:] >= a[:-1]))
+
+
+def _small_ints(a: np.ndarray) -> list[int]:
+    """Distinct values of an array of CPU numbers, sorted."""
+    a = np.asarray(a)
+    if not len(a):
+        return []
+    if a.min() >= 0 and a.max() < 1 << 16:
+        return np.flatnonzero(np.bincount(a.astype(np.int64))).tolist()
+    return np.unique(a).tolist()
+
+
+def _pair_sorted(ts_in, cpu_in, names, codes, ts_out, cpu_out) -> dict[int, tuple]:
+    """:func:`_pair` for time-ordered entries and exits, CPU by CPU without a sort: in the
+    merged order (entries first on equal stamps, as the stable sort there) entry ``i`` is
+    followed by exit ``s_i`` (the exits strictly before it) unless entry ``i+1`` comes
+    first, i.e. has the same ``s``."""
+    out = {}
+    one_in = len(cpu_in) and cpu_in.min() == cpu_in.max()
+    one_out = len(cpu_out) and cpu_out.min() == cpu_out.max()
+    for c in _small_ints(cpu_in):
+        ei = None if one_in else np.flatnonzero(cpu_in == c)
+        xi = None if (one_out and cpu_out[0] == c) else np.flatnonzero(cpu_out == c)
+        te = ts_in if ei is None else ts_in[ei]
+        tx = ts_out if xi is None else ts_out[xi]
+        if not len(tx):
+            continue
+        si = np.searchsorted(tx, te, "left")
+        ok = np.flatnonzero((si < len(tx)) & np.r_[si[1:] != si[:-1], True])
+        if not len(ok):
+            continue
+        lab = codes[ok] if ei is None else codes[ei[ok]]
+        out[c] = (te[ok], tx[si[ok]], names[lab])
+    return out
+
+
+def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of one element of each distinct value, code of each element): rows hashed
+    to 64 bits and checked element by element (np.unique on the values when they differ
+    from their representative, i.e. a hash collision)."""
+    values = np.ascontiguousarray(values)
+    n = len(values)
+    size = values.dtype.itemsize
+    if n and size % 8 == 0 and values.dtype.kind in "SU":
+        rows = values.view(np.uint8).reshape(n, size).view("<u8")
+        h = rows[:, 0].copy()
+        for k in range(1, rows.shape[1]):
+            h *= np.uint64(0x9E3779B97F4A7C15)
+            h ^= rows[:, k]
+        _, rep, inv = np.unique(h, return_index=True, return_inverse=True)
+        inv = inv.ravel()
+        if np.array_equal(values[rep][inv], values):
+            return rep, inv
+    _, rep, inv = np.unique(values, return_index=True, return_inverse=True)
+    return rep, inv.ravel()
+
+
 def _labels(prefix: str, values: np.ndarray,
             names: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(distinct labels ``f"{prefix}{value} {name}"``, code of each event): formatted once
@@ -430,7 +522,11 @@ def _labels(prefix: str, values: np.ndarray,
         uniq, inv = np.unique(values, return_inverse=True)
         return (np.array([f"{prefix}{v}" for v in uniq.tolist()], dtype=object),
                 inv.ravel().astype(np.int64))
-    nuniq, ninv = np.unique(np.asarray(names), return_inverse=True)
+    names = np.asarray(names)
+    if names.dtype.kind == "U" and names.dtype.itemsize % 8:
+        names = names.astype(f"U{-(-names.dtype.itemsize // 8) * 2}")
+    nrep, ninv = _factorize(names)
+    nuniq = names[nrep]
     key = values * len(nuniq) + ninv.ravel()
     kuniq, kinv = np.unique(key, return_inverse=True)
     text = np.array([f"{prefix}{k // len(nuniq)} {nuniq[k % len(nuniq)]}"
@@ -461,7 +557,14 @@ def irq_intervals(trace: Trace) -> tuple[dict[int, Intervals], dict[int, Interva
     e, x = trace.t("softirq_entry"), trace.t("softirq_exit")
     if len(e) and len(x):
         vec = np.asarray(e["vec"]).astype(np.int64)
-        uniq, inv = np.unique(vec, return_inverse=True)
+        if len(vec) and vec.min() >= 0 and vec.max() < 1 << 16:
+            # Small integers: distinct values and codes by table lookup (= np.unique's).
+            uniq = np.flatnonzero(np.bincount(vec))
+            lut = np.zeros(int(vec.max()) + 1, np.int64)
+            lut[uniq] = np.arange(len(uniq))
+            inv = lut[vec]
+        else:
+            uniq, inv = np.unique(vec, return_inverse=True)
         text = np.array([f"softirq {SOFTIRQ_NAMES[v] if 0 <= v < len(SOFTIRQ_NAMES) else v}"
                          for v in uniq.tolist()], dtype=object)
         for c, (s, t, lab) in _pair(e["ts"], e["cpu"], text, inv.ravel().astype(np.int64),

@@ -73,11 +73,49 @@ class Events:
         as fixed-width bytes ``S<n>``; __data_loc strings as unicode ``U<n>``)."""
         return read_field(self.buf, self.off[idx], fmt.f(name))
 
+    def columns(self, fmt: EventFormat, names: list[str] | tuple[str, ...],
+                idx: np.ndarray) -> dict[str, np.ndarray]:
+        """Several fields of the events ``idx`` (as :meth:`column`), their payload offsets
+        gathered and checked for alignment once."""
+        off = self.off[idx]
+        aligned = _aligned(self.buf, off)
+        fields = [fmt.f(name) for name in names]
+        out: dict[str, np.ndarray] = {}
+        words = [f for f in fields if aligned and not f.data_loc and f.offset % 4 == 0
+                 and f.size > 0 and f.size % 4 == 0 and (f.is_string or f.size in (4, 8))]
+        if len(words) > 1 and len(off):
+            # The words of all these fields, one row per record: each record's cache
+            # lines are read once (a gather per field re-reads them from memory).
+            lo = min(f.offset for f in words) // 4
+            width = max(f.offset + f.size for f in words) // 4 - lo
+            wbuf = self.buf.view("<u4")
+            first = (off >> 2) + lo
+            if int(first.max()) <= len(wbuf) - width and int(first.min()) >= 0:
+                rows = np.lib.stride_tricks.sliding_window_view(wbuf, width)[first]
+                for f in words:
+                    out[f.name] = _from_words(rows[:, f.offset // 4 - lo:
+                                                   (f.offset + f.size) // 4 - lo], f)
+        for f in fields:
+            if f.name not in out:
+                out[f.name] = read_field(self.buf, off, f, aligned)
+        return {name: out[name] for name in names}
 
-def read_field(buf: np.ndarray, off: np.ndarray, f: Field) -> np.ndarray:
+
+def _aligned(buf: np.ndarray, off: np.ndarray) -> bool:
+    """Every payload offset (and the buffer) 4-byte aligned: fields can be read as words."""
+    return len(buf) % 4 == 0 and not (len(off) and np.bitwise_or.reduce(off & 3))
+
+
+def read_field(buf: np.ndarray, off: np.ndarray, f: Field,
+               aligned: bool | None = None) -> np.ndarray:
+    if aligned is None:
+        aligned = _aligned(buf, off)
     if f.data_loc:
         # __data_loc: u32 (length << 16 | offset in the record); the string runs to its NUL.
-        loc = _gather(buf, off + f.offset, 4).view("<u4").ravel()
+        if aligned and f.offset % 4 == 0:
+            loc = _word_columns(buf, off, f.offset, 1).ravel()
+        else:
+            loc = _gather(buf, off + f.offset, 4).view("<u4").ravel()
         starts, lens = off + (loc & 0xFFFF), (loc >> 16).astype(np.int64)
         return _strings(buf, starts, lens)
     if f.is_string and f.size == 0:
@@ -85,6 +123,8 @@ def read_field(buf: np.ndarray, off: np.ndarray, f: Field) -> np.ndarray:
         raw = _gather(buf, np.minimum(off + f.offset, len(buf) - 256), 256)
         return np.array([bytes(r).split(b"\0", 1)[0].rstrip(b"\n") for r in raw],
                         dtype=object)
+    if aligned and f.offset % 4 == 0 and f.size % 4 == 0 and (f.is_string or f.size in (4, 8)):
+        return _from_words(_word_columns(buf, off, f.offset, f.size // 4), f)
     raw = _gather(buf, off + f.offset, f.size)
     if f.is_string:
         return raw.view(f"S{f.size}").ravel()
@@ -94,6 +134,30 @@ def read_field(buf: np.ndarray, off: np.ndarray, f: Field) -> np.ndarray:
     return raw
 
 
+def _from_words(words: np.ndarray, f: Field) -> np.ndarray:
+    """A field from its (n, size/4) little-endian words, as :func:`read_field` gives it."""
+    if f.is_string:
+        return np.ascontiguousarray(words).view(f"S{f.size}").ravel()
+    if f.size == 4:
+        return np.ascontiguousarray(words[:, 0]).view("<i4" if f.signed else "<u4")
+    val = words[:, 0].astype(np.uint64) | (words[:, 1].astype(np.uint64) << 32)
+    return val.view("<i8") if f.signed else val
+
+
+def _word_columns(buf: np.ndarray, off: np.ndarray, at: int, nwords: int) -> np.ndarray:
+    """(n, nwords) little-endian u32 words of each record from byte ``at`` (the same bytes
+    as :func:`_gather`; offsets, ``at`` and the buffer 4-byte aligned), one 1-D take per
+    word instead of a 2-D index array."""
+    words = buf.view("<u4")
+    first = (off >> 2) + at // 4
+    if nwords == 1:
+        return words[first].reshape(-1, 1)
+    out = np.empty((len(off), nwords), np.uint32)
+    for k in range(nwords):
+        out[:, k] = words[first + k]
+    return out
+
+
 def _strings(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """buf[start:start+len] up to a NUL, as a numpy unicode array (elements are str): the
     distinct values are few (irq handler names), so gather fixed-width bytes and decode
@@ -101,6 +165,24 @@ def _strings(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarra
     if not len(starts):
         return np.empty(0, dtype="U1")
     width = int(min(max(1, lens.max()), 4096))
+    wide = -(-width // 8) * 8
+    if len(buf) % 4 == 0 and wide <= 64 and int(starts.max()) <= len(buf) - wide and \
+            not np.bitwise_or.reduce(starts & 3):
+        # Whole words (the same bytes: no start is clamped), bytes past each length
+        # zeroed, distinct rows found by a 64-bit hash and then checked row by row.
+        raw = _word_columns(buf, starts, 0, wide // 4).view(np.uint8)
+        raw[np.arange(wide) >= np.minimum(lens, width)[:, None]] = 0
+        keys = raw.view("<u8")
+        h = keys[:, 0].copy()
+        for k in range(1, keys.shape[1]):
+            h *= np.uint64(0x9E3779B97F4A7C15)
+            h ^= keys[:, k]
+        _, rep, inv = np.unique(h, return_index=True, return_inverse=True)
+        inv = inv.ravel()
+        if np.array_equal(keys[rep][inv], keys):
+            text = np.array([bytes(keys[r].view(np.uint8)[:width]).split(b"\0", 1)[0]
+                             .decode("utf-8", "replace") for r in rep.tolist()])
+            return text[inv]
     raw = _gather(buf, np.minimum(starts, len(buf) - width), width)
     raw[np.arange(width) >= lens[:, None]] = 0
     fixed = raw.view(f"S{width}").ravel()
@@ -174,58 +256,60 @@ def _parse_chunk(pages: np.ndarray, hdr: PageHeader
         miss.append((int(page_ts[p]), count))
     nwords = hdr.data_size // 4
     if hdr.data_offset % 4 == 0 and psz % 4 == 0:
-        # A view, no copy: the data words of every page (events are 4-byte aligned).
-        words = pages.view("<u4")[:, hdr.data_offset // 4:hdr.data_offset // 4 + nwords]
+        # A view, no copy: all words of the chunk; word j of page p's data is at
+        # p * stride + first + j (events are 4-byte aligned).
+        flat = pages.reshape(-1).view("<u4")
+        stride, first_word = psz // 4, hdr.data_offset // 4
     else:
-        words = np.ascontiguousarray(
-            pages[:, hdr.data_offset:hdr.data_offset + nwords * 4]).view("<u4")
+        flat = np.ascontiguousarray(
+            pages[:, hdr.data_offset:hdr.data_offset + nwords * 4]).view("<u4").reshape(-1)
+        stride, first_word = nwords, 0
     limit = (used // 4).astype(np.int32)
     # Follow every page's event chain in lock-step: step k reads the k-th record header
-    # of all pages that still have one, so the work is per record, not per word.
-    step_pages, step_words, step_hdr, step_a0 = [], [], [], []
-    cur = np.zeros(n, np.int32)
-    live = np.flatnonzero(limit > 0).astype(np.int32)
+    # of all pages that still have one, so the work is per record, not per word. Reads
+    # are 1-D takes of the flat word array (cheaper than 2-D fancy indexing).
+    step_pages, step_words = [], []
+    cur = np.zeros(n, np.int64)
+    live = np.flatnonzero(limit > 0)
+    row = live * stride + first_word                  # word 0 of each live page's data
     last = nwords - 1
     while len(live):
         c = cur[live]
-        w = words[live, c]
-        a0 = words[live, np.minimum(c + 1, last)]    # array[0] (length, extend, stamp)
+        w = flat.take(row + c)
         tl = w & 31
-        length = tl + 1                                  # 1..28: header + tl data words
-        var = (tl == 0) | ((tl == TYPE_PADDING) & (w > 31))
+        length = (tl + 1).astype(np.int64)               # 1..28: header + tl data words
         # type_len 0 and discarded events: array[0] bytes follow the header
         # (rb_event_length(): array[0] + RB_EVNT_HDR_SIZE; for data it counts itself).
-        length = np.where(var, 1 + (np.minimum(a0, 4 * nwords) + 3) // 4, length)
-        length = np.where(tl >= TYPE_TIME_EXTEND, 2, length)
-        # Padding with a zero delta is the null event: the rest of the page is empty.
-        end = (tl == TYPE_PADDING) & (w <= 31)
+        var = np.flatnonzero((tl == 0) | ((tl == TYPE_PADDING) & (w > 31)))
+        if len(var):
+            a0 = flat.take(row[var] + np.minimum(c[var] + 1, last))
+            length[var] = 1 + (np.minimum(a0, 4 * nwords) + 3) // 4
+        length[tl >= TYPE_TIME_EXTEND] = 2
         step_pages.append(live)
         step_words.append(c)
-        step_hdr.append(w)
-        step_a0.append(a0)
-        nxt = c + length.astype(np.int32)
-        nxt[end] = nwords
+        nxt = c + length
+        # Padding with a zero delta is the null event: the rest of the page is empty.
+        nxt[(tl == TYPE_PADDING) & (w <= 31)] = nwords
         cur[live] = nxt
-        live = live[nxt < limit[live]]
+        more = nxt < limit[live]
+        live, row = live[more], row[more]
     if not step_pages:
         return (np.empty(0, np.uint64), np.empty(0, np.uint16), np.empty(0, np.int64), miss)
     # Records in file order (page, then position): step k of page p goes to slot
     # first[p] + k; pages appear in every step up to their last record, in page order.
-    per_page = np.zeros(n, np.int64)
-    for live in step_pages:
-        per_page[live] += 1
+    steps = np.repeat(np.arange(len(step_pages)), [len(x) for x in step_pages])
+    all_pages = np.concatenate(step_pages)
+    per_page = np.bincount(all_pages, minlength=n).astype(np.int64)
     first = np.concatenate(([0], np.cumsum(per_page)[:-1]))
     total = int(per_page.sum())
+    at = first[all_pages] + steps
     pp = np.empty(total, np.int64)
     pw = np.empty(total, np.int64)
-    hw = np.empty(total, np.uint32)
-    a0 = np.empty(total, np.uint32)
-    for k, live in enumerate(step_pages):
-        at = first[live] + k
-        pp[at] = live
-        pw[at] = step_words[k]
-        hw[at] = step_hdr[k]
-        a0[at] = step_a0[k]
+    pp[at] = all_pages
+    pw[at] = np.concatenate(step_words)
+    word = pp * stride + first_word + pw
+    hw = flat.take(word)
+    a0 = flat.take(pp * stride + first_word + np.minimum(pw + 1, last))
     etl = (hw & 31).astype(np.int64)
     edelta = (hw >> 5).astype(np.int64)
     ea0 = a0.astype(np.int64)
@@ -233,8 +317,8 @@ def _parse_chunk(pages: np.ndarray, hdr: PageHeader
     is_data = etl <= 28
     payload = pp * psz + hdr.data_offset + 4 * (pw + 1) + np.where(etl == 0, 4, 0)
     payload = payload[is_data]
-    flat = pages.reshape(-1)
-    ety = flat[payload].astype(np.uint16) | (flat[payload + 1].astype(np.uint16) << 8)
+    flatb = pages.reshape(-1)
+    ety = flatb[payload].astype(np.uint16) | (flatb[payload + 1].astype(np.uint16) << 8)
     return ts[is_data].astype(np.uint64), ety, payload.astype(np.int64), miss
 
 
@@ -251,11 +335,20 @@ def _timestamps(page_ts: np.ndarray, first: np.ndarray, per_page: np.ndarray,
     base value plus the deltas summed since the base.
     """
     contrib = np.where(etl <= 28, edelta, 0)
-    contrib = np.where(etl == TYPE_TIME_EXTEND, (ea0 << _TS_SHIFT) + edelta, contrib)
+    ext = np.flatnonzero(etl == TYPE_TIME_EXTEND)
+    contrib[ext] = (ea0[ext] << _TS_SHIFT) + edelta[ext]
     csum = np.cumsum(contrib)
+    is_abs = etl == TYPE_TIME_STAMP
+    if not is_abs.any():
+        # Only page starts are bases: time = page stamp + the deltas summed in the page
+        # so far (the same int64 sums as the general case below, in another order).
+        starts = first[per_page > 0]
+        base = np.zeros(len(page_ts), np.int64)
+        base[per_page > 0] = page_ts[per_page > 0].astype(np.int64) - \
+            (csum[starts] - contrib[starts])
+        return base[pp] + csum
     before = csum - contrib                       # sum of the records before each one
     idx = np.arange(len(etl), dtype=np.int64)
-    is_abs = etl == TYPE_TIME_STAMP
     is_first = np.zeros(len(etl), bool)
     is_first[first[per_page > 0]] = True
     base_at = np.maximum.accumulate(np.where(is_first | is_abs, idx, 0))

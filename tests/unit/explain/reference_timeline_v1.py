@@ -1,0 +1,497 @@
+"""Frozen copy of irqlab/explain/timeline.py as of commit 3986262, before the speed-ups: the
+reference the fast paths must match element by element
+(test_fast_paths_match_reference.py). Never edit it to follow the module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from irqlab.explain.load import Table, Trace
+
+RUNNING, RUNNABLE, SLEEPING, STOPPED, UNKNOWN = (
+    "running", "runnable", "sleeping", "stopped", "unknown")
+_STATE_NAMES = (RUNNING, RUNNABLE, SLEEPING, STOPPED, UNKNOWN)
+_RUNNING, _RUNNABLE, _SLEEPING, _STOPPED, _UNKNOWN = range(5)
+_STOP_BITS = 0x4 | 0x8
+PREV_STATE_UNKNOWN = -1          # prev_state of an inferred switch (the kernel never said)
+SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED",
+                 "HRTIMER", "RCU")
+
+
+@dataclass
+class Segment:
+    start: int
+    end: int
+    state: str
+    cpu: int                       # CPU it ran on / was switched out of / will run on
+    waker: int = -1                # for sleeping: the task whose wakeup ended it
+    tid: int = -1
+
+
+@dataclass
+class ThreadTimeline:
+    """One thread's states as parallel arrays, sorted by start (segments do not overlap)."""
+
+    tid: int
+    starts: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    ends: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    states: np.ndarray = field(default_factory=lambda: np.empty(0, np.int8))
+    cpus: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    wakers: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    # Latest possible end: differs from ``ends`` where an inferred switch ended it.
+    ends_max: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def segment(self, i: int) -> Segment:
+        return Segment(int(self.starts[i]), int(self.ends[i]), _STATE_NAMES[self.states[i]],
+                       int(self.cpus[i]), int(self.wakers[i]), self.tid)
+
+    @property
+    def segments(self) -> list[Segment]:
+        return [self.segment(i) for i in range(len(self))]
+
+    def between(self, a: int, b: int) -> list[tuple[Segment, int, int]]:
+        """Segments overlapping [a, b], with their clipped bounds."""
+        if not len(self):
+            return []
+        i = max(0, int(np.searchsorted(self.starts, a, "right")) - 1)
+        out = []
+        n = len(self)
+        while i < n and self.starts[i] < b:
+            lo, hi = max(a, int(self.starts[i])), min(b, int(self.ends[i]))
+            if hi > lo:
+                out.append((self.segment(i), lo, hi))
+            i += 1
+        return out
+
+    def state_at(self, t: int) -> Segment | None:
+        i = int(np.searchsorted(self.starts, t, "right")) - 1
+        if i < 0 or t >= self.ends[i]:
+            return None
+        return self.segment(i)
+
+    def spans(self, state: str, widest: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, ends) of the segments in ``state``; ``widest`` uses the latest possible
+        ends (the starts are already the earliest possible)."""
+        sel = self.states == _STATE_NAMES.index(state)
+        return self.starts[sel], (self.ends_max if widest else self.ends)[sel]
+
+
+# -- context switches, with the unrecorded ones put back ---------------------------------
+
+def complete_switches(trace: Trace) -> Table:
+    """``sched_switch`` in time order plus inferred rows for broken chains (module doc).
+
+    Columns: ts, cpu, prev_pid, prev_state, next_pid, next_comm, ``inferred`` (bool) and
+    ``ts_max`` (latest possible time; = ts when recorded).
+    """
+    sw = trace.t("sched_switch")
+    n = len(sw)
+    if not n:
+        return Table("sched_switch", {"ts": np.empty(0, np.uint64)})
+    names = ("ts", "cpu", "prev_pid", "prev_state", "next_pid", "next_comm")
+    cols = {k: np.asarray(sw[k]) for k in names}
+    ts = cols["ts"].astype(np.int64)
+    cpu = cols["cpu"].astype(np.int64)
+    prev = cols["prev_pid"].astype(np.int64)
+    nxt = cols["next_pid"].astype(np.int64)
+    # Per CPU, in time order: the table is in time order, so a stable sort by CPU (a radix
+    # sort of small integers) keeps equal stamps in ring order.
+    order = np.argsort(cols["cpu"], kind="stable")
+    c_s, t_s, p_s, n_s = cpu[order], ts[order], prev[order], nxt[order]
+    broken = np.flatnonzero((c_s[1:] == c_s[:-1]) & (n_s[:-1] != p_s[1:]))
+    inferred = _infer(trace, c_s, t_s, p_s, n_s, broken) if len(broken) else None
+    out = dict(cols)
+    out["ts"] = ts
+    out["inferred"] = np.zeros(n, bool)
+    out["ts_max"] = ts.copy()
+    if inferred is not None:
+        i_ts, i_max, i_cpu, i_prev, i_next = inferred
+        comm = _comm_of(sw, i_next)
+        k = len(i_ts)
+        # pid 0 is a different idle task on each CPU.
+        idle = np.array([b"swapper/%d" % c for c in range(int(i_cpu.max()) + 1)],
+                        dtype=comm.dtype)[i_cpu] if k else comm
+        comm = np.where(i_next == 0, idle, comm)
+        add = {"ts": i_ts, "cpu": i_cpu, "prev_pid": i_prev,
+               # Unknown: thread_timelines() reads ``inferred`` and lets the thread's next
+               # event tell (woken: it slept; switched in: it was preempted).
+               "prev_state": np.zeros(k, np.int64), "next_pid": i_next, "next_comm": comm,
+               "inferred": np.ones(k, bool), "ts_max": i_max}
+        # Merge the two time-ordered lists (recorded first on equal stamps).
+        o = np.argsort(i_ts, kind="stable")
+        at = np.searchsorted(ts, i_ts[o], "right") + np.arange(k)
+        is_add = np.zeros(n + k, bool)
+        is_add[at] = True
+        merged = {}
+        for key, v in out.items():
+            col = np.empty(n + k, v.dtype)
+            col[~is_add] = v
+            col[at] = add[key][o].astype(v.dtype)
+            merged[key] = col
+        out = merged
+    return Table("sched_switch", out)
+
+
+def _infer(trace: Trace, c_s: np.ndarray, t_s: np.ndarray, p_s: np.ndarray,
+           n_s: np.ndarray, broken: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Inferred switches (time, latest time, cpu, prev pid, next pid) for the broken chains
+    ``broken`` (indices of the switch before each, in the (cpu, time) order given)."""
+    # Gap g: (t0, t1) on one CPU, between switch broken[g] (next = A) and the next (prev = B).
+    g_cpu, g_t0, g_t1 = c_s[broken], t_s[broken], t_s[broken + 1]
+    g_a, g_b = n_s[broken], p_s[broken + 1]
+    ng = len(broken)
+    # The common case, one missing switch A -> B: A's last event and B's first in the gap
+    # bound it. A gap where a third task shows up, or A again after B, is "complex".
+    last_a, first_b, other = g_t0.copy(), g_t1.copy(), np.zeros(ng, bool)
+    ev_gap, ev_ts, ev_pid = [], [], []
+    for cpu in np.unique(g_cpu).tolist():
+        gi = np.flatnonzero(g_cpu == cpu)
+        t0, t1 = g_t0[gi], g_t1[gi]
+        for tb in trace.tables.values():
+            if not len(tb) or "common_pid" not in tb.cols or tb.name == "sched_switch":
+                continue
+            sel = np.flatnonzero(tb["cpu"] == cpu)
+            if not len(sel):
+                continue
+            t = tb["ts"][sel]
+            # The events inside each gap are a range of this time-ordered column: only
+            # those few are looked at (most events fall between recorded switches).
+            a = np.searchsorted(t, t0.astype(t.dtype), "right")
+            b = np.searchsorted(t, t1.astype(t.dtype), "left")
+            cnt = np.maximum(b - a, 0)
+            if not cnt.sum():
+                continue
+            g = np.repeat(gi, cnt)
+            pos = np.repeat(a - np.concatenate(([0], np.cumsum(cnt)[:-1])), cnt) + \
+                np.arange(int(cnt.sum()))
+            t = t[pos].astype(np.int64)
+            pid = tb["common_pid"][sel[pos]].astype(np.int64)
+            is_a, is_b = pid == g_a[g], pid == g_b[g]
+            np.maximum.at(last_a, g[is_a], t[is_a])
+            np.minimum.at(first_b, g[is_b], t[is_b])
+            other[g[~(is_a | is_b)]] = True
+            ev_gap.append(g), ev_ts.append(t), ev_pid.append(pid)
+    simple = ~other & (last_a <= first_b)
+    s = np.flatnonzero(simple)
+    lo, hi, old, new, gap = last_a[s], first_b[s], g_a[s], g_b[s], s
+    c = np.flatnonzero(~simple)
+    if len(c):
+        # Complex gaps: every change of the current task between consecutive events.
+        keep = [~simple[g] for g in ev_gap]
+        gap_c = np.concatenate([c] + [g[k] for g, k in zip(ev_gap, keep)] + [c])
+        rts = np.concatenate([g_t0[c]] + [t[k] for t, k in zip(ev_ts, keep)] + [g_t1[c]])
+        pid = np.concatenate([g_a[c]] + [p[k] for p, k in zip(ev_pid, keep)] + [g_b[c]])
+        rank = np.concatenate([np.zeros(len(c), np.int8)]
+                              + [np.ones(int(k.sum()), np.int8) for k in keep]
+                              + [np.full(len(c), 2, np.int8)])
+        o = np.lexsort((rank, rts, gap_c))
+        gap_c, rts, pid = gap_c[o], rts[o], pid[o]
+        ch = np.flatnonzero((gap_c[1:] == gap_c[:-1]) & (pid[1:] != pid[:-1]))
+        lo = np.concatenate([lo, rts[ch]])
+        hi = np.concatenate([hi, rts[ch + 1]])
+        old = np.concatenate([old, pid[ch]])
+        new = np.concatenate([new, pid[ch + 1]])
+        gap = np.concatenate([gap, gap_c[ch]])
+    at = np.maximum(lo, _last_wakeup_before(trace, new, hi, lo))
+    return at, hi, g_cpu[gap], old, new
+
+
+def _last_wakeup_before(trace: Trace, pids: np.ndarray, before: np.ndarray,
+                        floor: np.ndarray) -> np.ndarray:
+    """Latest sched_waking/sched_wakeup of each pid strictly before ``before`` (else floor):
+    a task cannot start running before it was woken."""
+    out = floor.copy()
+    parts_ts, parts_pid = [], []
+    if not len(pids):
+        return out
+    # Membership by table lookup (pids are small integers): one gather, no sort.
+    lut = np.zeros(int(pids.max()) + 2, bool)
+    lut[pids] = True
+    for name in ("sched_waking", "sched_wakeup"):
+        tb = trace.t(name)
+        if len(tb) and "pid" in tb.cols:
+            wp = tb["pid"].astype(np.int64)
+            keep = lut[np.clip(wp, 0, len(lut) - 1)] & (wp >= 0) & (wp < len(lut) - 1)
+            parts_ts.append(tb["ts"][keep].astype(np.int64))
+            parts_pid.append(wp[keep])
+    if not parts_ts:
+        return out
+    wts, wpid = np.concatenate(parts_ts), np.concatenate(parts_pid)
+    if not len(wts):
+        return out
+    # One sorted key (pid rank, time) answers every query with one searchsorted.
+    uniq = np.unique(pids)
+    t_min = min(int(wts.min()), int(before.min()))
+    span = max(int(wts.max()), int(before.max())) - t_min + 1
+    if span * (len(uniq) + 1) >= 1 << 62:                 # would overflow: per pid
+        for p in uniq.tolist():
+            t = np.sort(wts[wpid == p])
+            q = np.flatnonzero(pids == p)
+            k = np.searchsorted(t, before[q], "left") - 1
+            has = k >= 0
+            out[q[has]] = np.maximum(floor[q[has]], t[k[has]])
+        return out
+    key = np.searchsorted(uniq, wpid) * span + (wts - t_min)
+    key.sort()
+    q_rank = np.searchsorted(uniq, pids)
+    k = np.searchsorted(key, q_rank * span + (before - t_min), "left") - 1
+    has = (k >= 0) & (key[np.maximum(k, 0)] // span == q_rank)
+    found = key[np.maximum(k, 0)] % span + t_min
+    out[has] = np.maximum(floor[has], found[has])
+    return out
+
+
+def _comm_of(sw: Table, pids: np.ndarray) -> np.ndarray:
+    """A comm for each pid, from a recorded switch that names it."""
+    known_pid = np.concatenate([sw["next_pid"], sw["prev_pid"]]).astype(np.int64)
+    comm_dtype = sw["next_comm"].dtype
+    if not len(pids):
+        return np.zeros(0, comm_dtype)
+    lut = np.zeros(max(int(pids.max()), int(known_pid.max(initial=0))) + 1, bool)
+    lut[pids] = True
+    idx = np.flatnonzero(lut[np.maximum(known_pid, 0)] & (known_pid >= 0))
+    uniq, first = np.unique(known_pid[idx], return_index=True)
+    n = len(sw)
+    src = idx[first]
+    comms = np.where(src < n, sw["next_comm"][np.minimum(src, n - 1)],
+                     sw["prev_comm"][np.maximum(src - n, 0)].astype(comm_dtype))
+    i = np.clip(np.searchsorted(uniq, pids), 0, max(0, len(uniq) - 1))
+    found = (len(uniq) > 0) & (uniq[i] == pids) if len(uniq) else np.zeros(len(pids), bool)
+    comm = comms[i] if len(uniq) else np.zeros(len(pids), comm_dtype)
+    return np.where(found, comm, np.array(b"?", dtype=comm_dtype))
+
+
+# -- thread states -----------------------------------------------------------------------
+
+def thread_timelines(trace: Trace, tids: list[int], end_ts: int,
+                     switches: Table | None = None) -> dict[int, ThreadTimeline]:
+    """States of the given threads from sched_switch (completed) and sched_waking.
+
+    A waking only ends a sleeping, stopped or unknown state (it is the first waking after
+    such a switch-out, or before the thread's first switch); a running or runnable thread
+    is not changed by one. A runnable stretch ended by a switch-in is charged to the CPU
+    it was switched in on (where it waited to run).
+    """
+    sw = switches if switches is not None else complete_switches(trace)
+    if len(sw) and "ts_max" not in sw.cols:
+        sw = Table(sw.name, {**sw.cols, "ts_max": sw["ts"]})
+    wk = trace.t("sched_waking")
+    tidarr = np.array(sorted(set(tids)), np.int64)
+    out = {t: ThreadTimeline(t) for t in tids}
+    if not len(tidarr):
+        return out
+    ts_l, kind_l, tid_l, cpu_l, arg_l, max_l = [], [], [], [], [], []
+    if len(sw):
+        prev, nxt = sw["prev_pid"].astype(np.int64), sw["next_pid"].astype(np.int64)
+        i = np.flatnonzero(np.isin(prev, tidarr))               # switched out
+        ts_l.append(sw["ts"][i]), kind_l.append(np.zeros(len(i), np.int8))
+        tid_l.append(prev[i]), cpu_l.append(sw["cpu"][i].astype(np.int64))
+        state = sw["prev_state"][i].astype(np.int64)
+        if "inferred" in sw.cols:                              # the kernel never said
+            state = np.where(sw["inferred"][i], PREV_STATE_UNKNOWN, state)
+        arg_l.append(state), max_l.append(sw["ts_max"][i])
+        i = np.flatnonzero(np.isin(nxt, tidarr))                # switched in
+        ts_l.append(sw["ts"][i]), kind_l.append(np.ones(len(i), np.int8))
+        tid_l.append(nxt[i]), cpu_l.append(sw["cpu"][i].astype(np.int64))
+        arg_l.append(np.zeros(len(i), np.int64)), max_l.append(sw["ts_max"][i])
+    if len(wk):
+        pid = wk["pid"].astype(np.int64)
+        i = np.flatnonzero(np.isin(pid, tidarr))                # woken
+        ts_l.append(wk["ts"][i].astype(np.int64)), kind_l.append(np.full(len(i), 2, np.int8))
+        tid_l.append(pid[i]), cpu_l.append(wk["target_cpu"][i].astype(np.int64))
+        arg_l.append(wk["common_pid"][i].astype(np.int64))
+        max_l.append(wk["ts"][i].astype(np.int64))
+    if not ts_l:
+        return out
+    ts = np.concatenate(ts_l).astype(np.int64)
+    kind = np.concatenate(kind_l)
+    tid = np.concatenate(tid_l)
+    cpu = np.concatenate(cpu_l)
+    arg = np.concatenate(arg_l)
+    tmax = np.concatenate(max_l).astype(np.int64)
+    o = np.lexsort((kind, ts, tid))                            # by thread, time, out<in<wake
+    ts, kind, tid, cpu, arg, tmax = ts[o], kind[o], tid[o], cpu[o], arg[o], tmax[o]
+    n = len(ts)
+    new_tid = np.r_[True, tid[1:] != tid[:-1]]
+    # State after a switch-out, from prev_state.
+    out_state = np.where((arg & 0xFF) == 0, _RUNNABLE,
+                         np.where(arg & _STOP_BITS, _STOPPED, _SLEEPING))
+    out_state = np.where(arg == PREV_STATE_UNKNOWN, _UNKNOWN, out_state)
+    state = np.where(kind == 0, out_state, np.where(kind == 1, _RUNNING, _RUNNABLE))
+    # Which wakings take effect: the first one after a sleeping/stopped/unknown switch-out,
+    # or the first one of the thread before any switch.
+    idx = np.arange(n)
+    last_sw = np.maximum.accumulate(np.where((kind != 2) | new_tid, idx, 0))
+    sw_before = (kind[last_sw] != 2)                          # the epoch starts at a switch
+    epoch_state = np.where(sw_before, state[last_sw], _SLEEPING)
+    # The first waking of an epoch: right after its switch, or the thread's first event.
+    first_after = np.where(sw_before, idx == last_sw + 1, idx == last_sw)
+    eff = (kind != 2) | (first_after & np.isin(epoch_state, (_SLEEPING, _STOPPED, _UNKNOWN)))
+    e = np.flatnonzero(eff)
+    ts, kind, tid, cpu, arg, tmax, state = (ts[e], kind[e], tid[e], cpu[e], arg[e], tmax[e],
+                                            state[e])
+    m = len(e)
+    last_of_tid = np.r_[tid[1:] != tid[:-1], True]
+    nx = np.minimum(np.arange(m) + 1, m - 1)
+    end = np.where(last_of_tid, np.maximum(end_ts, ts), ts[nx])
+    end_max = np.where(last_of_tid, np.maximum(end_ts, ts), tmax[nx])
+    ended_by = np.where(last_of_tid, -1, kind[nx])
+    # An unknown state is known once it ends: woken = it slept, switched in = runnable.
+    state = np.where((state == _UNKNOWN) & (ended_by == 2), _SLEEPING, state)
+    state = np.where((state == _UNKNOWN) & (ended_by == 1), _RUNNABLE, state)
+    cpu = np.where((state == _RUNNABLE) & (ended_by == 1), cpu[nx], cpu)
+    waker = np.where(ended_by == 2, arg[nx], -1)
+    bounds = np.flatnonzero(np.r_[True, tid[1:] != tid[:-1], True])
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        t = int(tid[a])
+        out[t] = ThreadTimeline(t, ts[a:b], end[a:b], state[a:b].astype(np.int8),
+                                cpu[a:b], waker[a:b], end_max[a:b])
+    return out
+
+
+# -- interrupts ----------------------------------------------------------------------------
+
+@dataclass
+class Intervals:
+    """Sorted, non-overlapping intervals of one kind on one CPU, each with a label."""
+
+    start: np.ndarray
+    end: np.ndarray
+    label: np.ndarray                # object array of str
+
+    def overlapping(self, a: int, b: int) -> list[tuple[int, int, str]]:
+        i = max(0, int(np.searchsorted(self.end, a, "right")))
+        out = []
+        while i < len(self.start) and self.start[i] < b:
+            lo, hi = max(a, int(self.start[i])), min(b, int(self.end[i]))
+            if hi > lo:
+                out.append((lo, hi, self.label[i]))
+            i += 1
+        return out
+
+
+def _pair(ts_in, cpu_in, names: np.ndarray, codes: np.ndarray, ts_out,
+          cpu_out) -> dict[int, tuple]:
+    """Entry/exit pairs per CPU: an entry directly followed by an exit on that CPU.
+    Entry ``i`` is labelled ``names[codes[i]]`` (small integer codes: object arrays of
+    millions of labels are slow to shuffle)."""
+    ts = np.concatenate([ts_in, ts_out]).astype(np.int64)
+    cpu = np.concatenate([cpu_in, cpu_out]).astype(np.int64)
+    kind = np.concatenate([np.ones(len(ts_in), np.int8), np.zeros(len(ts_out), np.int8)])
+    lab = np.concatenate([codes, np.full(len(ts_out), -1, np.int64)])
+    order = np.lexsort((ts, cpu))
+    ts, cpu, kind, lab = ts[order], cpu[order], kind[order], lab[order]
+    ok = np.flatnonzero((kind[:-1] == 1) & (kind[1:] == 0) & (cpu[:-1] == cpu[1:]))
+    out = {}
+    for c in np.unique(cpu[ok]).tolist():
+        sel = ok[cpu[ok] == c]
+        out[c] = (ts[sel], ts[sel + 1], names[lab[sel]])
+    return out
+
+
+def _labels(prefix: str, values: np.ndarray,
+            names: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct labels ``f"{prefix}{value} {name}"``, code of each event): formatted once
+    per distinct (value, name)."""
+    values = np.asarray(values).astype(np.int64)
+    if names is None:
+        uniq, inv = np.unique(values, return_inverse=True)
+        return (np.array([f"{prefix}{v}" for v in uniq.tolist()], dtype=object),
+                inv.ravel().astype(np.int64))
+    nuniq, ninv = np.unique(np.asarray(names), return_inverse=True)
+    key = values * len(nuniq) + ninv.ravel()
+    kuniq, kinv = np.unique(key, return_inverse=True)
+    text = np.array([f"{prefix}{k // len(nuniq)} {nuniq[k % len(nuniq)]}"
+                     for k in kuniq.tolist()], dtype=object)
+    return text, kinv.ravel().astype(np.int64)
+
+
+def irq_intervals(trace: Trace) -> tuple[dict[int, Intervals], dict[int, Intervals]]:
+    """(hard, soft) intervals per CPU; hard = irq handlers and x86 system vectors."""
+    hard_parts: dict[int, list[tuple]] = {}
+    e, x = trace.t("irq_handler_entry"), trace.t("irq_handler_exit")
+    pairs = []
+    if len(e) and len(x):
+        pairs.append(_pair(e["ts"], e["cpu"], *_labels("irq ", e["irq"], e["name"]),
+                           x["ts"], x["cpu"]))
+    for name in list(trace.tables):
+        if name.endswith("_entry") and name[:-6] + "_exit" in trace.tables and name not in (
+                "irq_handler_entry", "softirq_entry", "hrtimer_expire_entry"):
+            e, x = trace.t(name), trace.t(name[:-6] + "_exit")
+            if len(e):
+                pairs.append(_pair(e["ts"], e["cpu"],
+                                   np.array([f"vector {name[:-6]}"], dtype=object),
+                                   np.zeros(len(e), np.int64), x["ts"], x["cpu"]))
+    for p in pairs:
+        for c, v in p.items():
+            hard_parts.setdefault(c, []).append(v)
+    soft: dict[int, Intervals] = {}
+    e, x = trace.t("softirq_entry"), trace.t("softirq_exit")
+    if len(e) and len(x):
+        vec = np.asarray(e["vec"]).astype(np.int64)
+        uniq, inv = np.unique(vec, return_inverse=True)
+        text = np.array([f"softirq {SOFTIRQ_NAMES[v] if 0 <= v < len(SOFTIRQ_NAMES) else v}"
+                         for v in uniq.tolist()], dtype=object)
+        for c, (s, t, lab) in _pair(e["ts"], e["cpu"], text, inv.ravel().astype(np.int64),
+                                    x["ts"], x["cpu"]).items():
+            soft[c] = Intervals(s, t, lab)
+    hard: dict[int, Intervals] = {}
+    for c, parts in hard_parts.items():
+        s = np.concatenate([p[0] for p in parts])
+        t = np.concatenate([p[1] for p in parts])
+        lab = np.concatenate([p[2] for p in parts])
+        o = np.argsort(s, kind="stable")
+        hard[c] = Intervals(s[o], t[o], lab[o])
+    return hard, soft
+
+
+# -- CPU occupancy -------------------------------------------------------------------------
+
+@dataclass
+class CpuRuns:
+    """Which task ran on each CPU: switch times and the task switched in."""
+
+    ts: dict[int, np.ndarray]
+    pid: dict[int, np.ndarray]
+    comm: dict[int, np.ndarray]
+
+    def pieces(self, cpu: int, a: int, b: int) -> list[tuple[int, int, int, str]]:
+        """(lo, hi, pid, comm) of the tasks on ``cpu`` during [a, b]; pid -1 = unknown."""
+        ts = self.ts.get(cpu)
+        if ts is None or not len(ts):
+            return [(a, b, -1, "?")]
+        i = int(np.searchsorted(ts, a, "right")) - 1
+        out = []
+        t = a
+        while t < b:
+            nxt = int(ts[i + 1]) if i + 1 < len(ts) else b
+            hi = min(b, nxt)
+            if i < 0:
+                out.append((t, hi, -1, "?"))
+            else:
+                out.append((t, hi, int(self.pid[cpu][i]), _s(self.comm[cpu][i])))
+            t, i = hi, i + 1
+        return out
+
+
+def _s(raw) -> str:
+    return raw.split(b"\0", 1)[0].decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+
+
+def cpu_runs(trace: Trace, switches: Table | None = None) -> CpuRuns:
+    sw = switches if switches is not None else complete_switches(trace)
+    ts, pid, comm = {}, {}, {}
+    if len(sw):
+        cpus = sw["cpu"]
+        for c in np.unique(cpus).tolist():
+            sel = np.flatnonzero(cpus == c)
+            ts[c] = sw["ts"][sel].astype(np.int64)
+            pid[c] = sw["next_pid"][sel]
+            comm[c] = sw["next_comm"][sel]
+    return CpuRuns(ts, pid, comm)
