@@ -9,23 +9,19 @@ on the idle CPU, so its switch-in is missing: before the repair the 10 ms spin l
 
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from irqlab.explain.attribute import CPU_IDLE, Explainer
 from irqlab.explain.load import Table, decode_capture, load_capture
 from irqlab.explain.timeline import complete_switches
 from irqlab.trace.archive import read_archive
-from irqlab.trace.tracefs import Instance
 
-from ..trace.test_ringbuf import _drain
-from .test_attribution import HOG, MAIN, VCPU, _trace, hdr_page_text, mark, sw
+from .test_attribution import HOG, MAIN, VCPU, _trace, mark, sw
 
 CAPTURE = Path(__file__).parent / "data" / "idle_exit_unrecorded.irqtrace.gz"
+IDLE_CAPTURE = Path(__file__).parent / "data" / "idle_exits_recorded.irqtrace.gz"
 HOG_PID = 11233
 
 
@@ -81,44 +77,17 @@ def test_missing_idle_exit_in_assembled_pages(kernel_formats, page_header):
         ("sleeping", 100, 1000), ("runnable", 1000, 1050), ("running", 1050, 2000)]
 
 
-def test_inferred_idle_exits_agree_with_recorded_ones(tracefs, page_header, kernel_formats):
-    """Ground truth from this kernel: record real switches, hide the idle exits the kernel
-    did record, infer them back: each lands inside its bounds, just before the truth."""
-    inst = Instance(tracefs, f"irqlab-test-idle-{os.getpid()}")
-    try:
-        for ev in ("sched/sched_switch", "sched/sched_waking", "sched/sched_wakeup", "irq",
-                   "irq_vectors", "timer/hrtimer_expire_entry", "timer/hrtimer_expire_exit"):
-            if (inst.path / "events" / ev / "enable").exists():
-                inst.write(f"events/{ev}/enable", "1")
-        for _ in range(200):
-            time.sleep(0.001)                 # idle exits on our CPU, and on the others
-        inst.write("tracing_on", "0")
-        per_cpu = {}
-        for cpu in range(inst.cpu_count()):
-            fd = os.open(inst.path / f"per_cpu/cpu{cpu}/trace_pipe_raw",
-                         os.O_RDONLY | os.O_NONBLOCK)
-            chunks: list[bytes] = []
-            try:
-                _drain(fd, page_header.page_size, chunks)
-            finally:
-                os.close(fd)
-            per_cpu[cpu] = b"".join(chunks)
-        formats = {}
-        for key in ("sched:sched_switch", "sched:sched_waking", "sched:sched_wakeup",
-                    "irq:irq_handler_entry", "irq:irq_handler_exit"):
-            formats[key] = kernel_formats[key].text
-        for name in inst.events_of("irq_vectors"):
-            formats[f"irq_vectors:{name}"] = inst.read(f"events/irq_vectors/{name}/format")
-    finally:
-        assert inst.close() == []
-    tr = decode_capture({"header_page": hdr_page_text(page_header), "formats": formats,
-                         "cpus": sorted(per_cpu)}, per_cpu)
-    if tr.missed:
-        pytest.skip("the buffer overflowed on this busy machine")
+def test_inferred_idle_exits_agree_with_recorded_ones():
+    """Ground truth from this kernel: a real capture (3 s of 1 ms sleeps, recorded here
+    with tests/unit/explain/data/README.md's recipe) whose CPU 0 idle exits the kernel did
+    record; hide them, infer them back: each lands inside its bounds, just before the truth.
+    A stored capture, not a live one: a live capture holds too few idle exits on some runs
+    for a 95 % criterion to be a stable test."""
+    tr = load_capture(IDLE_CAPTURE)
+    assert not tr.missed
     raw = tr.tables["sched_switch"]
     hidden = np.asarray(raw["prev_pid"] == 0)
-    if hidden.sum() < 5:
-        pytest.skip("this kernel recorded (almost) no switch out of idle")
+    assert hidden.sum() >= 1000
     truth = raw["ts"][hidden].astype(np.int64)
     tr.tables["sched_switch"] = Table("sched_switch", {k: v[~hidden] for k, v in raw.cols.items()})
     s = complete_switches(tr)

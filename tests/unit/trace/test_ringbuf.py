@@ -178,9 +178,14 @@ def test_live_reads_of_partial_pages_lose_and_repeat_nothing(tracefs, page_heade
     assert want
     # The instances were switched on and off a moment apart, and each buffer reads the
     # clock itself (ns apart): align on time, then the switches must be the same ones.
+    checked = 0
     for c, ref_seq in want.items():
         seq = got.get(c, [])
-        core = ref_seq[2:-2]
+        core = ref_seq[2:-2]    # the edges may fall outside the other instance's window
+        if not core:
+            continue            # a CPU that barely switched: nothing to align on
+        checked += 1
         k = min(range(len(seq)), key=lambda i: abs(seq[i][0] - core[0][0]))
         assert [x[1:] for x in seq[k:k + len(core)]] == [x[1:] for x in core]
         assert all(abs(a[0] - b[0]) < 1_000_000 for a, b in zip(seq[k:], core))
+    assert checked
