@@ -35,8 +35,15 @@ def test_load_starts_loads_and_stops_without_orphans(spec, min_cpu, tmp_path, mo
     time.sleep(1.0)
     pids = group_members(pgid)
     assert pids, "the load has processes while it runs"
+    checked = 0
     for pid in pids:                      # placement: every process on the asked CPUs
-        assert os.sched_getaffinity(pid) <= set(load.cpus)
+        try:
+            affinity = os.sched_getaffinity(pid)
+        except ProcessLookupError:
+            continue                      # short-lived workers (hackbench) come and go
+        assert affinity <= set(load.cpus)
+        checked += 1
+    assert checked, "no load process lived long enough to check its placement"
     load.stop()
     meta = load.metadata()
     assert meta["status"] == "ok", meta
