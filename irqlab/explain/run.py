@@ -14,6 +14,7 @@ from irqlab.explain.load import Trace, load_capture
 from irqlab.store import Store, StoreError
 from irqlab.store.db import RunRow
 from irqlab.trace.archive import trace_file_for
+from irqlab.trace.ringbuf import heap_reuse
 
 
 @dataclass
@@ -53,13 +54,14 @@ def explain_run(store: Store, ref: str, threshold_ns: int | None = None,
     run = store.resolve(ref)
     if not run.tick_hz:
         raise StoreError(f"run {run.run_id} has no tick rate (it never ran)")
-    trace = load_capture(capture_path(store, run))
+    with heap_reuse():
+        trace = load_capture(capture_path(store, run))
+        ex = Explainer(trace)
     s = _samples(store, run.run_id)
     seq = s["seq"].astype(np.int64)
     dl = s["deadline_tick"].astype(np.int64)
     en = s["entry_tick"].astype(np.int64)
     lat = en - dl
-    ex = Explainer(trace)
     vcpu_tl = ex.threads.get(ex.vcpus[0]) if ex.vcpus else None
     clock = fit_clock(trace, seq, en, run.accel or "", vcpu_tl)
     tick_hz = int(run.tick_hz)

@@ -21,6 +21,11 @@ record headers), and timestamps are running sums restarted at each page and abso
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,7 +39,49 @@ _COMMIT_MASK = RB_MISSED_STORED - 1
 _TS_SHIFT = 27
 _ABS_TS_MASK = (1 << 59) - 1
 
-_CHUNK_PAGES = 16384         # 64 MiB of 4 KiB pages per vectorised pass
+_CHUNK_PAGES = 4096          # 16 MiB of 4 KiB pages per vectorised pass: temporaries small
+                             # enough to be reused chunk after chunk (fresh memory is slow)
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
+_GLIBC_TRIM_DEFAULT, _GLIBC_MMAP_MAX_DEFAULT = 128 * 1024, 65536
+_heap_lock = threading.Lock()
+_heap_depth = 0
+
+
+def _mallopt() -> object | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        fn = libc.mallopt
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return fn
+
+
+@contextlib.contextmanager
+def heap_reuse() -> Iterator[None]:
+    """Within: large numpy temporaries come from (and go back to) glibc's heap instead of
+    a fresh mmap each (glibc maps blocks over 128 KiB-32 MiB and unmaps them on free), so
+    the many GiB of short-lived arrays of decoding and attribution reuse memory already
+    faulted in rather than taking a page fault per 4 KiB of every new array (no THP
+    here). On exit glibc's defaults are restored; the heap is trimmed by the next free
+    past the default threshold. A no-op where mallopt is missing (non-glibc)."""
+    global _heap_depth
+    fn = _mallopt()
+    with _heap_lock:
+        _heap_depth += 1
+        if _heap_depth == 1 and fn is not None:
+            fn(_M_MMAP_MAX, 0)
+            fn(_M_TRIM_THRESHOLD, -1)            # (size_t)-1: never trim
+    try:
+        yield
+    finally:
+        with _heap_lock:
+            _heap_depth -= 1
+            if _heap_depth == 0 and fn is not None:
+                fn(_M_MMAP_MAX, _GLIBC_MMAP_MAX_DEFAULT)
+                fn(_M_TRIM_THRESHOLD, _GLIBC_TRIM_DEFAULT)
 
 
 @dataclass
@@ -212,6 +259,17 @@ def parse_pages(data: bytes | np.ndarray, cpu: int, hdr: PageHeader,
     Returns (ts, etype, payload offsets + base, missed list, page count); offsets index
     ``data`` (shifted by ``base`` so several CPUs can share one buffer).
     """
+    out_ts, out_ty, out_off, missed, npages = _parse_pages_chunks(data, cpu, hdr, base)
+    if not out_ts:
+        e = np.empty(0, np.uint64)
+        return e, np.empty(0, np.uint16), np.empty(0, np.int64), missed, 0
+    return (np.concatenate(out_ts), np.concatenate(out_ty), np.concatenate(out_off),
+            missed, npages)
+
+
+def _parse_pages_chunks(data: bytes | np.ndarray, cpu: int, hdr: PageHeader, base: int
+                        ) -> tuple[list, list, list, list[tuple[int, int, int]], int]:
+    """:func:`parse_pages` as per-chunk pieces (not concatenated)."""
     buf = np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data
     psz = hdr.page_size
     npages = len(buf) // psz
@@ -221,15 +279,12 @@ def parse_pages(data: bytes | np.ndarray, cpu: int, hdr: PageHeader,
         n = min(_CHUNK_PAGES, npages - first)
         pages = buf[first * psz:(first + n) * psz].reshape(n, psz)
         ts, ty, off, miss = _parse_chunk(pages, hdr)
+        off += first * psz + base
         out_ts.append(ts)
         out_ty.append(ty)
-        out_off.append(off + (first * psz + base))
+        out_off.append(off)
         missed += [(cpu, t, c) for t, c in miss]
-    if not out_ts:
-        e = np.empty(0, np.uint64)
-        return e, np.empty(0, np.uint16), np.empty(0, np.int64), missed, 0
-    return (np.concatenate(out_ts), np.concatenate(out_ty), np.concatenate(out_off),
-            missed, npages)
+    return out_ts, out_ty, out_off, missed, npages
 
 
 def _parse_chunk(pages: np.ndarray, hdr: PageHeader
@@ -383,26 +438,71 @@ def _timestamps_slow(page_ts: np.ndarray, first: np.ndarray, per_page: np.ndarra
     return ts
 
 
+def _shared_buffer(blobs: list) -> np.ndarray | None:
+    """When the CPUs' pages are consecutive views of one uint8 array (as a caller that
+    reads them into one buffer hands them over), that array's span: no 1 GiB join/copy."""
+    if not blobs or not all(isinstance(b, np.ndarray) and b.dtype == np.uint8 and b.ndim == 1
+                            and b.flags.c_contiguous for b in blobs):
+        return None
+    root = blobs[0]
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if not root.flags.c_contiguous:
+        return None
+    flat = root.reshape(-1).view(np.uint8)
+    lo = flat.__array_interface__["data"][0]
+    start = blobs[0].__array_interface__["data"][0] - lo
+    at = start
+    for b in blobs:
+        r = b
+        while isinstance(r.base, np.ndarray):
+            r = r.base
+        if r is not root or b.__array_interface__["data"][0] - lo != at:
+            return None
+        at += len(b)
+    if start < 0 or at > len(flat):
+        return None
+    return flat[start:at]
+
+
 def decode(per_cpu: dict[int, bytes], hdr: PageHeader) -> Events:
     """All CPUs' pages into one time-ordered :class:`Events`."""
+    with heap_reuse():
+        return _decode(per_cpu, hdr)
+
+
+def _decode(per_cpu: dict[int, bytes], hdr: PageHeader) -> Events:
     blobs = [(cpu, per_cpu[cpu]) for cpu in sorted(per_cpu)]
-    buf = np.frombuffer(b"".join(b for _, b in blobs), np.uint8)
+    buf = _shared_buffer([b for _, b in blobs])
+    if buf is None:
+        buf = np.frombuffer(b"".join(b for _, b in blobs), np.uint8)
     ts_l, ty_l, off_l, cpu_l, missed = [], [], [], [], []
     base = 0
     pages = 0
     for cpu, blob in blobs:
-        ts, ty, off, miss, npg = parse_pages(buf[base:base + len(blob)], cpu, hdr, base)
-        ts_l.append(ts)
-        ty_l.append(ty)
-        off_l.append(off)
-        cpu_l.append(np.full(len(ts), cpu, np.uint16))
+        ts, ty, off, miss, npg = _parse_pages_chunks(buf[base:base + len(blob)], cpu, hdr,
+                                                     base)
+        ts_l += ts
+        ty_l += ty
+        off_l += off
+        cpu_l += [np.full(len(t), cpu, np.uint16) for t in ts]
         missed += miss
         pages += npg
         base += len(blob)
     if not ts_l:
         return Events(buf, np.empty(0, np.uint64), np.empty(0, np.uint16),
                       np.empty(0, np.uint16), np.empty(0, np.int64), missed, 0)
+    # One concatenation of all chunks of all CPUs (the CPUs in order, as before), then
+    # the stable time order; each column is gathered once and its pieces freed.
     ts = np.concatenate(ts_l)
+    del ts_l
     order = np.argsort(ts, kind="stable")
-    return Events(buf, ts[order], np.concatenate(cpu_l)[order],
-                  np.concatenate(ty_l)[order], np.concatenate(off_l)[order], missed, pages)
+    ts = ts[order]
+    cpu_col = np.concatenate(cpu_l)[order]
+    del cpu_l
+    ty_col = np.concatenate(ty_l)[order]
+    del ty_l
+    off_col = np.concatenate(off_l)
+    del off_l
+    off_col = off_col[order]
+    return Events(buf, ts, cpu_col, ty_col, off_col, missed, pages)
