@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from irqlab.explain.load import Table, Trace
+from irqlab.trace.ringbuf import unique_rows
 
 RUNNING, RUNNABLE, SLEEPING, STOPPED, UNKNOWN = (
     "running", "runnable", "sleeping", "stopped", "unknown")
@@ -500,15 +501,9 @@ def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = len(values)
     size = values.dtype.itemsize
     if n and size % 8 == 0 and values.dtype.kind in "SU":
-        rows = values.view(np.uint8).reshape(n, size).view("<u8")
-        h = rows[:, 0].copy()
-        for k in range(1, rows.shape[1]):
-            h *= np.uint64(0x9E3779B97F4A7C15)
-            h ^= rows[:, k]
-        _, rep, inv = np.unique(h, return_index=True, return_inverse=True)
-        inv = inv.ravel()
-        if np.array_equal(values[rep][inv], values):
-            return rep, inv
+        found = unique_rows(values.view(np.uint8).reshape(n, size).view("<u8"))
+        if found is not None:
+            return found
     _, rep, inv = np.unique(values, return_index=True, return_inverse=True)
     return rep, inv.ravel()
 

@@ -12,8 +12,6 @@ ring holds nothing back.
 
 from __future__ import annotations
 
-import mmap
-import os
 import struct
 from dataclasses import replace
 from typing import Any
@@ -22,7 +20,7 @@ import numpy as np
 
 from irqlab.samples.record import RECORD_DTYPE, SampleBatch
 from irqlab.samples.ring import (HEADER_SIZE, STATE_NAMES, RingError, RingHeader,
-                                 RingReader)
+                                 RingReader, map_readonly)
 
 MR_MAGIC = 0x544C554D4C515249      # "IRQLMULT" read as bytes
 MR_VERSION = 1
@@ -50,15 +48,8 @@ class MultiRingReader:
     """Reads, loss-counts and merges the rings named by a directory in a shared file."""
 
     def __init__(self, mem_path: str, offset: int = 0) -> None:
-        fd = os.open(mem_path, os.O_RDONLY)
-        try:
-            size = os.fstat(fd).st_size
-            if size < offset + DIR_SIZE:
-                raise RingError(f"shared memory {mem_path} is {size} bytes, too small for "
-                                f"a ring directory at {offset:#x}")
-            self._map = mmap.mmap(fd, size, prot=mmap.PROT_READ)
-        finally:
-            os.close(fd)
+        self._map, size = map_readonly(mem_path, offset + DIR_SIZE,
+                                       f"a ring directory at {offset:#x}")
         self._path = mem_path
         self._base = offset
         self._size = size

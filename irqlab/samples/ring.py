@@ -79,19 +79,25 @@ def _cstr(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
+def map_readonly(mem_path: str, min_size: int, what: str) -> tuple[mmap.mmap, int]:
+    """Map a shared-memory file read-only; RingError when it cannot hold ``what``."""
+    fd = os.open(mem_path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if size < min_size:
+            raise RingError(f"shared memory {mem_path} is {size} bytes, too small to hold "
+                            f"{what}")
+        return mmap.mmap(fd, size, prot=mmap.PROT_READ), size
+    finally:
+        os.close(fd)
+
+
 class RingReader:
     """Reads sample batches from a guest-RAM file mapped read-only."""
 
     def __init__(self, mem_path: str, ring_offset: int = RING_GPA) -> None:
-        fd = os.open(mem_path, os.O_RDONLY)
-        try:
-            size = os.fstat(fd).st_size
-            if size < ring_offset + HEADER_SIZE:
-                raise RingError(f"guest memory file {mem_path} is {size} bytes, too small "
-                                f"to hold the ring at {ring_offset:#x}")
-            self._map = mmap.mmap(fd, size, prot=mmap.PROT_READ)
-        finally:
-            os.close(fd)
+        self._map, size = map_readonly(mem_path, ring_offset + HEADER_SIZE,
+                                       f"the ring at {ring_offset:#x}")
         self._base = ring_offset
         self._size = size
         self.next_seq = 0

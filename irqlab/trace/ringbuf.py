@@ -205,6 +205,21 @@ def _word_columns(buf: np.ndarray, off: np.ndarray, at: int, nwords: int) -> np.
     return out
 
 
+def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Distinct rows of an (n, k) uint64 array: (index of one row of each, code of every
+    row), via a 64-bit multiplicative hash of each row (one np.unique on n integers, not on
+    n rows), then checked row by row; None on a hash collision (caller falls back)."""
+    h = rows[:, 0].copy()
+    for k in range(1, rows.shape[1]):
+        h *= np.uint64(0x9E3779B97F4A7C15)
+        h ^= rows[:, k]
+    _, rep, inv = np.unique(h, return_index=True, return_inverse=True)
+    inv = inv.ravel()
+    if np.array_equal(rows[rep][inv], rows):
+        return rep, inv
+    return None
+
+
 def _strings(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """buf[start:start+len] up to a NUL, as a numpy unicode array (elements are str): the
     distinct values are few (irq handler names), so gather fixed-width bytes and decode
@@ -220,13 +235,9 @@ def _strings(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarra
         raw = _word_columns(buf, starts, 0, wide // 4).view(np.uint8)
         raw[np.arange(wide) >= np.minimum(lens, width)[:, None]] = 0
         keys = raw.view("<u8")
-        h = keys[:, 0].copy()
-        for k in range(1, keys.shape[1]):
-            h *= np.uint64(0x9E3779B97F4A7C15)
-            h ^= keys[:, k]
-        _, rep, inv = np.unique(h, return_index=True, return_inverse=True)
-        inv = inv.ravel()
-        if np.array_equal(keys[rep][inv], keys):
+        found = unique_rows(keys)
+        if found is not None:
+            rep, inv = found
             text = np.array([bytes(keys[r].view(np.uint8)[:width]).split(b"\0", 1)[0]
                              .decode("utf-8", "replace") for r in rep.tolist()])
             return text[inv]
