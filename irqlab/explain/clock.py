@@ -13,19 +13,88 @@ RAM, so the thread never blocks inside it. Other anchors give no upper bound, an
 upper bound below the lower one is dropped as proven wrong in any case.
 The tightest of those bounds give the offset and its error bound; under plain TCG the
 guest TSC is the host TSC (QEMU's rdtsc helper reads it), so offset 0 must fall within
-the bounds: we check it and then use exactly 0. Under KVM, ``kvm_write_tsc_offset``
-(or debugfs ``tsc-offset``) gives candidates that are checked against the same bounds.
+the bounds: we check it and then use exactly 0. Under KVM, debugfs ``tsc-offset`` (read
+by the capture, irqlab.trace.capture.KvmDebugfs) and ``kvm_write_tsc_offset`` give
+candidates that are checked against the same bounds.
+
+**kvm_msr deadline anchors** (KVM, TSC-deadline mode). The probe arms deadline D_j with
+``wrmsr(IA32_TSC_DEADLINE, D_j)`` inside the ISR of sample j-1, after that ISR read its
+entry tick e_{j-1} (probes/guest/x86_64/main.c, timer_isr() -> probe_timer_rearm()). KVM
+traces the write while handling the guest's WRMSR (arch/x86/kvm/x86.c,
+kvm_emulate_wrmsr() -> trace_kvm_msr_write()), i.e. at a host time T when the guest is
+stopped inside that instruction, and ``data`` is D_j exactly, which identifies the sample.
+So ``guest(T) >= e_{j-1}`` (``offset >= e_{j-1} - T``) and, because the ISR of sample j
+runs only after its deadline was armed, ``guest(T) < e_j`` (``offset <= e_j - T``).
+``guest(T) < D_j`` is *not* used: a vCPU thread delayed between the ISR's TSC read and its
+WRMSR arms an already-passed deadline without the record saying so (the overrun flag is
+decided at that earlier TSC read). The upper side of such a pair is weak (about one
+period); a tight one comes from the halt wakeups between two consecutive arming events:
+``kvm_vcpu_wakeup`` is traced in the vCPU thread when a guest HLT ends
+(virt/kvm/kvm_main.c, kvm_vcpu_halt()), before the guest runs again, and the ISR between
+the two WRMSRs contains no HLT, so every such wakeup W precedes e_j:
+``offset <= e_j - W``. Events are matched by exact ``data`` == a stored deadline, only the
+first write of a value counts, and a wakeup pair needs both arming events present (an
+event lost from the trace can only remove a bound, never create a wrong one).
+
+All lower bounds and all upper bounds are combined (max / min). ``check_causality``
+then checks every matched host event against its sample's mapped window at the chosen
+offset and flags the samples whose events fall outside it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from irqlab.explain.load import Trace
 from irqlab.explain.timeline import RUNNABLE, SLEEPING, ThreadTimeline
 from irqlab.trace.capture import ANCHOR_PREFIX
+
+# IA32_TSC_DEADLINE (Intel SDM vol. 3, "TSC-Deadline Mode"; Linux MSR_IA32_TSC_DEADLINE).
+MSR_TSC_DEADLINE = 0x6E0
+RING_READS = "ring-read anchors"
+MSR_ANCHORS = "kvm_msr deadline anchors"
+WAKE_ANCHORS = "halt wakeups between kvm_msr anchors"
+_MAX_LISTED = 100               # samples listed by seq in the causality summary
+
+
+@dataclass
+class SourceBounds:
+    """Bounds on the offset from one kind of anchor: the tightest lower one, all uppers
+    (each is checked against the combined lower bound before use)."""
+
+    name: str
+    lower: int | None = None
+    uppers: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    used: int = 0
+
+    @property
+    def upper(self) -> int | None:
+        return int(self.uppers.min()) if len(self.uppers) else None
+
+    def as_dict(self, tick_hz: int) -> dict[str, Any]:
+        lo, hi = self.lower, self.upper
+        width = None if lo is None or hi is None else round((hi - lo) * 1e9 / tick_hz)
+        return {"used": self.used, "lower_tick": lo, "upper_tick": hi, "width_ns": width}
+
+
+@dataclass
+class MsrMatch:
+    """kvm_msr writes of IA32_TSC_DEADLINE matched to samples (indices into the sample
+    arrays), and the halt wakeups between consecutive matched writes."""
+
+    ts: np.ndarray                # host time of the write
+    idx: np.ndarray               # sample whose deadline it armed (j)
+    prev: np.ndarray              # sample whose ISR wrote it (j-1), -1 when not stored
+    wake_ts: np.ndarray           # last vCPU halt wakeup between two arming writes
+    wake_idx: np.ndarray          # sample whose ISR followed that wakeup
+
+    @staticmethod
+    def empty() -> MsrMatch:
+        z = np.empty(0, np.int64)
+        return MsrMatch(z, z, z, z, z)
 
 
 @dataclass
@@ -35,17 +104,33 @@ class ClockMap:
     method: str
     lower: int | None = None
     upper: int | None = None
-    anchors: int = 0
+    anchors: int = 0              # ring-read anchors used
     consistent: bool = True
+    msr_anchors: int = 0          # kvm_msr deadline writes matched to samples
+    sources: dict[str, SourceBounds] = field(default_factory=dict)
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    uppers_dropped: int = 0       # upper bounds below the combined lower bound
+    causality: dict[str, Any] | None = None
+    violations: dict[int, list[str]] = field(default_factory=dict, repr=False)
+    msr: MsrMatch | None = field(default=None, repr=False, compare=False)
 
     def to_host(self, guest_tick: np.ndarray | int):
         return np.asarray(guest_tick, dtype=np.int64) - self.offset
 
     def as_dict(self, tick_hz: int) -> dict:
-        return {"method": self.method, "offset_tick": self.offset,
-                "error_bound_ns": round(self.error * 1e9 / tick_hz),
-                "lower_tick": self.lower, "upper_tick": self.upper,
-                "anchors": self.anchors, "consistent": self.consistent}
+        out = {"method": self.method, "offset_tick": self.offset,
+               "error_bound_ns": round(self.error * 1e9 / tick_hz),
+               "lower_tick": self.lower, "upper_tick": self.upper,
+               "anchors": self.anchors, "consistent": self.consistent}
+        # Added keys (docs/formats.md section 9); the ones above keep their meaning.
+        out.update({
+            "msr_anchors": self.msr_anchors,
+            "bounds_by_source": {k: v.as_dict(tick_hz) for k, v in self.sources.items()},
+            "uppers_dropped": self.uppers_dropped,
+            "candidates": self.candidates,
+            "causality": self.causality or {"checked": 0, "violations": 0, "samples": []},
+        })
+        return out
 
 
 def marker_times(trace: Trace) -> dict[tuple[str, int], int]:
@@ -75,50 +160,216 @@ def _isr_not_started(timeline: ThreadTimeline, t: int) -> bool:
                 and timeline.ends[i - 1] == timeline.starts[i])
 
 
-def fit_clock(trace: Trace, seq: np.ndarray, entry: np.ndarray, accel: str,
-              timeline: ThreadTimeline | None = None) -> ClockMap:
-    """Bound the offset from the anchors; see the module doc. ``timeline``: the vCPU
-    thread's states (without it every anchor's upper bound is trusted, as before)."""
+def ring_read_bounds(trace: Trace, seq: np.ndarray, entry: np.ndarray,
+                     timeline: ThreadTimeline | None) -> SourceBounds:
+    """Bounds from the capture's ring reads (module doc, first paragraph)."""
     times = marker_times(trace)
     entry_by_seq = dict(zip(seq.tolist(), entry.tolist()))
-    lo, used = None, 0
+    out = SourceBounds(RING_READS)
     uppers = []
     for n, head, seen in trace.header.get("anchors", []):
         ta, tb = times.get(("a", n)), times.get(("b", n))
         if ta is None or tb is None:
             continue
-        used += 1
+        out.used += 1
         if head and seen:
             b = seen - tb
-            lo = b if lo is None else max(lo, b)
+            out.lower = b if out.lower is None else max(out.lower, b)
         nxt = entry_by_seq.get(head)
         if nxt is not None and (timeline is None or _isr_not_started(timeline, ta)):
             uppers.append(nxt - ta)
-    valid = [u for u in uppers if lo is None or u >= lo]
-    hi = min(valid) if valid else None
-    candidates = []
+    out.uppers = np.asarray(uppers, np.int64)
+    return out
+
+
+def match_msr(trace: Trace, seq: np.ndarray, deadline: np.ndarray,
+              vcpu_tid: int | None = None) -> MsrMatch:
+    """Match IA32_TSC_DEADLINE writes to samples by their exact value (module doc)."""
+    m = trace.t("kvm_msr")
+    if not len(m) or not {"ecx", "write", "data"} <= set(m.cols) or not len(deadline):
+        return MsrMatch.empty()
+    sel = (m["ecx"] == MSR_TSC_DEADLINE) & (m["write"] == 1)
+    if vcpu_tid is not None and "common_pid" in m.cols:
+        sel &= m["common_pid"] == vcpu_tid
+    ts = m["ts"][sel].astype(np.int64)
+    data = m["data"][sel].astype(np.int64)
+    order = np.argsort(deadline, kind="stable")
+    dl_sorted = deadline[order]
+    uniq, counts = np.unique(dl_sorted, return_counts=True)
+    pos = np.minimum(np.searchsorted(dl_sorted, data), len(dl_sorted) - 1)
+    hit = dl_sorted[pos] == data
+    # A deadline value stored twice (several vCPUs' rings) does not name one sample.
+    upos = np.minimum(np.searchsorted(uniq, data), len(uniq) - 1)
+    hit &= counts[upos] == 1
+    ts, idx = ts[hit], order[pos[hit]]
+    # Only the first write of a value is the arming one.
+    _, first = np.unique(idx, return_index=True)
+    first.sort()
+    ts, idx = ts[first], idx[first]
+    # The ISR that wrote it: the sample with the previous seq, when stored.
+    s_order = np.argsort(seq, kind="stable")
+    s_sorted = seq[s_order]
+    want = seq[idx] - 1
+    ppos = np.minimum(np.searchsorted(s_sorted, want), max(len(s_sorted) - 1, 0))
+    prev = np.where(s_sorted[ppos] == want, s_order[ppos], -1)
+    # Halt wakeups between arming D_j (write a) and arming D_{j+1} (write a+1, in ISR j).
+    wake = trace.t("kvm_vcpu_wakeup")
+    wsel = np.ones(len(wake), bool)
+    if vcpu_tid is not None and "common_pid" in wake.cols:
+        wsel = wake["common_pid"] == vcpu_tid
+    w = wake["ts"][wsel].astype(np.int64)
+    pair = np.flatnonzero(prev[1:] == idx[:-1]) if len(idx) > 1 else np.empty(0, np.int64)
+    if len(w) and len(pair):
+        k = np.searchsorted(w, ts[pair + 1], "left") - 1
+        ok = (k >= 0) & (w[np.maximum(k, 0)] > ts[pair])
+        wake_ts, wake_idx = w[k[ok]], idx[pair[ok]]
+    else:
+        wake_ts = wake_idx = np.empty(0, np.int64)
+    return MsrMatch(ts, idx, prev, wake_ts, wake_idx)
+
+
+def msr_bounds(match: MsrMatch, entry: np.ndarray) -> tuple[SourceBounds, SourceBounds]:
+    """(kvm_msr writes, halt wakeups) bounds; see the module doc for why they hold."""
+    msr = SourceBounds(MSR_ANCHORS, used=len(match.ts))
+    has_prev = match.prev >= 0
+    if has_prev.any():
+        msr.lower = int((entry[match.prev[has_prev]] - match.ts[has_prev]).max())
+    msr.uppers = (entry[match.idx] - match.ts).astype(np.int64)
+    wake = SourceBounds(WAKE_ANCHORS, used=len(match.wake_ts))
+    wake.uppers = (entry[match.wake_idx] - match.wake_ts).astype(np.int64)
+    return msr, wake
+
+
+def _capture_span(trace: Trace) -> tuple[int, int] | None:
+    firsts = [int(t["ts"][0]) for t in trace.tables.values() if len(t)]
+    lasts = [int(t["ts"][-1]) for t in trace.tables.values() if len(t)]
+    return (min(firsts), max(lasts)) if firsts else None
+
+
+def _scaled_offset(host: int, tsc_offset: int, ratio: int, frac_bits: int) -> int:
+    """``guest - host`` at host TSC ``host`` under KVM's scaling (kvm_scale_tsc())."""
+    return ((host * ratio) >> frac_bits) + tsc_offset - host
+
+
+def debugfs_candidates(trace: Trace, vcpu_tid: int | None
+                       ) -> tuple[list[tuple[int, str, str]], list[dict[str, Any]]]:
+    """Offsets from the capture's debugfs reads (header ``kvm_debugfs``), and the reads
+    that cannot give one (as candidate entries with the reason).
+
+    KVM: ``guest_tsc = tsc_offset + (host_tsc * ratio >> frac_bits)`` (arch/x86/kvm/x86.c,
+    kvm_read_l1_tsc()); with ratio 1 the offset is exactly ``guest - host``, our offset.
+    A scaled TSC is no single offset: the offset at the capture's midpoint is proposed and
+    its drift over the capture is given. The host TSC is the trace clock only with
+    ``trace_clock`` x86-tsc."""
+    info = trace.header.get("kvm_debugfs") or {}
+    rows = info.get("reads") or []
+    if not rows:
+        return [], []
+    if trace.header.get("clock") != "x86-tsc":
+        return [], [{"source": "debugfs", "offset_tick": None, "status": "unusable",
+                     "why": f"trace clock {trace.header.get('clock')!r} is not the host TSC"}]
+    mine = [r for r in rows if vcpu_tid is not None and r.get("pid") == vcpu_tid]
+    if not mine:
+        vm0 = rows[0]["vm"]
+        mine = [r for r in rows if r["vcpu"] == 0 and r["vm"] == vm0]
+    span = _capture_span(trace)
+    out: list[tuple[int, str, str]] = []
+    seen: dict[tuple, list[str]] = {}
+    for r in mine:
+        seen.setdefault((r["tsc_offset"], r.get("tsc_scaling_ratio"), r.get("frac_bits")),
+                        []).append(r["read_at"])
+    for (off, ratio, frac), when in seen.items():
+        at = " and ".join(dict.fromkeys(when))
+        if ratio is None or frac is None or ratio == 1 << frac:
+            out.append((int(off), "debugfs", f"debugfs tsc-offset (read at {at})"))
+            continue
+        if span is None:
+            continue
+        mid = (span[0] + span[1]) // 2
+        drift = abs(_scaled_offset(span[1], off, ratio, frac)
+                    - _scaled_offset(span[0], off, ratio, frac)) // 2
+        out.append((_scaled_offset(mid, off, ratio, frac), "debugfs",
+                    f"debugfs tsc-offset with tsc-scaling-ratio {ratio}/2^{frac} (read at "
+                    f"{at}; offset at the capture's midpoint, drifting +-{drift} ticks "
+                    f"over it)"))
+    return out, []
+
+
+def fit_clock(trace: Trace, seq: np.ndarray, entry: np.ndarray, accel: str,
+              timeline: ThreadTimeline | None = None, deadline: np.ndarray | None = None,
+              vcpu_tid: int | None = None) -> ClockMap:
+    """Bound the offset from the anchors; see the module doc. ``timeline``: the vCPU
+    thread's states (without it every anchor's upper bound is trusted, as before).
+    ``deadline``: the samples' deadline ticks, for the kvm_msr anchors (none without it);
+    ``vcpu_tid``: the vCPU thread whose kvm_msr/wakeup events count (all without it)."""
+    seq = np.asarray(seq, np.int64)
+    entry = np.asarray(entry, np.int64)
+    ring = ring_read_bounds(trace, seq, entry, timeline)
+    match = (match_msr(trace, seq, np.asarray(deadline, np.int64), vcpu_tid)
+             if deadline is not None else MsrMatch.empty())
+    msr, wake = msr_bounds(match, entry)
+    sources = {b.name: b for b in (ring, msr, wake) if b.used}
+    lowers = [b.lower for b in sources.values() if b.lower is not None]
+    lo = max(lowers) if lowers else None
+    uppers = (np.concatenate([b.uppers for b in sources.values()])
+              if sources else np.empty(0, np.int64))
+    valid = uppers if lo is None else uppers[uppers >= lo]
+    hi = int(valid.min()) if len(valid) else None
+    used = ring.used
+    names = [n for n in (RING_READS, MSR_ANCHORS) if n in sources] or [RING_READS]
+    against = " and ".join(names)
+    base = dict(anchors=used, msr_anchors=msr.used, sources=sources,
+                uppers_dropped=int(len(uppers) - len(valid)), msr=match)
+
+    candidates: list[tuple[int, str, str]] = []
+    info: list[dict[str, Any]] = []
     if accel.startswith("tcg") and "icount" not in accel:
-        candidates.append((0, "guest TSC = host TSC (TCG), checked against ring-read anchors"))
+        candidates.append((0, "tcg", "guest TSC = host TSC (TCG)"))
+    dbg, dbg_unusable = debugfs_candidates(trace, vcpu_tid)
+    candidates += dbg
+    info += dbg_unusable
     wto = trace.t("kvm_write_tsc_offset")
     if len(wto) and "next_tsc_offset" in wto.cols:
         # An offset the host programmed: guest = host + offset.
         candidates.append((int(wto["next_tsc_offset"][-1].astype(np.int64)),
-                           "kvm_write_tsc_offset, checked against ring-read anchors"))
+                           "kvm_write_tsc_offset", "kvm_write_tsc_offset"))
+    chosen = None
+    for off, source, how in candidates:
+        entry_info: dict[str, Any] = {"source": source, "offset_tick": off, "how": how}
+        if lo is None or hi is None:
+            entry_info.update(status="unchecked", why="no two-sided anchor bounds")
+            if chosen is None:
+                chosen = (off, how)
+        elif lo <= off <= hi:
+            entry_info.update(status="accepted" if chosen is None else "within bounds",
+                              why=None)
+            if chosen is None:
+                chosen = (off, how)
+        else:
+            gap = lo - off if off < lo else off - hi
+            entry_info.update(status="rejected",
+                              why=f"outside the anchor bounds [{lo}, {hi}] by {gap} ticks")
+        info.append(entry_info)
+    base["candidates"] = info
+
     if lo is None or hi is None:
-        if candidates:
-            off, how = candidates[0]
-            return ClockMap(off, 0, how + " (no anchors: unchecked)", lo, hi, used, False)
-        return ClockMap(0, 0, "none: no anchors and no known offset", lo, hi, used, False)
-    for off, how in candidates:
-        if lo <= off <= hi:
-            return ClockMap(off, max(off - lo, hi - off), how, lo, hi, used, True)
+        if chosen is not None:
+            off, how = chosen
+            return ClockMap(off, 0, how + " (no anchors: unchecked)", lo, hi,
+                            consistent=False, **base)
+        return ClockMap(0, 0, "none: no anchors and no known offset", lo, hi,
+                        consistent=False, **base)
+    if chosen is not None and lo <= chosen[0] <= hi:
+        off, how = chosen
+        return ClockMap(off, max(off - lo, hi - off), f"{how}, checked against {against}",
+                        lo, hi, consistent=True, **base)
     if lo <= hi:
         mid = (lo + hi) // 2
-        return ClockMap(mid, (hi - lo + 1) // 2, "fitted from ring-read anchors", lo, hi,
-                        used, True)
+        return ClockMap(mid, (hi - lo + 1) // 2, f"fitted from {against}", lo, hi,
+                        consistent=True, **base)
     # Bounds cross: the clocks drift or scale; the midpoint is off by up to the gap.
-    return ClockMap((lo + hi) // 2, lo - hi, "fitted from ring-read anchors (inconsistent: "
-                    "clocks drift or scale)", lo, hi, used, False)
+    return ClockMap((lo + hi) // 2, lo - hi, f"fitted from {against} (inconsistent: "
+                    "clocks drift or scale)", lo, hi, consistent=False, **base)
 
 
 def refine_with_causality(clock: ClockMap, timeline, entry: np.ndarray,
@@ -147,7 +398,53 @@ def refine_with_causality(clock: ClockMap, timeline, entry: np.ndarray,
             used += 1
     if used == 0:
         return clock
-    off = clock.offset if lo <= clock.offset <= hi else (lo + hi) // 2
-    return ClockMap(off, max(off - lo, hi - off),
-                    clock.method + f"; refined by {used} ISR entries inside vCPU run periods",
-                    lo, hi, clock.anchors, True)
+    method = clock.method + f"; refined by {used} ISR entries inside vCPU run periods"
+    candidates = clock.candidates
+    if lo <= clock.offset <= hi:
+        off = clock.offset
+    else:
+        off = (lo + hi) // 2
+        candidates = [dict(c, status="rejected", why=f"outside the refined bounds "
+                           f"[{lo}, {hi}]") if c.get("status") == "accepted" else c
+                      for c in candidates]
+        if any(c.get("status") == "accepted" for c in clock.candidates):
+            method += " (its candidate fell outside: midpoint used)"
+    return replace(clock, offset=off, error=max(off - lo, hi - off), method=method,
+                   lower=lo, upper=hi, consistent=True, candidates=candidates)
+
+
+def check_causality(clock: ClockMap, seq: np.ndarray, entry: np.ndarray) -> ClockMap:
+    """Flag samples whose host events fall outside their mapped window at the chosen
+    offset: the WRMSR arming D_j must lie after the mapped ISR entry of sample j-1 (it ran
+    inside that ISR) and before the mapped ISR entry of sample j, and a halt wakeup
+    between two arming writes before the mapped entry of j. A consistent fit satisfies
+    every bound it kept, so what is flagged here is an upper bound dropped as below the
+    lower one, or the crossing bounds of an inconsistent fit: a clock that drifts,
+    scales, or an event the model does not cover."""
+    m = clock.msr
+    if m is None or not len(m.ts):
+        return replace(clock, causality={"checked": 0, "violations": 0, "samples": []})
+    seq = np.asarray(seq, np.int64)
+    host = np.asarray(entry, np.int64) - clock.offset
+    flags: dict[int, list[str]] = {}
+
+    def flag(idx: np.ndarray, text: str, by: np.ndarray) -> None:
+        for i, d in zip(idx.tolist(), by.tolist()):
+            flags.setdefault(int(seq[i]), []).append(text.format(d))
+
+    late = m.ts >= host[m.idx]
+    flag(m.idx[late], "causality: its deadline was armed (kvm_msr) {} ticks after its "
+         "mapped ISR entry (clock mapping error?)", (m.ts - host[m.idx])[late])
+    hp = m.prev >= 0
+    early = np.zeros(len(m.ts), bool)
+    early[hp] = m.ts[hp] < host[m.prev[hp]]
+    flag(m.prev[early], "causality: the next deadline was armed (kvm_msr) {} ticks before "
+         "its mapped ISR entry (clock mapping error?)",
+         (host[m.prev[early]] - m.ts[early]))
+    wlate = m.wake_ts >= host[m.wake_idx]
+    flag(m.wake_idx[wlate], "causality: the vCPU woke from halt {} ticks after its mapped "
+         "ISR entry (clock mapping error?)", (m.wake_ts - host[m.wake_idx])[wlate])
+    listed = sorted(flags)
+    return replace(clock, violations=flags, causality={
+        "checked": int(len(m.ts) + len(m.wake_ts)), "violations": len(flags),
+        "samples": listed[:_MAX_LISTED]})

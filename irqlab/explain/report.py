@@ -15,7 +15,15 @@ def render_text(res: Explained, max_samples: int = 50) -> str:
     out = [f"run {js['run_id']}: {len(js['samples'])} samples ({js['selected_by']}), "
            f"{js['events']} host events",
            f"clock: {c['method']}; offset {c['offset_tick']} ticks, error bound "
-           f"±{c['error_bound_ns']} ns ({c['anchors']} anchors)"]
+           f"±{c['error_bound_ns']} ns ({c['anchors']} anchors"
+           + (f", {c['msr_anchors']} kvm_msr anchors" if c.get("msr_anchors") else "") + ")"]
+    rejected = [x for x in c.get("candidates", []) if x["status"] in ("rejected", "unusable")
+                and x["source"] != "tcg"]          # expected under TCG (formats.md §9)
+    for x in rejected:
+        out.append(f"clock candidate {x['source']} {x['status']}: {x['why']}")
+    if c.get("causality", {}).get("violations"):
+        out.append(f"causality: {c['causality']['violations']} samples have host events "
+                   f"outside their mapped window (clock mapping error?)")
     if js["events_missing"]:
         out.append("events missing on this kernel: " + ", ".join(js["events_missing"]))
     if js["events_never_fired"]:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from irqlab.explain.attribute import UNEXPLAINED, Attribution, Explainer, aggregate
-from irqlab.explain.clock import ClockMap, fit_clock, refine_with_causality
+from irqlab.explain.clock import ClockMap, check_causality, fit_clock, refine_with_causality
 from irqlab.explain.load import Trace, load_capture
 from irqlab.store import Store, StoreError
 from irqlab.store.db import RunRow
@@ -62,8 +62,10 @@ def explain_run(store: Store, ref: str, threshold_ns: int | None = None,
     dl = s["deadline_tick"].astype(np.int64)
     en = s["entry_tick"].astype(np.int64)
     lat = en - dl
-    vcpu_tl = ex.threads.get(ex.vcpus[0]) if ex.vcpus else None
-    clock = fit_clock(trace, seq, en, run.accel or "", vcpu_tl)
+    vcpu_tid = ex.vcpus[0] if ex.vcpus else None
+    vcpu_tl = ex.threads.get(vcpu_tid) if vcpu_tid is not None else None
+    clock = fit_clock(trace, seq, en, run.accel or "", vcpu_tl, deadline=dl,
+                      vcpu_tid=vcpu_tid)
     tick_hz = int(run.tick_hz)
     if sample is not None:
         idx = np.flatnonzero(seq == sample)
@@ -79,9 +81,12 @@ def explain_run(store: Store, ref: str, threshold_ns: int | None = None,
         how = f"latency above {thr} ns"
     if vcpu_tl is not None:
         clock = refine_with_causality(clock, vcpu_tl, en)
+    clock = check_causality(clock, seq, en)
     host_dl, host_en = clock.to_host(dl[idx]), clock.to_host(en[idx])
     atts = [ex.explain(int(seq[i]), int(a), int(b), int(lat[i]))
             for i, a, b in zip(idx.tolist(), host_dl.tolist(), host_en.tolist())]
+    for att in atts:
+        att.notes.extend(clock.violations.get(att.seq, []))
     return Explained(run, trace, clock, atts, aggregate(atts), how, tick_hz, ex)
 
 

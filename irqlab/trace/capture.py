@@ -15,6 +15,14 @@ tracing to the VMM's CPUs and starts two threads:
 stop() turns tracing off, drains the buffers, reads per-CPU stats, restores every setting,
 removes the instance (and a tracefs we mounted), then writes the gzip archive. It never
 raises: problems go into metadata().
+
+KVM's per-vCPU debugfs files (``kvm/<vmm pid>-<vm fd>/vcpu<N>/tsc-offset`` and, on hosts
+with TSC scaling, ``tsc-scaling-ratio`` and ``tsc-scaling-ratio-frac-bits``; Linux
+arch/x86/kvm/debugfs.c, kvm_arch_create_vcpu_debugfs()) are read at start and again every
+second by the reader thread: the header keeps the start read and the last one ("end"),
+because stop() runs after QEMU has exited and its VM directory is gone. debugfs is mounted
+read-only in a temporary directory when it is not mounted (a per-mount flag: the shared
+superblock stays as it was), and unmounted at teardown.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import subprocess
 import tempfile
 import threading
 import time
@@ -32,6 +41,7 @@ from irqlab.trace.archive import spool_chunk, trace_file_for, write_archive
 from irqlab.trace.tracefs import WANTED_EVENTS, Instance, TraceError, Tracefs
 
 _READ_INTERVAL_S = 0.05
+_DEBUGFS_EVERY = 20             # reader rounds between debugfs reads (~1 s)
 _ANCHOR_INTERVAL_S = 0.01
 _RING_GPA = 0x00400000          # docs/formats.md §2: ring base in guest RAM
 _RING_HEAD = 56
@@ -55,6 +65,126 @@ def vmm_threads(pid: int) -> dict[int, str]:
         except OSError:
             continue
     return out
+
+
+def _find_mount(fstype: str) -> Path | None:
+    try:
+        lines = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 3 and parts[2] == fstype:
+            return Path(parts[1])
+    return None
+
+
+def _read_int(path: Path) -> int | None:
+    """A debugfs number; None when the file is absent (``FileNotFoundError`` only)."""
+    try:
+        return int(path.read_text().strip())
+    except FileNotFoundError:
+        return None
+
+
+class KvmDebugfs:
+    """Read-only access to KVM's per-VM debugfs directories of one VMM process.
+
+    The files are what the guest TSC is made of: KVM computes the guest TSC as
+    ``tsc_offset + (host_tsc * tsc_scaling_ratio >> frac_bits)`` (arch/x86/kvm/x86.c,
+    kvm_read_l1_tsc() and kvm_scale_tsc()); debugfs prints ``vcpu->arch.tsc_offset`` signed
+    (``%lld``), the ratio and the fraction bits unsigned. ``tsc-scaling-ratio*`` exist only
+    when the host can scale the TSC (``kvm_caps.has_tsc_control``); without them the ratio
+    is 1.
+    """
+
+    def __init__(self) -> None:
+        self.root: Path | None = None
+        self.mounted_by_us = False
+        self.why_not: str | None = None
+        found = _find_mount("debugfs")
+        if found is not None:
+            self.root = found
+            return
+        try:
+            mnt = Path(tempfile.mkdtemp(prefix="irqlab-debugfs-"))
+        except OSError as exc:
+            self.why_not = f"debugfs not mounted and no temporary directory ({exc})"
+            return
+        try:
+            res = subprocess.run(["mount", "-t", "debugfs", "-o", "ro", "nodev", str(mnt)],
+                                 capture_output=True, text=True)
+        except OSError as exc:
+            res = None
+            err = str(exc)
+        else:
+            err = res.stderr.strip()
+        if res is None or res.returncode != 0:
+            mnt.rmdir()
+            self.why_not = f"debugfs not mounted and mounting it read-only failed ({err})"
+            return
+        self.root, self.mounted_by_us = mnt, True
+
+    def close(self) -> None:
+        """Unmount (and remove) a debugfs we mounted; a found mount is left alone."""
+        if self.mounted_by_us and self.root is not None:
+            subprocess.run(["umount", str(self.root)], capture_output=True)
+            try:
+                self.root.rmdir()
+            except OSError:
+                pass
+            self.mounted_by_us = False
+        self.root = None
+
+    def vm_dirs(self, vmm_pid: int) -> list[Path]:
+        """``kvm/<pid>-<fd>`` directories of the process (one per VM it created)."""
+        if self.root is None:
+            return []
+        kvm = self.root / "kvm"
+        try:
+            return sorted(p for p in kvm.iterdir() if p.name.startswith(f"{vmm_pid}-"))
+        except OSError:
+            return []
+
+    def read(self, vmm_pid: int, read_at: str) -> tuple[list[dict[str, Any]], list[str]]:
+        """One row per vCPU of every VM of ``vmm_pid``, and why values are missing."""
+        rows: list[dict[str, Any]] = []
+        why: list[str] = []
+        if self.root is None:
+            return rows, [self.why_not or "debugfs not available"]
+        dirs = self.vm_dirs(vmm_pid)
+        if not dirs:
+            kvm = self.root / "kvm"
+            return rows, [f"no kvm/{vmm_pid}-<fd> directory in debugfs" + (
+                "" if kvm.is_dir() else " (no kvm directory at all: KVM not loaded)")
+                + " (a TCG run has none; KVM removes it when the VM is destroyed)"]
+        mono = time.monotonic_ns()
+        for vm in dirs:
+            try:
+                vcpus = sorted((p for p in vm.iterdir() if p.name.startswith("vcpu")
+                                and p.name[4:].isdigit()), key=lambda p: int(p.name[4:]))
+            except OSError as exc:
+                why.append(f"{vm}: {exc.strerror or exc}")
+                continue
+            for vd in vcpus:
+                try:
+                    off = _read_int(vd / "tsc-offset")
+                    ratio = _read_int(vd / "tsc-scaling-ratio")
+                    frac = _read_int(vd / "tsc-scaling-ratio-frac-bits")
+                    pid = _read_int(vd / "pid")
+                except (OSError, ValueError) as exc:
+                    why.append(f"{vd}: {getattr(exc, 'strerror', None) or exc}")
+                    continue
+                if off is None:
+                    why.append(f"{vd}/tsc-offset does not exist")
+                    continue
+                if ratio is None:
+                    why.append(f"{vd.name}: no tsc-scaling-ratio (KVM creates it only when "
+                               f"the host scales the TSC): ratio 1")
+                rows.append({"read_at": read_at, "mono": mono, "vm": vm.name,
+                             "vcpu": int(vd.name[4:]), "pid": pid, "tsc_offset": off,
+                             "tsc_scaling_ratio": ratio, "frac_bits": frac})
+        return rows, why
 
 
 def buffer_kb_for(period_ns: int) -> int:
@@ -84,6 +214,8 @@ class TraceHook:
         self._anchors: list[list[int]] = []
         self._formats: dict[str, str] = {}
         self.path: Path | None = None
+        self._debugfs: KvmDebugfs | None = None
+        self._kvm_debugfs: dict[str, Any] = {}
 
     # -- RunHook ------------------------------------------------------------------------
     def qemu_args(self) -> list[str]:
@@ -122,6 +254,7 @@ class TraceHook:
         threads = vmm_threads(pid)
         self.meta.update({"vmm_pid": pid, "vmm_threads": {str(t): c for t, c in threads.items()},
                           "vcpu_tids": [t for t, c in threads.items() if c.startswith("CPU ")]})
+        self._debugfs_start(pid)
         self.inst = inst = Instance(self.fs, f"irqlab-{run}")
         self.meta["instance"] = str(inst.path)
         clocks = inst.read("trace_clock")
@@ -211,12 +344,61 @@ class TraceHook:
         return got
 
     def _reader(self) -> None:
+        rounds = 0
         while not self._stop.wait(_READ_INTERVAL_S):
             try:
                 self._drain()
             except OSError as exc:
                 self.meta["problems"].append(f"reader: {exc}")
                 return
+            rounds += 1
+            if rounds % _DEBUGFS_EVERY == 0:
+                self._debugfs_refresh()
+
+    # -- KVM debugfs --------------------------------------------------------------------
+    def _debugfs_start(self, pid: int) -> None:
+        """First read of the VM's TSC offset/scaling (see the module doc); never raises."""
+        info: dict[str, Any] = {"reads": [], "why_not": None, "missing": [],
+                                "debugfs": None, "changed": False}
+        self._kvm_debugfs = info
+        try:
+            self._debugfs = dbg = KvmDebugfs()
+            info["debugfs"] = (None if dbg.root is None else
+                               "mounted read-only by irqlab (temporary)" if dbg.mounted_by_us
+                               else str(dbg.root))
+            rows, why = dbg.read(pid, "start")
+        except Exception as exc:          # debugfs is optional: record, never fail the run
+            rows, why = [], [f"{type(exc).__name__}: {exc}"]
+        info["reads"] = rows
+        info["missing"] = why
+        if not rows:
+            info["why_not"] = "; ".join(why) or "no vCPU directory"
+            self._debugfs_close()
+
+    def _debugfs_refresh(self) -> None:
+        """Keep the last read while the VM exists as the "end" read."""
+        dbg, info = self._debugfs, self._kvm_debugfs
+        if dbg is None or not info.get("reads"):
+            return
+        try:
+            rows, _why = dbg.read(self.meta["vmm_pid"], "end")
+        except Exception:
+            return
+        if not rows:
+            return                       # the VM is gone: the previous read is the last
+        keep = [r for r in info["reads"] if r["read_at"] == "start"]
+        start = {(r["vm"], r["vcpu"]): r for r in keep}
+        for r in rows:
+            s0 = start.get((r["vm"], r["vcpu"]))
+            if s0 is not None and any(s0[k] != r[k] for k in
+                                      ("tsc_offset", "tsc_scaling_ratio", "frac_bits")):
+                info["changed"] = True
+        info["reads"] = keep + rows
+
+    def _debugfs_close(self) -> None:
+        if self._debugfs is not None:
+            self._debugfs.close()
+            self._debugfs = None
 
     def _anchor(self, mem_path: str) -> None:
         """Bracket ring-head reads with two markers (see irqlab.explain.clock)."""
@@ -266,6 +448,8 @@ class TraceHook:
         self._stop.set()
         for t in self._threads:
             t.join(5)
+        self._debugfs_refresh()          # QEMU has exited by now: usually finds nothing
+        self._debugfs_close()
         inst.write("tracing_on", "0")
         self._drain()
         stats = {}
@@ -282,7 +466,9 @@ class TraceHook:
                   "vcpu_tids": self.meta["vcpu_tids"], "anchors": self._anchors,
                   "enabled": self.meta["enabled"], "missing": self.meta["missing"],
                   "mono_start": self._mono_start, "mono_stop": mono_stop,
-                  "kernel": os.uname().release}
+                  "kernel": os.uname().release, "kvm_debugfs": self._kvm_debugfs}
+        self.meta["kvm_debugfs"] = {k: v for k, v in self._kvm_debugfs.items() if k != "reads"}
+        self.meta["kvm_debugfs"]["reads"] = len(self._kvm_debugfs.get("reads", []))
         self._close_fds()
         self.meta["problems"] += inst.close()
         self.inst = None
@@ -308,6 +494,7 @@ class TraceHook:
         for t in self._threads:
             t.join(5)
         self._threads = []
+        self._debugfs_close()
         self._close_fds()
         if self.inst is not None:
             self.meta["problems"] += self.inst.close()

@@ -231,3 +231,25 @@ def test_clock_mapping_is_checked_and_bounded(interfered):
     assert not [a for a in res.samples if a.status == "incomplete"]
     root = find_tracefs()                                       # instance removed
     assert root is None or not (root / f"instances/irqlab-{res.run.run_id}").exists()
+
+
+def test_kvm_msr_deadline_anchors_and_debugfs_offset(tmp_path, probe_built):
+    """Under KVM (this machine's software backend too) every IA32_TSC_DEADLINE write is
+    traced: each anchors the clock at one sample, and debugfs tsc-offset is checked."""
+    if not _tracing_possible() or not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        pytest.skip("needs root (tracefs), 2 CPUs and /dev/kvm")
+    db = tmp_path / "irqlab.duckdb"
+    proc = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "run", "--accel", "kvm",
+                           "--duration", "2s", "--trace", "--json", "--db", str(db)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    summary = [json.loads(x) for x in proc.stdout.splitlines() if '"summary"' in x][-1]
+    with Store(db, read_only=True) as st:
+        res = explain_run(st, str(summary["run_id"]), top=10)
+    c = res.clock.as_dict(res.tick_hz)
+    assert c["msr_anchors"] >= 0.9 * summary["samples"], c
+    assert c["consistent"] and c["causality"]["violations"] == 0, c
+    assert c["lower_tick"] <= c["offset_tick"] <= c["upper_tick"]
+    if res.trace.header["kvm_debugfs"]["reads"]:
+        assert c["candidates"][0]["source"] == "debugfs", c["candidates"]
+        assert c["candidates"][0]["status"] == "accepted", c["candidates"]
