@@ -51,6 +51,8 @@ log "building the guest probe"
 make -s -C probes/guest
 log "building the native probe"
 make -s -C probes/native
+log "building the trace/explain fast paths (irqlab/native)"
+make -s -C irqlab/native
 
 # fetch_linux_kernel - Debian's linux-image (amd64) vmlinuz for `--target linux-guest`,
 # cached in ${XDG_CACHE_HOME:-~/.cache}/irqlab/linux (idempotent: nothing to do when the

@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 
 from irqlab.explain.attribute import Explainer
-from irqlab.explain.load import Trace, tables_from_events
+from irqlab.explain.load import decode_trace
 from irqlab.trace.formats import parse_format, parse_header_page
+from irqlab.trace.formats import PageHeader
 from irqlab.trace.ringbuf import decode, heap_reuse
 from irqlab.trace.tracefs import Instance, Tracefs
 
@@ -83,10 +84,12 @@ def _dat_header(workdir: Path) -> Path | None:
     return head if res.returncode == 0 and head.exists() else None
 
 
-def _synthesise(per_cpu: dict[int, bytes], psz: int, target: int) -> dict[int, np.ndarray]:
+def _synthesise(per_cpu: dict[int, bytes], hdr: PageHeader, target: int
+                ) -> dict[int, np.ndarray]:
     """Copies of the real pages, page stamps shifted by the capture's span per copy."""
     # All CPUs' pages in one buffer (as a recorder reading them into one mapping would
     # hold them), handed over as per-CPU views in CPU order: decode uses it without a copy.
+    psz = hdr.page_size
     share = target // max(1, len(per_cpu))
     cpus = sorted(per_cpu)
     copies = {c: max(1, share // len(per_cpu[c])) for c in cpus}
@@ -96,7 +99,11 @@ def _synthesise(per_cpu: dict[int, bytes], psz: int, target: int) -> dict[int, n
         blob = per_cpu[cpu]
         pages = np.frombuffer(blob, np.uint8).reshape(-1, psz)
         stamps = pages[:, :8].copy().view("<u8").ravel()
-        span = int(stamps.max() - stamps.min()) + 1_000_000
+        # Each copy starts after the last *event* of the previous one (a page's events
+        # run past its stamp), so every CPU's stream stays in time order, as recorded.
+        last = decode({cpu: blob}, hdr)
+        end = int(last.ts.max()) if len(last) else int(stamps.max())
+        span = max(end, int(stamps.max())) - int(stamps.min()) + 1_000_000
         n = copies[cpu]
         big = whole[at:at + n * len(blob)].reshape(n, -1, psz)
         big[:] = pages
@@ -117,16 +124,14 @@ def _ours(per_cpu, formats, hdr, windows: int) -> dict[str, float]:
 def _ours_timed(per_cpu, formats, hdr, windows: int) -> dict[str, float]:
     fmts = {k: parse_format(v, k.split(":")[0]) for k, v in formats.items()}
     t0 = time.perf_counter()
-    ev = decode(per_cpu, hdr)                    # numpy arrays or bytes: both buffers
-    t1 = time.perf_counter()
-    tables = tables_from_events(ev, fmts)
+    trace = decode_trace({}, per_cpu, fmts, hdr)
     t2 = time.perf_counter()
-    sw = tables["sched_switch"]
+    t1 = t0 + trace.decode_seconds.get("decode_s", 0.0)
+    sw = trace.tables["sched_switch"]
     pids, counts = np.unique(sw["next_pid"][sw["next_pid"] > 0], return_counts=True)
     subject = int(pids[np.argmax(counts)]) if len(pids) else 0
-    header = {"vmm_threads": {str(subject): "subject"}, "vcpu_tids": [subject],
-              "enabled": list(formats), "cpus": sorted(per_cpu)}
-    trace = Trace(header, tables, fmts, ev.missed, len(ev), ev.pages)
+    trace.header.update({"vmm_threads": {str(subject): "subject"}, "vcpu_tids": [subject],
+                         "enabled": list(formats), "cpus": sorted(per_cpu)})
     ex = Explainer(trace)
     t3 = time.perf_counter()
     lo, hi = ex.span
@@ -135,7 +140,7 @@ def _ours_timed(per_cpu, formats, hdr, windows: int) -> dict[str, float]:
         ex.explain(i, a, a + 200_000, 200_000)
     t4 = time.perf_counter()
     nbytes = sum(len(b) for b in per_cpu.values())
-    return {"bytes": nbytes, "events": len(ev), "decode_s": t1 - t0, "fields_s": t2 - t1,
+    return {"bytes": nbytes, "events": trace.events, "decode_s": t1 - t0, "fields_s": t2 - t1,
             "timelines_s": t3 - t2, "windows_s": t4 - t3, "attribute_s": t4 - t2,
             "total_s": t4 - t0, "windows": windows}
 
@@ -186,7 +191,7 @@ def bench_trace(target_bytes: int = 1 << 30, seconds: float = 3.0,
             head = _dat_header(workdir) if baseline else None
         finally:
             fs.close()
-        big = _synthesise(per_cpu, hdr.page_size, target_bytes)
+        big = _synthesise(per_cpu, hdr, target_bytes)
         ours = _ours(big, formats, hdr, windows)
         base = _baseline(big, head, workdir)
     finally:

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from irqlab.trace.archive import read_archive
-from irqlab.trace.formats import EventFormat, parse_format, parse_header_page
-from irqlab.trace.ringbuf import Events, decode
+from irqlab.trace.formats import EventFormat, PageHeader, parse_format, parse_header_page
+from irqlab.trace.ringbuf import Events, decode_tables
 
 # Fields kept per event (name -> the format fields to read); common_pid is always read.
 _KEEP: dict[str, tuple[str, ...]] = {
@@ -60,6 +60,7 @@ class Trace:
     missed: list[tuple[int, int, int]]            # (cpu, page ts, count or -1)
     events: int
     pages: int
+    decode_seconds: dict[str, float] = field(default_factory=dict)
 
     def t(self, name: str) -> Table:
         return self.tables.get(name) or Table(name, {"ts": np.empty(0, np.uint64)})
@@ -68,21 +69,40 @@ class Trace:
         return {n for n, t in self.tables.items() if len(t)}
 
 
-def tables_from_events(ev: Events, formats: dict[str, EventFormat]) -> dict[str, Table]:
-    out: dict[str, Table] = {}
-    by_type = ev.by_type()
+def wanted_fields(formats: dict[str, EventFormat]) -> list[tuple[EventFormat, list[str]]]:
+    """The event types explain reads and, for each, the fields it keeps."""
+    out = []
     for key, fmt in formats.items():
         name = key.split(":", 1)[1]
         keep = _KEEP.get(name)
         if keep is None and not name.endswith(("_entry", "_exit")):
             continue
+        out.append((fmt, ["common_pid"] + [f for f in keep or () if f in fmt.fields]))
+    return out
+
+
+def tables_from_events(ev: Events, formats: dict[str, EventFormat]) -> dict[str, Table]:
+    """Tables from decoded events (the reference path; :func:`decode_trace` is faster)."""
+    out: dict[str, Table] = {}
+    by_type = ev.by_type()
+    for fmt, names in wanted_fields(formats):
         idx = by_type.get(fmt.id, np.empty(0, np.int64))
         cols = {"ts": ev.ts[idx], "cpu": ev.cpu[idx]}
         # Payload offsets of the type gathered once for all its fields.
-        cols.update(ev.columns(fmt, ["common_pid"] + [f for f in keep or () if f in fmt.fields],
-                               idx))
-        out[name] = Table(name, cols)
+        cols.update(ev.columns(fmt, names, idx))
+        out[fmt.name] = Table(fmt.name, cols)
     return out
+
+
+def decode_trace(header: dict[str, Any], per_cpu: dict[int, bytes],
+                 formats: dict[str, EventFormat], hdr: PageHeader | None = None) -> Trace:
+    """Pages straight into explain's tables (ringbuf.decode_tables)."""
+    if hdr is None:
+        hdr = parse_header_page(header["header_page"])
+    dec = decode_tables(per_cpu, hdr, wanted_fields(formats))
+    tables = {fmt.name: Table(fmt.name, dec.tables[fmt.id])
+              for fmt, _ in wanted_fields(formats)}
+    return Trace(header, tables, formats, dec.missed, dec.events, dec.pages, dec.seconds)
 
 
 def load_capture(path: Path) -> Trace:
@@ -91,8 +111,5 @@ def load_capture(path: Path) -> Trace:
 
 
 def decode_capture(header: dict[str, Any], per_cpu: dict[int, bytes]) -> Trace:
-    hdr = parse_header_page(header["header_page"])
     formats = {k: parse_format(v, k.split(":")[0]) for k, v in header["formats"].items()}
-    ev = decode(per_cpu, hdr)
-    return Trace(header, tables_from_events(ev, formats), formats, ev.missed, len(ev),
-                 ev.pages)
+    return decode_trace(header, per_cpu, formats)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from irqlab.explain import gapscan
 from irqlab.explain.load import Table, Trace
 from irqlab.trace.ringbuf import unique_rows
 
@@ -177,6 +178,22 @@ def _infer(trace: Trace, c_s: np.ndarray, t_s: np.ndarray, p_s: np.ndarray,
     # bound it. A gap where a third task shows up, or A again after B, is "complex".
     last_a, first_b, other = g_t0.copy(), g_t1.copy(), np.zeros(ng, bool)
     ev_gap, ev_ts, ev_pid = [], [], []
+    tables = [tb for tb in trace.tables.values()
+              if len(tb) and "common_pid" in tb.cols and tb.name != "sched_switch"]
+    if gapscan.available():
+        gaps = gapscan.Gaps(c_s, t_s, broken, g_t1, g_a, g_b)
+        other_u8 = np.zeros(ng, np.uint8)
+        if all(gaps.bounds(tb, last_a, first_b, other_u8) for tb in tables):
+            other = other_u8.astype(bool)
+            want = (other | (last_a > first_b)).astype(np.uint8)
+            found = [gaps.events(tb, want) for tb in tables] if want.any() else []
+            if all(f is not None for f in found):
+                ev_gap = [f[0] for f in found]
+                ev_ts = [f[1] for f in found]
+                ev_pid = [f[2] for f in found]
+                return _infer_finish(trace, g_cpu, g_t0, g_t1, g_a, g_b, last_a, first_b,
+                                     other, ev_gap, ev_ts, ev_pid)
+        last_a, first_b, other = g_t0.copy(), g_t1.copy(), np.zeros(ng, bool)
     cpus = np.unique(g_cpu).tolist()
     # Per CPU: its switch times (sorted), and for each switch the gap that follows it
     # (-1: the chain holds there).
@@ -187,9 +204,7 @@ def _infer(trace: Trace, c_s: np.ndarray, t_s: np.ndarray, p_s: np.ndarray,
         gi = np.flatnonzero(g_cpu == cpu)
         gap_after[broken[gi] - lo_sw] = gi
         sw_of[cpu] = (t_s[lo_sw:hi_sw], gap_after)
-    for tb in trace.tables.values():
-        if not len(tb) or "common_pid" not in tb.cols or tb.name == "sched_switch":
-            continue
+    for tb in tables:
         tcpu = tb["cpu"]
         for cpu in cpus:
             sel = np.flatnonzero(tcpu == cpu) if len(cpus) > 1 or np.any(tcpu != cpu) \
@@ -228,6 +243,16 @@ def _infer(trace: Trace, c_s: np.ndarray, t_s: np.ndarray, p_s: np.ndarray,
                 first_b[ge] = np.minimum(first_b[ge], tb_[beg])
             other[g[~(is_a | is_b)]] = True
             ev_gap.append(g), ev_ts.append(t), ev_pid.append(pid)
+    return _infer_finish(trace, g_cpu, g_t0, g_t1, g_a, g_b, last_a, first_b, other,
+                         ev_gap, ev_ts, ev_pid)
+
+
+def _infer_finish(trace: Trace, g_cpu: np.ndarray, g_t0: np.ndarray, g_t1: np.ndarray,
+                  g_a: np.ndarray, g_b: np.ndarray, last_a: np.ndarray,
+                  first_b: np.ndarray, other: np.ndarray, ev_gap: list, ev_ts: list,
+                  ev_pid: list) -> tuple[np.ndarray, ...]:
+    """The inferred switches from the gaps' bounds and their events (the events of
+    simple gaps may be included or not: only the others' are read)."""
     simple = ~other & (last_a <= first_b)
     s = np.flatnonzero(simple)
     lo, hi, old, new, gap = last_a[s], first_b[s], g_a[s], g_b[s], s
@@ -265,6 +290,16 @@ def _last_wakeup_before(trace: Trace, pids: np.ndarray, before: np.ndarray,
     uniq = np.unique(pids)
     lut = np.full(int(pids.max()) + 2, -1, np.int64)
     lut[uniq] = np.arange(len(uniq))
+    tables = [tb for tb in (trace.t("sched_waking"), trace.t("sched_wakeup"))
+              if len(tb) and "pid" in tb.cols]
+    if gapscan.available():
+        q_rank = lut[pids]
+        got = [gapscan.last_event_before(tb, lut, len(uniq), q_rank, before)
+               for tb in tables]
+        if all(g is not None for g in got):
+            for found, has in got:
+                out[has] = np.maximum(out[has], found[has])
+            return out
     parts_rank = []
     for name in ("sched_waking", "sched_wakeup"):
         tb = trace.t(name)

@@ -93,6 +93,10 @@ class PageWriter:
 
         ``length`` (a multiple of 4, >= 4) is array[0]: the bytes after the header,
         counting the length word itself (rb_event_length() adds only the header)."""
+        if len(self._data) + 4 + length > self.hdr.data_size:
+            self.flush()
+        if not self._data:
+            self._page_ts = self._last         # the padding's own delta is not counted
         delta = max(1, ts - self._last)
         self._data += struct.pack("<II", 29 | (delta << 5), length) + b"\0" * (length - 4)
 

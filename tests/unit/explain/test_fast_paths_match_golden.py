@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from irqlab.explain import timeline
-from irqlab.explain.load import Trace, tables_from_events
+from irqlab import native
+from irqlab.explain.load import Trace, decode_trace, tables_from_events
 from irqlab.trace import ringbuf
 from irqlab.trace.archive import read_archive
 from irqlab.trace.formats import parse_format, parse_header_page
@@ -37,16 +38,18 @@ def repeat_pages(per_cpu: dict[int, bytes], page_size: int, copies: int) -> dict
     return out
 
 
-def outputs(header: dict, per_cpu: dict[int, bytes], rb=ringbuf, tables=tables_from_events,
+def outputs(header: dict, per_cpu: dict[int, bytes], rb=ringbuf, tables=None,
             tl=timeline) -> dict[str, np.ndarray]:
-    """Every array the attribution path produces, by name (implementations pluggable)."""
+    """Every array the attribution path produces, by name (implementations pluggable;
+    ``tables`` None: explain's own path, pages straight into tables)."""
     hdr = parse_header_page(header["header_page"])
     fmts = {k: parse_format(v, k.split(":")[0]) for k, v in header["formats"].items()}
     ev = rb.decode(per_cpu, hdr)
     out = {f"events.{k}": np.asarray(getattr(ev, k)) for k in ("ts", "cpu", "etype", "off")}
     out["events.missed"] = np.asarray(ev.missed, dtype=np.int64).reshape(-1, 3)
     out["events.pages"] = np.asarray(ev.pages)
-    tabs = tables(ev, fmts)
+    tabs = tables(ev, fmts) if tables is not None else \
+        decode_trace(header, per_cpu, fmts, hdr).tables
     for name, table in tabs.items():
         for col in table.cols:
             out[f"table.{name}.{col}"] = np.asarray(table[col])
@@ -78,14 +81,30 @@ def storable(out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return res
 
 
+@pytest.fixture(params=["C", "numpy"])
+def fast_path(request):
+    """Each test once with the C fast paths (irqlab/native) and once with numpy only."""
+    if request.param == "C":
+        assert native.lib() is not None, native.why_not()
+        yield "C"
+        return
+    native.set_enabled(False)
+    try:
+        yield "numpy"
+    finally:
+        native.set_enabled(True)
+
+
 @pytest.mark.parametrize("golden", GOLDEN, ids=[p.name for p in GOLDEN])
-def test_outputs_match_the_first_implementation(golden):
+@pytest.mark.parametrize("tables", [None, tables_from_events], ids=["decode_tables",
+                                                                    "tables_from_events"])
+def test_outputs_match_the_first_implementation(golden, tables, fast_path):
     stem, copies = golden.name.split(".x")[0], int(golden.name.split(".x")[1].split(".")[0])
     header, per_cpu = read_archive(DATA / f"{stem}.irqtrace.gz")
     if copies > 1:
         page_size = parse_header_page(header["header_page"]).page_size
         per_cpu = repeat_pages(per_cpu, page_size, copies)
-    got = storable(outputs(header, per_cpu))
+    got = storable(outputs(header, per_cpu, tables=tables))
     with np.load(golden, allow_pickle=False) as want:
         assert sorted(got) == sorted(want.files)
         for key in want.files:

@@ -1,0 +1,102 @@
+"""C fast paths of the switch-chain repair (irqlab/native/gaps.c) for timeline.py.
+
+Each function returns None when the library is not available; the caller then runs its
+numpy code, which is the reference (tests/unit/explain/test_native_paths.py compares).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from irqlab import native
+from irqlab.native import ptr
+
+_I64 = ctypes.c_int64
+
+
+class _Switches(ctypes.Structure):
+    """struct gap_switches of gaps.c (pointers into the arrays kept by :class:`Gaps`)."""
+
+    _fields_ = [("sw_ts", ctypes.c_void_p), ("gap_after", ctypes.c_void_p),
+                ("cpu_lo", ctypes.c_void_p), ("cpu_hi", ctypes.c_void_p), ("ncpu", _I64),
+                ("gap_end_ts", ctypes.c_void_p), ("gap_a", ctypes.c_void_p),
+                ("gap_b", ctypes.c_void_p)]
+
+
+class Gaps:
+    """Recorded switches in (cpu, time) order and the gaps after the broken ones."""
+
+    def __init__(self, c_s: np.ndarray, t_s: np.ndarray, broken: np.ndarray,
+                 g_t1: np.ndarray, g_a: np.ndarray, g_b: np.ndarray):
+        ncpu = int(c_s.max()) + 1 if len(c_s) else 0
+        cpus = np.arange(ncpu + 1)
+        bounds = np.searchsorted(c_s, cpus)
+        gap_after = np.full(len(t_s), -1, np.int64)
+        gap_after[broken] = np.arange(len(broken))
+        # Kept as attributes: the structure only points at them.
+        self._arrays = [np.ascontiguousarray(a, np.int64) for a in
+                        (t_s, gap_after, bounds[:-1], bounds[1:], g_t1, g_a, g_b)]
+        a = self._arrays
+        self.sw = _Switches(ptr(a[0]), ptr(a[1]), ptr(a[2]), ptr(a[3]), ncpu, ptr(a[4]),
+                            ptr(a[5]), ptr(a[6]))
+        self.ngaps = len(broken)
+
+    @staticmethod
+    def table_columns(tb) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ts int64, cpu uint16, pid int32) of a table, without copies where possible."""
+        ts = np.ascontiguousarray(tb["ts"])
+        ts = ts.view(np.int64) if ts.dtype == np.uint64 else ts.astype(np.int64)
+        return (ts, np.ascontiguousarray(tb["cpu"], np.uint16),
+                np.ascontiguousarray(tb["common_pid"], np.int32))
+
+    def bounds(self, tb, last_a: np.ndarray, first_b: np.ndarray,
+               other: np.ndarray) -> bool:
+        """Fold a table's events into last_a / first_b (int64) and other (uint8)."""
+        ts, cpu, pid = self.table_columns(tb)
+        lib = native.lib()
+        return lib is not None and lib.irq_gap_bounds(
+            ctypes.addressof(self.sw), ptr(ts), ptr(cpu), ptr(pid), len(ts), ptr(last_a),
+            ptr(first_b), ptr(other)) >= 0
+
+    def events(self, tb, want: np.ndarray) -> tuple[np.ndarray, ...] | None:
+        """(gap, ts, pid) of the table's events inside the gaps where ``want`` is set."""
+        ts, cpu, pid = self.table_columns(tb)
+        lib = native.lib()
+        if lib is None:
+            return None
+        cap = len(ts)
+        gap_out = np.empty(cap, np.int64)
+        ts_out = np.empty(cap, np.int64)
+        pid_out = np.empty(cap, np.int64)
+        n = lib.irq_gap_events(ctypes.addressof(self.sw), ptr(ts), ptr(cpu), ptr(pid), cap,
+                               ptr(want), ptr(gap_out), ptr(ts_out), ptr(pid_out), cap)
+        if n < 0:
+            return None
+        return gap_out[:n], ts_out[:n], pid_out[:n]
+
+
+def available() -> bool:
+    return native.lib() is not None
+
+
+def last_event_before(tb, lut: np.ndarray, nkeys: int, q_key: np.ndarray,
+                      q_before: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per query, the latest event of its task (``lut[pid]``) in table ``tb`` strictly
+    before ``q_before``: (time, found mask), or None without the library."""
+    lib = native.lib()
+    if lib is None:
+        return None
+    ts, _, _ = Gaps.table_columns(tb)
+    pid = np.ascontiguousarray(tb["pid"], np.int32)
+    lut = np.ascontiguousarray(lut, np.int64)
+    q_key = np.ascontiguousarray(q_key, np.int64)
+    q_before = np.ascontiguousarray(q_before, np.int64)
+    found = np.zeros(len(q_key), np.int64)
+    has = np.zeros(len(q_key), np.uint8)
+    if lib.irq_last_event_before(ptr(pid), ptr(ts), len(ts), ptr(lut), len(lut), nkeys,
+                                 ptr(q_key), ptr(q_before), len(q_key), ptr(found),
+                                 ptr(has)) < 0:
+        return None
+    return found, has.astype(bool)

@@ -1,0 +1,483 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rbdecode.c - host-side fast path of irqlab's ftrace ring-buffer decoder.
+ *
+ * The numpy decoder in irqlab/trace/ringbuf.py is the reference and the fallback; this
+ * library does the same work in one sequential pass per page so a 1 GiB capture is read
+ * once and every output array is written once (on a VM, first writes to fresh memory
+ * cost more than the decoding itself). Loaded with ctypes by irqlab/trace/native.py;
+ * results must be identical to the numpy path (tests compare them on real captures).
+ *
+ * Page and record layout: Linux kernel/trace/ring_buffer.c (rb_event_length(),
+ * rb_update_read_stamp(), rb_fix_abs_ts(), ring_buffer_read_page()), described by the
+ * running kernel's events/header_page and events/header_event.
+ *
+ * Return convention: >= 0 (a count) on success, -errno on failure.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TYPE_DATA_MAX		28
+#define TYPE_PADDING		29
+#define TYPE_TIME_EXTEND	30
+#define TYPE_TIME_STAMP		31
+#define TS_SHIFT		27
+#define ABS_TS_MASK		((1ULL << 59) - 1)
+#define RB_MISSED_EVENTS	(1ULL << 31)
+#define RB_MISSED_STORED	(1ULL << 30)
+#define COMMIT_MASK		(RB_MISSED_STORED - 1)
+
+/* struct rb_page_layout - where the stamp, commit word and data sit in a page */
+struct rb_page_layout {
+	int64_t page_size;
+	int64_t ts_offset;
+	int64_t commit_offset;
+	int64_t data_offset;
+	int64_t data_size;
+};
+
+/* load_u32 - little-endian 32-bit word at @p (pages are host-endian; hosts here are LE) */
+static inline uint32_t load_u32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+/* load_u64 - 64-bit word at @p, any alignment */
+static inline uint64_t load_u64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+/* fix_abs_ts - an absolute stamp's 59 bits completed from the running stamp @now */
+static inline uint64_t fix_abs_ts(uint64_t stamp, uint64_t now)
+{
+	uint64_t val = stamp & ABS_TS_MASK;
+	uint64_t msb = now & ~ABS_TS_MASK;
+
+	val |= msb;
+	if (msb && val < now)
+		val += 1ULL << 59;
+	return val;
+}
+
+/*
+ * irq_rb_decode - decode whole pages of one CPU
+ * @buf: the pages (npages * page_size bytes)
+ * @npages: page count
+ * @lay: page layout
+ * @base: added to every payload offset (the pages' position in a shared buffer)
+ * @ts_out, @type_out, @off_out: one entry per data record, in page order
+ * @cap: room in the three output arrays
+ * @miss_ts, @miss_count, @miss_cap: pages flagged with lost events (count -1 = unknown)
+ * @nmiss: set to the number of flagged pages (may exceed @miss_cap: then call again)
+ *
+ * Returns the number of data records, -ENOSPC when @cap is too small, -EINVAL on a
+ * layout the decoder cannot read.
+ */
+int64_t irq_rb_decode(const uint8_t *buf, int64_t npages, const struct rb_page_layout *lay,
+		      int64_t base, uint64_t *ts_out, uint16_t *type_out, int64_t *off_out,
+		      int64_t cap, uint64_t *miss_ts, int64_t *miss_count, int64_t miss_cap,
+		      int64_t *nmiss)
+{
+	const int64_t nwords = lay->data_size / 4;
+	int64_t n = 0, p;
+
+	if (lay->data_offset % 4 || lay->data_size < 8 || lay->page_size <
+	    lay->data_offset + lay->data_size || lay->ts_offset + 8 > lay->page_size ||
+	    lay->commit_offset + 8 > lay->page_size)
+		return -EINVAL;
+	*nmiss = 0;
+	for (p = 0; p < npages; p++) {
+		const uint8_t *page = buf + p * lay->page_size;
+		const uint8_t *data = page + lay->data_offset;
+		uint64_t commit = load_u64(page + lay->commit_offset);
+		uint64_t now = load_u64(page + lay->ts_offset);
+		int64_t used = (int64_t)(commit & COMMIT_MASK);
+		int64_t limit, c = 0;
+
+		if (used > lay->data_size)
+			used = lay->data_size;
+		if (commit & RB_MISSED_EVENTS) {
+			int64_t count = -1;
+
+			if ((commit & RB_MISSED_STORED) && used + 8 <= lay->data_size)
+				count = (int64_t)load_u64(data + used);
+			if (*nmiss < miss_cap) {
+				miss_ts[*nmiss] = now;
+				miss_count[*nmiss] = count;
+			}
+			(*nmiss)++;
+		}
+		limit = used / 4;
+		while (c < limit) {
+			uint32_t w = load_u32(data + 4 * c);
+			uint32_t tl = w & 31, delta = w >> 5;
+			/* array[0]: the word after the header (clamped to the page's last word) */
+			int64_t at0 = c + 1 < nwords ? c + 1 : nwords - 1;
+			uint64_t a0 = load_u32(data + 4 * at0);
+			int64_t len;
+
+			if (tl == 0 || (tl == TYPE_PADDING && delta)) {
+				/* rb_event_length(): array[0] bytes follow the header */
+				uint64_t bytes = a0 < (uint64_t)(4 * nwords) ? a0 : (uint64_t)(4 * nwords);
+
+				len = 1 + (int64_t)((bytes + 3) / 4);
+			} else if (tl >= TYPE_TIME_EXTEND) {
+				len = 2;
+			} else {
+				len = tl + 1;
+			}
+			if (tl <= TYPE_DATA_MAX) {
+				int64_t pay = 4 * (c + 1) + (tl == 0 ? 4 : 0);
+
+				now += delta;
+				if (pay + 2 > lay->data_size)
+					break;		/* a record cut by the page end */
+				if (n >= cap)
+					return -ENOSPC;
+				ts_out[n] = now;
+				type_out[n] = (uint16_t)(data[pay] | data[pay + 1] << 8);
+				off_out[n] = base + p * lay->page_size + lay->data_offset + pay;
+				n++;
+			} else if (tl == TYPE_TIME_EXTEND) {
+				now += (a0 << TS_SHIFT) + delta;
+			} else if (tl == TYPE_TIME_STAMP) {
+				now = fix_abs_ts((a0 << TS_SHIFT) | delta, now);
+			} else if (!delta) {
+				break;			/* null padding: rest of the page is empty */
+			}
+			c += len;
+		}
+	}
+	return n;
+}
+
+/* struct merge_streams - per-CPU (or per-piece) record streams to merge by time */
+struct merge_streams {
+	const uint64_t *ts;		/* the streams' times (stream s at [start[s], end[s])) */
+	const int64_t *start;
+	const int64_t *end;
+	int64_t k;			/* stream count */
+};
+
+/* emit_fn - consume records [from, to) of stream @s, the next ones in time order */
+typedef int64_t (*emit_fn)(void *ctx, int64_t s, int64_t from, int64_t to);
+
+#define MAX_RUNS	4096
+
+/*
+ * merge_runs - hand out the streams' records in time order, run by run
+ * @m: the streams
+ * @emit: called for each run of records; a negative return stops the merge and is
+ *	returned
+ * @ctx: passed to @emit
+ *
+ * The order equals a stable sort of the streams' concatenation by time (equal stamps:
+ * the earlier in the concatenation first). A stream whose stamps go back somewhere (the
+ * kernel's can, across a lost-events gap, and so can synthetic data) is cut there into
+ * sorted runs: a merge of sorted runs that breaks ties by run order is exactly that
+ * stable sort. Returns 0, -EDOM past MAX_RUNS runs (the caller sorts), or -ENOMEM.
+ */
+static int64_t merge_runs(const struct merge_streams *m, emit_fn emit, void *ctx)
+{
+	const uint64_t *ts = m->ts;
+	int64_t *head = malloc(MAX_RUNS * sizeof(*head));
+	int64_t *end = malloc(MAX_RUNS * sizeof(*end));
+	int64_t *stream = malloc(MAX_RUNS * sizeof(*stream));
+	int64_t nruns = 0, s, i, r = 0;
+
+	if (!head || !end || !stream) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (s = 0; s < m->k; s++) {
+		int64_t from = m->start[s];
+
+		for (i = m->start[s] + 1; i <= m->end[s]; i++) {
+			if (i < m->end[s] && ts[i] >= ts[i - 1])
+				continue;
+			if (nruns == MAX_RUNS) {
+				r = -EDOM;
+				goto out;
+			}
+			head[nruns] = from;
+			end[nruns] = i;
+			stream[nruns++] = s;
+			from = i;
+		}
+	}
+	for (;;) {
+		uint64_t bound = UINT64_MAX;
+		int64_t best = -1, to;
+
+		/* the run with the earliest head; the lowest index wins ties (stable) */
+		for (s = 0; s < nruns; s++)
+			if (head[s] < end[s] && (best < 0 || ts[head[s]] < ts[head[best]]))
+				best = s;
+		if (best < 0)
+			break;
+		/*
+		 * The records of this run that sort before every other head: records of an
+		 * earlier run win ties with it, those of a later run lose them. The head
+		 * itself always qualifies (it was chosen as the earliest, lowest index).
+		 */
+		for (s = 0; s < nruns; s++) {
+			uint64_t t;
+
+			if (s == best || head[s] >= end[s])
+				continue;
+			t = ts[head[s]];
+			/* s < best: t > ts[head[best]] >= 0, so t - 1 cannot wrap */
+			if (s < best)
+				t--;
+			if (t < bound)
+				bound = t;
+		}
+		to = head[best];
+		while (to < end[best] && ts[to] <= bound)
+			to++;
+		r = emit(ctx, stream[best], head[best], to);
+		if (r < 0)
+			goto out;
+		head[best] = to;
+	}
+out:
+	free(head);
+	free(end);
+	free(stream);
+	return r;
+}
+
+/* struct merged_columns - output of irq_merge_by_ts() */
+struct merged_columns {
+	const uint64_t *ts;
+	const uint16_t *type;
+	const int64_t *off;
+	const uint16_t *cpu_of;
+	uint64_t *ts_out;
+	uint16_t *type_out;
+	int64_t *off_out;
+	uint16_t *cpu_out;
+	int64_t n;
+};
+
+/* emit_columns - append a run to the merged columns */
+static int64_t emit_columns(void *ctx, int64_t s, int64_t from, int64_t to)
+{
+	struct merged_columns *mc = ctx;
+	int64_t i, n = mc->n;
+
+	for (i = from; i < to; i++, n++) {
+		mc->ts_out[n] = mc->ts[i];
+		mc->type_out[n] = mc->type[i];
+		mc->off_out[n] = mc->off[i];
+		mc->cpu_out[n] = mc->cpu_of[s];
+	}
+	mc->n = n;
+	return 0;
+}
+
+/*
+ * irq_merge_by_ts - merge per-CPU streams into one time order
+ * @ts, @type, @off: the streams' records (stream s at [start[s], end[s]))
+ * @start, @end: bounds of each stream
+ * @k: stream count
+ * @cpu_of: CPU number of each stream
+ * @ts_out, @type_out, @off_out, @cpu_out: merged columns
+ *
+ * Returns the record count, or -EDOM when the streams are too far out of time order
+ * (see merge_runs()).
+ */
+int64_t irq_merge_by_ts(const uint64_t *ts, const uint16_t *type, const int64_t *off,
+			const int64_t *start, const int64_t *end, int64_t k,
+			const uint16_t *cpu_of,
+			uint64_t *ts_out, uint16_t *type_out, int64_t *off_out,
+			uint16_t *cpu_out)
+{
+	struct merge_streams m = { ts, start, end, k };
+	struct merged_columns mc = { ts, type, off, cpu_of, ts_out, type_out, off_out,
+				     cpu_out, 0 };
+	int64_t r = merge_runs(&m, emit_columns, &mc);
+
+	return r < 0 ? r : mc.n;
+}
+
+/*
+ * struct table_spec - where irq_merge_to_tables() puts each event type's records
+ *
+ * Per table t: its records' times, CPUs, payload offsets (optional: NULL) and fixed-size
+ * fields (fields [field_first[t], field_first[t + 1]) of the field arrays).
+ */
+struct table_spec {
+	const int32_t *table_of_type;	/* 65536 entries: table of an event type, or -1 */
+	int64_t ntables;
+	uint64_t **ts_out;
+	uint16_t **cpu_out;
+	int64_t **off_out;
+	int64_t *fill;			/* per table: records written so far */
+	const int64_t *cap;		/* per table: room */
+	const int64_t *field_first;
+	const int64_t *field_offset;
+	const int64_t *field_size;
+	uint8_t **field_out;
+	const uint8_t *buf;
+	int64_t buf_len;
+};
+
+/* struct table_merge - irq_merge_to_tables()'s emitter state */
+struct table_merge {
+	const struct table_spec *spec;
+	const uint64_t *ts;
+	const uint16_t *type;
+	const int64_t *off;
+	const uint16_t *cpu_of;
+};
+
+/* emit_tables - append a run's records to the tables of their types */
+static int64_t emit_tables(void *ctx, int64_t s, int64_t from, int64_t to)
+{
+	const struct table_merge *tm = ctx;
+	const struct table_spec *sp = tm->spec;
+	int64_t i;
+
+	for (i = from; i < to; i++) {
+		int64_t t = sp->table_of_type[tm->type[i]], f, row;
+		int64_t o = tm->off[i];
+
+		if (t < 0)
+			continue;
+		row = sp->fill[t]++;
+		if (row >= sp->cap[t])
+			return -ENOSPC;
+		sp->ts_out[t][row] = tm->ts[i];
+		sp->cpu_out[t][row] = tm->cpu_of[s];
+		if (sp->off_out[t])
+			sp->off_out[t][row] = o;
+		for (f = sp->field_first[t]; f < sp->field_first[t + 1]; f++) {
+			int64_t sz = sp->field_size[f];
+			int64_t at = o + sp->field_offset[f];
+			uint8_t *dst = sp->field_out[f] + row * sz;
+
+			/* nothing is trusted from the page: a field past the buffer is an error */
+			if (o < 0 || at + sz > sp->buf_len)
+				return -ERANGE;
+			switch (sz) {
+			case 2: memcpy(dst, sp->buf + at, 2); break;
+			case 4: memcpy(dst, sp->buf + at, 4); break;
+			case 8: memcpy(dst, sp->buf + at, 8); break;
+			default: memcpy(dst, sp->buf + at, (size_t)sz); break;
+			}
+		}
+	}
+	return 0;
+}
+
+/*
+ * irq_merge_to_tables - merge per-CPU streams straight into per-type tables
+ * @ts, @type, @off, @start, @end, @k, @cpu_of: the streams, as irq_merge_by_ts()
+ * @spec: the tables, their fields and their output columns
+ *
+ * The same order as irq_merge_by_ts() followed by grouping by type, without the merged
+ * columns: each record is read once and written once, to its table. Returns 0, -EDOM
+ * (streams too far out of time order), -ENOSPC, -ERANGE or -ENOMEM.
+ */
+int64_t irq_merge_to_tables(const uint64_t *ts, const uint16_t *type, const int64_t *off,
+			    const int64_t *start, const int64_t *end, int64_t k,
+			    const uint16_t *cpu_of, const struct table_spec *spec)
+{
+	struct merge_streams m = { ts, start, end, k };
+	struct table_merge tm = { spec, ts, type, off, cpu_of };
+
+	return merge_runs(&m, emit_tables, &tm);
+}
+
+/*
+ * irq_group_by_type - indices grouped by event type, time order kept in each group
+ * @type: event type of each record
+ * @n: record count
+ * @starts: 65537 entries: group t is order_out[starts[t], starts[t + 1])
+ * @order_out: n indices, group after group in type order
+ *
+ * A counting sort: the same result as a stable argsort of @type, in two passes.
+ * Returns n, or -ENOMEM.
+ */
+int64_t irq_group_by_type(const uint16_t *type, int64_t n, int64_t *starts,
+			  int64_t *order_out)
+{
+	int64_t *cursor = malloc(65536 * sizeof(*cursor));
+	int64_t i, at = 0;
+
+	if (!cursor)
+		return -ENOMEM;
+	memset(cursor, 0, 65536 * sizeof(*cursor));
+	for (i = 0; i < n; i++)
+		cursor[type[i]]++;
+	for (i = 0; i < 65536; i++) {
+		int64_t count = cursor[i];
+
+		starts[i] = at;
+		cursor[i] = at;
+		at += count;
+	}
+	starts[65536] = at;
+	for (i = 0; i < n; i++)
+		order_out[cursor[type[i]]++] = i;
+	free(cursor);
+	return n;
+}
+
+/*
+ * irq_gather_fields - copy fixed-size fields of selected records into columns
+ * @buf, @buf_len: the pages
+ * @off: payload offset of every record
+ * @idx: the records to read (n of them)
+ * @nfields: field count
+ * @field_offset, @field_size: per field, its offset in the payload and its size
+ * @out: per field, n * field_size bytes
+ *
+ * Each selected record's fields are read together (its cache lines once). Returns n,
+ * or -ERANGE when a field would read past the buffer (nothing is trusted from the page).
+ */
+int64_t irq_gather_fields(const uint8_t *buf, int64_t buf_len, const int64_t *off,
+			  const int64_t *idx, int64_t n, int64_t nfields,
+			  const int64_t *field_offset, const int64_t *field_size,
+			  uint8_t *const *out)
+{
+	int64_t i, f, reach = 0;
+
+	for (f = 0; f < nfields; f++)
+		if (field_offset[f] + field_size[f] > reach)
+			reach = field_offset[f] + field_size[f];
+	for (i = 0; i < n; i++) {
+		int64_t o = off[idx[i]];
+
+		if (o < 0 || o + reach > buf_len)
+			return -ERANGE;
+	}
+	for (i = 0; i < n; i++) {
+		const uint8_t *rec = buf + off[idx[i]];
+
+		for (f = 0; f < nfields; f++) {
+			int64_t sz = field_size[f];
+			const uint8_t *src = rec + field_offset[f];
+			uint8_t *dst = out[f] + i * sz;
+
+			switch (sz) {
+			case 1: *dst = *src; break;
+			case 2: memcpy(dst, src, 2); break;
+			case 4: memcpy(dst, src, 4); break;
+			case 8: memcpy(dst, src, 8); break;
+			default: memcpy(dst, src, (size_t)sz); break;
+			}
+		}
+	}
+	return n;
+}

@@ -1,0 +1,260 @@
+"""The C fast path of the ring-buffer decoder (irqlab/native/rbdecode.c).
+
+The C pass reads each page once and writes each output once, and runs page ranges in
+parallel threads. Optional (see :mod:`irqlab.native`): every function here returns None
+when it cannot do the job, and :mod:`irqlab.trace.ringbuf` uses its numpy path, which
+gives identical results (tests/unit/trace/test_fastpath.py compares them).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from irqlab import native
+from irqlab.native import ptr
+from irqlab.trace.formats import PageHeader
+
+_MAX_STREAMS = 4096          # MAX_RUNS of rbdecode.c
+_THREAD_PAGES = 8192          # 32 MiB of pages per parallel piece, at least
+_I64 = ctypes.c_int64
+
+
+class _Layout(ctypes.Structure):
+    """struct rb_page_layout of rbdecode.c."""
+
+    _fields_ = [("page_size", _I64), ("ts_offset", _I64), ("commit_offset", _I64),
+                ("data_offset", _I64), ("data_size", _I64)]
+
+
+def _layout(hdr: PageHeader) -> _Layout:
+    return _Layout(hdr.page_size, hdr.ts_offset, hdr.commit_offset, hdr.data_offset,
+                   hdr.data_size)
+
+
+def _decode_piece(lib: ctypes.CDLL, buf: np.ndarray, piece: "_Piece", lay: _Layout,
+                  out: tuple[np.ndarray, np.ndarray, np.ndarray]
+                  ) -> tuple[int, list[tuple[int, int]]] | None:
+    """Decode one piece into its region of the shared output columns: (records, missed)."""
+    ts, ty, off = out
+    miss_cap = 64
+    while True:
+        miss_ts = np.empty(miss_cap, np.uint64)
+        miss_n = np.empty(miss_cap, np.int64)
+        nmiss = np.zeros(1, np.int64)
+        r = piece.region
+        n = lib.irq_rb_decode(ptr(buf) + piece.byte_at, piece.npages, ctypes.addressof(lay),
+                              piece.byte_at, ptr(ts) + 8 * r, ptr(ty) + 2 * r,
+                              ptr(off) + 8 * r, piece.cap, ptr(miss_ts), ptr(miss_n),
+                              miss_cap, ptr(nmiss))
+        if n < 0:
+            return None
+        if int(nmiss[0]) <= miss_cap:
+            break
+        miss_cap = int(nmiss[0])
+    missed = list(zip(miss_ts[:int(nmiss[0])].tolist(), miss_n[:int(nmiss[0])].tolist()))
+    return int(n), missed
+
+
+class _Piece:
+    """A run of one CPU's pages decoded by one thread into its own output region."""
+
+    def __init__(self, cpu: int, byte_at: int, npages: int, region: int, cap: int):
+        self.cpu, self.byte_at, self.npages = cpu, byte_at, npages
+        self.region, self.cap = region, cap
+
+
+class Pieces:
+    """Every CPU's records decoded, not yet merged: each piece's (ts, type, payload
+    offset) sit in its own region of three shared columns, in page order."""
+
+    def __init__(self, buf: np.ndarray, cols: tuple[np.ndarray, np.ndarray, np.ndarray],
+                 pieces: list[_Piece], counts: np.ndarray,
+                 missed: list[tuple[int, int, int]], pages: int):
+        self.buf, self.cols, self.pieces = buf, cols, pieces
+        self.counts, self.missed, self.pages = counts, missed, pages
+        self.start = np.array([p.region for p in pieces], np.int64)
+        self.end = self.start + counts
+        self.cpu_of = np.array([p.cpu for p in pieces], np.uint16)
+
+    def __len__(self) -> int:
+        return int(self.counts.sum())
+
+    def type_counts(self) -> np.ndarray:
+        """Records per event type (65536 counters)."""
+        ty = self.cols[1]
+        return sum((np.bincount(ty[a:b], minlength=65536) for a, b in
+                    zip(self.start.tolist(), self.end.tolist())),
+                   np.zeros(65536, np.int64))
+
+
+def decode_pieces(blobs: list[tuple[int, int, int]], buf: np.ndarray,
+                  hdr: PageHeader) -> Pieces | None:
+    """Decode every CPU's pages, page ranges in parallel threads.
+
+    ``blobs``: (cpu, byte offset in ``buf``, byte length), in CPU order. None when the
+    fast path cannot be used.
+    """
+    lib = native.lib()
+    if lib is None or buf.dtype != np.uint8 or not buf.flags.c_contiguous:
+        return None
+    psz = hdr.page_size
+    lay = _layout(hdr)
+    workers = max(1, min(os.cpu_count() or 1, 8))
+    total_pages = sum(length // psz for _, _, length in blobs)
+    step = max(_THREAD_PAGES, -(-total_pages // workers))
+    # A data record takes at least 8 bytes (header + one word): each piece gets room for
+    # the worst case in shared columns, of which only the part written is ever touched.
+    per_page = hdr.data_size // 8
+    pieces: list[_Piece] = []
+    region = 0
+    for cpu, at, length in blobs:
+        npages = length // psz
+        for first in range(0, npages, step):
+            count = min(step, npages - first)
+            pieces.append(_Piece(cpu, at + first * psz, count, region, count * per_page))
+            region += count * per_page
+    if len(pieces) > _MAX_STREAMS:
+        return None
+    cols = (np.empty(region, np.uint64), np.empty(region, np.uint16),
+            np.empty(region, np.int64))
+    if len(pieces) > 1 and workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            done = list(pool.map(lambda p: _decode_piece(lib, buf, p, lay, cols), pieces))
+    else:
+        done = [_decode_piece(lib, buf, p, lay, cols) for p in pieces]
+    if any(d is None for d in done):
+        return None
+    missed = [(p.cpu, int(t), int(c)) for p, (_, m) in zip(pieces, done) for t, c in m]
+    counts = np.array([n for n, _ in done], np.int64)
+    return Pieces(buf, cols, pieces, counts, missed, total_pages)
+
+
+def merge_events(p: Pieces) -> tuple[np.ndarray, ...] | None:
+    """All records in time order as fresh exact-size (ts, cpu, type, off), in the numpy
+    path's order (a stable sort by time of the CPUs' records, CPU after CPU)."""
+    lib = native.lib()
+    n = len(p)
+    ts = np.empty(n, np.uint64)
+    cpu = np.empty(n, np.uint16)
+    ty = np.empty(n, np.uint16)
+    off = np.empty(n, np.int64)
+    c_ts, c_ty, c_off = p.cols
+    if n == 0:
+        return ts, cpu, ty, off
+    if lib is None:
+        return None
+    got = lib.irq_merge_by_ts(ptr(c_ts), ptr(c_ty), ptr(c_off), ptr(p.start), ptr(p.end),
+                              len(p.pieces), ptr(p.cpu_of), ptr(ts), ptr(ty), ptr(off),
+                              ptr(cpu))
+    if got == n:
+        return ts, cpu, ty, off
+    if got != -errno.EDOM:
+        return None
+    # A piece out of time order (the kernel's stamps went back): sort, as numpy does.
+    keep = np.concatenate([np.arange(a, b) for a, b in zip(p.start.tolist(),
+                                                           p.end.tolist())])
+    order = np.argsort(c_ts[keep], kind="stable")
+    keep = keep[order]
+    return c_ts[keep], np.repeat(p.cpu_of, p.counts)[order], c_ty[keep], c_off[keep]
+
+
+class _TableSpec(ctypes.Structure):
+    """struct table_spec of rbdecode.c."""
+
+    _fields_ = [(name, ctypes.c_void_p) for name in ("table_of_type",)] + \
+        [("ntables", _I64)] + \
+        [(name, ctypes.c_void_p) for name in ("ts_out", "cpu_out", "off_out", "fill", "cap",
+                                              "field_first", "field_offset", "field_size",
+                                              "field_out", "buf")] + \
+        [("buf_len", _I64)]
+
+
+def merge_tables(p: Pieces, wanted: dict[int, tuple[list[tuple[int, int]], bool]]
+                 ) -> dict[int, dict[str, np.ndarray]] | None:
+    """The records of the wanted event types in time order, straight into per-type
+    columns: ``wanted`` = {type id: ([(field offset, size)], keep payload offsets)}.
+
+    Returns {type id: {"ts", "cpu", "off" (if asked), "fields": [(n, size) uint8]}} or
+    None (out-of-order pieces, or no library: the caller merges and groups instead).
+    """
+    lib = native.lib()
+    if lib is None or not wanted:
+        return None
+    counts = p.type_counts()
+    types = sorted(wanted)
+    table_of_type = np.full(65536, -1, np.int32)
+    table_of_type[types] = np.arange(len(types), dtype=np.int32)
+    out: dict[int, dict[str, np.ndarray]] = {}
+    ts_ptr, cpu_ptr, off_ptr, f_first, f_off, f_size, f_out = [], [], [], [0], [], [], []
+    for t in types:
+        n = int(counts[t])
+        fields, keep_off = wanted[t]
+        cols = {"ts": np.empty(n, np.uint64), "cpu": np.empty(n, np.uint16),
+                "fields": [np.empty((n, size), np.uint8) for _, size in fields]}
+        if keep_off:
+            cols["off"] = np.empty(n, np.int64)
+        out[t] = cols
+        ts_ptr.append(ptr(cols["ts"]))
+        cpu_ptr.append(ptr(cols["cpu"]))
+        off_ptr.append(ptr(cols["off"]) if keep_off else 0)
+        f_off += [o for o, _ in fields]
+        f_size += [z for _, z in fields]
+        f_out += [ptr(a) for a in cols["fields"]]
+        f_first.append(len(f_off))
+    arrays = {
+        "ts_out": np.array(ts_ptr, np.uintp), "cpu_out": np.array(cpu_ptr, np.uintp),
+        "off_out": np.array(off_ptr, np.uintp), "fill": np.zeros(len(types), np.int64),
+        "cap": np.array([counts[t] for t in types], np.int64),
+        "field_first": np.array(f_first, np.int64),
+        "field_offset": np.array(f_off or [0], np.int64),
+        "field_size": np.array(f_size or [0], np.int64),
+        "field_out": np.array(f_out or [0], np.uintp)}
+    spec = _TableSpec(ptr(table_of_type), len(types),
+                      *(ptr(arrays[k]) for k in ("ts_out", "cpu_out", "off_out", "fill",
+                                                 "cap", "field_first", "field_offset",
+                                                 "field_size", "field_out")),
+                      ptr(p.buf), len(p.buf))
+    c_ts, c_ty, c_off = p.cols
+    if len(p) and lib.irq_merge_to_tables(ptr(c_ts), ptr(c_ty), ptr(c_off), ptr(p.start),
+                                          ptr(p.end), len(p.pieces), ptr(p.cpu_of),
+                                          ctypes.addressof(spec)) < 0:
+        return None
+    return out
+
+
+def group_by_type(etype: np.ndarray) -> dict[int, np.ndarray] | None:
+    """{event type: indices in time order} by a counting sort, or None."""
+    lib = native.lib()
+    if lib is None:
+        return None
+    etype = np.ascontiguousarray(etype, np.uint16)
+    starts = np.empty(65537, np.int64)
+    order = np.empty(len(etype), np.int64)
+    if lib.irq_group_by_type(ptr(etype), len(etype), ptr(starts), ptr(order)) < 0:
+        return None
+    kinds = np.flatnonzero(np.diff(starts))
+    return {int(k): order[starts[k]:starts[k + 1]] for k in kinds.tolist()}
+
+
+def gather_fields(buf: np.ndarray, off: np.ndarray, idx: np.ndarray,
+                  fields: list[tuple[int, int]]) -> list[np.ndarray] | None:
+    """Raw bytes (n, size) of each (offset, size) field of the records ``idx``, or None."""
+    lib = native.lib()
+    if lib is None or not fields or buf.dtype != np.uint8 or not buf.flags.c_contiguous:
+        return None
+    off = np.ascontiguousarray(off, np.int64)
+    idx = np.ascontiguousarray(idx, np.int64)
+    n = len(idx)
+    outs = [np.empty((n, size), np.uint8) for _, size in fields]
+    f_off = np.array([o for o, _ in fields], np.int64)
+    f_size = np.array([s for _, s in fields], np.int64)
+    ptrs = np.array([ptr(o) for o in outs], np.uintp)
+    if lib.irq_gather_fields(ptr(buf), len(buf), ptr(off), ptr(idx), n, len(fields),
+                             ptr(f_off), ptr(f_size), ptr(ptrs)) != n:
+        return None
+    return outs

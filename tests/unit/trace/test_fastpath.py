@@ -1,0 +1,117 @@
+"""The C fast path (irqlab/native) gives exactly what the numpy decoder gives: records,
+their order across CPUs (ties, stamps that go back), lost-event pages and every field."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+from irqlab import native
+from irqlab.explain.load import wanted_fields
+from irqlab.trace import fastpath, ringbuf
+from irqlab.trace.synth import PageWriter, encode
+
+
+def both_ways(per_cpu, hdr, wanted):
+    """(C result, numpy result) of decode() and decode_tables()."""
+    assert native.lib() is not None, native.why_not()
+    fast = ringbuf.decode(per_cpu, hdr), ringbuf.decode_tables(per_cpu, hdr, wanted)
+    native.set_enabled(False)
+    try:
+        slow = ringbuf.decode(per_cpu, hdr), ringbuf.decode_tables(per_cpu, hdr, wanted)
+    finally:
+        native.set_enabled(True)
+    return fast, slow
+
+
+def assert_same(fast, slow):
+    (ev_f, tab_f), (ev_s, tab_s) = fast, slow
+    for k in ("ts", "cpu", "etype", "off"):
+        a, b = getattr(ev_f, k), getattr(ev_s, k)
+        assert a.dtype == b.dtype and np.array_equal(a, b), k
+    assert ev_f.missed == ev_s.missed and ev_f.pages == ev_s.pages
+    assert (tab_f.missed, tab_f.events, tab_f.pages) == (tab_s.missed, tab_s.events,
+                                                         tab_s.pages)
+    assert tab_f.tables.keys() == tab_s.tables.keys()
+    for t, cols in tab_s.tables.items():
+        assert cols.keys() == tab_f.tables[t].keys()
+        for k, b in cols.items():
+            a = tab_f.tables[t][k]
+            assert a.dtype == b.dtype and np.array_equal(a, b), (t, k)
+
+
+def test_the_library_is_built():
+    # ./setup.sh builds it; without it every trace would silently take the slow path.
+    assert native.lib() is not None, native.why_not()
+
+
+def test_every_encoding_and_cpu_order_match(kernel_formats, page_header):
+    sw = kernel_formats["sched:sched_switch"]
+    wk = kernel_formats["sched:sched_waking"]
+    irq = kernel_formats["irq:irq_handler_entry"]
+    pr = kernel_formats["ftrace:print"]
+    rng = random.Random(7)
+    per_cpu = {}
+    for cpu in (0, 1, 3):
+        w = PageWriter(page_header)
+        ts = 1_000_000
+        for i in range(3000):
+            # Steps of 0 give equal stamps within and across CPUs (ties keep CPU order).
+            ts += rng.choice((0, 0, 1, 17, 250, 4000))
+            kind = rng.random()
+            if kind < 0.01:
+                ts += (1 << 28) + i                      # a time extend
+            if kind < 0.02:
+                w.add_absolute(ts)
+            if 0.02 <= kind < 0.03:
+                w.add_padding(ts + 5, 16)                # discarded: its delta ignored
+            if 0.03 <= kind < 0.035:
+                w.lose_events()
+            if kind < 0.5:
+                w.add(ts, encode(sw, {"prev_pid": i, "next_pid": i + cpu, "prev_comm": "a",
+                                      "next_comm": f"t{i % 9}", "prev_state": i % 3}))
+            elif kind < 0.8:
+                w.add(ts, encode(wk, {"pid": i, "target_cpu": cpu, "comm": "w"}))
+            elif kind < 0.95:
+                w.add(ts, encode(irq, {"irq": i % 40, "name": f"eth{i % 3}"}))
+            else:
+                w.add(ts, encode(pr, {"buf": "m" * (i % 300)}))   # long records
+        per_cpu[cpu] = w.data()
+    fast, slow = both_ways(per_cpu, page_header, wanted_fields(kernel_formats))
+    assert len(fast[0]) == 9000 and fast[0].missed
+    assert_same(fast, slow)
+
+
+def test_stamps_that_go_back_are_ordered_like_a_stable_sort(kernel_formats, page_header):
+    # Pages out of time order within one CPU: a few backward steps are cut into sorted
+    # runs and merged; more than the merge takes (4096 runs) falls back to a sort.
+    sw = kernel_formats["sched:sched_switch"]
+    for npages in (40, 4200):
+        pages = []
+        for p in range(npages):
+            w = PageWriter(page_header)
+            base = 10_000_000 + (npages - p) * 1000          # later pages, earlier stamps
+            for i in range(3):
+                w.add(base + 7 * i, encode(sw, {"prev_pid": p, "next_pid": i}))
+            pages.append(w.data())
+        other = PageWriter(page_header)
+        for i in range(500):
+            other.add(10_000_000 + 997 * i, encode(sw, {"prev_pid": -i}))
+        per_cpu = {0: b"".join(pages), 1: other.data()}
+        fast, slow = both_ways(per_cpu, page_header,
+                               wanted_fields({"sched:sched_switch": sw}))
+        ts = fast[0].ts
+        assert np.all(ts[1:] >= ts[:-1]) and len(ts) == 3 * npages + 500
+        assert_same(fast, slow)
+
+
+def test_a_field_past_the_buffer_is_refused_not_read(kernel_formats, page_header):
+    # A field declared past the end of the buffer (a corrupt format or truncated page)
+    # is never read by the C gather: it says no, and the caller takes the numpy path.
+    sw = kernel_formats["sched:sched_switch"]
+    w = PageWriter(page_header)
+    w.add(1000, encode(sw, {"prev_pid": 1}))
+    ev = ringbuf.decode({0: w.data()}, page_header)
+    idx = np.arange(len(ev))
+    assert fastpath.gather_fields(ev.buf, ev.off, idx, [(0, 4)]) is not None
+    assert fastpath.gather_fields(ev.buf, ev.off, idx, [(page_header.page_size, 8)]) is None
