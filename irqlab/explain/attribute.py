@@ -137,7 +137,7 @@ class Explainer:
 
     # -- one sample ---------------------------------------------------------------------
     def explain(self, seq: int, a: int, b: int, latency_tick: int,
-                vcpu: int | None = None) -> Attribution:
+                vcpu: int | None = None, deadline_tick: int | None = None) -> Attribution:
         att = Attribution(seq, latency_tick, a, b)
         tid = vcpu if vcpu is not None else (self.vcpus[0] if self.vcpus else -1)
         if a < self.span[0] or b > self.span[1]:
@@ -172,7 +172,7 @@ class Explainer:
         if seg is not None and seg.state != RUNNING:
             att.notes.append(f"causality: vCPU thread {seg.state} at the mapped ISR entry "
                              f"(clock mapping error?)")
-        self._stages(att, tid, a, b)
+        self._stages(att, tid, a, b, deadline_tick)
         return att
 
     def _cpus_of(self, tid: int, a: int, b: int) -> set[int]:
@@ -235,8 +235,13 @@ class Explainer:
                 self._during[label] += (h2 - l2) - rest
 
     # -- KVM stages ---------------------------------------------------------------------
-    def _stages(self, att: Attribution, tid: int, a: int, b: int) -> None:
-        """Timestamps of the KVM timer-path stages inside the window, where traced."""
+    def _stages(self, att: Attribution, tid: int, a: int, b: int,
+                deadline_tick: int | None = None) -> None:
+        """Timestamps of the KVM timer-path stages inside the window, where traced.
+
+        The arming write of IA32_TSC_DEADLINE is found by its value (the sample's guest
+        deadline, exact, independent of the clock mapping: clock.match_msr()); without
+        the guest deadline, the last write before the mapped deadline is taken."""
         enabled = {e.split(":", 1)[1] for e in self.trace.header.get("enabled", [])}
         if not any(ev.startswith("kvm_") and ev in self.fired for ev in enabled):
             return                      # not a KVM run (TCG): no stage to show
@@ -244,10 +249,16 @@ class Explainer:
         att.stages = [("deadline", a)]
         msr = self.trace.t("kvm_msr")
         if len(msr):
-            sel = np.flatnonzero((msr["ecx"] == MSR_TSC_DEADLINE) & (msr["write"] == 1)
-                                 & (msr["common_pid"] == tid) & (msr["ts"] < a))
-            if len(sel):
-                att.notes.append(f"timer armed (MSR 0x6e0) {(a - int(msr['ts'][sel[-1]]))} "
+            arming = (msr["ecx"] == MSR_TSC_DEADLINE) & (msr["write"] == 1) \
+                & (msr["common_pid"] == tid)
+            if deadline_tick is not None and "data" in msr.cols:
+                sel = np.flatnonzero(arming & (msr["data"].astype(np.int64) == deadline_tick))
+                at = sel[:1]                      # the first write of the value arms it
+            else:
+                sel = np.flatnonzero(arming & (msr["ts"] < a))
+                at = sel[-1:]
+            if len(at):
+                att.notes.append(f"timer armed (MSR 0x6e0) {(a - int(msr['ts'][at[0]]))} "
                                  f"ticks before the deadline")
         for stage, event in STAGES:
             tb = self.trace.t(event)

@@ -83,7 +83,7 @@ def explain_run(store: Store, ref: str, threshold_ns: int | None = None,
         clock = refine_with_causality(clock, vcpu_tl, en)
     clock = check_causality(clock, seq, en)
     host_dl, host_en = clock.to_host(dl[idx]), clock.to_host(en[idx])
-    atts = [ex.explain(int(seq[i]), int(a), int(b), int(lat[i]))
+    atts = [ex.explain(int(seq[i]), int(a), int(b), int(lat[i]), deadline_tick=int(dl[i]))
             for i, a, b in zip(idx.tolist(), host_dl.tolist(), host_en.tolist())]
     for att in atts:
         att.notes.extend(clock.violations.get(att.seq, []))

@@ -75,6 +75,20 @@ def test_kvm_stages_in_order(kernel_formats, page_header):
     assert att.stages_missing == []
 
 
+def test_timer_armed_note_finds_the_write_of_this_deadline(kernel_formats, page_header):
+    # Two deadline writes before the window: the one whose value is this sample's guest
+    # deadline (77_000) armed it, not the later one (a re-arm for another value).
+    msr = "kvm:kvm_msr"
+    events = _kvm_wakeup_scenario() + [
+        (40, msr, {"write": 1, "ecx": 0x6E0, "data": 77_000}, VCPU),
+        (90, msr, {"write": 1, "ecx": 0x6E0, "data": 88_000}, VCPU)]
+    tr = _trace(kernel_formats, page_header, events)
+    by_value = Explainer(tr).explain(0, 1000, 2600, 1600, deadline_tick=77_000)
+    assert "timer armed (MSR 0x6e0) 960 ticks before the deadline" in by_value.notes
+    by_time = Explainer(tr).explain(0, 1000, 2600, 1600)
+    assert "timer armed (MSR 0x6e0) 910 ticks before the deadline" in by_time.notes
+
+
 def test_missing_kvm_events_are_named_not_guessed(kernel_formats, page_header):
     # This machine's software KVM never fires the VMX-only events: model that.
     events = [e for e in _kvm_wakeup_scenario()
