@@ -24,6 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--trace-bytes", type=count, default=1 << 30, metavar="BYTES",
                    help="trace: raw ring data to synthesise from a real capture "
                         "(default 1 GiB; only when `trace` is named: needs root)")
+    b.add_argument("--trace-rounds", type=count, default=3, metavar="N",
+                   help="trace: rounds of ours on the same input; the median is compared "
+                        "(the first, which pays for fresh memory, is shown too; default 3)")
     b.add_argument("--json", action="store_true", help="print JSON lines")
 
 
@@ -35,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
                              cyclictest={"rounds": max(1, args.rounds),
                                          "duration_s": args.round_duration / 1e9,
                                          "cpu": args.bench_cpu},
-                             trace={"target_bytes": args.trace_bytes})
+                             trace={"target_bytes": args.trace_bytes,
+                                    "rounds": max(1, args.trace_rounds)})
     renderer(args).bench(figures)
     return EXIT_OK

@@ -68,16 +68,99 @@ static inline uint64_t fix_abs_ts(uint64_t stamp, uint64_t now)
 	return val;
 }
 
+/* layout_ok - a page layout this decoder can read */
+static int layout_ok(const struct rb_page_layout *lay)
+{
+	return !(lay->data_offset % 4 || lay->data_size < 8 ||
+		 lay->page_size < lay->data_offset + lay->data_size ||
+		 lay->ts_offset + 8 > lay->page_size || lay->commit_offset + 8 > lay->page_size);
+}
+
+/*
+ * decode_page - the data records of one page
+ * @page: the page
+ * @lay: page layout
+ * @page_off: the page's offset in the shared buffer (payload offsets are relative to it)
+ * @ts_out, @type_out, @off_out: NULL (count only), or room for data_size / 8 records
+ * @missed: set to -2 when the page follows no lost events, else the lost count (-1:
+ *	unknown)
+ *
+ * Returns the number of data records.
+ */
+static int64_t decode_page(const uint8_t *page, const struct rb_page_layout *lay,
+			   int64_t page_off, uint64_t *ts_out, uint16_t *type_out,
+			   int64_t *off_out, int64_t *missed)
+{
+	const int64_t nwords = lay->data_size / 4;
+	const uint8_t *data = page + lay->data_offset;
+	uint64_t commit = load_u64(page + lay->commit_offset);
+	uint64_t now = load_u64(page + lay->ts_offset);
+	int64_t used = (int64_t)(commit & COMMIT_MASK);
+	int64_t limit, c = 0, n = 0;
+
+	if (used > lay->data_size)
+		used = lay->data_size;
+	*missed = -2;
+	if (commit & RB_MISSED_EVENTS) {
+		*missed = -1;
+		if ((commit & RB_MISSED_STORED) && used + 8 <= lay->data_size)
+			*missed = (int64_t)load_u64(data + used);
+	}
+	limit = used / 4;
+	while (c < limit) {
+		uint32_t w = load_u32(data + 4 * c);
+		uint32_t tl = w & 31, delta = w >> 5;
+		/* array[0]: the word after the header (clamped to the page's last word) */
+		int64_t at0 = c + 1 < nwords ? c + 1 : nwords - 1;
+		uint64_t a0 = load_u32(data + 4 * at0);
+		int64_t len;
+
+		if (tl == 0 || (tl == TYPE_PADDING && delta)) {
+			/* rb_event_length(): array[0] bytes follow the header */
+			uint64_t bytes = a0 < (uint64_t)(4 * nwords) ? a0 : (uint64_t)(4 * nwords);
+
+			len = 1 + (int64_t)((bytes + 3) / 4);
+		} else if (tl >= TYPE_TIME_EXTEND) {
+			len = 2;
+		} else {
+			len = tl + 1;
+		}
+		if (tl <= TYPE_DATA_MAX) {
+			int64_t pay = 4 * (c + 1) + (tl == 0 ? 4 : 0);
+
+			now += delta;
+			if (pay + 2 > lay->data_size)
+				break;		/* a record cut by the page end */
+			if (ts_out) {
+				ts_out[n] = now;
+				type_out[n] = (uint16_t)(data[pay] | data[pay + 1] << 8);
+				off_out[n] = page_off + lay->data_offset + pay;
+			}
+			n++;
+		} else if (tl == TYPE_TIME_EXTEND) {
+			now += (a0 << TS_SHIFT) + delta;
+		} else if (tl == TYPE_TIME_STAMP) {
+			now = fix_abs_ts((a0 << TS_SHIFT) | delta, now);
+		} else if (!delta) {
+			break;			/* null padding: rest of the page is empty */
+		}
+		c += len;
+	}
+	return n;
+}
+
 /*
  * irq_rb_decode - decode whole pages of one CPU
  * @buf: the pages (npages * page_size bytes)
  * @npages: page count
  * @lay: page layout
  * @base: added to every payload offset (the pages' position in a shared buffer)
- * @ts_out, @type_out, @off_out: one entry per data record, in page order
+ * @ts_out, @type_out, @off_out: one entry per data record, in page order; all NULL to
+ *	only count
  * @cap: room in the three output arrays
  * @miss_ts, @miss_count, @miss_cap: pages flagged with lost events (count -1 = unknown)
  * @nmiss: set to the number of flagged pages (may exceed @miss_cap: then call again)
+ * @type_count: NULL, or 65536 counters to which each record's event type is added
  *
  * Returns the number of data records, -ENOSPC when @cap is too small, -EINVAL on a
  * layout the decoder cannot read.
@@ -85,79 +168,59 @@ static inline uint64_t fix_abs_ts(uint64_t stamp, uint64_t now)
 int64_t irq_rb_decode(const uint8_t *buf, int64_t npages, const struct rb_page_layout *lay,
 		      int64_t base, uint64_t *ts_out, uint16_t *type_out, int64_t *off_out,
 		      int64_t cap, uint64_t *miss_ts, int64_t *miss_count, int64_t miss_cap,
-		      int64_t *nmiss)
+		      int64_t *nmiss, int64_t *type_count)
 {
-	const int64_t nwords = lay->data_size / 4;
-	int64_t n = 0, p;
+	const int64_t per_page = lay->data_size / 8 + 1;
+	uint64_t *pts = NULL;
+	uint16_t *pty = NULL;
+	int64_t *poff = NULL;
+	int64_t n = 0, p, r = 0;
 
-	if (lay->data_offset % 4 || lay->data_size < 8 || lay->page_size <
-	    lay->data_offset + lay->data_size || lay->ts_offset + 8 > lay->page_size ||
-	    lay->commit_offset + 8 > lay->page_size)
+	if (!layout_ok(lay))
 		return -EINVAL;
+	if (!ts_out && type_count) {
+		/* counting types needs the types: decode each page into a scratch page */
+		pts = malloc(per_page * sizeof(*pts));
+		pty = malloc(per_page * sizeof(*pty));
+		poff = malloc(per_page * sizeof(*poff));
+		if (!pts || !pty || !poff) {
+			r = -ENOMEM;
+			goto out;
+		}
+	}
 	*nmiss = 0;
 	for (p = 0; p < npages; p++) {
 		const uint8_t *page = buf + p * lay->page_size;
-		const uint8_t *data = page + lay->data_offset;
-		uint64_t commit = load_u64(page + lay->commit_offset);
-		uint64_t now = load_u64(page + lay->ts_offset);
-		int64_t used = (int64_t)(commit & COMMIT_MASK);
-		int64_t limit, c = 0;
+		int64_t missed, got, i;
 
-		if (used > lay->data_size)
-			used = lay->data_size;
-		if (commit & RB_MISSED_EVENTS) {
-			int64_t count = -1;
-
-			if ((commit & RB_MISSED_STORED) && used + 8 <= lay->data_size)
-				count = (int64_t)load_u64(data + used);
+		if (ts_out && n + per_page > cap) {
+			r = -ENOSPC;
+			goto out;
+		}
+		got = decode_page(page, lay, base + p * lay->page_size,
+				  ts_out ? ts_out + n : pts, ts_out ? type_out + n : pty,
+				  ts_out ? off_out + n : poff, &missed);
+		if (missed != -2) {
 			if (*nmiss < miss_cap) {
-				miss_ts[*nmiss] = now;
-				miss_count[*nmiss] = count;
+				miss_ts[*nmiss] = load_u64(page + lay->ts_offset);
+				miss_count[*nmiss] = missed;
 			}
 			(*nmiss)++;
 		}
-		limit = used / 4;
-		while (c < limit) {
-			uint32_t w = load_u32(data + 4 * c);
-			uint32_t tl = w & 31, delta = w >> 5;
-			/* array[0]: the word after the header (clamped to the page's last word) */
-			int64_t at0 = c + 1 < nwords ? c + 1 : nwords - 1;
-			uint64_t a0 = load_u32(data + 4 * at0);
-			int64_t len;
+		if (type_count) {
+			const uint16_t *ty = ts_out ? type_out + n : pty;
 
-			if (tl == 0 || (tl == TYPE_PADDING && delta)) {
-				/* rb_event_length(): array[0] bytes follow the header */
-				uint64_t bytes = a0 < (uint64_t)(4 * nwords) ? a0 : (uint64_t)(4 * nwords);
-
-				len = 1 + (int64_t)((bytes + 3) / 4);
-			} else if (tl >= TYPE_TIME_EXTEND) {
-				len = 2;
-			} else {
-				len = tl + 1;
-			}
-			if (tl <= TYPE_DATA_MAX) {
-				int64_t pay = 4 * (c + 1) + (tl == 0 ? 4 : 0);
-
-				now += delta;
-				if (pay + 2 > lay->data_size)
-					break;		/* a record cut by the page end */
-				if (n >= cap)
-					return -ENOSPC;
-				ts_out[n] = now;
-				type_out[n] = (uint16_t)(data[pay] | data[pay + 1] << 8);
-				off_out[n] = base + p * lay->page_size + lay->data_offset + pay;
-				n++;
-			} else if (tl == TYPE_TIME_EXTEND) {
-				now += (a0 << TS_SHIFT) + delta;
-			} else if (tl == TYPE_TIME_STAMP) {
-				now = fix_abs_ts((a0 << TS_SHIFT) | delta, now);
-			} else if (!delta) {
-				break;			/* null padding: rest of the page is empty */
-			}
-			c += len;
+			for (i = 0; i < got; i++)
+				type_count[ty[i]]++;
 		}
+		n += got;
 	}
-	return n;
+	r = n;
+out:
+	free(pts);
+	free(pty);
+	free(poff);
+	return r;
 }
 
 /* struct merge_streams - per-CPU (or per-piece) record streams to merge by time */
@@ -341,41 +404,49 @@ struct table_merge {
 	const uint16_t *cpu_of;
 };
 
+/* table_put - append one record to the table of its type (if it has one) */
+static int64_t table_put(const struct table_spec *sp, uint64_t ts, uint16_t type,
+			 int64_t o, uint16_t cpu)
+{
+	int64_t t = sp->table_of_type[type], f, row;
+
+	if (t < 0)
+		return 0;
+	row = sp->fill[t]++;
+	if (row >= sp->cap[t])
+		return -ENOSPC;
+	sp->ts_out[t][row] = ts;
+	sp->cpu_out[t][row] = cpu;
+	if (sp->off_out[t])
+		sp->off_out[t][row] = o;
+	for (f = sp->field_first[t]; f < sp->field_first[t + 1]; f++) {
+		int64_t sz = sp->field_size[f];
+		int64_t at = o + sp->field_offset[f];
+		uint8_t *dst = sp->field_out[f] + row * sz;
+
+		/* nothing is trusted from the page: a field past the buffer is an error */
+		if (o < 0 || at + sz > sp->buf_len)
+			return -ERANGE;
+		switch (sz) {
+		case 2: memcpy(dst, sp->buf + at, 2); break;
+		case 4: memcpy(dst, sp->buf + at, 4); break;
+		case 8: memcpy(dst, sp->buf + at, 8); break;
+		default: memcpy(dst, sp->buf + at, (size_t)sz); break;
+		}
+	}
+	return 0;
+}
+
 /* emit_tables - append a run's records to the tables of their types */
 static int64_t emit_tables(void *ctx, int64_t s, int64_t from, int64_t to)
 {
 	const struct table_merge *tm = ctx;
-	const struct table_spec *sp = tm->spec;
-	int64_t i;
+	int64_t i, r;
 
 	for (i = from; i < to; i++) {
-		int64_t t = sp->table_of_type[tm->type[i]], f, row;
-		int64_t o = tm->off[i];
-
-		if (t < 0)
-			continue;
-		row = sp->fill[t]++;
-		if (row >= sp->cap[t])
-			return -ENOSPC;
-		sp->ts_out[t][row] = tm->ts[i];
-		sp->cpu_out[t][row] = tm->cpu_of[s];
-		if (sp->off_out[t])
-			sp->off_out[t][row] = o;
-		for (f = sp->field_first[t]; f < sp->field_first[t + 1]; f++) {
-			int64_t sz = sp->field_size[f];
-			int64_t at = o + sp->field_offset[f];
-			uint8_t *dst = sp->field_out[f] + row * sz;
-
-			/* nothing is trusted from the page: a field past the buffer is an error */
-			if (o < 0 || at + sz > sp->buf_len)
-				return -ERANGE;
-			switch (sz) {
-			case 2: memcpy(dst, sp->buf + at, 2); break;
-			case 4: memcpy(dst, sp->buf + at, 4); break;
-			case 8: memcpy(dst, sp->buf + at, 8); break;
-			default: memcpy(dst, sp->buf + at, (size_t)sz); break;
-			}
-		}
+		r = table_put(tm->spec, tm->ts[i], tm->type[i], tm->off[i], tm->cpu_of[s]);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
@@ -397,6 +468,131 @@ int64_t irq_merge_to_tables(const uint64_t *ts, const uint16_t *type, const int6
 	struct table_merge tm = { spec, ts, type, off, cpu_of };
 
 	return merge_runs(&m, emit_tables, &tm);
+}
+
+/* struct rb_stream - one CPU's pages in the shared buffer */
+struct rb_stream {
+	int64_t byte_at;
+	int64_t npages;
+	int64_t cpu;
+};
+
+/* struct stream_state - a stream being merged: its current page, decoded */
+struct stream_state {
+	const uint8_t *pages;
+	int64_t byte_at, npages, next_page;
+	uint16_t cpu;
+	uint64_t *ts;
+	uint16_t *type;
+	int64_t *off;
+	int64_t n, at;
+	uint64_t last;
+};
+
+/* stream_refill - decode the stream's next non-empty page; 0 when it has none left */
+static int64_t stream_refill(struct stream_state *st, const struct rb_page_layout *lay)
+{
+	int64_t missed;
+
+	st->n = st->at = 0;
+	while (!st->n && st->next_page < st->npages) {
+		int64_t p = st->next_page++;
+
+		st->n = decode_page(st->pages + p * lay->page_size, lay,
+				    st->byte_at + p * lay->page_size, st->ts, st->type, st->off,
+				    &missed);
+	}
+	return st->n;
+}
+
+/*
+ * irq_stream_to_tables - decode each CPU's pages and merge them into per-type tables
+ * @buf: the pages of all CPUs
+ * @streams: each CPU's pages (in CPU order), k of them
+ * @lay: page layout
+ * @spec: the tables (sized beforehand from an irq_rb_decode() count)
+ *
+ * The same tables as irq_rb_decode() + irq_merge_to_tables(), with no decoded copy of
+ * the whole trace in between: each CPU's current page is decoded into a small buffer as
+ * the merge reaches it. Needs every CPU's records in time order: returns -EDOM at the
+ * first record that goes back (the caller then takes the two-step path), else 0,
+ * -ENOSPC, -ERANGE, -ENOMEM or -EINVAL.
+ */
+int64_t irq_stream_to_tables(const uint8_t *buf, const struct rb_stream *streams, int64_t k,
+			     const struct rb_page_layout *lay, const struct table_spec *spec)
+{
+	const int64_t per_page = lay->data_size / 8 + 1;
+	struct stream_state *st = calloc((size_t)(k ? k : 1), sizeof(*st));
+	int64_t s, r = 0;
+
+	if (!st)
+		return -ENOMEM;
+	if (!layout_ok(lay)) {
+		r = -EINVAL;
+		goto out;
+	}
+	for (s = 0; s < k; s++) {
+		st[s].pages = buf + streams[s].byte_at;
+		st[s].byte_at = streams[s].byte_at;
+		st[s].npages = streams[s].npages;
+		st[s].cpu = (uint16_t)streams[s].cpu;
+		st[s].ts = malloc(per_page * sizeof(*st[s].ts));
+		st[s].type = malloc(per_page * sizeof(*st[s].type));
+		st[s].off = malloc(per_page * sizeof(*st[s].off));
+		if (!st[s].ts || !st[s].type || !st[s].off) {
+			r = -ENOMEM;
+			goto out;
+		}
+		stream_refill(&st[s], lay);
+	}
+	for (;;) {
+		uint64_t bound = UINT64_MAX;
+		int64_t best = -1;
+		struct stream_state *b;
+
+		/* the stream with the earliest head; the lowest index wins ties (stable) */
+		for (s = 0; s < k; s++)
+			if (st[s].at < st[s].n && (best < 0 ||
+			    st[s].ts[st[s].at] < st[best].ts[st[best].at]))
+				best = s;
+		if (best < 0)
+			break;
+		/* its records that sort before every other head (merge_runs() explains) */
+		for (s = 0; s < k; s++) {
+			uint64_t t;
+
+			if (s == best || st[s].at >= st[s].n)
+				continue;
+			t = st[s].ts[st[s].at];
+			if (s < best)
+				t--;
+			if (t < bound)
+				bound = t;
+		}
+		b = &st[best];
+		do {
+			uint64_t t = b->ts[b->at];
+
+			if (t < b->last) {
+				r = -EDOM;
+				goto out;
+			}
+			b->last = t;
+			r = table_put(spec, t, b->type[b->at], b->off[b->at], b->cpu);
+			if (r < 0)
+				goto out;
+			if (++b->at == b->n && !stream_refill(b, lay))
+				break;
+		} while (b->ts[b->at] <= bound);
+	}
+out:
+	for (s = 0; s < k; s++) {
+		free(st[s].ts);
+		free(st[s].type);
+		free(st[s].off);
+	}
+	free(st);
+	return r;
 }
 
 /*

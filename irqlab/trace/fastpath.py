@@ -37,20 +37,23 @@ def _layout(hdr: PageHeader) -> _Layout:
 
 
 def _decode_piece(lib: ctypes.CDLL, buf: np.ndarray, piece: "_Piece", lay: _Layout,
-                  out: tuple[np.ndarray, np.ndarray, np.ndarray]
+                  out: tuple[np.ndarray, np.ndarray, np.ndarray] | None
                   ) -> tuple[int, list[tuple[int, int]]] | None:
-    """Decode one piece into its region of the shared output columns: (records, missed)."""
-    ts, ty, off = out
+    """Decode one piece into its region of the shared output columns (or only count its
+    records per type when ``out`` is None): (records, missed)."""
+    ts, ty, off = out if out is not None else (None, None, None)
     miss_cap = 64
     while True:
+        piece.type_count = np.zeros(65536, np.int64)
         miss_ts = np.empty(miss_cap, np.uint64)
         miss_n = np.empty(miss_cap, np.int64)
         nmiss = np.zeros(1, np.int64)
         r = piece.region
+        outs = (ptr(ts) + 8 * r, ptr(ty) + 2 * r, ptr(off) + 8 * r) if ts is not None \
+            else (None, None, None)                     # count only
         n = lib.irq_rb_decode(ptr(buf) + piece.byte_at, piece.npages, ctypes.addressof(lay),
-                              piece.byte_at, ptr(ts) + 8 * r, ptr(ty) + 2 * r,
-                              ptr(off) + 8 * r, piece.cap, ptr(miss_ts), ptr(miss_n),
-                              miss_cap, ptr(nmiss))
+                              piece.byte_at, *outs, piece.cap, ptr(miss_ts), ptr(miss_n),
+                              miss_cap, ptr(nmiss), ptr(piece.type_count))
         if n < 0:
             return None
         if int(nmiss[0]) <= miss_cap:
@@ -66,13 +69,15 @@ class _Piece:
     def __init__(self, cpu: int, byte_at: int, npages: int, region: int, cap: int):
         self.cpu, self.byte_at, self.npages = cpu, byte_at, npages
         self.region, self.cap = region, cap
+        self.type_count: np.ndarray | None = None    # records per event type, once decoded
 
 
 class Pieces:
     """Every CPU's records decoded, not yet merged: each piece's (ts, type, payload
-    offset) sit in its own region of three shared columns, in page order."""
+    offset) sit in its own region of three shared columns, in page order (``cols`` None:
+    only counted)."""
 
-    def __init__(self, buf: np.ndarray, cols: tuple[np.ndarray, np.ndarray, np.ndarray],
+    def __init__(self, buf: np.ndarray, cols: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
                  pieces: list[_Piece], counts: np.ndarray,
                  missed: list[tuple[int, int, int]], pages: int):
         self.buf, self.cols, self.pieces = buf, cols, pieces
@@ -85,19 +90,18 @@ class Pieces:
         return int(self.counts.sum())
 
     def type_counts(self) -> np.ndarray:
-        """Records per event type (65536 counters)."""
-        ty = self.cols[1]
-        return sum((np.bincount(ty[a:b], minlength=65536) for a, b in
-                    zip(self.start.tolist(), self.end.tolist())),
-                   np.zeros(65536, np.int64))
+        """Records per event type (65536 counters), counted while decoding."""
+        return np.sum([p.type_count for p in self.pieces], axis=0, dtype=np.int64) \
+            if self.pieces else np.zeros(65536, np.int64)
 
 
 def decode_pieces(blobs: list[tuple[int, int, int]], buf: np.ndarray,
-                  hdr: PageHeader) -> Pieces | None:
+                  hdr: PageHeader, records: bool = True) -> Pieces | None:
     """Decode every CPU's pages, page ranges in parallel threads.
 
-    ``blobs``: (cpu, byte offset in ``buf``, byte length), in CPU order. None when the
-    fast path cannot be used.
+    ``blobs``: (cpu, byte offset in ``buf``, byte length), in CPU order. ``records``
+    False: only count them (per type) and find lost-event pages, keeping nothing. None
+    when the fast path cannot be used.
     """
     lib = native.lib()
     if lib is None or buf.dtype != np.uint8 or not buf.flags.c_contiguous:
@@ -109,7 +113,7 @@ def decode_pieces(blobs: list[tuple[int, int, int]], buf: np.ndarray,
     step = max(_THREAD_PAGES, -(-total_pages // workers))
     # A data record takes at least 8 bytes (header + one word): each piece gets room for
     # the worst case in shared columns, of which only the part written is ever touched.
-    per_page = hdr.data_size // 8
+    per_page = hdr.data_size // 8 + 1
     pieces: list[_Piece] = []
     region = 0
     for cpu, at, length in blobs:
@@ -121,7 +125,7 @@ def decode_pieces(blobs: list[tuple[int, int, int]], buf: np.ndarray,
     if len(pieces) > _MAX_STREAMS:
         return None
     cols = (np.empty(region, np.uint64), np.empty(region, np.uint16),
-            np.empty(region, np.int64))
+            np.empty(region, np.int64)) if records else None
     if len(pieces) > 1 and workers > 1:
         with ThreadPoolExecutor(workers) as pool:
             done = list(pool.map(lambda p: _decode_piece(lib, buf, p, lay, cols), pieces))
@@ -174,57 +178,102 @@ class _TableSpec(ctypes.Structure):
         [("buf_len", _I64)]
 
 
+class _Tables:
+    """Per-type output columns sized from the counts, and the C description of them."""
+
+    def __init__(self, buf: np.ndarray, counts: np.ndarray,
+                 wanted: dict[int, tuple[list[tuple[int, int]], bool]]):
+        types = sorted(wanted)
+        self.table_of_type = np.full(65536, -1, np.int32)
+        self.table_of_type[types] = np.arange(len(types), dtype=np.int32)
+        self.out: dict[int, dict[str, np.ndarray]] = {}
+        ts_ptr, cpu_ptr, off_ptr, f_first, f_off, f_size, f_out = [], [], [], [0], [], [], []
+        for t in types:
+            n = int(counts[t])
+            fields, keep_off = wanted[t]
+            cols = {"ts": np.empty(n, np.uint64), "cpu": np.empty(n, np.uint16),
+                    "fields": [np.empty((n, size), np.uint8) for _, size in fields]}
+            if keep_off:
+                cols["off"] = np.empty(n, np.int64)
+            self.out[t] = cols
+            ts_ptr.append(ptr(cols["ts"]))
+            cpu_ptr.append(ptr(cols["cpu"]))
+            off_ptr.append(ptr(cols["off"]) if keep_off else 0)
+            f_off += [o for o, _ in fields]
+            f_size += [z for _, z in fields]
+            f_out += [ptr(a) for a in cols["fields"]]
+            f_first.append(len(f_off))
+        # Kept as attributes: the structure only points at them.
+        self.arrays = {
+            "ts_out": np.array(ts_ptr or [0], np.uintp),
+            "cpu_out": np.array(cpu_ptr or [0], np.uintp),
+            "off_out": np.array(off_ptr or [0], np.uintp),
+            "fill": np.zeros(max(1, len(types)), np.int64),
+            "cap": np.array([counts[t] for t in types] or [0], np.int64),
+            "field_first": np.array(f_first, np.int64),
+            "field_offset": np.array(f_off or [0], np.int64),
+            "field_size": np.array(f_size or [0], np.int64),
+            "field_out": np.array(f_out or [0], np.uintp)}
+        self.spec = _TableSpec(ptr(self.table_of_type), len(types),
+                               *(ptr(self.arrays[k]) for k in (
+                                   "ts_out", "cpu_out", "off_out", "fill", "cap",
+                                   "field_first", "field_offset", "field_size",
+                                   "field_out")),
+                               ptr(buf), len(buf))
+
+    def complete(self) -> bool:
+        """Every table filled to the count it was sized for."""
+        return bool(np.array_equal(self.arrays["fill"], self.arrays["cap"]))
+
+
 def merge_tables(p: Pieces, wanted: dict[int, tuple[list[tuple[int, int]], bool]]
                  ) -> dict[int, dict[str, np.ndarray]] | None:
     """The records of the wanted event types in time order, straight into per-type
     columns: ``wanted`` = {type id: ([(field offset, size)], keep payload offsets)}.
 
     Returns {type id: {"ts", "cpu", "off" (if asked), "fields": [(n, size) uint8]}} or
-    None (out-of-order pieces, or no library: the caller merges and groups instead).
+    None (streams too far out of order, or no library: the caller merges and groups).
     """
     lib = native.lib()
-    if lib is None or not wanted:
+    if lib is None or not wanted or p.cols is None:
         return None
-    counts = p.type_counts()
-    types = sorted(wanted)
-    table_of_type = np.full(65536, -1, np.int32)
-    table_of_type[types] = np.arange(len(types), dtype=np.int32)
-    out: dict[int, dict[str, np.ndarray]] = {}
-    ts_ptr, cpu_ptr, off_ptr, f_first, f_off, f_size, f_out = [], [], [], [0], [], [], []
-    for t in types:
-        n = int(counts[t])
-        fields, keep_off = wanted[t]
-        cols = {"ts": np.empty(n, np.uint64), "cpu": np.empty(n, np.uint16),
-                "fields": [np.empty((n, size), np.uint8) for _, size in fields]}
-        if keep_off:
-            cols["off"] = np.empty(n, np.int64)
-        out[t] = cols
-        ts_ptr.append(ptr(cols["ts"]))
-        cpu_ptr.append(ptr(cols["cpu"]))
-        off_ptr.append(ptr(cols["off"]) if keep_off else 0)
-        f_off += [o for o, _ in fields]
-        f_size += [z for _, z in fields]
-        f_out += [ptr(a) for a in cols["fields"]]
-        f_first.append(len(f_off))
-    arrays = {
-        "ts_out": np.array(ts_ptr, np.uintp), "cpu_out": np.array(cpu_ptr, np.uintp),
-        "off_out": np.array(off_ptr, np.uintp), "fill": np.zeros(len(types), np.int64),
-        "cap": np.array([counts[t] for t in types], np.int64),
-        "field_first": np.array(f_first, np.int64),
-        "field_offset": np.array(f_off or [0], np.int64),
-        "field_size": np.array(f_size or [0], np.int64),
-        "field_out": np.array(f_out or [0], np.uintp)}
-    spec = _TableSpec(ptr(table_of_type), len(types),
-                      *(ptr(arrays[k]) for k in ("ts_out", "cpu_out", "off_out", "fill",
-                                                 "cap", "field_first", "field_offset",
-                                                 "field_size", "field_out")),
-                      ptr(p.buf), len(p.buf))
+    tables = _Tables(p.buf, p.type_counts(), wanted)
     c_ts, c_ty, c_off = p.cols
     if len(p) and lib.irq_merge_to_tables(ptr(c_ts), ptr(c_ty), ptr(c_off), ptr(p.start),
                                           ptr(p.end), len(p.pieces), ptr(p.cpu_of),
-                                          ctypes.addressof(spec)) < 0:
+                                          ctypes.addressof(tables.spec)) < 0:
         return None
-    return out
+    return tables.out if tables.complete() else None
+
+
+class _Stream(ctypes.Structure):
+    """struct rb_stream of rbdecode.c."""
+
+    _fields_ = [("byte_at", _I64), ("npages", _I64), ("cpu", _I64)]
+
+
+def stream_tables(blobs: list[tuple[int, int, int]], buf: np.ndarray, hdr: PageHeader,
+                  wanted: dict[int, tuple[list[tuple[int, int]], bool]]
+                  ) -> tuple[Pieces, dict[int, dict[str, np.ndarray]]] | None:
+    """:func:`merge_tables`'s tables without a decoded copy of the whole trace: a
+    counting pass (parallel), then each CPU's pages decoded page by page as the merge
+    reaches them. None when a CPU's records go back in time (the caller then decodes
+    into pieces and merges sorted runs) or without the library."""
+    lib = native.lib()
+    if lib is None or not wanted:
+        return None
+    counted = decode_pieces(blobs, buf, hdr, records=False)
+    if counted is None:
+        return None
+    tables = _Tables(buf, counted.type_counts(), wanted)
+    psz = hdr.page_size
+    streams = (_Stream * max(1, len(blobs)))(*[_Stream(at, length // psz, cpu)
+                                               for cpu, at, length in blobs])
+    lay = _layout(hdr)
+    if lib.irq_stream_to_tables(ptr(buf), ctypes.addressof(streams), len(blobs),
+                                ctypes.addressof(lay), ctypes.addressof(tables.spec)) < 0:
+        return None
+    return (counted, tables.out) if tables.complete() else None
 
 
 def group_by_type(etype: np.ndarray) -> dict[int, np.ndarray] | None:

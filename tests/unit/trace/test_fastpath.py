@@ -115,3 +115,26 @@ def test_a_field_past_the_buffer_is_refused_not_read(kernel_formats, page_header
     idx = np.arange(len(ev))
     assert fastpath.gather_fields(ev.buf, ev.off, idx, [(0, 4)]) is not None
     assert fastpath.gather_fields(ev.buf, ev.off, idx, [(page_header.page_size, 8)]) is None
+
+
+def test_streaming_merge_is_used_unless_a_cpu_goes_back_in_time(kernel_formats, page_header):
+    # In time order: one pass, pages decoded as the merge reaches them. A CPU whose
+    # stamps go back: the streaming merge refuses (-EDOM) and the runs merge takes over.
+    sw = kernel_formats["sched:sched_switch"]
+    spec = {sw.id: ([(sw.f("prev_pid").offset, 4)], False)}
+    pages = []
+    for p in range(6):
+        w = PageWriter(page_header)
+        w.add(1_000_000 + p * 5000, encode(sw, {"prev_pid": p}))
+        pages.append(w.data())
+    for order, streams in ((range(6), True), ((0, 1, 2, 5, 3, 4), False)):
+        blob = b"".join(pages[i] for i in order)
+        _, buf, spans = ringbuf._one_buffer({0: blob, 1: pages[0]})
+        streamed = fastpath.stream_tables(spans, buf, page_header, spec)
+        assert (streamed is not None) == streams
+        merged = fastpath.merge_tables(fastpath.decode_pieces(spans, buf, page_header), spec)
+        assert merged is not None
+        if streamed is not None:
+            for k in ("ts", "cpu"):
+                assert np.array_equal(streamed[1][sw.id][k], merged[sw.id][k])
+        assert np.all(np.diff(merged[sw.id]["ts"].astype(np.int64)) >= 0)
