@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 D_HOG_NS = 10_000_000
 D_STOP_NS = 50_000_000
-ROUNDS = 8
+ROUNDS = 20                 # >= 95 % of 20 lets one sample miss, as the issue allows
 HOG_CPU = 1
 
 # The hog writes a marker into the run's trace instance right after it wakes and right
@@ -122,7 +122,7 @@ def interfered(tmp_path_factory, probe_built):
     db = tmp_path_factory.mktemp("explain") / "irqlab.duckdb"
     before = set(_instances())
     proc = subprocess.Popen([sys.executable, "-m", "irqlab.cli.main", "run", "--accel", "tcg",
-                             "--period", "1ms", "--duration", "5s", "--trace", "--json",
+                             "--period", "1ms", "--duration", "9s", "--trace", "--json",
                              "--name", "interfered", "--db", str(db)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     hog = subprocess.Popen([sys.executable, "-c", _HOG % HOG_CPU], stdin=subprocess.PIPE,
