@@ -30,7 +30,6 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-import subprocess
 import tempfile
 import threading
 import time
@@ -38,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from irqlab.trace.archive import spool_chunk, trace_file_for, write_archive
-from irqlab.trace.tracefs import WANTED_EVENTS, Instance, TraceError, Tracefs
+from irqlab.trace.tracefs import (WANTED_EVENTS, Instance, TraceError, Tracefs, find_mount,
+                                  mount_private, unmount_private)
 
 _READ_INTERVAL_S = 0.05
 _DEBUGFS_EVERY = 20             # reader rounds between debugfs reads (~1 s)
@@ -67,18 +67,6 @@ def vmm_threads(pid: int) -> dict[int, str]:
     return out
 
 
-def _find_mount(fstype: str) -> Path | None:
-    try:
-        lines = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        parts = line.split()
-        if len(parts) >= 3 and parts[2] == fstype:
-            return Path(parts[1])
-    return None
-
-
 def _read_int(path: Path) -> int | None:
     """A debugfs number; None when the file is absent (``FileNotFoundError`` only)."""
     try:
@@ -102,25 +90,12 @@ class KvmDebugfs:
         self.root: Path | None = None
         self.mounted_by_us = False
         self.why_not: str | None = None
-        found = _find_mount("debugfs")
+        found = find_mount("debugfs")
         if found is not None:
             self.root = found
             return
-        try:
-            mnt = Path(tempfile.mkdtemp(prefix="irqlab-debugfs-"))
-        except OSError as exc:
-            self.why_not = f"debugfs not mounted and no temporary directory ({exc})"
-            return
-        try:
-            res = subprocess.run(["mount", "-t", "debugfs", "-o", "ro", "nodev", str(mnt)],
-                                 capture_output=True, text=True)
-        except OSError as exc:
-            res = None
-            err = str(exc)
-        else:
-            err = res.stderr.strip()
-        if res is None or res.returncode != 0:
-            mnt.rmdir()
+        mnt, err = mount_private("debugfs", read_only=True)
+        if mnt is None:
             self.why_not = f"debugfs not mounted and mounting it read-only failed ({err})"
             return
         self.root, self.mounted_by_us = mnt, True
@@ -128,11 +103,7 @@ class KvmDebugfs:
     def close(self) -> None:
         """Unmount (and remove) a debugfs we mounted; a found mount is left alone."""
         if self.mounted_by_us and self.root is not None:
-            subprocess.run(["umount", str(self.root)], capture_output=True)
-            try:
-                self.root.rmdir()
-            except OSError:
-                pass
+            unmount_private(self.root)
             self.mounted_by_us = False
         self.root = None
 

@@ -187,13 +187,7 @@ def read_field(buf: np.ndarray, off: np.ndarray, f: Field,
                         dtype=object)
     if aligned and f.offset % 4 == 0 and f.size % 4 == 0 and (f.is_string or f.size in (4, 8)):
         return _from_words(_word_columns(buf, off, f.offset, f.size // 4), f)
-    raw = _gather(buf, off + f.offset, f.size)
-    if f.is_string:
-        return raw.view(f"S{f.size}").ravel()
-    if f.size in (1, 2, 4, 8):
-        kind = "i" if f.signed else "u"
-        return raw.view(f"<{kind}{f.size}").ravel()
-    return raw
+    return _from_bytes(_gather(buf, off + f.offset, f.size), f)
 
 
 def _from_bytes(raw: np.ndarray, f: Field) -> np.ndarray:

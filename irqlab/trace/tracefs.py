@@ -37,17 +37,50 @@ class TraceError(OSError):
     (it treats OSError as an environment problem, anything else as a bug)."""
 
 
-def find_tracefs() -> Path | None:
-    """A mounted tracefs, from /proc/mounts (its own mount or debugfs/tracing)."""
+def find_mount(fstype: str) -> Path | None:
+    """Where a file system of type ``fstype`` is mounted (/proc/mounts), or None."""
     try:
         lines = Path("/proc/mounts").read_text().splitlines()
     except OSError:
         return None
     for line in lines:
         parts = line.split()
-        if len(parts) >= 3 and parts[2] == "tracefs":
+        if len(parts) >= 3 and parts[2] == fstype:
             return Path(parts[1])
     return None
+
+
+def find_tracefs() -> Path | None:
+    """A mounted tracefs (its own mount or debugfs/tracing)."""
+    return find_mount("tracefs")
+
+
+def mount_private(fstype: str, read_only: bool = False) -> tuple[Path | None, str]:
+    """Mount ``fstype`` in a new temporary directory: (its path, "") or (None, why not).
+    Undo with :func:`unmount_private`; nothing is left behind on failure."""
+    try:
+        mnt = Path(tempfile.mkdtemp(prefix=f"irqlab-{fstype}-"))
+    except OSError as exc:
+        return None, f"no temporary directory ({exc})"
+    cmd = ["mount", "-t", fstype] + (["-o", "ro"] if read_only else []) + ["nodev", str(mnt)]
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        err = res.stderr.strip() if res.returncode != 0 else ""
+    except OSError as exc:
+        err = str(exc)
+    if err:
+        mnt.rmdir()
+        return None, err
+    return mnt, ""
+
+
+def unmount_private(mnt: Path) -> None:
+    """Unmount and remove a directory made by :func:`mount_private`."""
+    subprocess.run(["umount", str(mnt)], capture_output=True)
+    try:
+        mnt.rmdir()
+    except OSError:
+        pass
 
 
 class Tracefs:
@@ -57,23 +90,16 @@ class Tracefs:
         self.root = find_tracefs()
         self.mounted_by_us = False
         if self.root is None:
-            mnt = Path(tempfile.mkdtemp(prefix="irqlab-tracefs-"))
-            res = subprocess.run(["mount", "-t", "tracefs", "nodev", str(mnt)],
-                                 capture_output=True, text=True)
-            if res.returncode != 0:
-                mnt.rmdir()
+            mnt, err = mount_private("tracefs")
+            if mnt is None:
                 raise TraceError(f"tracefs is not mounted and mounting it failed "
-                                 f"({res.stderr.strip()}): run as root, or mount it with "
+                                 f"({err}): run as root, or mount it with "
                                  f"`mount -t tracefs nodev /sys/kernel/tracing`")
             self.root, self.mounted_by_us = mnt, True
 
     def close(self) -> None:
         if self.mounted_by_us and self.root is not None:
-            subprocess.run(["umount", str(self.root)], capture_output=True)
-            try:
-                self.root.rmdir()
-            except OSError:
-                pass
+            unmount_private(self.root)
             self.mounted_by_us = False
 
     def read(self, rel: str) -> str:
