@@ -274,36 +274,3 @@ def stream_tables(blobs: list[tuple[int, int, int]], buf: np.ndarray, hdr: PageH
                                 ctypes.addressof(lay), ctypes.addressof(tables.spec)) < 0:
         return None
     return (counted, tables.out) if tables.complete() else None
-
-
-def group_by_type(etype: np.ndarray) -> dict[int, np.ndarray] | None:
-    """{event type: indices in time order} by a counting sort, or None."""
-    lib = native.lib()
-    if lib is None:
-        return None
-    etype = np.ascontiguousarray(etype, np.uint16)
-    starts = np.empty(65537, np.int64)
-    order = np.empty(len(etype), np.int64)
-    if lib.irq_group_by_type(ptr(etype), len(etype), ptr(starts), ptr(order)) < 0:
-        return None
-    kinds = np.flatnonzero(np.diff(starts))
-    return {int(k): order[starts[k]:starts[k + 1]] for k in kinds.tolist()}
-
-
-def gather_fields(buf: np.ndarray, off: np.ndarray, idx: np.ndarray,
-                  fields: list[tuple[int, int]]) -> list[np.ndarray] | None:
-    """Raw bytes (n, size) of each (offset, size) field of the records ``idx``, or None."""
-    lib = native.lib()
-    if lib is None or not fields or buf.dtype != np.uint8 or not buf.flags.c_contiguous:
-        return None
-    off = np.ascontiguousarray(off, np.int64)
-    idx = np.ascontiguousarray(idx, np.int64)
-    n = len(idx)
-    outs = [np.empty((n, size), np.uint8) for _, size in fields]
-    f_off = np.array([o for o, _ in fields], np.int64)
-    f_size = np.array([s for _, s in fields], np.int64)
-    ptrs = np.array([ptr(o) for o in outs], np.uintp)
-    if lib.irq_gather_fields(ptr(buf), len(buf), ptr(off), ptr(idx), n, len(fields),
-                             ptr(f_off), ptr(f_size), ptr(ptrs)) != n:
-        return None
-    return outs

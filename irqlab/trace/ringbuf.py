@@ -107,11 +107,7 @@ class Events:
 
     def by_type(self) -> dict[int, np.ndarray]:
         """{event id: indices of its events, in time order}: one stable sort of the 16-bit
-        types (a radix sort in numpy) instead of a full scan per event type; the C fast
-        path does the same as one counting sort."""
-        fast = fastpath.group_by_type(self.etype)
-        if fast is not None:
-            return fast
+        types (a radix sort in numpy) instead of a full scan per event type."""
         order = np.argsort(self.etype, kind="stable")
         kinds = self.etype[order]
         starts = np.flatnonzero(np.r_[True, kinds[1:] != kinds[:-1]]) if len(kinds) else \
@@ -132,15 +128,6 @@ class Events:
         gathered and checked for alignment once."""
         fields = [fmt.f(name) for name in names]
         out: dict[str, np.ndarray] = {}
-        fixed = [f for f in fields if not f.data_loc and f.size > 0]
-        raw = fastpath.gather_fields(self.buf, self.off, idx,
-                                     [(f.offset, f.size) for f in fixed]) if fixed else None
-        if raw is not None:
-            # Each record's fields read together in C; converted exactly as read_field().
-            for f, r in zip(fixed, raw):
-                out[f.name] = _from_bytes(r, f)
-            if len(out) == len(fields):
-                return {name: out[name] for name in names}
         off = self.off[idx]
         aligned = _aligned(self.buf, off)
         words = [f for f in fields if aligned and not f.data_loc and f.offset % 4 == 0

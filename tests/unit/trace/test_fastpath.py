@@ -107,14 +107,16 @@ def test_stamps_that_go_back_are_ordered_like_a_stable_sort(kernel_formats, page
 
 def test_a_field_past_the_buffer_is_refused_not_read(kernel_formats, page_header):
     # A field declared past the end of the buffer (a corrupt format or truncated page)
-    # is never read by the C gather: it says no, and the caller takes the numpy path.
+    # is never read by the C merges: they say no, and the caller takes the numpy path.
     sw = kernel_formats["sched:sched_switch"]
     w = PageWriter(page_header)
     w.add(1000, encode(sw, {"prev_pid": 1}))
-    ev = ringbuf.decode({0: w.data()}, page_header)
-    idx = np.arange(len(ev))
-    assert fastpath.gather_fields(ev.buf, ev.off, idx, [(0, 4)]) is not None
-    assert fastpath.gather_fields(ev.buf, ev.off, idx, [(page_header.page_size, 8)]) is None
+    _, buf, spans = ringbuf._one_buffer({0: w.data()})
+    for offset, ok in ((sw.f("prev_pid").offset, True), (page_header.page_size, False)):
+        spec = {sw.id: ([(offset, 8)], False)}
+        assert (fastpath.stream_tables(spans, buf, page_header, spec) is not None) == ok
+        pieces = fastpath.decode_pieces(spans, buf, page_header)
+        assert (fastpath.merge_tables(pieces, spec) is not None) == ok
 
 
 def test_streaming_merge_is_used_unless_a_cpu_goes_back_in_time(kernel_formats, page_header):
