@@ -10,7 +10,10 @@ _RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m)\s*$")
 
 
 def parse_duration_ns(text: str) -> int:
-    """'1ms' -> 1000000. Raises ValueError naming the accepted forms."""
+    """'1ms' -> 1000000; a bare '0' is 0 (zero needs no unit). Raises ValueError naming
+    the accepted forms."""
+    if text.strip() == "0":
+        return 0
     m = _RE.match(text)
     if not m:
         raise ValueError(f"{text!r} is not a duration: write a number with a unit, "

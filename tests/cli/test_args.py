@@ -11,7 +11,7 @@ from irqlab.cli.main import main
 
 @pytest.mark.parametrize("text,ns", [("1ms", 1_000_000), ("30us", 30_000), ("10s", 10**10),
                                      ("2m", 120 * 10**9), ("250ns", 250),
-                                     ("0.5ms", 500_000), ("1.5us", 1500)])
+                                     ("0.5ms", 500_000), ("1.5us", 1500), ("0", 0), ("0us", 0)])
 def test_durations(text, ns):
     assert parse_duration_ns(text) == ns
 
