@@ -36,6 +36,31 @@ the two WRMSRs contains no HLT, so every such wakeup W precedes e_j:
 first write of a value counts, and a wakeup pair needs both arming events present (an
 event lost from the trace can only remove a bound, never create a wrong one).
 
+**kvm_eoi anchors** (a tighter lower side). The ISR of sample j writes the LAPIC EOI
+register after its ring push and before the WRMSR arming D_{j+1} (main.c, timer_isr()),
+so that write happens after its TSC read e_j. KVM traces ``kvm_eoi`` in the vCPU thread
+while handling such a write (arch/x86/kvm/lapic.c, kvm_lapic_reg_write(APIC_EOI) ->
+apic_set_eoi() -> trace_kvm_eoi(); also apic_sync_pv_eoi_from_guest() and
+kvm_apic_set_eoi_accelerated()), with ``vector`` the highest in-service vector, -1 when
+none is. If T is the host time of the EOI event of ISR j: ``guest(T) >= e_j``, i.e.
+``offset >= e_j - T``. The EOI events of the vCPU thread (``common_pid``) whose vector is
+the timer's or -1 are taken between two consecutive matched arming writes (D_j, then
+D_{j+1} written by ISR j: both present, as for the wakeups), and the *last* of them is
+the anchor of sample j: nothing runs between the EOI write and the WRMSR, so an event
+after the guest's EOI is no earlier one. Not every kvm_eoi is the guest's write, though:
+the software backend measured here (kvm_pvm) traces two per ISR, ``vector 64`` about 3.5 us
+after ``kvm_apic_accept_irq`` and *before* the ISR's TSC read (as anchors they contradict
+the wakeup bounds by 4 us), then ``vector -1`` >= 60 us after that read and ~35 us
+before the WRMSR: the guest's write, finding the in-service bit already cleared. So a
+window is used only when its EOI vectors are exactly the most frequent window pattern
+(here ``(64, -1)``, upstream KVM ``(64,)``): a lost guest EOI leaves a shorter pattern, and
+the window is skipped rather than anchored on an earlier event. The timer vector is read
+from the trace (the most frequent ``kvm_apic_accept_irq``/``kvm_inj_virq`` vector inside the
+windows, else the most frequent non-negative EOI vector there), not assumed; EOIs of other
+vectors (another interrupt's handler) are ignored. Finally the EOI lower bound must not
+exceed the tightest upper bound of the other sources: if it does, the events do not mean
+what this model says on this host, and the source is reported as rejected, not used.
+
 All lower bounds and all upper bounds are combined (max / min). ``check_causality``
 then checks every matched host event against its sample's mapped window at the chosen
 offset and flags the samples whose events fall outside it.
@@ -57,6 +82,7 @@ MSR_TSC_DEADLINE = 0x6E0
 RING_READS = "ring-read anchors"
 MSR_ANCHORS = "kvm_msr deadline anchors"
 WAKE_ANCHORS = "halt wakeups between kvm_msr anchors"
+EOI_ANCHORS = "guest EOIs between kvm_msr anchors"
 _MAX_LISTED = 100               # samples listed by seq in the causality summary
 
 
@@ -69,6 +95,8 @@ class SourceBounds:
     lower: int | None = None
     uppers: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     used: int = 0
+    rejected: str | None = None   # why this source's bounds are not combined
+    extra: dict[str, Any] = field(default_factory=dict)   # source-specific JSON keys
 
     @property
     def upper(self) -> int | None:
@@ -77,7 +105,11 @@ class SourceBounds:
     def as_dict(self, tick_hz: int) -> dict[str, Any]:
         lo, hi = self.lower, self.upper
         width = None if lo is None or hi is None else round((hi - lo) * 1e9 / tick_hz)
-        return {"used": self.used, "lower_tick": lo, "upper_tick": hi, "width_ns": width}
+        out = {"used": self.used, "lower_tick": lo, "upper_tick": hi, "width_ns": width}
+        if self.rejected is not None:
+            out["rejected"] = self.rejected
+        out.update(self.extra)
+        return out
 
 
 @dataclass
@@ -98,6 +130,23 @@ class MsrMatch:
 
 
 @dataclass
+class EoiMatch:
+    """The guest's EOI of each ISR, from kvm_eoi between consecutive arming writes."""
+
+    ts: np.ndarray                # host time of the EOI anchor (last EOI of the window)
+    idx: np.ndarray               # sample whose ISR wrote it (j)
+    vector: int | None = None     # the timer vector found in the trace
+    pattern: tuple[int, ...] = ()  # EOI vectors of the most frequent window
+    windows: int = 0              # windows between two consecutive arming writes
+    skipped: int = 0              # windows whose EOI vectors differ from the pattern
+
+    @staticmethod
+    def empty() -> EoiMatch:
+        z = np.empty(0, np.int64)
+        return EoiMatch(z, z)
+
+
+@dataclass
 class ClockMap:
     offset: int                   # guest tick - host trace tick
     error: int                    # +- ticks
@@ -107,12 +156,14 @@ class ClockMap:
     anchors: int = 0              # ring-read anchors used
     consistent: bool = True
     msr_anchors: int = 0          # kvm_msr deadline writes matched to samples
+    eoi_anchors: int = 0          # kvm_eoi anchors used (0 when rejected)
     sources: dict[str, SourceBounds] = field(default_factory=dict)
     candidates: list[dict[str, Any]] = field(default_factory=list)
     uppers_dropped: int = 0       # upper bounds below the combined lower bound
     causality: dict[str, Any] | None = None
     violations: dict[int, list[str]] = field(default_factory=dict, repr=False)
     msr: MsrMatch | None = field(default=None, repr=False, compare=False)
+    eoi: EoiMatch | None = field(default=None, repr=False, compare=False)
 
     def to_host(self, guest_tick: np.ndarray | int):
         return np.asarray(guest_tick, dtype=np.int64) - self.offset
@@ -125,6 +176,7 @@ class ClockMap:
         # Added keys (docs/formats.md section 9); the ones above keep their meaning.
         out.update({
             "msr_anchors": self.msr_anchors,
+            "eoi_anchors": self.eoi_anchors,
             "bounds_by_source": {k: v.as_dict(tick_hz) for k, v in self.sources.items()},
             "uppers_dropped": self.uppers_dropped,
             "candidates": self.candidates,
@@ -182,6 +234,15 @@ def ring_read_bounds(trace: Trace, seq: np.ndarray, entry: np.ndarray,
     return out
 
 
+def _arming_pairs(idx: np.ndarray, prev: np.ndarray) -> np.ndarray:
+    """Positions a of matched writes whose successor a+1 was written by the ISR of the
+    sample write a armed (arming D_j, then D_{j+1} from ISR j): the window between them
+    holds ISR j and nothing of another ISR. A lost write breaks the chain: no pair."""
+    if len(idx) < 2:
+        return np.empty(0, np.int64)
+    return np.flatnonzero(prev[1:] == idx[:-1])
+
+
 def match_msr(trace: Trace, seq: np.ndarray, deadline: np.ndarray,
               vcpu_tid: int | None = None) -> MsrMatch:
     """Match IA32_TSC_DEADLINE writes to samples by their exact value (module doc)."""
@@ -218,7 +279,7 @@ def match_msr(trace: Trace, seq: np.ndarray, deadline: np.ndarray,
     if vcpu_tid is not None and "common_pid" in wake.cols:
         wsel = wake["common_pid"] == vcpu_tid
     w = wake["ts"][wsel].astype(np.int64)
-    pair = np.flatnonzero(prev[1:] == idx[:-1]) if len(idx) > 1 else np.empty(0, np.int64)
+    pair = _arming_pairs(idx, prev)
     if len(w) and len(pair):
         k = np.searchsorted(w, ts[pair + 1], "left") - 1
         ok = (k >= 0) & (w[np.maximum(k, 0)] > ts[pair])
@@ -226,6 +287,92 @@ def match_msr(trace: Trace, seq: np.ndarray, deadline: np.ndarray,
     else:
         wake_ts = wake_idx = np.empty(0, np.int64)
     return MsrMatch(ts, idx, prev, wake_ts, wake_idx)
+
+
+def _mode(values: np.ndarray) -> int | None:
+    if not len(values):
+        return None
+    v, c = np.unique(values.astype(np.int64), return_counts=True)
+    return int(v[np.argmax(c)])
+
+
+def _in_windows(ts: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Mask of ``ts`` inside one of the disjoint, time-ordered windows (lo, hi)."""
+    k = np.searchsorted(lo, ts, "right") - 1
+    kk = np.maximum(k, 0)
+    return (k >= 0) & (ts > lo[kk]) & (ts < hi[kk])
+
+
+def timer_vector(trace: Trace, lo: np.ndarray, hi: np.ndarray,
+                 eoi_ts: np.ndarray, eoi_vec: np.ndarray) -> int | None:
+    """The probe's timer vector as the trace shows it: the most frequent vector KVM
+    accepted into the LAPIC (``kvm_apic_accept_irq``) or injected (``kvm_inj_virq``)
+    inside the windows (each holds the delivery of one timer interrupt), else the most
+    frequent in-service EOI vector there. Read, not assumed: the guest programs it
+    (TIMER_VECTOR in probes/guest/x86_64/hw.h), and a constant here would silently go
+    stale."""
+    for name, cols in (("kvm_apic_accept_irq", ("vec",)),
+                       ("kvm_inj_virq", ("vector", "vec"))):
+        t = trace.t(name)
+        col = next((c for c in cols if c in t.cols), None)
+        if col is None or not len(t):
+            continue
+        inside = _in_windows(t["ts"].astype(np.int64), lo, hi)
+        if inside.any():
+            return _mode(t[col][inside])
+    inside = _in_windows(eoi_ts, lo, hi) & (eoi_vec >= 0)
+    return _mode(eoi_vec[inside])
+
+
+def match_eoi(trace: Trace, match: MsrMatch, vcpu_tid: int | None = None) -> EoiMatch:
+    """The guest EOI of each ISR between two consecutive arming writes (module doc)."""
+    e = trace.t("kvm_eoi")
+    pair = _arming_pairs(match.idx, match.prev)
+    if not len(e) or "vector" not in e.cols or not len(pair):
+        return EoiMatch.empty()
+    sel = np.ones(len(e), bool)
+    if vcpu_tid is not None and "common_pid" in e.cols:
+        sel = e["common_pid"] == vcpu_tid
+    ets = e["ts"][sel].astype(np.int64)
+    evec = e["vector"][sel].astype(np.int64)
+    lo, hi = match.ts[pair], match.ts[pair + 1]
+    vector = timer_vector(trace, lo, hi, ets, evec)
+    # The timer's EOIs and those that found nothing in service (-1); not other vectors.
+    keep = (evec < 0) if vector is None else (evec < 0) | (evec == vector)
+    ets, evec = ets[keep], evec[keep]
+    start = np.searchsorted(ets, lo, "right")
+    end = np.searchsorted(ets, hi, "left")
+    count = end - start
+    n0 = int(np.bincount(count).argmax())
+    if n0 == 0:
+        return EoiMatch(np.empty(0, np.int64), np.empty(0, np.int64), vector, (),
+                        len(pair), int((count > 0).sum()))
+    cand = np.flatnonzero(count == n0)
+    rows = evec[start[cand][:, None] + np.arange(n0)]
+    pats, inv, cnt = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+    best = int(np.argmax(cnt))
+    ok = cand[np.asarray(inv).reshape(-1) == best]
+    return EoiMatch(ets[end[ok] - 1], match.idx[pair[ok]], vector,
+                    tuple(int(v) for v in pats[best]), len(pair), len(pair) - len(ok))
+
+
+def eoi_bounds(eoi: EoiMatch, entry: np.ndarray) -> SourceBounds:
+    """Lower bound from the guest EOIs: ``offset >= e_j - T`` (module doc)."""
+    out = SourceBounds(EOI_ANCHORS, used=len(eoi.ts), extra={
+        "timer_vector": eoi.vector, "pattern": list(eoi.pattern),
+        "windows": eoi.windows, "skipped": eoi.skipped})
+    if len(eoi.ts):
+        out.lower = int((entry[eoi.idx] - eoi.ts).max())
+    return out
+
+
+def _combine(sources: dict[str, SourceBounds]) -> tuple[int | None, np.ndarray]:
+    """(max of the lower bounds, all upper bounds) of the sources not rejected."""
+    live = [b for b in sources.values() if b.rejected is None]
+    lowers = [b.lower for b in live if b.lower is not None]
+    uppers = (np.concatenate([b.uppers for b in live]) if live
+              else np.empty(0, np.int64))
+    return (max(lowers) if lowers else None), uppers
 
 
 def msr_bounds(match: MsrMatch, entry: np.ndarray) -> tuple[SourceBounds, SourceBounds]:
@@ -308,18 +455,29 @@ def fit_clock(trace: Trace, seq: np.ndarray, entry: np.ndarray, accel: str,
     match = (match_msr(trace, seq, np.asarray(deadline, np.int64), vcpu_tid)
              if deadline is not None else MsrMatch.empty())
     msr, wake = msr_bounds(match, entry)
+    eoi_match = match_eoi(trace, match, vcpu_tid)
+    eoi = eoi_bounds(eoi_match, entry)
     sources = {b.name: b for b in (ring, msr, wake) if b.used}
-    lowers = [b.lower for b in sources.values() if b.lower is not None]
-    lo = max(lowers) if lowers else None
-    uppers = (np.concatenate([b.uppers for b in sources.values()])
-              if sources else np.empty(0, np.int64))
+    if eoi.used:
+        # The EOI model depends on the backend (module doc): a lower bound above what
+        # the other sources prove as upper bound means it does not hold here.
+        olo, oup = _combine(sources)
+        ohi = oup if olo is None else oup[oup >= olo]
+        if len(ohi) and eoi.lower is not None and eoi.lower > int(ohi.min()):
+            eoi.rejected = (f"lower bound {eoi.lower} above the other sources' upper "
+                            f"bound {int(ohi.min())}: these kvm_eoi events do not follow "
+                            f"the ISR's TSC read on this host")
+        sources[EOI_ANCHORS] = eoi
+    lo, uppers = _combine(sources)
     valid = uppers if lo is None else uppers[uppers >= lo]
     hi = int(valid.min()) if len(valid) else None
     used = ring.used
     names = [n for n in (RING_READS, MSR_ANCHORS) if n in sources] or [RING_READS]
     against = " and ".join(names)
     base = dict(anchors=used, msr_anchors=msr.used, sources=sources,
-                uppers_dropped=int(len(uppers) - len(valid)), msr=match)
+                uppers_dropped=int(len(uppers) - len(valid)), msr=match,
+                eoi_anchors=0 if eoi.rejected else eoi.used,
+                eoi=None if eoi.rejected else eoi_match)
 
     candidates: list[tuple[int, str, str]] = []
     info: list[dict[str, Any]] = []
@@ -416,8 +574,9 @@ def refine_with_causality(clock: ClockMap, timeline, entry: np.ndarray,
 def check_causality(clock: ClockMap, seq: np.ndarray, entry: np.ndarray) -> ClockMap:
     """Flag samples whose host events fall outside their mapped window at the chosen
     offset: the WRMSR arming D_j must lie after the mapped ISR entry of sample j-1 (it ran
-    inside that ISR) and before the mapped ISR entry of sample j, and a halt wakeup
-    between two arming writes before the mapped entry of j. A consistent fit satisfies
+    inside that ISR) and before the mapped ISR entry of sample j, a halt wakeup
+    between two arming writes before the mapped entry of j, and the EOI anchor of
+    sample j (unless rejected) after that entry. A consistent fit satisfies
     every bound it kept, so what is flagged here is an upper bound dropped as below the
     lower one, or the crossing bounds of an inconsistent fit: a clock that drifts,
     scales, or an event the model does not cover."""
@@ -444,7 +603,15 @@ def check_causality(clock: ClockMap, seq: np.ndarray, entry: np.ndarray) -> Cloc
     wlate = m.wake_ts >= host[m.wake_idx]
     flag(m.wake_idx[wlate], "causality: the vCPU woke from halt {} ticks after its mapped "
          "ISR entry (clock mapping error?)", (m.wake_ts - host[m.wake_idx])[wlate])
+    checked = len(m.ts) + len(m.wake_ts)
+    eoi = clock.eoi
+    if eoi is not None and len(eoi.ts):
+        checked += len(eoi.ts)
+        before = eoi.ts < host[eoi.idx]
+        flag(eoi.idx[before], "causality: its ISR's EOI (kvm_eoi) was traced {} ticks "
+             "before its mapped ISR entry (clock mapping error?)",
+             (host[eoi.idx] - eoi.ts)[before])
     listed = sorted(flags)
     return replace(clock, violations=flags, causality={
-        "checked": int(len(m.ts) + len(m.wake_ts)), "violations": len(flags),
+        "checked": int(checked), "violations": len(flags),
         "samples": listed[:_MAX_LISTED]})

@@ -26,6 +26,7 @@ _KEEP: dict[str, tuple[str, ...]] = {
     "hrtimer_expire_exit": ("hrtimer",),
     "hrtimer_cancel": ("hrtimer",),
     "kvm_msr": ("write", "ecx", "data"),
+    "kvm_eoi": ("apicid", "vector"),
     "kvm_apic_accept_irq": ("apicid", "vec"),
     "kvm_inj_virq": ("vec", "vector"),       # "vector" on 6.x kernels
     "kvm_entry": ("vcpu_id",),

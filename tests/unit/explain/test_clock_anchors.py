@@ -14,9 +14,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from irqlab.explain.clock import (MSR_ANCHORS, RING_READS, WAKE_ANCHORS, check_causality,
-                                  fit_clock)
+from irqlab.explain.clock import (EOI_ANCHORS, MSR_ANCHORS, RING_READS, WAKE_ANCHORS,
+                                  check_causality, fit_clock)
 from irqlab.explain.load import decode_capture
+from irqlab.trace.formats import parse_format
 from irqlab.trace.synth import PageWriter, encode
 
 VCPU, OTHER = 100, 200
@@ -205,3 +206,134 @@ def test_causality_flags_samples_outside_their_mapped_window(kernel_formats, pag
     assert early.causality["violations"] == N - 1
     assert any("next deadline was armed" in n for n in early.violations[5])
     assert json.dumps(late.as_dict(1_000_000_000))
+
+
+# --- kvm_eoi anchors --------------------------------------------------------------------
+# The guest's EOI write of ISR j lies between its TSC read and its WRMSR arming D_{j+1}.
+# "upstream" KVM traces one kvm_eoi per ISR (the timer vector); "pvm" is what this
+# host's software backend (kvm_pvm) was measured to do: a timer-vector kvm_eoi *before*
+# the ISR's TSC read, then the guest's write with vector -1 (in-service bit already clear).
+
+TIMER_VEC, OTHER_VEC = 0x40, 0xEF
+EOI_AFTER_ENTRY = 400        # host ticks from ISR entry to the guest's EOI (+ jitter < 600)
+PRE_EOI = 150                # pvm: host ticks from its early EOI to the ISR entry
+
+
+@pytest.fixture(scope="module")
+def eoi_formats(kernel_formats, tracefs):
+    try:
+        text = tracefs.read("events/kvm/kvm_eoi/format")
+    except OSError:
+        pytest.skip("this kernel has no kvm:kvm_eoi")
+    return {**kernel_formats, "kvm:kvm_eoi": parse_format(text, "kvm")}
+
+
+def _eois(host_en: np.ndarray, mode: str, drop: set[int] = frozenset(),
+          accept: bool = True) -> list:
+    """kvm_eoi (and kvm_apic_accept_irq) events of every ISR; ``drop``: ISRs whose guest
+    EOI event is lost."""
+    rng = np.random.default_rng(11)
+    out = []
+    for j, t in enumerate(host_en.tolist()):
+        if accept:
+            out.append((t - 300, "kvm:kvm_apic_accept_irq", {"apicid": 0, "vec": TIMER_VEC},
+                        VCPU))
+        if mode == "pvm":
+            out.append((t - PRE_EOI, "kvm:kvm_eoi", {"apicid": 0, "vector": TIMER_VEC},
+                        VCPU))
+        if j not in drop:
+            out.append((t + EOI_AFTER_ENTRY + int(rng.integers(0, 600)), "kvm:kvm_eoi",
+                        {"apicid": 0, "vector": -1 if mode == "pvm" else TIMER_VEC}, VCPU))
+    return out
+
+
+def test_eoi_anchors_tighten_the_lower_bound(eoi_formats, page_header):
+    seq, dl, en, host_en, events = _guest()
+    without = fit_clock(_trace(eoi_formats, page_header, events, []), seq, en, "kvm", None,
+                        deadline=dl, vcpu_tid=VCPU)
+    # No accept events: the timer vector is read from the EOIs themselves. Another
+    # thread's EOIs do not count.
+    noise = [(int(host_en[6] + 100), "kvm:kvm_eoi", {"apicid": 0, "vector": TIMER_VEC},
+              OTHER)]
+    tr = _trace(eoi_formats, page_header, events + _eois(host_en, "upstream", accept=False)
+                + noise, [])
+    clock = fit_clock(tr, seq, en, "kvm", None, deadline=dl, vcpu_tid=VCPU)
+    assert clock.consistent and _contains(clock, OFF) and clock.lower <= OFF <= clock.upper
+    assert clock.eoi_anchors == N - 1
+    assert clock.lower == clock.sources[EOI_ANCHORS].lower > without.lower
+    assert OFF - clock.lower <= EOI_AFTER_ENTRY + 600 < OFF - without.lower
+    assert clock.upper - clock.lower < (without.upper - without.lower) / 2
+    d = clock.as_dict(1_000_000_000)
+    assert EXISTING_KEYS <= set(d) and d["eoi_anchors"] == N - 1
+    src = d["bounds_by_source"][EOI_ANCHORS]
+    assert (src["timer_vector"], src["pattern"], src["windows"], src["skipped"]) == \
+        (TIMER_VEC, [TIMER_VEC], N - 1, 0)
+    assert "rejected" not in src
+    ok = check_causality(clock, seq, en)
+    assert ok.causality["checked"] == N + (N - 1) + (N - 1)
+    assert ok.causality["violations"] == 0
+    # Mapped too late by more than the EOI lag: each EOI now precedes its mapped entry.
+    late = check_causality(replace(clock, offset=OFF - 2_000), seq, en)
+    assert any("EOI (kvm_eoi)" in n for n in late.violations[5])
+    json.dumps(d)
+
+
+def test_eoi_anchor_is_the_last_eoi_and_a_lost_guest_eoi_skips_the_window(eoi_formats,
+                                                                         page_header):
+    seq, dl, en, host_en, events = _guest()
+    tr = _trace(eoi_formats, page_header, events + _eois(host_en, "pvm"), [])
+    clock = fit_clock(tr, seq, en, "kvm", None, deadline=dl, vcpu_tid=VCPU)
+    assert clock.consistent and _contains(clock, OFF) and clock.lower <= OFF
+    assert clock.eoi_anchors == N - 1 and clock.eoi.pattern == (TIMER_VEC, -1)
+    assert OFF - clock.lower <= EOI_AFTER_ENTRY + 600
+    # The guest EOIs of ISRs 9 and 20 are lost: their windows hold only the early EOI,
+    # which precedes the ISR's TSC read (as an anchor: offset >= OFF + PRE_EOI, wrong).
+    tr = _trace(eoi_formats, page_header, events + _eois(host_en, "pvm", drop={9, 20}), [])
+    clock = fit_clock(tr, seq, en, "kvm", None, deadline=dl, vcpu_tid=VCPU)
+    assert clock.eoi_anchors == N - 3 and clock.eoi.skipped == 2
+    assert not {9, 20} & set(clock.eoi.idx.tolist())
+    assert clock.consistent and clock.lower <= OFF and _contains(clock, OFF)
+
+
+def test_an_eoi_without_both_arming_writes_is_not_used(eoi_formats, page_header):
+    # The write arming D_11 (in ISR 10) is lost, and with it ISR 10's EOI event (events
+    # are lost in bursts): the window between the writes arming D_10 and D_12 then holds
+    # one EOI, ISR 11's, like any window; it must not be used for either sample.
+    seq, dl, en, host_en, events = _guest(drop_arming={11})
+    tr = _trace(eoi_formats, page_header,
+                events + _eois(host_en, "upstream", drop={10}), [])
+    clock = fit_clock(tr, seq, en, "kvm", None, deadline=dl, vcpu_tid=VCPU)
+    assert clock.eoi_anchors == N - 3 and clock.eoi.windows == N - 3
+    assert not {10, 11} & set(clock.eoi.idx.tolist())
+    assert clock.consistent and _contains(clock, OFF)
+
+
+def test_eois_of_another_vector_are_ignored(eoi_formats, page_header):
+    seq, dl, en, host_en, events = _guest()
+    # ISR 7's EOI is lost and another interrupt's EOI (before ISR 7's TSC read) is all its
+    # window holds; window 8 has one more besides its own.
+    other = [(int(host_en[j] - 100), "kvm:kvm_eoi", {"apicid": 0, "vector": OTHER_VEC},
+              VCPU) for j in (7, 8)]
+    tr = _trace(eoi_formats, page_header,
+                events + _eois(host_en, "upstream", drop={7}) + other, [])
+    clock = fit_clock(tr, seq, en, "kvm", None, deadline=dl, vcpu_tid=VCPU)
+    assert clock.eoi.vector == TIMER_VEC
+    idx = set(clock.eoi.idx.tolist())
+    assert 7 not in idx and 8 in idx and clock.eoi_anchors == N - 2
+    assert clock.consistent and clock.lower <= OFF and _contains(clock, OFF)
+
+
+def test_eois_before_the_isr_are_rejected_by_the_other_bounds(eoi_formats, page_header):
+    # A backend whose only kvm_eoi comes at delivery, before the ISR's TSC read: the
+    # pattern is regular, but the bound it gives contradicts the wakeups; rejected.
+    seq, dl, en, host_en, events = _guest()
+    early = [(int(t - 2_000), "kvm:kvm_eoi", {"apicid": 0, "vector": TIMER_VEC}, VCPU)
+             for t in host_en.tolist()]
+    tr = _trace(eoi_formats, page_header, events + early, [])
+    clock = fit_clock(tr, seq, en, "kvm", None, deadline=dl, vcpu_tid=VCPU)
+    assert clock.sources[EOI_ANCHORS].lower > OFF
+    assert clock.sources[EOI_ANCHORS].rejected and clock.eoi_anchors == 0
+    assert clock.consistent and _contains(clock, OFF) and clock.uppers_dropped == 0
+    d = clock.as_dict(1_000_000_000)
+    assert "rejected" in d["bounds_by_source"][EOI_ANCHORS]
+    assert check_causality(clock, seq, en).causality["checked"] == N + N - 1
