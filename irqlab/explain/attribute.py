@@ -8,6 +8,7 @@ trace covers it, so the causes of a sample always add up to its latency.
 from __future__ import annotations
 
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,16 +71,21 @@ class Explainer:
         self.vmm = {int(t): c for t, c in hdr.get("vmm_threads", {}).items()}
         self.vcpus = vcpu_tids or [int(t) for t in hdr.get("vcpu_tids", [])]
         end_ts = int(trace.t("sched_switch")["ts"][-1]) + 1 if len(trace.t("sched_switch")) else 0
-        # Switches the kernel did not record are put back first (timeline module doc).
-        self.switches = complete_switches(trace)
-        inferred = self.switches.cols.get("inferred", np.zeros(0, bool))
-        self.inferred_ts: dict[int, np.ndarray] = {
-            int(c): self.switches["ts"][inferred & (self.switches["cpu"] == c)]
-            for c in np.unique(self.switches["cpu"][inferred]).tolist()} if len(inferred) else {}
-        self.threads: dict[int, ThreadTimeline] = thread_timelines(
-            trace, sorted(set(self.vmm) | set(self.vcpus)), end_ts, self.switches)
-        self.runs: CpuRuns = cpu_runs(trace, self.switches)
-        self.hard, self.soft = irq_intervals(trace)
+        # IRQ intervals need nothing else: built meanwhile in a second thread (numpy
+        # releases the GIL in its array work; the trace is only read).
+        with ThreadPoolExecutor(1) as pool:
+            irqs = pool.submit(irq_intervals, trace)
+            # Switches the kernel did not record are put back first (timeline module doc).
+            self.switches = complete_switches(trace)
+            inferred = self.switches.cols.get("inferred", np.zeros(0, bool))
+            self.inferred_ts: dict[int, np.ndarray] = {
+                int(c): self.switches["ts"][inferred & (self.switches["cpu"] == c)]
+                for c in np.unique(self.switches["cpu"][inferred]).tolist()} \
+                if len(inferred) else {}
+            self.threads: dict[int, ThreadTimeline] = thread_timelines(
+                trace, sorted(set(self.vmm) | set(self.vcpus)), end_ts, self.switches)
+            self.runs: CpuRuns = cpu_runs(trace, self.switches)
+            self.hard, self.soft = irqs.result()
         self.span = self._span()
         self.lost = self._lost_regions()
         self.fired = trace.fired()
