@@ -41,6 +41,14 @@ def encode(fmt: EventFormat, values: dict[str, Any]) -> bytes:
     return out + b"\0" * (-len(out) % 4)
 
 
+def header_page_text(h: PageHeader) -> str:
+    """``events/header_page`` text for a page layout (what parse_header_page() reads)."""
+    return (f"\tfield: u64 timestamp;\toffset:{h.ts_offset};\tsize:8;\tsigned:0;\n"
+            f"\tfield: local_t commit;\toffset:{h.commit_offset};"
+            f"\tsize:{h.commit_size};\tsigned:1;\n"
+            f"\tfield: char data;\toffset:{h.data_offset};\tsize:{h.data_size};\tsigned:0;\n")
+
+
 class PageWriter:
     """Events of one CPU, in time order, into whole pages."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from irqlab.explain.attribute import (CPU_IDLE, UNEXPLAINED, VCPU_BLOCKED, VCPU_RUNNING,
                                       VCPU_STOPPED, Explainer)
 from irqlab.explain.load import decode_capture
-from irqlab.trace.synth import PageWriter, encode
+from irqlab.trace.synth import PageWriter, encode, header_page_text
 
 VCPU, MAIN, HOG = 100, 99, 500
 
@@ -19,17 +19,11 @@ def _trace(formats, hdr_page, events, lose_before=None, enabled=None):
             w.lose_events()
         w.add(ts, encode(formats[key], {"common_pid": pid, **vals}))
     keys = enabled if enabled is not None else [k for k in formats if k != "ftrace:print"]
-    header = {"header_page": hdr_page_text(hdr_page), "cpus": [0],
+    header = {"header_page": header_page_text(hdr_page), "cpus": [0],
               "formats": {k: formats[k].text for k in keys + ["ftrace:print"]},
               "enabled": keys, "vmm_threads": {str(VCPU): "CPU 0/KVM", str(MAIN): "qemu"},
               "vcpu_tids": [VCPU], "stats": {"0": {"overrun": 0}}}
     return decode_capture(header, {0: w.data()})
-
-
-def hdr_page_text(h) -> str:
-    return (f"\tfield: u64 timestamp;\toffset:{h.ts_offset};\tsize:8;\tsigned:0;\n"
-            f"\tfield: local_t commit;\toffset:{h.commit_offset};\tsize:{h.commit_size};\tsigned:1;\n"
-            f"\tfield: char data;\toffset:{h.data_offset};\tsize:{h.data_size};\tsigned:0;\n")
 
 
 def sw(ts, prev, state, nxt, comm_prev="x", comm_next="x"):

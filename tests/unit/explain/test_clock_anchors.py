@@ -18,7 +18,7 @@ from irqlab.explain.clock import (EOI_ANCHORS, MSR_ANCHORS, RING_READS, WAKE_ANC
                                   check_causality, fit_clock)
 from irqlab.explain.load import decode_capture
 from irqlab.trace.formats import parse_format
-from irqlab.trace.synth import PageWriter, encode
+from irqlab.trace.synth import PageWriter, encode, header_page_text
 
 VCPU, OTHER = 100, 200
 OFF = 7_654_321              # true offset: guest tick = host tick + OFF
@@ -29,13 +29,6 @@ ISR_TO_WRMSR = 3_000         # host ticks from ISR entry to the traced WRMSR (+ 
 WAKE_TO_ISR = 800            # host ticks from the halt wakeup to ISR entry (+ jitter)
 EXISTING_KEYS = {"method", "offset_tick", "error_bound_ns", "lower_tick", "upper_tick",
                  "anchors", "consistent"}
-
-
-def hdr_page_text(h) -> str:
-    return (f"\tfield: u64 timestamp;\toffset:{h.ts_offset};\tsize:8;\tsigned:0;\n"
-            f"\tfield: local_t commit;\toffset:{h.commit_offset};"
-            f"\tsize:{h.commit_size};\tsigned:1;\n"
-            f"\tfield: char data;\toffset:{h.data_offset};\tsize:{h.data_size};\tsigned:0;\n")
 
 
 def _guest(drop_arming: set[int] = frozenset()):
@@ -83,7 +76,7 @@ def _trace(formats, page_header, events, anchors, debugfs=None, clock="x86-tsc")
     for ts, key, vals, pid in sorted(events, key=lambda e: e[0]):
         w.add(ts, encode(formats[key], {"common_pid": pid, **vals}))
     keys = [k for k in formats if k != "ftrace:print"]
-    header = {"header_page": hdr_page_text(page_header), "cpus": [0], "clock": clock,
+    header = {"header_page": header_page_text(page_header), "cpus": [0], "clock": clock,
               "formats": {k: formats[k].text for k in keys + ["ftrace:print"]},
               "enabled": keys, "vmm_threads": {str(VCPU): "CPU 0/KVM"},
               "vcpu_tids": [VCPU], "stats": {"0": {"overrun": 0}}, "anchors": anchors}

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 from irqlab.trace.formats import parse_header_page  # noqa: E402 (path set above)
 from irqlab.trace.tracefs import Instance, Tracefs
 from irqlab.trace.archive import write_archive, spool_chunk
-from tests.unit.explain.test_attribution import hdr_page_text
+from irqlab.trace.synth import header_page_text
 from tests.unit.trace.test_ringbuf import _drain
 
 fs = Tracefs()
@@ -48,6 +48,6 @@ finally:
     print("leftover settings:", inst.close())
 fs.close()
 out = Path(__file__).with_name("idle_exits_recorded.irqtrace.gz")
-n = write_archive(out, {"header_page": hdr_page_text(page_header), "formats": formats,
+n = write_archive(out, {"header_page": header_page_text(page_header), "formats": formats,
                         "cpus": cpus}, spool)
 print(out, n)
