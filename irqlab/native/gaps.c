@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /*
  * gaps.c - host-side fast path of explain's switch-chain repair (irqlab/explain/timeline.py,
  * _infer() and _last_wakeup_before()).

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /*
  * rbdecode.c - host-side fast path of irqlab's ftrace ring-buffer decoder.
  *

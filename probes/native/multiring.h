@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * multiring.h - several v1 sample rings in one shared-memory area
  * (docs/formats.md section 6)

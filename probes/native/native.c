@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /*
  * native.c - irqlab-native: cyclictest-class timer wake-up latency probe
  *

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: Apache-2.0 */
 /* arch.h - arm64 side of the probe interface (lib/probe.h): the inline part */
 #ifndef IRQLAB_ARM64_ARCH_H
 #define IRQLAB_ARM64_ARCH_H

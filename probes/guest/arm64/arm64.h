@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: Apache-2.0 */
 /* arm64.h - system register access, barriers and interrupt masking */
 #ifndef IRQLAB_ARM64_H
 #define IRQLAB_ARM64_H

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /*
  * gic.c - just enough GICv2/GICv3 to take one PPI (the timer) on this CPU
  *

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: Apache-2.0 */
 /* hw.h - arm64 platform pieces of the probe: DT facts, GIC, console, MMU */
 #ifndef IRQLAB_ARM64_HW_H
 #define IRQLAB_ARM64_HW_H

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /*
  * main.c - irqlab arm64 guest probe: device tree boot, EL1 generic timer,
  * GIC, PSCI

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /* cmdline.c - split a boot command line into key=value words */
 #include "cmdline.h"
 

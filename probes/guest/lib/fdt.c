@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /* fdt.c - read-only flattened device tree walker (see fdt.h) */
 #include "fdt.h"
 #include "string.h"

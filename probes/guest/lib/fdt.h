@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fdt.h - read-only walker for a flattened device tree (DTB, version 17)
  *

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /* frame.c - console sink frames (see frame.h, docs/formats.md section 7) */
 #include "frame.h"
 #include "printf.h"

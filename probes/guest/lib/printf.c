@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /* printf.c - tiny printf for boot/error messages (see printf.h) */
 #include "printf.h"
 #include "string.h"

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * probe.h - the architecture-neutral probe: boot parameters, the
  * measurement loop, self-check injection, console sink, end of run

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /* ring.c - guest->host sample ring writer (docs/formats.md section 2) */
 #include <stdarg.h>
 #include "ring.h"

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ring.h - guest->host sample ring, version 1 (docs/formats.md section 2)
  *

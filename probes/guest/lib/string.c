@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /*
  * string.c - freestanding mem/string helpers and 64-bit arithmetic
  *

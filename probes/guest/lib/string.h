@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: Apache-2.0 */
 /* string.h - freestanding mem and string helpers */
 #ifndef IRQLAB_STRING_H
 #define IRQLAB_STRING_H

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: Apache-2.0 */
 /* arch.h - x86-64 side of the probe interface (lib/probe.h): the inline part */
 #ifndef IRQLAB_X86_ARCH_H
 #define IRQLAB_X86_ARCH_H

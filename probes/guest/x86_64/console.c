@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /*
  * console.c - boot messages and console-sink frames: COM1 or Xen console_io
  *

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /* cpu.c - IDT and TSS setup */
 #include "hw.h"
 #include "../lib/string.h"

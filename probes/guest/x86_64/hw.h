@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: Apache-2.0 */
 /* hw.h - x86-64 platform pieces of the probe: cpu tables, serial, LAPIC, ticks */
 #ifndef IRQLAB_X86_HW_H
 #define IRQLAB_X86_HW_H

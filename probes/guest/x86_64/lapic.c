@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /* lapic.c - xAPIC (MMIO) setup and timer mode selection */
 #include "hw.h"
 #include "x86.h"

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /*
  * main.c - irqlab x86-64 guest probe: PVH boot, LAPIC timer, isa-debug-exit
  *

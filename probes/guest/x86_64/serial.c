@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /* serial.c - polled COM1 output (boot, error and end messages only) */
 #include "hw.h"
 #include "x86.h"

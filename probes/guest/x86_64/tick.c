@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /*
  * tick.c - TSC rate and LAPIC-timer/TSC ratio
  *

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: Apache-2.0 */
 /* x86.h - x86-64 instruction wrappers used by the probe */
 #ifndef IRQLAB_X86_H
 #define IRQLAB_X86_H
