@@ -87,8 +87,9 @@ def bench_rate(periods_ns: tuple[int, ...] = (1_000_000, 500_000, 200_000, 100_0
     steps = []
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "rate.duckdb") as store:
         for period in periods_ns:
-            cfg = RunConfig(accel="tcg", period_ns=period, duration_ns=duration_ns,
-                            window_ns=duration_ns, name=f"rate-{period}")
+            cfg = RunConfig.for_target("guest", {"accel": "tcg"}, period_ns=period,
+                                       duration_ns=duration_ns, window_ns=duration_ns,
+                                       name=f"rate-{period}")
             res = run(cfg, store, _Quiet())
             s = res.summary
             periods = s["samples"] + s["overruns"]

@@ -8,37 +8,15 @@ be reported later; the comparison rows (one per target) are what the CLI prints.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from irqlab.measure import Observer, RunConfig, RunResult, run
+from irqlab.stats.fields import SUITE_TABLE
 from irqlab.store import Store
 
-TARGETS = ("guest", "native", "linux-guest", "xen")
-# Built-in suites: name -> targets in the order they run.
-SUITES: dict[str, tuple[str, ...]] = {"all": ("native", "guest", "linux-guest")}
-
-# Comparison columns: (heading, summary key); latency keys end in _ns.
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("samples", "samples"), ("min", "min_ns"), ("p50", "p50_ns"), ("p99", "p99_ns"),
-    ("p99.9", "p999_ns"), ("max", "max_ns"), ("warm max", "warm_max_ns"),
-    ("above thr", "above_threshold"))
-
-
-def parse_targets(text: str) -> list[str]:
-    """"native,guest" or a suite name -> targets; ValueError naming the choices."""
-    if text in SUITES:
-        return list(SUITES[text])
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    bad = [t for t in names if t not in TARGETS]
-    if not names or bad:
-        raise ValueError(f"unknown target {', '.join(bad) or repr(text)}: choose from "
-                         f"{', '.join(TARGETS)}, a comma list of them, or a suite "
-                         f"({', '.join(SUITES)})")
-    if len(set(names)) != len(names):
-        raise ValueError(f"--target {text} names a target twice")
-    return names
+# Comparison columns: (heading, summary key), from the catalog (irqlab.stats.fields).
+COLUMNS: tuple[tuple[str, str], ...] = tuple((c.heading, c.key) for c in SUITE_TABLE)
 
 
 @dataclass
@@ -61,6 +39,7 @@ class SuiteResult:
         out = []
         for target, res in zip(self.targets, self.results):
             s = res.summary
+            # "lost" is also a column: update() keeps it in this place (JSON key order).
             row = {"target": target, "run_id": res.run_id, "status": res.status,
                    "accel": s.get("accel"), "emulated": s.get("emulated"),
                    "lost": s.get("lost"), "threshold_ns": s.get("threshold_ns")}
@@ -74,20 +53,13 @@ class SuiteResult:
                 "targets": self.targets, "rows": self.rows()}
 
 
-def run_suite(cfg: RunConfig, targets: list[str], store: Store, observer: Observer,
+def run_suite(cfgs: list[RunConfig], store: Store, observer: Observer,
               after_run: Callable[[RunResult], None] | None = None) -> SuiteResult:
-    """Run ``cfg`` once per target, in order; stops early only on Ctrl-C/SIGTERM."""
-    name = cfg.suite or cfg.name or f"suite-{time.strftime('%Y%m%d-%H%M%S')}"
-    suite = SuiteResult(name, list(targets))
-    for target in targets:
-        run_cfg = replace(cfg, target=target, name=f"{name}-{target}", suite=name,
-                          cell={**(cfg.cell or {}), "target": target})
-        if target == "xen":
-            # A Xen guest answers through its console (the host cannot map its RAM), in
-            # batches, slowly under TCG: its own sink and watchdog, the others keep theirs.
-            run_cfg = replace(run_cfg, sink="console", stall_timeout_s=(
-                cfg.stall_timeout_s or max(10.0, 40 * cfg.period_ns / 1e9)))
-        result = run(run_cfg, store, observer)
+    """Run each config (one per target, made by the CLI with the targets' own rules and
+    their own hooks), in order; stops early only on Ctrl-C/SIGTERM."""
+    suite = SuiteResult(cfgs[0].suite or "suite", [c.target for c in cfgs])
+    for cfg in cfgs:
+        result = run(cfg, store, observer)
         suite.results.append(result)
         if after_run is not None:
             after_run(result)

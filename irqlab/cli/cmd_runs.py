@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from irqlab.cli.common import EXIT_OK, add_db_json, db_path, renderer
+from irqlab.stats.fields import LIST_TABLE
 from irqlab.store import Store
 
 def register_list(sub: argparse._SubParsersAction) -> None:
@@ -20,11 +21,12 @@ def register_show(sub: argparse._SubParsersAction) -> None:
 
 def _list_row(row) -> dict[str, Any]:
     s = row.summary or {}
+    # The summary figures `irqlab list` shows (irqlab.stats.fields.LIST_TABLE); a run
+    # without a summary yet has no samples.
+    figs = {c.key: s.get(c.key, 0 if c.key == "samples" else None) for c in LIST_TABLE}
     return {"run_id": row.run_id, "name": row.name, "started_at": row.started_at.isoformat(),
             "target": row.target, "accel": row.accel, "emulated": row.emulated,
-            "status": row.status, "samples": s.get("samples", 0),
-            "p99_ns": s.get("p99_ns"), "max_ns": s.get("max_ns"),
-            "source": row.source, "kind": row.kind}
+            "status": row.status, **figs, "source": row.source, "kind": row.kind}
 
 def run_list(args: argparse.Namespace) -> int:
     path = db_path(args)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from irqlab.durations import parse_duration_ns
+from irqlab.argtypes import count, duration  # noqa: F401 (the commands' types)
 from irqlab.cli.render import HumanRenderer, JsonRenderer, Renderer
 from irqlab.store import default_db_path
 
@@ -19,25 +19,6 @@ class UsageError(Exception):
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, then exit 2
         self.exit(EXIT_USAGE, f"irqlab: error: {message} (see `{self.prog} --help`)\n")
-
-
-def duration(text: str) -> int:
-    """argparse type: a duration with unit, in ns."""
-    try:
-        return parse_duration_ns(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def count(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        val = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if val < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
-    return val
 
 
 def add_db_json(p: argparse.ArgumentParser) -> None:

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from irqlab.cli.scenario import Scenario, cell_id, parse_cell_args, value_text
+from irqlab.stats.fields import MATRIX_TABLE
 from irqlab.store import Store
 
-SUMMARY_COLUMNS = [("AVG", "mean_ns"), ("MIN", "min_ns"), ("MAX", "max_ns"),
-                   ("WARM MAX", "warm_max_ns"), ("p99.9", "p999_ns"),
-                   ("ABOVE THR", "above_threshold")]
+# (heading, summary key) of the results table, from the catalog (irqlab.stats.fields).
+SUMMARY_COLUMNS = [(c.heading, c.key) for c in MATRIX_TABLE]
 
 
 class MatrixObserver(Protocol):
@@ -109,7 +109,8 @@ def run_matrix(scn: Scenario, store: Store, observer: MatrixObserver,
     interrupted = False
     for index, cell in enumerate(todo):
         observer.cell_started(index, len(todo), cell)
-        cfg = cmd_run.run_config(parse_cell_args(scn, cell))
+        # Hooks as `irqlab run` builds them (a cell's trace = true captures into this store).
+        cfg = cmd_run.run_config(parse_cell_args(scn, cell), store.path)
         cfg.name = f"{scn.name}/{cell_id(cell)}"
         cfg.suite = scn.name
         cfg.cell = cell

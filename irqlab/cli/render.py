@@ -17,16 +17,11 @@ from rich.text import Text
 
 from irqlab.durations import format_ns
 from irqlab.reports import tables as compare_tables
+from irqlab.stats.fields import (IMPORTED_ROWS, LIST_TABLE, NOTE_FIELDS, SUITE_TABLE,
+                                 SUMMARY_TABLE, WINDOW_TABLE, field)
 
 EMULATED_BANNER = ("EMULATED: these latencies come from {accel}; they show the pipeline "
                    "works, not what hardware-assisted virtualisation or bare metal would give.")
-
-SUMMARY_ROWS = [("samples", "samples"), ("lost", "lost"), ("overruns", "overruns"),
-                ("injected", "injected"), ("above threshold", "above_threshold"),
-                ("min", "min_ns"), ("mean", "mean_ns"), ("stddev", "stddev_ns"),
-                ("p50", "p50_ns"), ("p90", "p90_ns"), ("p99", "p99_ns"),
-                ("p99.9", "p999_ns"), ("p99.99", "p9999_ns"), ("max", "max_ns"),
-                ("warm max", "warm_max_ns")]
 
 
 def json_line(obj: dict[str, Any]) -> str:
@@ -34,11 +29,11 @@ def json_line(obj: dict[str, Any]) -> str:
 
 
 def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
-    """(label, value) pairs of a summary for human display."""
+    """(label, value) pairs of a summary for human display (rows: fields.SUMMARY_TABLE)."""
     out = []
-    for label, key in SUMMARY_ROWS:
-        val = summary.get(key)
-        if key.endswith("_ns"):
+    for c in SUMMARY_TABLE:
+        key, val = c.key, summary.get(c.key)
+        if c.field.unit == "ns":
             text = format_ns(val)
         elif key == "above_threshold" and val is None:
             text = above_bound_text(summary)
@@ -46,7 +41,7 @@ def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
             text = f"{val} ({100.0 * val / summary['samples']:.4g}%) > {format_ns(summary['threshold_ns'])}"
         else:
             text = "—" if val is None else str(val)
-        out.append((label, text))
+        out.append((c.heading, text))
     return out
 
 
@@ -187,14 +182,14 @@ class HumanRenderer(Renderer):
 
     def run_list(self, rows: list[dict[str, Any]]) -> None:
         table = Table()
-        for col in ("id", "name", "started", "target", "accel", "status", "samples",
-                    "p99", "max"):
+        for col in ("id", "name", "started", "target", "accel", "status"):
             table.add_column(col)
+        for c in LIST_TABLE:
+            table.add_column(c.heading)
         for r in rows:
             table.add_row(str(r["run_id"]), r["name"], r["started_at"][:19], r["target"],
                           r["accel"] or "—", r["status"],
-                          "—" if r["samples"] is None else str(r["samples"]),
-                          format_ns(r["p99_ns"]), format_ns(r["max_ns"]))
+                          *(_value_text(r[c.key], c.key) for c in LIST_TABLE))
         self.console.print(table)
 
     def run_detail(self, summary: dict[str, Any], detail: dict[str, Any],
@@ -204,13 +199,12 @@ class HumanRenderer(Renderer):
             c.print(f"{key}: {val}", markup=False)
         if windows:
             table = Table(title="windows")
-            for col in ("#", "start", "samples", "mean", "stddev", "min", "max", "above thr"):
+            for col in ["#", "start"] + [c.heading for c in WINDOW_TABLE]:
                 table.add_column(col, justify="right")
             for w in windows:
-                table.add_row(str(w["index"]), start_cell(w), str(w["samples"]),
-                              format_ns(w["mean_ns"]), format_ns(w["stddev_ns"]),
-                              format_ns(w["min_ns"]), format_ns(w["max_ns"]),
-                              above_cell(w))
+                table.add_row(str(w["index"]), start_cell(w),
+                              *(above_cell(w) if c.key == "above_threshold"
+                                else _value_text(w[c.key], c.key) for c in WINDOW_TABLE))
             c.print(table)
         self.summary(summary)
 
@@ -312,26 +306,21 @@ class LinesRenderer(Renderer):
 
 # --- side by side (irqlab.suite) and per-CPU lines (native, linux-guest) -----------------
 
-SUITE_COLUMNS = [("target", "target"), ("accel", "accel"), ("status", "status"),
-                 ("samples", "samples"), ("lost", "lost"), ("min", "min_ns"),
-                 ("p50", "p50_ns"), ("p99", "p99_ns"), ("p99.9", "p999_ns"),
-                 ("max", "max_ns"), ("warm max", "warm_max_ns"),
-                 ("above thr", "above_threshold")]
+SUITE_COLUMNS = [("target", "target"), ("accel", "accel"), ("status", "status")] + [
+    (c.heading, c.key) for c in SUITE_TABLE]
+
+
+def _value_text(val: Any, key: str) -> str:
+    """A value of a summary key in a human table: latencies formatted, None as a dash."""
+    if field(key).unit == "ns":
+        return format_ns(val)
+    return "—" if val is None else str(val)
 
 
 def suite_rows(suite: dict[str, Any]) -> list[list[str]]:
     """Cells of the comparison table, one list per target, as SUITE_COLUMNS."""
-    out = []
-    for row in suite["rows"]:
-        cells = []
-        for _head, key in SUITE_COLUMNS:
-            val = row.get(key)
-            if key.endswith("_ns"):
-                cells.append(format_ns(val))
-            else:
-                cells.append("—" if val is None else str(val))
-        out.append(cells)
-    return out
+    return [[_value_text(row.get(key), key) for _head, key in SUITE_COLUMNS]
+            for row in suite["rows"]]
 
 
 def per_cpu_lines(summary: dict[str, Any]) -> list[str]:
@@ -391,8 +380,6 @@ def start_cell(window: dict[str, Any]) -> str:
     return f"{start:g} s"
 
 
-IMPORTED_ROWS = [("kind", "kind"), ("percentiles from", "percentile_source"),
-                 ("source avg", "source_avg_ns")]
 
 
 def imported_summary_lines(summary: dict[str, Any]) -> list[str]:
@@ -402,18 +389,19 @@ def imported_summary_lines(summary: dict[str, Any]) -> list[str]:
         return []
     imp = summary.get("import") or {}
     lines = [f"imported from {summary['source']}: {imp.get('file')} (line {imp.get('line')})"]
-    for label, key in IMPORTED_ROWS:
-        val = summary.get(key)
+    for c in IMPORTED_ROWS:
+        val = summary.get(c.key)
         if val is not None:
-            lines.append(f"{label}: {format_ns(val) if key.endswith('_ns') else val}")
+            text = format_ns(val) if c.field.unit == "ns" else val
+            lines.append(f"{c.heading}: {text}")
     for sname, fig in (summary.get("series") or {}).items():
         lines.append(f"  {sname}: n {fig.get('samples')} min {format_ns(fig.get('min_ns'))} "
                      f"mean {format_ns(fig.get('mean_ns'))} p50 {format_ns(fig.get('p50_ns'))} "
                      f"p99 {format_ns(fig.get('p99_ns'))} max {format_ns(fig.get('max_ns'))}"
                      + (f" overflow {fig['overflow']}" if fig.get("overflow") else ""))
-    for key in ("percentile_note", "above_threshold_note", "mean_from", "warm_max_from"):
-        if summary.get(key):
-            lines.append(f"note: {summary[key]}")
+    for f in NOTE_FIELDS:
+        if summary.get(f.key):
+            lines.append(f"note: {summary[f.key]}")
     if summary.get("samples_assumed"):
         lines.append("note: samples per window are the source app's fixed window size, "
                      "not stated in the log")

@@ -18,28 +18,22 @@ from typing import Any
 import numpy as np
 
 from irqlab.importers.base import ParsedRun, Series
-from irqlab.stats import PERCENTILES, Moments, quantile_rank, ticks_to_ns
+from irqlab.stats import Moments, quantile_rank, ticks_to_ns
+from irqlab.stats.fields import PERCENTILE_FIELDS, make_summary
 
-SUMMARY_VERSION = 1
-# Summary key of each percentile, from the stats layer's tick names.
+# (summary key, quantile) of each percentile, as importers match a source's percentiles.
 PCT_KEYS: tuple[tuple[str, float], ...] = tuple(
-    (name.replace("_tick", "_ns"), q) for name, q in PERCENTILES)
+    (f.key, f.quantile) for f in PERCENTILE_FIELDS if f.quantile is not None)
 WARMUP_WINDOWS = 1   # as `irqlab run --warmup`'s default: warm max skips the first window
 
 
 def _empty(run: ParsedRun, run_id: int, name: str) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "type": "summary", "version": SUMMARY_VERSION, "run_id": run_id, "name": name,
-        "target": "import", "arch": None, "accel": None, "emulated": None, "status": "ok",
-        "samples": None, "lost": None, "overruns": None, "tick_hz": run.tick_hz,
+    # An imported run knows only what its source recorded: every count starts unknown
+    # (None), unlike a measured run whose counts start at 0.
+    return make_summary(run_id, name, {
+        "target": "import", "status": "ok", "tick_hz": run.tick_hz,
         "period_ns": run.period_ns, "threshold_ns": run.threshold_ns,
-        "above_threshold": None, "min_ns": None, "mean_ns": None, "stddev_ns": None,
-        "max_ns": None, "warm_max_ns": None,
-    }
-    out.update({key: None for key, _q in PCT_KEYS})
-    out.update({"injected": None, "message": None, "source": run.source, "kind": run.kind,
-                "percentile_source": None})
-    return out
+        "source": run.source, "kind": run.kind}, imported=True)
 
 
 def bucket_percentile(buckets: list[tuple[int, int | None, int, int]], total: int, q: float,
@@ -169,7 +163,8 @@ def _from_windows(run: ParsedRun, out: dict[str, Any]) -> None:
 
 
 def build_summary(run: ParsedRun, run_id: int, name: str) -> dict[str, Any]:
-    """The summary dict stored with an imported run (and printed by `show --json`)."""
+    """The summary dict stored with an imported run (and printed by `show --json`): the
+    keys of every summary (irqlab.stats.fields), filled in as far as the source allows."""
     out = _empty(run, run_id, name)
     if run.latency_tick is not None:
         _from_samples(run, out)

@@ -38,8 +38,8 @@ class Knob:
     def before_start(self) -> None:
         pass
 
-    def after_start(self, target: Any) -> None:
-        pass
+    def after_start(self, ctx: Any) -> None:
+        """The probe runs; ``ctx`` is the RunContext (run id, process, source, plan)."""
 
     def stop(self) -> None:
         pass
@@ -54,7 +54,7 @@ class Knob:
         return {"requested": self.value, "status": status, **self.details}
 
 
-def qemu_accel(target: Any) -> str | None:
-    """'kvm' or 'tcg' for a QEMU target, None for targets that are not QEMU."""
-    plan = getattr(target, "plan", None)
-    return getattr(plan, "accel", None)
+def qemu_accel(ctx: Any) -> str | None:
+    """'kvm' or 'tcg' for a run under QEMU, None for a run that is not (the native
+    probe's plan is "none"). ``ctx``: the RunContext (irqlab.measure.config)."""
+    return ctx.plan.accel if ctx.plan.accel in ("kvm", "tcg") else None

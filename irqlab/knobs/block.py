@@ -26,7 +26,7 @@ class AioKnob(Knob):
         if value not in ("threads", "native", "io_uring"):
             raise ValueError(f"aio {value!r}: use threads, native or io_uring")
 
-    def after_start(self, target: Any) -> None:
+    def after_start(self, ctx: Any) -> None:
         self.not_applicable(_REASON.format(what="aio="))
 
 
@@ -39,5 +39,5 @@ class IothreadKnob(Knob):
     def parse(self, value: str) -> None:
         self.on = parse_onoff(value)
 
-    def after_start(self, target: Any) -> None:
+    def after_start(self, ctx: Any) -> None:
         self.not_applicable(_REASON.format(what="an iothread"))

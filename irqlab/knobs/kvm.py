@@ -31,8 +31,8 @@ class CpuPmKnob(Knob):
     def qemu_args(self) -> list[str]:
         return ["-overcommit", "cpu-pm=on"] if self.on else []
 
-    def after_start(self, target: Any) -> None:
-        accel = qemu_accel(target)
+    def after_start(self, ctx: Any) -> None:
+        accel = qemu_accel(ctx)
         if not self.on:
             self.status = "applied"
             self.details["note"] = "default: HLT exits to the hypervisor"
@@ -63,8 +63,8 @@ class HaltPollKnob(Knob):
     def parse(self, value: str) -> None:
         self.ns = parse_duration(value)
 
-    def after_start(self, target: Any) -> None:
-        accel = qemu_accel(target)
+    def after_start(self, ctx: Any) -> None:
+        accel = qemu_accel(ctx)
         if accel != "kvm":
             self.not_applicable(f"halt polling is a KVM feature; this guest runs under "
                                 f"{accel or 'no QEMU accelerator'}")

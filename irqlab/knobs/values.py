@@ -1,8 +1,10 @@
-"""Value syntax shared by load specs and knobs: CPU lists, sizes, durations, on/off."""
+"""Value syntax shared by load specs and knobs: sizes, durations, integers, on/off.
+
+CPU lists have their own module, irqlab.cpus, shared with the runner and the CLI.
+"""
 
 from __future__ import annotations
 
-import os
 import re
 
 # One duration syntax for the whole CLI (`--period 1ms`, `halt_poll=50us`, `delay=2s`).
@@ -10,27 +12,6 @@ from irqlab.durations import parse_duration_ns
 
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _SIZE_RE = re.compile(r"^(\d+)\s*([kmg]?)(?:i?b)?$", re.IGNORECASE)
-
-
-def parse_cpus(text: str) -> list[int]:
-    """'1', '0,1', '0-1' -> sorted CPU numbers, all allowed for this process."""
-    cpus: set[int] = set()
-    try:
-        for part in text.split(","):
-            lo, _, hi = part.strip().partition("-")
-            cpus.update(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
-        raise ValueError(f"{text!r} is not a CPU list: write e.g. 1, 0,1 or 0-1") from None
-    allowed = os.sched_getaffinity(0)
-    bad = sorted(cpus - allowed)
-    if not cpus or bad:
-        raise ValueError(f"CPU(s) {bad or text} not available here; this host has CPUs "
-                         f"{format_cpus(sorted(allowed))}")
-    return sorted(cpus)
-
-
-def format_cpus(cpus: list[int]) -> str:
-    return ",".join(str(c) for c in cpus)
 
 
 def parse_size(text: str) -> int:

@@ -12,9 +12,10 @@ import os
 import re
 from typing import Any
 
+from irqlab.cpus import format_cpu_list, online_cpus, parse_available_cpus
 from irqlab.knobs.base import Knob
 from irqlab.knobs.journal import journal, proc_starttime
-from irqlab.knobs.values import format_cpus, parse_cpus, parse_int
+from irqlab.knobs.values import parse_int
 
 _VCPU_RE = re.compile(r"^(?:CPU (\d+)|ALL CPUs)/(KVM|TCG|HVF|WHPX)$")
 
@@ -41,10 +42,10 @@ class _ThreadKnob(Knob):
         super().__init__(value)
         self._changed: list[tuple[int, int, int, dict[str, Any]]] = []  # pid, tid, entry, old
 
-    def after_start(self, target: Any) -> None:
-        proc = getattr(target, "proc", None)
+    def after_start(self, ctx: Any) -> None:
+        proc = ctx.process.proc
         if proc is None:
-            self.not_applicable(f"target {type(target).__name__} has no QEMU vCPU threads")
+            self.not_applicable(f"target {type(ctx.process).__name__} has no process")
             return
         threads = vcpu_threads(proc.pid)
         if not threads:
@@ -94,7 +95,7 @@ class PinKnob(_ThreadKnob):
     help = "pin vCPU threads to host CPUS (vCPU i -> i-th CPU of the list, round robin)"
 
     def parse(self, value: str) -> None:
-        self.cpus = parse_cpus(value)
+        self.cpus = parse_available_cpus(value)
 
     def apply(self, tid: int, comm: str, index: int) -> dict[str, Any]:
         cpu = self.cpus[index % len(self.cpus)]
@@ -126,11 +127,11 @@ class VcpusKnob(Knob):
     def qemu_args(self) -> list[str]:
         return ["-smp", str(self.count)] if self.count > 1 else []
 
-    def after_start(self, target: Any) -> None:
+    def after_start(self, ctx: Any) -> None:
         self.status = "applied"
         if self.count > 1:
             # Why not "more load": the probe never starts the APs, so they sit in
             # wait-for-SIPI; the knob shows what extra vCPU threads alone cost.
             self.details["note"] = (f"-smp {self.count}: the probe runs on vCPU 0 only; "
                                     f"vCPUs 1..{self.count - 1} stay parked in wait-for-SIPI")
-        self.details["host_cpus"] = format_cpus(sorted(os.sched_getaffinity(0)))
+        self.details["host_cpus"] = format_cpu_list(online_cpus())

@@ -19,8 +19,9 @@ import threading
 import time
 from typing import Any
 
+from irqlab.cpus import format_cpu_list, online_cpus, parse_available_cpus
 from irqlab.knobs.journal import journal, proc_starttime
-from irqlab.knobs.values import format_cpus, parse_cpus, parse_duration
+from irqlab.knobs.values import parse_duration
 from irqlab.runner.process import die_with_parent
 
 _SETTLE_S = 0.15          # a load that dies this fast had bad arguments or a missing piece
@@ -98,8 +99,8 @@ class Load:
                                  f"{', '.join(f'{k} ({v})' for k, v in accepted.items())}")
         self.raw = dict(params)
         self.index = index
-        self.cpus = parse_cpus(params["cpus"]) if "cpus" in params else \
-            sorted(os.sched_getaffinity(0))
+        self.cpus = (parse_available_cpus(params["cpus"]) if "cpus" in params
+                     else online_cpus())
         self.delay_ns = parse_duration(params["delay"]) if "delay" in params else None
         self.configure(params)
         self.proc: subprocess.Popen | None = None
@@ -142,7 +143,7 @@ class Load:
         if not self.starts_after_boot():
             self._start()
 
-    def after_start(self, target: Any) -> None:
+    def after_start(self, ctx: Any) -> None:
         if not self.starts_after_boot():
             return
         if self.delay_ns:
@@ -250,7 +251,7 @@ class Load:
 
     def metadata(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "params": self.raw,
-                               "cpus": format_cpus(self.cpus), "argv": self.argv,
+                               "cpus": format_cpu_list(self.cpus), "argv": self.argv,
                                **self.details}
         if self.proc is None and self.error is None:
             out["status"] = "not started (the run ended before the probe ran)"

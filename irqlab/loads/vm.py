@@ -10,6 +10,7 @@ import os
 
 from irqlab.runner.accel import AccelPlan, kvm_plan, kvm_usable
 from irqlab.runner.machines import machine_for
+from irqlab.runner.qemu import base_argv, probe_cmdline
 
 ACCELS = ("auto", "kvm", "tcg")
 
@@ -23,12 +24,6 @@ def neighbour_plan(choice: str) -> AccelPlan:
     return AccelPlan("tcg", "tcg", True)
 
 
-def _common(name: str, memory_mib: int, serial: str) -> list[str]:
-    return [machine_for("x86_64").qemu, "-name", f"{name},debug-threads=on",
-            "-m", f"{memory_mib}M", "-nodefaults", "-display", "none", "-no-reboot",
-            "-serial", serial, "-monitor", "none"]
-
-
 def probe_vm_argv(name: str, plan: AccelPlan, memory_mib: int, idle: str,
                   prealloc: bool = False) -> list[str]:
     """A VM running the probe until killed (samples=0); nobody reads its ring."""
@@ -36,10 +31,11 @@ def probe_vm_argv(name: str, plan: AccelPlan, memory_mib: int, idle: str,
     if not machine.probe.exists():
         raise FileNotFoundError(f"guest probe {machine.probe} is not built: run "
                                 f"`make -C probes/guest`")
-    return (_common(name, memory_mib, "null") + (["-mem-prealloc"] if prealloc else [])
+    return (base_argv(machine.qemu, name, memory_mib, serial="null")
+            + (["-mem-prealloc"] if prealloc else [])
             + machine.argv(plan, False)
             + ["-kernel", str(machine.probe),
-               "-append", f"period_ns=1000000 idle={idle} samples=0"])
+               "-append", probe_cmdline(1_000_000, idle, samples=0)])
 
 
 def flood_rom(spin: int) -> bytes:
@@ -62,7 +58,8 @@ def flood_rom(spin: int) -> bytes:
 def rom_vm_argv(name: str, plan: AccelPlan, rom_path: str, serial: str) -> list[str]:
     accel = (["-accel", "kvm", "-cpu", "host,-arch-capabilities"] if plan.accel == "kvm"
              else ["-accel", "tcg"])
-    return _common(name, 16, serial) + ["-M", "pc", "-bios", rom_path] + accel
+    return (base_argv(machine_for("x86_64").qemu, name, 16, serial=serial)
+            + ["-M", "pc", "-bios", rom_path] + accel)
 
 
 def vm_name(kind: str) -> str:

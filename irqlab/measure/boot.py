@@ -7,10 +7,10 @@ import time
 from typing import Any
 
 from irqlab.measure.config import RunConfig
-from irqlab.measure.targets import boot_timeout_s, make_target, open_source
 from irqlab.runner.accel import AccelPlan
-from irqlab.runner.qemu import GuestConfig, QemuGuest
-from irqlab.samples.ring import RingReader
+from irqlab.runner.process import ProcessTarget
+from irqlab.samples.source import SampleSource
+from irqlab.targets import Target
 
 
 class StopFlag:
@@ -33,37 +33,37 @@ class StopFlag:
             signal.signal(sig, old)
 
 
-def boot(cfg: RunConfig, plan: AccelPlan, guest_cfg: GuestConfig, name: str,
-          stop: StopFlag) -> tuple[QemuGuest, RingReader | None, str | None]:
-    """Start the target and wait for the probe to run; returns (guest, reader, error)."""
-    guest = make_target(cfg, plan, guest_cfg, name)
+def boot(target: Target, cfg: RunConfig, plan: AccelPlan, name: str,
+         extra_qemu_args: list[str], stop: StopFlag
+         ) -> tuple[ProcessTarget, SampleSource | None, str | None]:
+    """Start the target and wait for the probe to run; returns (process, source, error)."""
+    process = target.spawn(cfg, plan, name, extra_qemu_args)
     try:
-        guest.start()
+        process.start()
     except OSError as exc:
-        return guest, None, str(exc)
-    reader = None
-    deadline = time.monotonic() + boot_timeout_s(cfg, plan)
+        return process, None, str(exc)
+    source = None
+    timeout_s = target.boot_timeout_s(cfg, plan)
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and stop.signum is None:
-        if reader is None:
-            reader = open_source(cfg, guest)
-        if reader.magic_ok():
-            state = reader.state()
+        if source is None:
+            source = target.open_source(cfg, process)
+        if source.magic_ok():
+            state = source.state()
             if state in ("running", "done"):
-                return guest, reader, None
+                return process, source, None
             if state == "error":
-                hdr = reader.header()
-                return guest, reader, f"probe error {hdr.error}: {hdr.message}"
-        code = guest.exit_code()
-        if code is not None and reader is not None and reader.magic_ok() and \
-                reader.state() in ("running", "done", "error"):
+                hdr = source.header()
+                return process, source, f"probe error {hdr.error}: {hdr.message}"
+        code = process.exit_code()
+        if code is not None and source is not None and source.magic_ok() and \
+                source.state() in ("running", "done", "error"):
             continue    # it ran (and maybe ended: arm64 powers off) before we looked
         if code is not None:
-            return guest, reader, (f"QEMU exited with code {code} before the probe ran; "
-                                   f"stderr: {guest.stderr().strip()[-500:] or '(empty)'}")
+            return process, source, (f"QEMU exited with code {code} before the probe ran; "
+                                     f"stderr: {process.stderr().strip()[-500:] or '(empty)'}")
         time.sleep(0.01)
     if stop.signum is not None:
-        return guest, reader, "interrupted during boot"
-    return guest, reader, (f"the probe did not start within {boot_timeout_s(cfg, plan):g} s "
-                           f"under {plan.label}; "
-                           + (guest.console_summary() if hasattr(guest, "console_summary")
-                              else f"serial: {guest.serial().strip()[-300:]!r}"))
+        return process, source, "interrupted during boot"
+    return process, source, (f"the probe did not start within {timeout_s:g} s under "
+                             f"{plan.label}; {target.boot_failure_detail(process)}")

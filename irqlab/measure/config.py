@@ -1,65 +1,81 @@
-"""What a run is asked to do (RunConfig), what it can be given (RunHook), whom it tells
-(Observer) and what it returns (RunResult)."""
+"""What a run is asked to do (RunConfig), what it can be given (RunHook, with a
+RunContext once the probe runs), whom it tells (Observer) and what it returns (RunResult)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
+
+from irqlab.runner.accel import AccelPlan
+from irqlab.runner.process import ProcessTarget
+from irqlab.samples.source import SampleSource
+from irqlab.targets.base import TargetOptions
 
 
 @dataclass
 class RunConfig:
-    """Parameters of ``irqlab run`` after parsing (all durations in ns)."""
+    """Parameters of ``irqlab run`` after parsing (all durations in ns).
+
+    ``options`` are the target's own, typed by the target (irqlab.targets); everything
+    else here means the same for every target."""
 
     target: str = "guest"
-    arch: str = "x86_64"
-    accel: str = "auto"
-    icount: bool = False
+    options: TargetOptions = field(default_factory=TargetOptions)
     period_ns: int = 1_000_000
     duration_ns: int | None = 30_000_000_000
     samples: int | None = None
     window_ns: int = 10_000_000_000
     threshold_ns: int = 30_000
     warmup: int = 1
-    idle: str = "hlt"
-    inject_irqoff_ns: int = 0
-    inject_every: int = 0
     name: str | None = None
-    timer: str = "auto"
-    memory_mib: int = 64
     boot_timeout_s: float = 30.0
-    stall_timeout_s: float | None = None
-    probe: Path | None = None
+    stall_timeout_s: float | None = None   # None: the target's default
     hooks: list[Any] = field(default_factory=list)   # RunHook objects, not serialised
     suite: str | None = None
     cell: dict[str, Any] | None = None
     tags: dict[str, str] = field(default_factory=dict)
-    cpus: list[int] | None = None        # native/linux-guest: CPUs measured (None: default)
-    priority: int = 90                   # native/linux-guest: SCHED_FIFO priority
-    rt_fallback: bool = False            # native/linux-guest: SCHED_OTHER if RT is refused
-    gic: int | None = None               # arm64 guest: GIC version (None: machine default)
-    sink: str = "ring"                   # guest: samples via the RAM ring or the console
-    xen_domain: str = "domU"             # xen: the probe as dom0 or a dom0less domU
-    xen_sched: str = "credit2"           # xen: sched= (credit, credit2, rtds, null)
-    xen_opts: dict[str, str] = field(default_factory=dict)   # xen: extra Xen options
-    xen_binary: Path | None = None       # xen: hypervisor image (None: the cached one)
-    neighbour: str = "none"              # xen: second domU on the pCPU (cpu/console/idle)
+
+    @classmethod
+    def for_target(cls, target: str = "guest", given: dict[str, Any] | None = None,
+                   **common: Any) -> "RunConfig":
+        """A config whose target options are made from option values as the CLI gives
+        them (dest -> value, e.g. {"accel": "tcg", "icount": True}), checked."""
+        from irqlab.targets import get_target
+        period_ns = common.get("period_ns", 1_000_000)
+        return cls(target=target, options=get_target(target).configure(given or {},
+                                                                        period_ns),
+                   **common)
 
     def target_samples(self) -> int | None:
         """Samples the guest stops after, when the run is bounded by count."""
         if self.samples is not None:
             return self.samples
-        if self.icount and self.duration_ns is not None:
+        if self.options.icount and self.duration_ns is not None:
             # Under icount guest time is virtual: bound the run by guest periods.
             return max(1, self.duration_ns // self.period_ns)
         return None
 
-    def stall_s(self) -> float:
-        """Watchdog: no sample for this long means the guest or QEMU is stuck."""
-        if self.stall_timeout_s is not None:
-            return self.stall_timeout_s
-        return max(3.0, 20 * self.period_ns / 1e9)
+    def params(self) -> dict[str, Any]:
+        """The run's parameters as stored (JSON): the common ones and the target's."""
+        out: dict[str, Any] = {}
+        for obj in (self, self.options):
+            for f in fields(obj):
+                if f.name in ("hooks", "options"):
+                    continue
+                val = getattr(obj, f.name)
+                out[f.name] = str(val) if isinstance(val, Path) else val
+        return out
+
+
+@dataclass
+class RunContext:
+    """What a run hook is given once the probe runs (RunHook.after_start)."""
+
+    run_id: int
+    process: ProcessTarget       # the started process (its pid: proc.pid)
+    source: SampleSource         # the run's samples (a hook may only peek())
+    plan: AccelPlan              # the accelerator it really runs under
 
 
 class RunHook(Protocol):
@@ -71,7 +87,7 @@ class RunHook(Protocol):
 
     def qemu_args(self) -> list[str]: ...          # extra QEMU options, [] if none
     def before_start(self) -> None: ...            # e.g. start a load, write a sysfs knob
-    def after_start(self, target: Any) -> None: ...  # e.g. pin vCPU threads (QEMU runs)
+    def after_start(self, ctx: RunContext) -> None: ...  # e.g. pin vCPU threads
     def metadata(self) -> dict[str, Any]: ...      # what was applied, or why not
     def stop(self) -> None: ...                    # stop / restore; must not raise
 

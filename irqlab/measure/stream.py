@@ -11,9 +11,9 @@ import numpy as np
 from irqlab.measure.boot import StopFlag
 from irqlab.measure.config import Observer, RunConfig
 from irqlab.measure.summary import window_dict
-from irqlab.runner.qemu import QemuGuest
+from irqlab.runner.process import ProcessTarget
 from irqlab.samples.record import FLAG_INJECTED
-from irqlab.samples.ring import RingReader
+from irqlab.samples.source import SampleSource
 from irqlab.stats import RunStats, WindowStats, format_window_line
 from irqlab.stats.percpu import PerCpuStats
 from irqlab.store import Store
@@ -30,11 +30,12 @@ def emit_window(w: WindowStats, tick_hz: int, store: Store, run_id: int,
     observer.on_window(wd, format_window_line(w, tick_hz))
 
 
-def stream(cfg: RunConfig, guest: QemuGuest, reader: RingReader, stats: RunStats,
-            store: Store, run_id: int, observer: Observer, windows: list[dict[str, Any]],
-            stop: StopFlag, tick_hz: int,
-            per_cpu: PerCpuStats | None = None) -> tuple[str, str | None, int]:
-    """Poll the ring until the run ends; returns (status, message, injected count)."""
+def stream(cfg: RunConfig, guest: ProcessTarget, reader: SampleSource, stats: RunStats,
+           store: Store, run_id: int, observer: Observer, windows: list[dict[str, Any]],
+           stop: StopFlag, tick_hz: int, stall_s: float,
+           per_cpu: PerCpuStats | None = None) -> tuple[str, str | None, int]:
+    """Poll the samples until the run ends; returns (status, message, injected count).
+    ``stall_s``: the watchdog, no sample for this long fails the run."""
     target = cfg.target_samples()
     wall_end = None
     if target is None and cfg.duration_ns is not None:
@@ -117,14 +118,13 @@ def stream(cfg: RunConfig, guest: QemuGuest, reader: RingReader, stats: RunStats
                 hdr = reader.header()
                 status, message = "failed", f"probe error {hdr.error}: {hdr.message}"
                 break
-            if now - last_sample_at > cfg.stall_s():
+            if now - last_sample_at > stall_s:
                 status = "failed"
                 message = (f"watchdog: no sample for {now - last_sample_at:.1f} s (guest hang "
                            f"or QEMU stuck) after {done} samples; data kept")
                 break
             time.sleep(_POLL_S)
-        if hasattr(reader, "finish"):
-            reader.finish()     # multi-ring: release what the merge watermark held back
+        reader.finish()     # e.g. multi-ring: release what the merge watermark held back
         drain()
     finally:
         flush()

@@ -8,10 +8,10 @@ import numpy as np
 
 from irqlab.measure.config import RunConfig
 from irqlab.runner.accel import AccelPlan
-from irqlab.samples.ring import RingHeader
+from irqlab.samples.layout import RingHeader
 from irqlab.stats import LogHistogram, RunSummary, WindowStats, ticks_to_ns
-
-SUMMARY_VERSION = 1
+# SUMMARY_VERSION is re-exported: irqlab.measure has always offered it.
+from irqlab.stats.fields import SUMMARY_VERSION, make_summary, stats_figures
 
 
 def window_dict(w: WindowStats, tick_hz: int) -> dict[str, Any]:
@@ -28,32 +28,14 @@ def window_dict(w: WindowStats, tick_hz: int) -> dict[str, Any]:
 def build_summary(cfg: RunConfig, run_id: int, name: str, plan: AccelPlan | None,
              hdr: RingHeader | None, status: str, s: RunSummary | None,
              lost: int, overruns: int, injected: int, message: str | None) -> dict[str, Any]:
-    """The summary object (JSON keys are a contract: docs/formats.md section 4)."""
+    """The summary object of a run (keys: irqlab.stats.fields, docs/formats.md section 4)."""
     tick_hz = hdr.tick_hz if hdr else None
-    out: dict[str, Any] = {
-        "type": "summary", "version": SUMMARY_VERSION, "run_id": run_id, "name": name,
-        "target": cfg.target, "arch": hdr.arch if hdr else cfg.arch,
+    return make_summary(run_id, name, {
+        "target": cfg.target, "arch": hdr.arch if hdr else cfg.options.arch,
         "accel": plan.label if plan else None, "emulated": plan.emulated if plan else None,
-        "status": status, "samples": 0, "lost": lost, "overruns": overruns,
-        "tick_hz": tick_hz, "period_ns": cfg.period_ns, "threshold_ns": cfg.threshold_ns,
-        "above_threshold": 0, "min_ns": None, "mean_ns": None, "stddev_ns": None,
-        "max_ns": None, "warm_max_ns": None, "p50_ns": None, "p90_ns": None,
-        "p99_ns": None, "p999_ns": None, "p9999_ns": None,
-        "injected": injected, "message": message,
-    }
-    if s is None or tick_hz is None or s.samples == 0:
-        return out
-
-    def ns(v: float | int | None) -> int | None:
-        return None if v is None else ticks_to_ns(v, tick_hz)
-    out.update({
-        "samples": s.samples, "above_threshold": s.above_threshold,
-        "min_ns": ns(s.min_tick), "mean_ns": ns(s.mean_tick), "stddev_ns": ns(s.stddev_tick),
-        "max_ns": ns(s.max_tick), "warm_max_ns": ns(s.warm_max_tick),
-        "p50_ns": ns(s.p50_tick), "p90_ns": ns(s.p90_tick), "p99_ns": ns(s.p99_tick),
-        "p999_ns": ns(s.p999_tick), "p9999_ns": ns(s.p9999_tick),
-    })
-    return out
+        "status": status, "lost": lost, "overruns": overruns, "tick_hz": tick_hz,
+        "period_ns": cfg.period_ns, "threshold_ns": cfg.threshold_ns,
+        "injected": injected, "message": message, **stats_figures(s, tick_hz)})
 
 
 def histogram_rows(hist: LogHistogram, tick_hz: int) -> list[tuple[int, int | None, int]]:

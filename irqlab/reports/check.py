@@ -12,17 +12,15 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
 
+from irqlab.durations import format_ns
 from irqlab.reports.data import FROM_TEXT, RunData, figures
-from irqlab.reports.tables import fmt_ns
+from irqlab.stats.fields import CHECK_LIMITS
 
 CHECK_VERSION = 1
 
 # (option / limit name, figures key, unit) in the order limits are reported.
-LIMITS: list[tuple[str, str, str]] = [
-    ("max", "max_ns", "ns"), ("warm-max", "warm_max_ns", "ns"), ("p50", "p50_ns", "ns"),
-    ("p99", "p99_ns", "ns"), ("p99.9", "p999_ns", "ns"), ("p99.99", "p9999_ns", "ns"),
-    ("above-threshold", "above_threshold", "count"),
-]
+LIMITS: list[tuple[str, str, str]] = [(c.heading, c.key, c.field.unit)
+                                      for c in CHECK_LIMITS]
 _UNIT = {name: unit for name, _, unit in LIMITS}
 _KEY = {name: key for name, key, _ in LIMITS}
 
@@ -52,7 +50,7 @@ class CheckResult:
 
 
 def _show(value: int | float, unit: str) -> str:
-    return fmt_ns(value) if unit == "ns" else str(value)
+    return format_ns(value, "sig3") if unit == "ns" else str(value)
 
 
 def evaluate(run: RunData, limits: list[tuple[str, int]],
@@ -68,7 +66,7 @@ def evaluate(run: RunData, limits: list[tuple[str, int]],
     if run.row.status != "ok":
         res.notes.append(f"run {run.row.status}: judged on the samples it has")
     if figs.get("threshold_ns") is not None:
-        res.notes.append(f"threshold {fmt_ns(figs['threshold_ns'])}")
+        res.notes.append(f"threshold {format_ns(figs['threshold_ns'], 'sig3')}")
     for name, allowed in limits:
         unit = _UNIT[name]
         value = figs.get(_KEY[name])

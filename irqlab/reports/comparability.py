@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from irqlab.durations import format_ns
 from irqlab.reports.data import RunData
+from irqlab.stats.fields import TAIL_FIELDS
 
 # A tick rate this far from the baseline's is another counter, not calibration jitter.
 TICK_HZ_TOLERANCE = 0.01
@@ -21,9 +23,8 @@ def _probe(run: RunData) -> dict[str, Any]:
 
 
 def _ns(v: Any) -> str:
-    if not isinstance(v, (int, float)):
-        return "unknown"
-    return f"{v / 1e6:g} ms" if v >= 1_000_000 else f"{v / 1e3:g} us"
+    """A setting (period, threshold) as people type it: '30 us', '1 ms'."""
+    return format_ns(v, "exact") if isinstance(v, (int, float)) else "unknown"
 
 
 def _emul(v: Any) -> str:
@@ -100,9 +101,9 @@ def run_warnings(run: RunData, figs: dict[str, Any]) -> list[dict[str, Any]]:
                     f"its tail may be missing exactly the slow ones; rerun with a longer "
                     f"--period or on a quieter host"})
     n = figs.get("samples") or 0
-    tails = (("p999_ns", 0.999, "p99.9"), ("p9999_ns", 0.9999, "p99.99"))
-    thin = [(name, n * (1 - q), q) for key, q, name in tails
-            if figs.get(key) is not None and n * (1 - q) < MIN_TAIL_SAMPLES]
+    thin = [(f.label, n * (1 - f.quantile), f.quantile) for f in TAIL_FIELDS
+            if f.quantile is not None and figs.get(f.key) is not None
+            and n * (1 - f.quantile) < MIN_TAIL_SAMPLES]
     if thin:
         beyond = " and ".join(f"its {name} {'rests ' if i == 0 else ''}on {k:.2g}"
                               for i, (name, k, _) in enumerate(thin))

@@ -11,6 +11,7 @@ from typing import Any
 from irqlab.reports import noise
 from irqlab.reports.comparability import pair_warnings, run_warnings, threshold_warning
 from irqlab.reports.data import FROM_RAW, FROM_TEXT, RunData, figures
+from irqlab.stats.fields import RATIO_FIELDS
 
 COMPARE_VERSION = 1
 NA_NOISE = "n/a"
@@ -37,8 +38,8 @@ def build_compare(runs: list[RunData], threshold_ns: int | None = None,
             "run_id": run.run_id, "name": run.row.name, "status": run.row.status,
             "accel": run.row.accel, "emulated": run.row.emulated, "source": run.row.source,
             "tags": run.row.tags, **f,
-            "p50_ratio": _ratio(f.get("p50_ns"), base_figs.get("p50_ns")),
-            "p999_ratio": _ratio(f.get("p999_ns"), base_figs.get("p999_ns")),
+            **{f"{r.stem}_ratio": _ratio(f.get(r.key), base_figs.get(r.key))
+               for r in RATIO_FIELDS},
             "baseline": run is base,
         }
         if run is base:

@@ -15,16 +15,17 @@ from typing import Any
 import numpy as np
 
 from irqlab.stats import quantile_rank, ticks_to_ns
+from irqlab.stats.fields import COMPARE_TABLE
 from irqlab.store import Store
 from irqlab.store.db import RunRow
 
 NS_PER_S = 1_000_000_000
 
-# (figure key, quantile, label) of the percentiles every report shows.
-PERCENTILES: tuple[tuple[str, float, str], ...] = (
-    ("p50_ns", 0.5, "p50"), ("p99_ns", 0.99, "p99"), ("p999_ns", 0.999, "p99.9"),
-    ("p9999_ns", 0.9999, "p99.99"),
-)
+# (figure key, quantile, label) of the percentiles every report shows: the compare
+# table's (irqlab.stats.fields).
+PERCENTILES: tuple[tuple[str, float, str], ...] = tuple(
+    (c.key, c.field.quantile, c.field.label) for c in COMPARE_TABLE
+    if c.field.quantile is not None)
 FROM_RAW = "raw"          # exact, from every stored sample
 FROM_SUMMARY = "summary"  # the stored summary's (histogram or imported) values
 

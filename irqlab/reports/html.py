@@ -16,10 +16,12 @@ import json
 from typing import Any, Iterable
 
 from irqlab import __version__
+from irqlab.durations import format_ns
 from irqlab.reports.compare import build_compare
 from irqlab.reports.data import FROM_TEXT, RunData, figures
 from irqlab.reports.plots import Plot, overlay_plot, run_plots
-from irqlab.reports.tables import COLUMNS, cell, fmt_ns, noise_lines, notes_lines
+from irqlab.reports.tables import COLUMNS, cell, noise_lines, notes_lines
+from irqlab.stats.fields import REPORT_TABLE, WINDOW_TABLE
 
 MAX_WINDOW_ROWS = 2000
 
@@ -99,7 +101,8 @@ def _metadata_rows(run: RunData) -> list[tuple[str, Any]]:
         ("target / arch", f"{row.target} / {row.arch}"),
         ("accel", f"{row.accel} ({'emulated' if row.emulated else 'hardware-assisted'})"
          if row.emulated is not None else row.accel),
-        ("period", fmt_ns(row.period_ns)), ("threshold", fmt_ns(run.threshold_ns)),
+        ("period", format_ns(row.period_ns, "sig3")),
+        ("threshold", format_ns(run.threshold_ns, "sig3")),
         ("ticks", f"{row.tick_hz} Hz ({probe.get('tick_method', '—')}), timer "
                   f"{probe.get('timer_mode', '—')}, idle {probe.get('idle', '—')}"),
         ("host", f"{host.get('hostname')} — kernel {host.get('kernel')} — "
@@ -118,27 +121,32 @@ def _summary_rows(run: RunData) -> list[list[str]]:
     f = figures(run)
     s = run.row.summary or {}
     pct = f.get("above_threshold_pct")
-    return [[esc(label), esc(val)] for label, val in (
-        ("samples", f.get("samples")), ("lost", s.get("lost")),
-        ("overruns", s.get("overruns")), ("injected", s.get("injected")),
-        ("above threshold", f"{f.get('above_threshold')} ({pct:.3g}%)"
-         if pct is not None else f.get("above_threshold")),
-        ("min", fmt_ns(f.get("min_ns"))), ("mean", fmt_ns(s.get("mean_ns"))),
-        ("p50", fmt_ns(f.get("p50_ns"))), ("p99", fmt_ns(f.get("p99_ns"))),
-        ("p99.9", fmt_ns(f.get("p999_ns"))), ("p99.99", fmt_ns(f.get("p9999_ns"))),
-        ("max", fmt_ns(f.get("max_ns"))), ("warm max", fmt_ns(f.get("warm_max_ns"))),
-        ("percentiles", FROM_TEXT[f["percentiles_from"]]))]
+    rows: list[tuple[str, Any]] = []
+    for c in REPORT_TABLE:
+        # The report's figures (exact from the raw samples when stored) before the
+        # stored summary's.
+        val = f.get(c.key) if c.key in f else s.get(c.key)
+        if c.field.unit == "ns":
+            val = format_ns(val, "sig3")
+        elif c.key == "above_threshold" and pct is not None:
+            val = f"{val} ({pct:.3g}%)"
+        rows.append((c.heading, val))
+    rows.append(("percentiles", FROM_TEXT[f["percentiles_from"]]))
+    return [[esc(label), esc(val)] for label, val in rows]
+
+
+def _window_cell(w: dict[str, Any], key: str, unit: str) -> str:
+    return esc(format_ns(w[key], "sig3") if unit == "ns" else w[key])
 
 
 def _windows_table(run: RunData) -> list[str]:
     wins = run.windows
     if not wins:
         return ["<p>No windows stored.</p>"]
-    heads = ["#", "start", "samples", "mean", "stddev", "min", "max", "above thr"]
-    rows = [[esc(w["index"]), esc(f"{w['start_s']:g} s"), esc(w["samples"]),
-             esc(fmt_ns(w["mean_ns"])), esc(fmt_ns(w["stddev_ns"])),
-             esc(fmt_ns(w["min_ns"])), esc(fmt_ns(w["max_ns"])),
-             esc(w["above_threshold"])] for w in wins[:MAX_WINDOW_ROWS]]
+    heads = ["#", "start"] + [c.heading for c in WINDOW_TABLE]
+    rows = [[esc(w["index"]), esc(f"{w['start_s']:g} s")]
+            + [_window_cell(w, c.key, c.field.unit) for c in WINDOW_TABLE]
+            for w in wins[:MAX_WINDOW_ROWS]]
     out = _table(heads, rows, left=0)
     if len(wins) > MAX_WINDOW_ROWS:
         out.append(f"<p>{len(wins) - MAX_WINDOW_ROWS} more windows not shown; "

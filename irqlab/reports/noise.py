@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from irqlab.stats import quantile_rank
+from irqlab.stats.fields import RATIO_FIELDS
 
 DEFAULT_SEED = 20_240_601
 DEFAULT_RESAMPLES = 10_000
@@ -39,7 +40,9 @@ CONFIDENCE = 0.95
 METHOD = ("percentile bootstrap of the quantile ratio (independent resampling of each run, "
           "exact order-statistic draws, {resamples} resamples, seed {seed}), 95% interval; "
           "assumes independent samples, so it is optimistic for bursty runs")
-QUANTILES: tuple[tuple[float, str], ...] = ((0.5, "p50"), (0.999, "p99.9"))
+# (quantile, label) tested: the percentiles compare divides by the baseline's.
+QUANTILES: tuple[tuple[float, str], ...] = tuple(
+    (f.quantile, f.label) for f in RATIO_FIELDS if f.quantile is not None)
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,9 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from irqlab.durations import format_ns
 from irqlab.reports.data import RunData, figures
-from irqlab.reports.tables import fmt_ns
+from irqlab.stats.fields import PERCENTILE_FIELDS, TAIL_FIELDS
 
 # Curves with more points than this are thinned (the tail is always kept whole).
 MAX_CURVE_POINTS = 6000
@@ -75,7 +76,7 @@ def _mark_threshold(ax: Axes, threshold_ns: int | None, vertical: bool = True) -
         return
     line = ax.axvline if vertical else ax.axhline
     line(threshold_ns, color="tab:red", linestyle="--", linewidth=1.2, gid=THRESHOLD_GID,
-         label=f"threshold {fmt_ns(threshold_ns)}")
+         label=f"threshold {format_ns(threshold_ns, 'sig3')}")
 
 
 def _log(ax: Axes, axis: str) -> None:
@@ -92,7 +93,7 @@ def _ns_axis(ax: Axes, axis: str = "x") -> None:
     _log(ax, axis)
     # Axis labels without trailing zeros: "1 us", "10 us" (tables keep "1.00 us").
     fmt = matplotlib.ticker.FuncFormatter(
-        lambda v, _pos: fmt_ns(v).replace(".00 ", " ").replace(".0 ", " "))
+        lambda v, _pos: format_ns(v, "sig3").replace(".00 ", " ").replace(".0 ", " "))
     getattr(ax, f"{axis}axis").set_major_formatter(fmt)
 
 
@@ -170,9 +171,7 @@ def _survival(run: RunData) -> tuple[np.ndarray, np.ndarray] | None:
 def _survival_from_summary(run: RunData) -> tuple[np.ndarray, np.ndarray] | None:
     """Last resort (imported summaries only): the summary's percentiles as points."""
     s = run.row.summary or {}
-    levels = (("p50_ns", .5), ("p90_ns", .9), ("p99_ns", .99), ("p999_ns", .999),
-              ("p9999_ns", .9999))
-    pts = [(s.get(k), 1 - q) for k, q in levels]
+    pts = [(s.get(f.key), f.exceedance) for f in PERCENTILE_FIELDS]
     pts = [(x, y) for x, y in pts if x]
     if not pts:
         return None
@@ -190,15 +189,15 @@ def exceedance_plot(run: RunData) -> Plot | None:
         x, y = curve
         keep = x > 0
         ax.step(x[keep], y[keep], where="post", label="fraction of samples ≥ latency")
-        for key, level, name, color in (("p999_ns", 1e-3, "p99.9", "tab:purple"),
-                                        ("p9999_ns", 1e-4, "p99.99", "tab:green")):
-            val = figs.get(key)
+        for f, color in zip(TAIL_FIELDS, ("tab:purple", "tab:green")):
+            val, level, name = figs.get(f.key), f.exceedance, f.label
             ax.axhline(level, color=color, linestyle=":", linewidth=1)
             if val and val > 0:
                 ax.plot([val], [level], "o", color=color, gid=f"marker-{name}")
                 # Left of the marker: the tail's marker is often at the right edge.
-                ax.annotate(f"{name} = {fmt_ns(val)}", (val, level), xytext=(-6, 4),
-                            textcoords="offset points", color=color, ha="right")
+                ax.annotate(f"{name} = {format_ns(val, 'sig3')}", (val, level),
+                            xytext=(-6, 4), textcoords="offset points", color=color,
+                            ha="right")
         _mark_threshold(ax, run.threshold_ns)
         _ns_axis(ax, "x")
         _log(ax, "y")
@@ -293,7 +292,7 @@ def overlay_plot(runs: list[RunData]) -> Plot | None:
                 _mark_threshold(ax, thr)
             _ns_axis(ax, "x")
             ax.set_xlabel("latency")
-        for level, name in ((1e-3, "p99.9"), (1e-4, "p99.99")):
+        for level, name in ((f.exceedance, f.label) for f in TAIL_FIELDS):
             exc_ax.axhline(level, color="grey", linestyle=":", linewidth=1)
             exc_ax.annotate(name, (1, level), xycoords=("axes fraction", "data"),
                             xytext=(-3, 2), textcoords="offset points", color="grey",

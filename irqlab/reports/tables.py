@@ -7,44 +7,46 @@ import csv
 import io
 from typing import Any
 
+from irqlab.durations import format_ns
 from irqlab.reports.compare import COMPARE_VERSION
+from irqlab.stats.fields import COMPARE_TABLE, RATIO_FIELDS
 
+
+def _figure_columns(human: bool) -> list[tuple[str, str, str]]:
+    """The summary figures of the compare table (irqlab.stats.fields.COMPARE_TABLE)."""
+    def kind(unit: str, key: str) -> str:
+        if unit == "ns":
+            return "ns"
+        # A terminal shows the above-threshold count and its % in one cell.
+        return "above" if human and key == "above_threshold" else "int"
+    return [(c.heading, c.key, kind(c.field.unit, c.key)) for c in COMPARE_TABLE]
+
+
+# Each compared percentile divided by the baseline's: (header, row key, cell kind).
+RATIO_COLUMNS: list[tuple[str, str, str]] = [
+    (f"{f.label} ×", f"{f.stem}_ratio", "ratio") for f in RATIO_FIELDS]
 # (header, row key, cell kind) of the compare table, in order.
 COLUMNS: list[tuple[str, str, str]] = [
-    ("run", "run", "run"), ("samples", "samples", "int"), ("min", "min_ns", "ns"),
-    ("p50", "p50_ns", "ns"), ("p99", "p99_ns", "ns"), ("p99.9", "p999_ns", "ns"),
-    ("p99.99", "p9999_ns", "ns"), ("max", "max_ns", "ns"), ("warm max", "warm_max_ns", "ns"),
-    ("above thr", "above_threshold", "int"), ("above %", "above_threshold_pct", "pct"),
-    ("p50 ×", "p50_ratio", "ratio"), ("p99.9 ×", "p999_ratio", "ratio"),
+    ("run", "run", "run"), *_figure_columns(human=False),
+    ("above %", "above_threshold_pct", "pct"), *RATIO_COLUMNS,
     ("noise", "noise", "noise"), ("from", "percentiles_from", "str"),
 ]
 # A narrower set for terminals: above-threshold count and % in one cell, the noise verdict
 # only (its intervals follow the table as lines), percentile provenance in the notes.
 HUMAN_COLUMNS: list[tuple[str, str, str]] = [
-    ("run", "run", "run"), ("samples", "samples", "int"), ("min", "min_ns", "ns"),
-    ("p50", "p50_ns", "ns"), ("p99", "p99_ns", "ns"), ("p99.9", "p999_ns", "ns"),
-    ("p99.99", "p9999_ns", "ns"), ("max", "max_ns", "ns"), ("warm max", "warm_max_ns", "ns"),
-    ("above thr", "above_threshold", "above"), ("p50 ×", "p50_ratio", "ratio"),
-    ("p99.9 ×", "p999_ratio", "ratio"), ("noise", "noise", "verdict"),
+    ("run", "run", "run"), *_figure_columns(human=True), *RATIO_COLUMNS,
+    ("noise", "noise", "verdict"),
 ]
-CSV_FIELDS = ["run_id", "name", "status", "accel", "emulated", "samples", "min_ns", "p50_ns",
-              "p99_ns", "p999_ns", "p9999_ns", "max_ns", "warm_max_ns", "above_threshold",
-              "above_threshold_pct", "threshold_ns", "p50_ratio", "p999_ratio",
-              "percentiles_from", "noise_test", "noise_p50_ci_low", "noise_p50_ci_high",
-              "noise_p50_p", "noise_p999_ci_low", "noise_p999_ci_high", "noise_p999_p",
-              "beyond_noise"]
-
-
-def fmt_ns(ns: int | float | None) -> str:
-    """A latency with 3 significant digits and a unit: '29 ns', '37.2 us', '5.00 us'."""
-    if ns is None:
-        return "—"
-    a = abs(ns)
-    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
-        if a >= scale:
-            # '#' keeps trailing zeros (5.00 us lines up with 5.12 us); '100.' loses its dot.
-            return f"{ns / scale:#.3g}".rstrip(".") + f" {unit}"
-    return f"{ns:.0f} ns"
+CSV_FIELDS = (["run_id", "name", "status", "accel", "emulated"]
+              + [c.key for c in COMPARE_TABLE]
+              + ["above_threshold_pct", "threshold_ns"]
+              + [key for _h, key, _k in RATIO_COLUMNS]
+              + ["percentiles_from", "noise_test"]
+              + [f"noise_{f.stem}_{part}" for f in RATIO_FIELDS
+                 for part in ("ci_low", "ci_high", "p")]
+              + ["beyond_noise"])
+# The noise test names its quantiles by label ("p99.9"); csv columns use the key stem.
+_STEM_OF_LABEL = {f.label: f.stem for f in RATIO_FIELDS}
 
 
 def fmt_p(p: float) -> str:
@@ -80,7 +82,7 @@ def cell(row: dict[str, Any], key: str, kind: str) -> str:
     if val is None:
         return "—"
     if kind == "ns":
-        return fmt_ns(val)
+        return format_ns(val, "sig3")
     if kind == "pct":
         return f"{val:.3g}%"
     if kind == "ratio":
@@ -118,7 +120,7 @@ def notes_lines(model: dict[str, Any]) -> list[str]:
     lines = [model["percentiles_note"], "noise test: " + model["noise_method"]]
     thr = model.get("threshold_override_ns")
     if thr is not None:
-        lines.append(f"above threshold: counted against {fmt_ns(thr)} for every run")
+        lines.append(f"above threshold: counted against {format_ns(thr, 'sig3')} for every run")
     return lines
 
 
@@ -151,7 +153,7 @@ def _csv_row(row: dict[str, Any]) -> dict[str, Any]:
     nz = row.get("noise") or {}
     out["noise_test"] = "baseline" if row["baseline"] else nz.get("test", "n/a")
     for r in nz.get("results", []):
-        key = {"p50": "p50", "p99.9": "p999"}[r["quantile"]]
+        key = _STEM_OF_LABEL[r["quantile"]]
         out[f"noise_{key}_ci_low"] = r["ci_low"]
         out[f"noise_{key}_ci_high"] = r["ci_high"]
         out[f"noise_{key}_p"] = r["p_value"]

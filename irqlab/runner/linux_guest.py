@@ -25,6 +25,7 @@ from irqlab.runner.machines import machine_for
 from irqlab.runner.native import (NATIVE_INIT, NATIVE_PROBE, no_layout,
                                   probe_args)
 from irqlab.runner.process import ProcessTarget
+from irqlab.runner.qemu import base_argv, memfd_backend
 
 KERNEL_ENV = "IRQLAB_LINUX_KERNEL"
 GUEST_CAPACITY = 16384            # records per ring: 16 s at 1 ms, ample for 20 ms polls
@@ -111,16 +112,14 @@ class LinuxGuest(ProcessTarget):
         per_cpu = -(-self.samples // len(cpus)) if self.samples else 0
         args = probe_args(self.period_ns, cpus, self.priority, self.rt_fallback, per_cpu,
                           self.capacity)
+        # irqlab-init splits irqlab.args on ';' (probes/native/init.c): a value may be
+        # a CPU list with commas.
         cmdline = ("console=ttyS0 quiet panic=-1 tsc=reliable "
-                   f"irqlab.args={','.join(args)}")
-        return ([self.machine.qemu, "-name", f"{self.name},debug-threads=on",
-                 "-m", f"{self.memory_mib}M", "-smp", str(max(cpus) + 1),
-                 "-nodefaults", "-display", "none", "-no-reboot",
-                 "-serial", "stdio", "-monitor", "none"]
+                   f"irqlab.args={';'.join(args)}")
+        return (base_argv(self.machine.qemu, self.name, self.memory_mib, smp=max(cpus) + 1)
                 + self.machine.argv(self.plan, self.icount)
-                + ["-object", f"memory-backend-file,id=irqlab-shm,size={shm_bytes},"
-                              f"mem-path=/proc/self/fd/{self.mem_fd},share=on",
-                   "-device", "ivshmem-plain,memdev=irqlab-shm"]
+                + memfd_backend("irqlab-shm", str(shm_bytes), self.mem_fd)
+                + ["-device", "ivshmem-plain,memdev=irqlab-shm"]
                 + self.extra_qemu_args
                 + ["-kernel", str(kernel), "-initrd", str(initrd), "-append", cmdline])
 

@@ -22,11 +22,6 @@ DEBUG_EXIT_PORT = 0xF4
 X86_EXIT_DONE = (0x10 << 1) | 1
 X86_EXIT_ERROR = (0x11 << 1) | 1
 
-# Where the probe's sample ring sits in the guest-RAM file (docs/formats.md section 2).
-# x86 pc: RAM starts at GPA 0, so file offset = GPA 0x400000. arm64 virt: RAM (and the
-# file) starts at GPA 0x40000000 and the probe puts the ring at RAM base + 4 MiB.
-X86_RING_OFFSET = 0x400000
-ARM64_RING_OFFSET = 0x400000
 GIC_VERSIONS = (2, 3)
 
 
@@ -49,7 +44,6 @@ class Machine:
     done_exit_codes: tuple[int, ...] = ()
     error_exit_codes: tuple[int, ...] = ()
     extra: dict[str, str] = field(default_factory=dict)
-    ring_offset: int = X86_RING_OFFSET   # byte offset of the ring in the guest-RAM file
     host_arch: str = "x86_64"            # `uname -m` of a host whose KVM runs this guest
     timers: tuple[str, ...] = ("auto", "deadline", "oneshot")   # probe `timer=` values
     idles: tuple[str, ...] = ("hlt", "poll")                    # probe `idle=` values
@@ -129,7 +123,7 @@ MACHINES: dict[str, Machine] = {
         arch="arm64", qemu="qemu-system-aarch64",
         probe=PROBE_BUILD / "arm64" / "irqlab-probe.bin",
         install_hint="install Debian's qemu-system-arm (the README's set-up command does)",
-        ring_offset=ARM64_RING_OFFSET, host_arch="aarch64",
+        host_arch="aarch64",
         timers=("auto", "virt", "phys"), idles=("wfi", "hlt", "poll"),
         sinks=("ring", "console")),
 }

@@ -8,11 +8,11 @@ treats it like any target.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from irqlab.cpus import format_cpu_list, online_cpus
 from irqlab.runner.machines import REPO_ROOT
 from irqlab.runner.process import ProcessTarget
 
@@ -25,35 +25,10 @@ DEFAULT_CAPACITY = 65536
 EXIT_DONE, EXIT_RUNTIME, EXIT_USAGE, EXIT_NO_RT = 0, 1, 2, 3
 
 
-def online_cpus() -> list[int]:
-    """CPUs this process may run on (the online ones in our affinity mask)."""
-    return sorted(os.sched_getaffinity(0))
-
-
-def parse_cpu_list(text: str) -> list[int]:
-    """"0,2-3" -> [0, 2, 3]; ValueError on anything else (or repeats)."""
-    out: list[int] = []
-    for part in text.split(","):
-        lo, sep, hi = part.strip().partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise ValueError(f"{text!r} is not a CPU list like 0,2-3")
-        first, last = int(lo), int(hi) if sep else int(lo)
-        if last < first:
-            raise ValueError(f"{text!r}: range {part} goes backwards")
-        out.extend(range(first, last + 1))
-    if len(set(out)) != len(out):
-        raise ValueError(f"{text!r} names a CPU twice")
-    return out
-
-
-def cpu_list_arg(cpus: list[int]) -> str:
-    return ",".join(str(c) for c in cpus)
-
-
 def probe_args(period_ns: int, cpus: list[int], priority: int, rt_fallback: bool,
                samples_per_cpu: int, capacity: int) -> list[str]:
     """Options of irqlab-native shared by the host and Linux-guest targets."""
-    args = ["--cpus", cpu_list_arg(cpus), "--priority", str(priority),
+    args = ["--cpus", format_cpu_list(cpus), "--priority", str(priority),
             "--period-ns", str(period_ns), "--capacity", str(capacity)]
     if samples_per_cpu:
         args += ["--samples", str(samples_per_cpu)]
@@ -64,7 +39,7 @@ def probe_args(period_ns: int, cpus: list[int], priority: int, rt_fallback: bool
 
 def no_layout(rings: int, capacity: int) -> int:
     """Default of the targets' ``layout_bytes``: a target built without it cannot start."""
-    raise RuntimeError("the ring layout size was not given (irqlab.measure.targets does)")
+    raise RuntimeError("the ring layout size was not given (irqlab.targets gives it)")
 
 
 @dataclass

@@ -136,6 +136,18 @@ class ProcessTarget:
         self.argv = argv
         self._child = ChildProcess(argv, (self.mem_fd,) if self.mem_fd >= 0 else ())
 
+    def start(self) -> None:
+        """Check prerequisites and start the child; OSError (with the fix) if it cannot."""
+        raise NotImplementedError(f"{type(self).__name__} must define start()")
+
+    def exited_done(self, code: int) -> bool:
+        """Does exit code ``code`` mean the probe finished its samples?"""
+        return code == 0
+
+    def exited_error(self, code: int) -> bool:
+        """Does exit code ``code`` mean the probe reported an error?"""
+        return False
+
     def exit_code(self) -> int | None:
         return self._child.poll() if self._child else None
 

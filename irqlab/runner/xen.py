@@ -41,7 +41,7 @@ from irqlab.runner.accel import AccelPlan
 from irqlab.runner.fdt import Domain, FdtError, Module, xen_tree
 from irqlab.runner.machines import DEBUG_EXIT_PORT
 from irqlab.runner.process import ProcessTarget
-from irqlab.runner.qemu import GuestConfig
+from irqlab.runner.qemu import GuestConfig, base_argv, probe_cmdline
 
 XEN_SCHEDS = ("credit", "credit2", "rtds", "null")
 XEN_DOMAINS = ("dom0", "domU")
@@ -74,12 +74,12 @@ MODULE_STRIDE = 0x200000
 # dedicated noise modes; a hypercall loop would need one, see docs/xen.md).
 NEIGHBOUR_ARGS = {
     # Busy polling between its own 1 ms ticks: the vCPU never blocks, burns its pCPU.
-    "cpu": "period_ns=1000000 idle=poll samples=0",
+    "cpu": probe_cmdline(1_000_000, "poll"),
     # The console sink at a 50 us period: a frame (~100 bytes, one vpl011 trap per
     # byte) every 16 samples, as fast as Xen's console takes them.
-    "console": "period_ns=50000 idle=wfi samples=0 sink=console",
+    "console": probe_cmdline(50_000, "wfi", sink="console"),
     # A domain that only sleeps: a scheduled-but-idle vCPU (1 s ticks).
-    "idle": "period_ns=1000000000 idle=wfi samples=0",
+    "idle": probe_cmdline(1_000_000_000, "wfi"),
 }
 
 # Xen console lines that end a run at once: the hypervisor died or ignored the request.
@@ -317,19 +317,20 @@ class XenGuest(ProcessTarget):
             return None
         return 1 if self.xen.domain == "dom0" else 2
 
-    def _machine_argv(self) -> list[str]:
+    def _base_argv(self) -> list[str]:
+        """QEMU's common options (irqlab.runner.qemu.base_argv) and this machine's: the
+        start of the run's argv, and what QEMU is asked to dump its device tree for."""
+        memory = X86_QEMU_MEMORY_MIB if self.x86 else QEMU_MEMORY_MIB
+        base = base_argv(self.config.machine.qemu, self.name, memory, smp=QEMU_CPUS)
         if self.x86:
             # SeaBIOS (QEMU's default): qboot does not boot a multiboot Xen on q35.
-            return ([self.config.machine.qemu] + X86_MACHINE
-                    + ["-smp", str(QEMU_CPUS), "-m", f"{X86_QEMU_MEMORY_MIB}M"]
-                    + X86_TCG_CPU)
+            return base + X86_MACHINE + X86_TCG_CPU
         gic = self.config.gic or 3
-        out = [self.config.machine.qemu, "-M", f"virt,virtualization=on,gic-version={gic}",
-               "-smp", str(QEMU_CPUS), "-m", f"{QEMU_MEMORY_MIB}M"]
+        base += ["-M", f"virt,virtualization=on,gic-version={gic}"]
         if self.plan.accel == "kvm":
             # Xen needs EL2 in the guest: KVM with nested virtualisation (arm64 host).
-            return out + ["-accel", "kvm", "-cpu", "host"]
-        return out + ["-accel", "tcg", "-cpu", "cortex-a57"]
+            return base + ["-accel", "kvm", "-cpu", "host"]
+        return base + ["-accel", "tcg", "-cpu", "cortex-a57"]
 
     def _modules(self) -> tuple[Module | None, list[Domain], list[tuple[Path, int]]]:
         probe = self.config.probe_path
@@ -359,15 +360,12 @@ class XenGuest(ProcessTarget):
         if self.x86:
             return self._build_x86(workdir)
         dom0, domains, loads = self._modules()
-        machine = self._machine_argv()
+        base = self._base_argv()
         try:
-            dtb, self.tree_dts = xen_tree(machine, workdir, self.cmdline, dom0, domains)
+            dtb, self.tree_dts = xen_tree(base, workdir, self.cmdline, dom0, domains)
         except FdtError as exc:
             raise OSError(str(exc)) from None
-        argv = (machine[:1] + ["-name", f"{self.name},debug-threads=on"] + machine[1:]
-                + ["-nodefaults", "-display", "none", "-no-reboot",
-                   "-serial", "stdio", "-monitor", "none"]
-                + self.config.extra_qemu_args
+        argv = (base + self.config.extra_qemu_args
                 + ["-kernel", str(self.binary.path), "-dtb", str(dtb)])
         for path, addr in loads:
             argv += ["-device", f"loader,file={path},addr={addr:#x},force-raw=on"]
@@ -386,11 +384,8 @@ class XenGuest(ProcessTarget):
         if "," in module:
             raise OSError(f"probe command line {self.config.cmdline()!r} has a comma, "
                           f"which QEMU's multiboot -initrd cannot pass")
-        machine = self._machine_argv()
-        return (machine[:1] + ["-name", f"{self.name},debug-threads=on"] + machine[1:]
-                + ["-nodefaults", "-display", "none", "-no-reboot",
-                   "-serial", "stdio", "-monitor", "none",
-                   "-device", f"isa-debug-exit,iobase={DEBUG_EXIT_PORT:#x},iosize=0x04"]
+        return (self._base_argv()
+                + ["-device", f"isa-debug-exit,iobase={DEBUG_EXIT_PORT:#x},iosize=0x04"]
                 + self.config.extra_qemu_args
                 + ["-kernel", str(self.binary.path), "-append", self.cmdline,
                    "-initrd", module])

@@ -1,10 +1,10 @@
-"""Host-side decoder of the probe's console sink (docs/formats.md section 5).
+"""Host-side decoder of the probe's console sink (docs/formats.md section 7).
 
-Where the host cannot map guest RAM (Xen on a board, a serial-only lab), the arm64 probe
-copies its sample ring to the console as framed text lines. This module turns those lines
-back into what :class:`irqlab.samples.ring.RingReader` gives: a :class:`RingHeader`, the
-probe state and :class:`SampleBatch` es with loss accounting, so the rest of the pipeline
-does not know which sink was used.
+Where the host cannot map guest RAM (Xen on a board, a serial-only lab), the probe (arm64
+or x86-64) copies its sample ring to the console as framed text lines. This module turns
+those lines back into what :class:`irqlab.samples.ring.RingReader` gives: a
+:class:`RingHeader`, the probe state and :class:`SampleBatch` es with loss accounting, so
+the rest of the pipeline does not know which sink was used.
 
 A frame is ``~IQ<kind>,<frame seq>,<fields>*<crc32>`` anywhere in a line (Xen prefixes
 domU output with ``(d1) ``). Frames failing their CRC or syntax are counted in
@@ -22,13 +22,14 @@ import json
 import sys
 import zlib
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from irqlab.samples.record import RECORD_DTYPE, SampleBatch
-from irqlab.samples.ring import (ARCH_NAMES, IDLE_NAMES, STATE_NAMES, TICK_METHODS,
-                                 TIMER_MODES, RingError, RingHeader)
+from irqlab.samples.layout import (ARCH_NAMES, IDLE_NAMES, STATE_NAMES, TICK_METHODS,
+                                   TIMER_MODES, RingError, RingHeader)
+from irqlab.samples.source import SampleSource
 
 FRAME_MARK = b"~IQ"
 FRAME_VERSION = 1                    # the ring version the H frame echoes
@@ -84,8 +85,8 @@ def _hex(s: str) -> int:
     return -int(s[1:], 16) if s.startswith("-") else int(s, 16)
 
 
-class ConsoleReader:
-    """Decodes console frames incrementally; same interface as RingReader."""
+class ConsoleReader(SampleSource):
+    """Decodes console frames incrementally (a SampleSource, like RingReader)."""
 
     def __init__(self, read: StreamRead | None = None) -> None:
         self._read = read
@@ -257,6 +258,9 @@ class ConsoleReader:
         """Frame-level counters, for run metadata."""
         return {"frames": self.frames, "bad_frames": self.bad_frames,
                 "missing_frames": self.missing_frames, "dropped_bytes": self.dropped_bytes}
+
+    def metadata(self) -> dict[str, Any]:
+        return {"console_sink": self.stats()}
 
     def close(self) -> None:
         self._read = None

@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from irqlab.samples.record import RECORD_DTYPE, SampleBatch
-from irqlab.samples.ring import (HEADER_SIZE, STATE_NAMES, RingError, RingHeader,
-                                 RingReader, map_readonly)
+from irqlab.samples.layout import HEADER_SIZE, STATE_NAMES, RingError, RingHeader
+from irqlab.samples.ring import RingReader, map_readonly
+from irqlab.samples.source import RingPeek, SampleSource
 
 MR_MAGIC = 0x544C554D4C515249      # "IRQLMULT" read as bytes
 MR_VERSION = 1
@@ -44,7 +45,7 @@ def layout_bytes(rings: int, capacity: int) -> int:
     return DIR_SIZE + rings * ring_stride(capacity)
 
 
-class MultiRingReader:
+class MultiRingReader(SampleSource):
     """Reads, loss-counts and merges the rings named by a directory in a shared file."""
 
     def __init__(self, mem_path: str, offset: int = 0) -> None:
@@ -147,6 +148,24 @@ class MultiRingReader:
     def finish(self) -> None:
         """The run is over: the next poll releases everything held back."""
         self._release_all = True
+
+    def ring_cpus(self) -> list[int]:
+        return list(self.cpus)
+
+    def metadata(self) -> dict[str, Any]:
+        """The directory, under the key ``native`` (the native probe writes it, on the
+        host or inside a Linux guest)."""
+        return {"native": self.directory()} if self._open_rings() else {}
+
+    def notices(self) -> list[str]:
+        if self._open_rings() and self.directory()["rt_fallback"]:
+            return ["SCHED_FIFO was refused: the probe ran SCHED_OTHER (--rt-fallback); "
+                    "these are not real-time figures"]
+        return []
+
+    def peek(self) -> RingPeek | None:
+        """Ring 0's newest sample (the first measured CPU)."""
+        return self.rings[0].peek() if self._open_rings() else None
 
     def poll(self, max_records: int | None = None) -> SampleBatch:
         """Records of every ring below the watermark, in deadline order (stable sort)."""

@@ -10,70 +10,15 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from dataclasses import dataclass
 
 import numpy as np
 
+from irqlab.samples.layout import (ARCH_NAMES, CAPACITY_OFFSET, HEAD_OFFSET, HEADER,
+                                   HEADER_SIZE, IDLE_NAMES, RING_MAGIC, RING_OFFSET,
+                                   RING_VERSION, STATE_NAMES, STATE_OFFSET, TICK_METHODS,
+                                   TIMER_MODES, RingError, RingHeader)
 from irqlab.samples.record import RECORD_DTYPE, SampleBatch
-
-RING_GPA = 0x00400000
-RING_MAGIC = 0x474E49524C515249
-RING_VERSION = 1
-HEADER_SIZE = 4096
-
-STATE_BOOTING, STATE_RUNNING, STATE_DONE, STATE_ERROR = 0, 1, 2, 3
-STATE_NAMES = {0: "booting", 1: "running", 2: "done", 3: "error"}
-ARCH_NAMES = {1: "x86_64", 2: "arm64"}
-TICK_METHODS = {
-    1: "cpuid-0x15",
-    2: "cpuid-0x16",
-    3: "hypervisor-leaf-0x40000010",
-    4: "calibrated-pit",
-    5: "cntfrq",
-    6: "clock-monotonic",         # native probe: CLOCK_MONOTONIC ns
-    7: "xen-leaf-0x40000x03",     # x86 probe under Xen: guest TSC kHz from Xen's leaf
-}
-TIMER_MODES = {
-    1: "tsc-deadline",
-    2: "lapic-oneshot",
-    3: "arm64-virtual-timer",
-    4: "arm64-physical-timer",
-    5: "clock-nanosleep",         # native probe: clock_nanosleep(TIMER_ABSTIME)
-}
-IDLE_NAMES = {1: "hlt", 2: "poll", 3: "sleep"}   # 3: native thread blocks in the kernel
-
-_HEADER = struct.Struct("<QIIIIQIIQIIQQQIIQ64s256s")
-_HEAD_OFFSET = 56
-_STATE_OFFSET = 48
-
-
-class RingError(Exception):
-    """The ring is absent, malformed or from an incompatible probe."""
-
-
-@dataclass(frozen=True)
-class RingHeader:
-    """Decoded ring header; fields as in docs/formats.md."""
-
-    version: int
-    record_size: int
-    capacity: int
-    arch: str
-    tick_hz: int
-    tick_method: str
-    timer_mode: str
-    period_tick: int
-    state: str
-    error: int
-    head: int
-    overruns: int
-    apic_hz: int
-    idle: str
-    inject_every: int
-    inject_irqoff_tick: int
-    build_id: str
-    message: str
-
+from irqlab.samples.source import RingPeek, SampleSource
 
 def _cstr(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
@@ -92,12 +37,13 @@ def map_readonly(mem_path: str, min_size: int, what: str) -> tuple[mmap.mmap, in
         os.close(fd)
 
 
-class RingReader:
+class RingReader(SampleSource):
     """Reads sample batches from a guest-RAM file mapped read-only."""
 
-    def __init__(self, mem_path: str, ring_offset: int = RING_GPA) -> None:
+    def __init__(self, mem_path: str, ring_offset: int = RING_OFFSET) -> None:
         self._map, size = map_readonly(mem_path, ring_offset + HEADER_SIZE,
                                        f"the ring at {ring_offset:#x}")
+        self._path = mem_path
         self._base = ring_offset
         self._size = size
         self.next_seq = 0
@@ -115,12 +61,12 @@ class RingReader:
         return self._u64(0) == RING_MAGIC
 
     def state(self) -> str:
-        raw = self._map[self._base + _STATE_OFFSET:self._base + _STATE_OFFSET + 4]
+        raw = self._map[self._base + STATE_OFFSET:self._base + STATE_OFFSET + 4]
         return STATE_NAMES.get(int.from_bytes(raw, "little"), "unknown")
 
     def header(self) -> RingHeader:
         """Decode and validate the header; raises RingError when it is not a v1 ring."""
-        f = _HEADER.unpack_from(self._map, self._base)
+        f = HEADER.unpack_from(self._map, self._base)
         (magic, version, record_size, capacity, arch, tick_hz, tick_method, timer_mode,
          period_tick, state, error, head, overruns, apic_hz, idle, inject_every,
          inject_irqoff_tick, build_id, message) = f
@@ -165,7 +111,7 @@ class RingReader:
         if not self._capacity:
             self.header()
         cap = self._capacity
-        head = self._u64(_HEAD_OFFSET)
+        head = self._u64(HEAD_OFFSET)
         lost = 0
         first = self.next_seq
         if head < first:
@@ -183,7 +129,7 @@ class RingReader:
             self.next_seq = first
             return SampleBatch(lost=lost)
         recs = self._copy(first, count)
-        head_after = self._u64(_HEAD_OFFSET)
+        head_after = self._u64(HEAD_OFFSET)
         # Slots below head_after - cap may have been rewritten while we copied them.
         overwritten_below = head_after - cap
         expected = np.arange(first, first + count, dtype=np.uint64)
@@ -195,3 +141,28 @@ class RingReader:
         self.next_seq = first + count
         self.lost += lost
         return SampleBatch(records=recs[good] if bad else recs, lost=lost)
+
+    def peek(self) -> RingPeek:
+        return MappedRingPeek(self._path, self._base)
+
+
+class MappedRingPeek(RingPeek):
+    """The newest sample of a ring, read through a mapping of its own."""
+
+    def __init__(self, mem_path: str, ring_offset: int = RING_OFFSET) -> None:
+        self._map, _size = map_readonly(mem_path, ring_offset + HEADER_SIZE,
+                                        f"the ring at {ring_offset:#x}")
+        self._base = ring_offset
+        self._capacity = struct.unpack_from("<I", self._map, ring_offset + CAPACITY_OFFSET)[0]
+
+    def latest(self) -> tuple[int, int]:
+        head = struct.unpack_from("<Q", self._map, self._base + HEAD_OFFSET)[0]
+        if not head or not self._capacity:
+            return head, 0
+        slot = (self._base + HEADER_SIZE
+                + ((head - 1) % self._capacity) * RECORD_DTYPE.itemsize)
+        seq, _deadline, entry = struct.unpack_from("<QQQ", self._map, slot)
+        return head, entry if seq == head - 1 else 0
+
+    def close(self) -> None:
+        self._map.close()

@@ -13,7 +13,8 @@ import struct
 import numpy as np
 
 from irqlab.samples.record import RECORD_DTYPE
-from irqlab.samples.ring import HEADER_SIZE, RING_GPA, RING_MAGIC, RING_VERSION, STATE_RUNNING
+from irqlab.samples.layout import (HEAD_OFFSET, HEADER_SIZE, RING_MAGIC, RING_OFFSET,
+                                   RING_VERSION, STATE_OFFSET, STATE_RUNNING)
 
 
 class SyntheticRing:
@@ -21,16 +22,16 @@ class SyntheticRing:
 
     def __init__(self, capacity: int = 65536, tick_hz: int = 1_000_000_000,
                  period_tick: int = 1_000_000, mem_bytes: int | None = None) -> None:
-        size = mem_bytes or RING_GPA + HEADER_SIZE + capacity * RECORD_DTYPE.itemsize
+        size = mem_bytes or RING_OFFSET + HEADER_SIZE + capacity * RECORD_DTYPE.itemsize
         self.fd = os.memfd_create("irqlab-synthetic", 0)
         os.ftruncate(self.fd, size)
         self.map = mmap.mmap(self.fd, size)
         self.capacity = capacity
         self.head = 0
-        struct.pack_into("<QIIIIQIIQII", self.map, RING_GPA, RING_MAGIC, RING_VERSION,
+        struct.pack_into("<QIIIIQIIQII", self.map, RING_OFFSET, RING_MAGIC, RING_VERSION,
                          RECORD_DTYPE.itemsize, capacity, 1, tick_hz, 4, 2, period_tick,
                          STATE_RUNNING, 0)
-        self.slots = np.frombuffer(self.map, RECORD_DTYPE, capacity, RING_GPA + HEADER_SIZE)
+        self.slots = np.frombuffer(self.map, RECORD_DTYPE, capacity, RING_OFFSET + HEADER_SIZE)
 
     @property
     def path(self) -> str:
@@ -38,7 +39,7 @@ class SyntheticRing:
 
     def _set_head(self, head: int) -> None:
         self.head = head
-        struct.pack_into("<Q", self.map, RING_GPA + 56, head)
+        struct.pack_into("<Q", self.map, RING_OFFSET + HEAD_OFFSET, head)
 
     def write(self, deadline_tick: np.ndarray, entry_tick: np.ndarray,
               flags: np.ndarray | None = None) -> None:
@@ -52,6 +53,10 @@ class SyntheticRing:
         self.slots["flags"][idx] = 0 if flags is None else flags
         self.slots["cpu"][idx] = 0
         self._set_head(self.head + n)
+
+    def set_state(self, state: int, error: int = 0) -> None:
+        """Publish the probe's state (layout STATE_*), e.g. done, or error with a code."""
+        struct.pack_into("<II", self.map, RING_OFFSET + STATE_OFFSET, state, error)
 
     def corrupt_seq(self, seq: int, value: int) -> None:
         """Make slot ``seq`` carry a wrong sequence number (a torn or stale slot)."""

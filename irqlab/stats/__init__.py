@@ -7,6 +7,9 @@ Public API:
     Moments                   exact streaming mean / population stddev
     format_window_line        the seed-log-compatible live line
     ticks_to_ns               tick -> ns, round half away from zero
+
+irqlab.stats.fields is the one catalog of summary keys (labels, units, which table shows
+which) and builds every summary object, for measured and imported runs alike.
 """
 
 from .format import format_percent, format_ticks, format_window_line

@@ -10,25 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from .fields import stats_figures
 from .run import RunStats, RunSummary
-from .units import ticks_to_ns
-
-# Latency keys of a summary (docs/formats.md section 4), in the same order.
-LATENCY_KEYS = (("min_ns", "min_tick"), ("mean_ns", "mean_tick"),
-                ("stddev_ns", "stddev_tick"), ("max_ns", "max_tick"),
-                ("warm_max_ns", "warm_max_tick"), ("p50_ns", "p50_tick"),
-                ("p90_ns", "p90_tick"), ("p99_ns", "p99_tick"), ("p999_ns", "p999_tick"),
-                ("p9999_ns", "p9999_tick"))
-
-
-def latency_dict(s: RunSummary | None, tick_hz: int) -> dict[str, Any]:
-    """samples, above_threshold and every latency key of a summary, in ns."""
-    out: dict[str, Any] = {"samples": 0 if s is None else s.samples,
-                           "above_threshold": 0 if s is None else s.above_threshold}
-    for key, attr in LATENCY_KEYS:
-        val = None if s is None or not s.samples else getattr(s, attr)
-        out[key] = None if val is None else ticks_to_ns(val, tick_hz)
-    return out
 
 
 class PerCpuStats:
@@ -62,7 +45,7 @@ class PerCpuStats:
         """``per_cpu`` entries: {"cpu", "samples", ..., latency keys in ns} + ``extra``."""
         out = []
         for cpu, s in self.finish().items():
-            entry = {"cpu": cpu, **latency_dict(s, self.tick_hz)}
+            entry = {"cpu": cpu, **stats_figures(s, self.tick_hz)}
             entry.update((extra or {}).get(cpu, {}))
             out.append(entry)
         return out

@@ -8,8 +8,8 @@ tracing to the VMM's CPUs and starts two threads:
 
 - a reader draining ``per_cpu/cpuN/trace_pipe_raw`` pages into a spool file, so the ring
   buffer does not overflow during long runs;
-- an anchor thread writing a marker, reading the sample ring head, writing a second
-  marker: guest ticks seen between two host timestamps bound the guest->host clock offset
+- an anchor thread writing a marker, reading the newest sample (through the run
+  source's ``peek()``, irqlab.samples.source), writing a second marker: guest ticks seen between two host timestamps bound the guest->host clock offset
   (irqlab.explain.clock).
 
 stop() turns tracing off, drains the buffers, reads per-CPU stats, restores every setting,
@@ -27,15 +27,14 @@ superblock stays as it was), and unmounted at teardown.
 
 from __future__ import annotations
 
-import mmap
 import os
-import struct
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from irqlab.samples.source import RingPeek
 from irqlab.trace.archive import spool_chunk, trace_file_for, write_archive
 from irqlab.trace.tracefs import (WANTED_EVENTS, Instance, TraceError, Tracefs, find_mount,
                                   mount_private, unmount_private)
@@ -43,11 +42,6 @@ from irqlab.trace.tracefs import (WANTED_EVENTS, Instance, TraceError, Tracefs, 
 _READ_INTERVAL_S = 0.05
 _DEBUGFS_EVERY = 20             # reader rounds between debugfs reads (~1 s)
 _ANCHOR_INTERVAL_S = 0.01
-_RING_GPA = 0x00400000          # docs/formats.md §2: ring base in guest RAM
-_RING_HEAD = 56
-_RING_CAPACITY = 16
-_RING_RECORD = 32
-_RING_HEADER = 4096
 ANCHOR_PREFIX = "irqlab-anchor"
 START_MARK, STOP_MARK = "irqlab-trace-start", "irqlab-trace-stop"
 
@@ -198,9 +192,10 @@ class TraceHook:
         self.meta["tracefs"] = str(self.fs.root)
         self.meta["tracefs_mounted_by_irqlab"] = self.fs.mounted_by_us
 
-    def after_start(self, target: Any) -> None:
+    def after_start(self, ctx: Any) -> None:
+        """``ctx``: the run's RunContext (irqlab.measure.config)."""
         try:
-            self._start(target)
+            self._start(ctx)
         except (OSError, TraceError) as exc:
             self.meta["problems"].append(f"tracing not started: {exc}")
             self._teardown()
@@ -218,15 +213,14 @@ class TraceHook:
             self._teardown()
 
     # -- start --------------------------------------------------------------------------
-    def _start(self, target: Any) -> None:
-        pid = target.proc.pid
-        run = target.name.rsplit("-", 1)[-1]
-        self.run_id = int(run) if run.isdigit() else 0
+    def _start(self, ctx: Any) -> None:
+        pid = ctx.process.proc.pid
+        self.run_id = ctx.run_id
         threads = vmm_threads(pid)
         self.meta.update({"vmm_pid": pid, "vmm_threads": {str(t): c for t, c in threads.items()},
                           "vcpu_tids": [t for t, c in threads.items() if c.startswith("CPU ")]})
         self._debugfs_start(pid)
-        self.inst = inst = Instance(self.fs, f"irqlab-{run}")
+        self.inst = inst = Instance(self.fs, f"irqlab-{self.run_id}")
         self.meta["instance"] = str(inst.path)
         clocks = inst.read("trace_clock")
         clock = "x86-tsc" if "x86-tsc" in clocks.split() or "[x86-tsc]" in clocks else "mono"
@@ -282,7 +276,7 @@ class TraceHook:
         inst.marker(f"{START_MARK} mono={self._mono_start}")
         self._threads = [threading.Thread(target=self._reader, daemon=True,
                                           name="irqlab-trace-reader"),
-                         threading.Thread(target=self._anchor, args=(target.mem_path,),
+                         threading.Thread(target=self._anchor, args=(ctx.source.peek(),),
                                           daemon=True, name="irqlab-trace-anchor")]
         for t in self._threads:
             t.start()
@@ -371,32 +365,23 @@ class TraceHook:
             self._debugfs.close()
             self._debugfs = None
 
-    def _anchor(self, mem_path: str) -> None:
-        """Bracket ring-head reads with two markers (see irqlab.explain.clock)."""
+    def _anchor(self, peek: RingPeek | None) -> None:
+        """Bracket reads of the newest sample with two markers (see irqlab.explain.clock)."""
+        if peek is None:
+            self.meta["problems"].append("anchors: the samples do not sit in shared memory "
+                                         "(console sink): no ring-read anchors")
+            return
         try:
-            fd = os.open(mem_path, os.O_RDONLY)
-            try:
-                size = os.fstat(fd).st_size
-                ring = mmap.mmap(fd, size, prot=mmap.PROT_READ)
-            finally:
-                os.close(fd)
             marker = os.open(self.inst.path / "trace_marker", os.O_WRONLY)
         except OSError as exc:
-            self.meta["problems"].append(f"anchors: cannot map guest RAM or open the "
-                                         f"marker ({exc})")
+            self.meta["problems"].append(f"anchors: cannot open the marker ({exc})")
+            peek.close()
             return
-        cap = struct.unpack_from("<I", ring, _RING_GPA + _RING_CAPACITY)[0] or 1
         n = 0
         try:
             while not self._stop.wait(_ANCHOR_INTERVAL_S):
                 os.write(marker, f"{ANCHOR_PREFIX} a {n}".encode())
-                head = struct.unpack_from("<Q", ring, _RING_GPA + _RING_HEAD)[0]
-                entry = 0
-                if head:
-                    slot = _RING_GPA + _RING_HEADER + ((head - 1) % cap) * _RING_RECORD
-                    seq, _dl, entry = struct.unpack_from("<QQQ", ring, slot)
-                    if seq != head - 1:
-                        entry = 0          # being overwritten: no bound from this read
+                head, entry = peek.latest()     # entry 0: being overwritten, no bound
                 os.write(marker, f"{ANCHOR_PREFIX} b {n}".encode())
                 self._anchors.append([n, head, entry])
                 n += 1
@@ -404,7 +389,7 @@ class TraceHook:
             self.meta["problems"].append(f"anchors: stopped after {n} ({exc})")
         finally:
             os.close(marker)
-            ring.close()
+            peek.close()
 
     # -- stop ---------------------------------------------------------------------------
     def _finish(self) -> None:

@@ -1,1 +1,2 @@
-"""Xen-side data: xentrace binary records and scheduler timelines (irqlab.xen.trace)."""
+"""Xen-side data: xentrace binary records (irqlab.xen.records) and scheduler timelines
+(irqlab.xen.timeline)."""

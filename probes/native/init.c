@@ -1,11 +1,11 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: Apache-2.0
 /*
  * init.c - irqlab-init: PID 1 of the Linux-guest initramfs
  *
  * Mounts proc, sysfs and devtmpfs, finds the ivshmem-plain PCI device
  * (1af4:1110), enables it, runs /irqlab-native on its BAR 2
  * (/sys/bus/pci/devices/<bdf>/resource2) with the options given on the
- * kernel command line as irqlab.args=OPT,VALUE,... and ends the VM through
+ * kernel command line as irqlab.args=OPT;VALUE;... and ends the VM through
  * isa-debug-exit (0x10 done, 0x11 error), or a power-off when that port is
  * absent. Only set-up and errors reach the console: never samples.
  */
@@ -108,7 +108,11 @@ static int find_ivshmem(char *out, size_t len)
 	return -ENODEV;
 }
 
-/* probe_args - split irqlab.args=A,B,... from @cmdline into @argv; count */
+/*
+ * probe_args - split irqlab.args=A;B;... from @cmdline into @argv; count
+ *
+ * ';' and not ',' separates: a value may be a CPU list such as 0,2-3.
+ */
 static int probe_args(char *cmdline, char **argv, int max)
 {
 	char *p = strstr(cmdline, "irqlab.args=");
@@ -118,7 +122,7 @@ static int probe_args(char *cmdline, char **argv, int max)
 		return 0;
 	p += strlen("irqlab.args=");
 	p[strcspn(p, " \n")] = 0;
-	for (char *tok = strtok(p, ","); tok && n < max; tok = strtok(NULL, ","))
+	for (char *tok = strtok(p, ";"); tok && n < max; tok = strtok(NULL, ";"))
 		argv[n++] = tok;
 	return n;
 }

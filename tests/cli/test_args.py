@@ -30,7 +30,7 @@ def _run(args, tmp_path):
 
 @pytest.mark.parametrize("args,needle", [
     (["run", "--period", "1"], "not a duration"),
-    (["run", "--period", "5us"], "below 10us"),
+    (["run", "--period", "500ns"], "below 1us"),
     (["run", "--accel", "xen"], "invalid choice"),
     (["run", "--inject-irqoff", "2ms"], "go together"),
     (["run", "--icount", "--accel", "kvm"], "needs TCG"),

@@ -9,6 +9,7 @@ import subprocess
 import numpy as np
 import pytest
 
+from irqlab.samples.layout import RING_OFFSET
 from irqlab.runner.machines import MACHINES
 from irqlab.runner.qemu import GuestConfig, QemuGuest
 from irqlab.samples.record import FLAG_INJECTED
@@ -95,7 +96,7 @@ def test_console_sink_round_trip_equals_the_ring(arm64_probe):
     """One run, both sinks: the console frames decode to exactly the ring's records."""
     cfg = GuestConfig(period_ns=1_000_000, arch="arm64", gic=3, samples=700, sink="console",
                       inject_every=25, inject_irqoff_ns=200_000)
-    both = read_both_sinks(_run_to_end(cfg), ARM64.ring_offset)
+    both = read_both_sinks(_run_to_end(cfg), RING_OFFSET)
     both.assert_same_complete_run(700)
     hdr, chdr = both.ring_header, both.console_header
     assert hdr.arch == chdr.arch == "arm64"
@@ -126,7 +127,7 @@ def test_probe_error_is_reported_though_qemu_exits_0(arm64_probe):
     guest = _run_to_end(GuestConfig(period_ns=1_000_000, arch="arm64", samples=10,
                                     extra_args="bogus=1"))
     try:
-        ring = RingReader(guest.mem_path, ARM64.ring_offset)
+        ring = RingReader(guest.mem_path, RING_OFFSET)
         hdr = ring.header()
         ring.close()
     finally:

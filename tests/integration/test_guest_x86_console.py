@@ -10,6 +10,7 @@ import subprocess
 import numpy as np
 import pytest
 
+from irqlab.samples.layout import RING_OFFSET
 from irqlab.runner.machines import MACHINES, X86_EXIT_DONE
 from irqlab.runner.qemu import GuestConfig, QemuGuest
 from irqlab.samples.record import FLAG_INJECTED
@@ -41,7 +42,7 @@ def test_console_sink_round_trip_equals_the_ring(x86_probe):
     """One run, both sinks: the COM1 frames decode to exactly the ring's records."""
     cfg = GuestConfig(period_ns=1_000_000, samples=700, sink="console",
                       inject_every=25, inject_irqoff_ns=200_000)
-    both = read_both_sinks(_run_to_end(cfg), X86.ring_offset)
+    both = read_both_sinks(_run_to_end(cfg), RING_OFFSET)
     both.assert_same_complete_run(700)
     hdr, chdr, from_console = both.ring_header, both.console_header, both.console_records
     assert hdr.arch == chdr.arch == "x86_64"

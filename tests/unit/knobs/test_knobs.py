@@ -49,7 +49,8 @@ def test_parse_and_errors():
 
 
 def test_not_applicable_reasons_under_tcg():
-    tcg = SimpleNamespace(plan=SimpleNamespace(accel="tcg"), proc=None)
+    tcg = SimpleNamespace(plan=SimpleNamespace(accel="tcg"),
+                          process=SimpleNamespace(proc=None))
     for key, val in (("cpu_pm", "on"), ("halt_poll", "50us"), ("aio", "native"),
                      ("iothread", "on")):
         knob = make_knob(key, val)
@@ -98,7 +99,8 @@ def test_prio_and_pin_applied_then_restored(state):
     try:
         before = (os.sched_getscheduler(proc.pid), os.sched_getaffinity(proc.pid))
         prio, pin = make_knob("prio", "10"), make_knob("pin", "1")
-        target = SimpleNamespace(proc=proc, plan=SimpleNamespace(accel="tcg"))
+        target = SimpleNamespace(process=SimpleNamespace(proc=proc),
+                                 plan=SimpleNamespace(accel="tcg"))
         prio.after_start(target)
         pin.after_start(target)
         assert os.sched_getscheduler(proc.pid) == os.SCHED_FIFO
@@ -118,7 +120,11 @@ def _run(cfg_extra: dict, sysfs: Path, db: Path, interrupt_after: float | None =
     from irqlab.store import Store
 
     knob = make_knob("halt_poll_global", "0")
-    cfg = RunConfig(**{"accel": "tcg", "icount": True, "hooks": [knob], **cfg_extra})
+    given = {"accel": "tcg", "icount": True}
+    for key in ("probe", "icount"):          # the guest target's own options
+        if key in cfg_extra:
+            given[key] = cfg_extra.pop(key)
+    cfg = RunConfig.for_target("guest", given, hooks=[knob], **cfg_extra)
     seen = {}
 
     class Watch(Renderer):

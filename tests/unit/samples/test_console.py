@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from irqlab.samples.console import ConsoleReader, decode_log, frame_line, parse_frame
-from irqlab.samples.ring import RingError
+from irqlab.samples.layout import RingError
 
 PERIOD = 0xF424          # 62500 ticks: 1 ms at 62.5 MHz
 TICK_HZ = 62_500_000

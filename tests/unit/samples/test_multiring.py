@@ -12,7 +12,7 @@ import pytest
 from irqlab.samples.multiring import (DIR_SIZE, MR_MAGIC, MultiRingReader, layout_bytes,
                                       ring_stride)
 from irqlab.samples.record import RECORD_DTYPE
-from irqlab.samples.ring import HEADER_SIZE, RING_MAGIC, RingError
+from irqlab.samples.layout import HEADER_SIZE, RING_MAGIC, RingError
 
 PERIOD = 1000
 START = 10_000

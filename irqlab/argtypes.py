@@ -1,0 +1,39 @@
+"""argparse value types shared by the CLI and the targets' own options.
+
+Each turns one command-line word into a value or raises argparse.ArgumentTypeError with
+the reason, which argparse prints as one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from irqlab.cpus import parse_cpu_list
+from irqlab.durations import parse_duration_ns
+
+
+def duration(text: str) -> int:
+    """A duration with unit (1ms, 30us), in ns."""
+    try:
+        return parse_duration_ns(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def count(text: str) -> int:
+    """An integer >= 0."""
+    try:
+        val = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if val < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
+    return val
+
+
+def cpu_list(text: str) -> list[int]:
+    """A CPU list like 0,2-3 (irqlab.cpus)."""
+    try:
+        return parse_cpu_list(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -1,0 +1,73 @@
+"""The probe's sample ring as the host sees it (docs/formats.md section 2).
+
+The one host-side definition of the ring's offsets, header and names; the guest's is
+probes/guest/lib/ring.h. Readers (irqlab.samples.ring, .multiring, .console), the
+synthetic writer of the tests and the trace capture's anchors all take it from here.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+# Byte offset of the ring in the guest-RAM file, the same on every machine: x86 pc RAM
+# starts at GPA 0, so it is GPA 0x400000; arm64 virt RAM (and the file) starts at GPA
+# 0x40000000 and the probe puts the ring at RAM base + 4 MiB.
+RING_OFFSET = 0x00400000
+RING_MAGIC = 0x474E49524C515249
+RING_VERSION = 1
+HEADER_SIZE = 4096
+
+STATE_BOOTING, STATE_RUNNING, STATE_DONE, STATE_ERROR = 0, 1, 2, 3
+STATE_NAMES = {0: "booting", 1: "running", 2: "done", 3: "error"}
+ARCH_NAMES = {1: "x86_64", 2: "arm64"}
+TICK_METHODS = {
+    1: "cpuid-0x15",
+    2: "cpuid-0x16",
+    3: "hypervisor-leaf-0x40000010",
+    4: "calibrated-pit",
+    5: "cntfrq",
+    6: "clock-monotonic",         # native probe: CLOCK_MONOTONIC ns
+    7: "xen-leaf-0x40000x03",     # x86 probe under Xen: guest TSC kHz from Xen's leaf
+}
+TIMER_MODES = {
+    1: "tsc-deadline",
+    2: "lapic-oneshot",
+    3: "arm64-virtual-timer",
+    4: "arm64-physical-timer",
+    5: "clock-nanosleep",         # native probe: clock_nanosleep(TIMER_ABSTIME)
+}
+IDLE_NAMES = {1: "hlt", 2: "poll", 3: "sleep"}   # 3: native thread blocks in the kernel
+
+HEADER = struct.Struct("<QIIIIQIIQIIQQQIIQ64s256s")
+CAPACITY_OFFSET = 16
+STATE_OFFSET = 48
+HEAD_OFFSET = 56
+
+
+class RingError(Exception):
+    """The ring is absent, malformed or from an incompatible probe."""
+
+
+@dataclass(frozen=True)
+class RingHeader:
+    """Decoded ring header; fields as in docs/formats.md."""
+
+    version: int
+    record_size: int
+    capacity: int
+    arch: str
+    tick_hz: int
+    tick_method: str
+    timer_mode: str
+    period_tick: int
+    state: str
+    error: int
+    head: int
+    overruns: int
+    apic_hz: int
+    idle: str
+    inject_every: int
+    inject_irqoff_tick: int
+    build_id: str
+    message: str

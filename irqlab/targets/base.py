@@ -1,0 +1,106 @@
+"""What a target is: the interface every module in irqlab/targets/ implements.
+
+A target answers, for one kind of measured system (the probe in QEMU, this host, a Linux
+guest, a Xen domain, ...), every question the run flow asks: which ``irqlab run`` options
+it takes and what they mean for it, which accelerators to try, how long a boot and a stall
+may take, which process hosts the probe, how its samples come back and what to record
+about it. irqlab.measure only calls these methods and never names a target, so a new
+target is one module here plus one line in the registry (irqlab/targets/__init__.py).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from irqlab.runner.accel import AccelPlan
+from irqlab.runner.process import ProcessTarget
+from irqlab.samples.source import SampleSource
+
+if TYPE_CHECKING:       # the run config holds a target's options: type names only
+    from irqlab.measure.config import RunConfig
+
+# Shortest period the probes accept (probes/guest/lib/probe.c PERIOD_NS_MIN,
+# probes/native/native.c --period-ns): the CLI refuses what the probe would refuse.
+PROBE_MIN_PERIOD_NS = 1_000
+
+
+class TargetUsageError(ValueError):
+    """An option value a target cannot take; the message names the fix (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One ``irqlab run`` option a target takes: argparse's flags and keywords.
+
+    Options shared by several targets are one object (irqlab.targets.options), so the
+    CLI adds each once; its default is always None, so "not given" can be told from
+    "given", and the target applies its own default in :meth:`Target.configure`."""
+
+    flag: str
+    dest: str
+    kwargs: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass
+class TargetOptions:
+    """The typed options of one run's target (each target extends it).
+
+    ``arch`` is what the probe runs on (summary key ``arch`` before the probe reports
+    it); ``icount`` says guest time is virtual, so a --duration becomes a sample count."""
+
+    arch: str = "x86_64"
+    icount: bool = False
+
+
+class Target(ABC):
+    """One kind of measured system (see the module docstring)."""
+
+    name: ClassVar[str]
+    help: ClassVar[str]                       # one line for ``--target``'s help
+    options: ClassVar[tuple[Option, ...]] = ()
+    # Why an option this target does not take makes no sense for it (dest -> reason),
+    # for the error a user gets; options not named here get a generic one.
+    why_not: ClassVar[dict[str, str]] = {}
+    min_period_ns: ClassVar[int] = PROBE_MIN_PERIOD_NS
+
+    @abstractmethod
+    def configure(self, given: dict[str, Any], period_ns: int) -> TargetOptions:
+        """Typed options from the values given on the command line (dest -> value, only
+        the options of this target that were given); TargetUsageError on bad ones."""
+
+    @abstractmethod
+    def accel_plans(self, cfg: RunConfig) -> list[AccelPlan]:
+        """Accelerators to try, in order (the first that boots is used)."""
+
+    def boot_timeout_s(self, cfg: RunConfig, plan: AccelPlan) -> float:
+        """Longest wait for the probe to run under ``plan``."""
+        return cfg.boot_timeout_s
+
+    def stall_timeout_s(self, cfg: RunConfig) -> float:
+        """Watchdog when --stall-timeout is not given: no sample for this long fails."""
+        return max(3.0, 20 * cfg.period_ns / 1e9)
+
+    @abstractmethod
+    def spawn(self, cfg: RunConfig, plan: AccelPlan, name: str,
+              extra_qemu_args: list[str]) -> ProcessTarget:
+        """The (not yet started) process that hosts the probe; ``name`` names it and its
+        threads, ``extra_qemu_args`` come from the run hooks (knobs)."""
+
+    @abstractmethod
+    def open_source(self, cfg: RunConfig, process: ProcessTarget) -> SampleSource:
+        """The reader of the probe's samples, once ``process`` has started."""
+
+    def run_metadata(self, cfg: RunConfig) -> dict[str, Any]:
+        """Facts recorded in the run's metadata before anything starts."""
+        return {}
+
+    def process_metadata(self, process: ProcessTarget) -> dict[str, Any]:
+        """Facts about the process recorded in the run's metadata (also after a failed
+        boot): e.g. the hypervisor's version and command line."""
+        return {}
+
+    def boot_failure_detail(self, process: ProcessTarget) -> str:
+        """What the console said, for a probe that did not start in time."""
+        return f"serial: {process.serial().strip()[-300:]!r}"

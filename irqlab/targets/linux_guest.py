@@ -1,0 +1,64 @@
+"""``--target linux-guest``: Debian's kernel in QEMU running the native probe, its rings
+in an ivshmem memfd irqlab reads (docs/design.md, "Linux guest")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from irqlab.runner.accel import AccelPlan, plans_for
+from irqlab.runner.hostinfo import qemu_version
+from irqlab.runner.linux_guest import LinuxGuest
+from irqlab.runner.machines import machine_for
+from irqlab.runner.process import ProcessTarget
+from irqlab.samples.multiring import MultiRingReader, layout_bytes
+from irqlab.samples.source import SampleSource
+from irqlab.targets import options as o
+from irqlab.targets.base import Target
+from irqlab.targets.native import NativeOptions, native_options
+
+# A Linux kernel reaches init in ~1-2 s under real KVM; a software KVM backend (e.g.
+# kvm_pvm) hangs stock kernels silently, so under --accel auto KVM gets at most this.
+_AUTO_KVM_BOOT_S = 10.0
+
+
+@dataclass
+class LinuxGuestOptions(NativeOptions):
+    accel: str = "auto"
+
+
+class LinuxGuestTarget(Target):
+    name = "linux-guest"
+    help = "Debian's kernel in QEMU running the native probe"
+    options = (o.ACCEL, o.ICOUNT, o.CPUS, o.PRIORITY, o.RT_FALLBACK)
+    why_not = {"idle": "the native probe's threads sleep in clock_nanosleep",
+               "inject_irqoff": "the native probe runs in user space",
+               "inject_every": "the native probe runs in user space"}
+
+    def configure(self, given: dict[str, Any], period_ns: int) -> LinuxGuestOptions:
+        opts = LinuxGuestOptions(arch="x86_64", accel=given.get("accel", "auto"),
+                                 icount=bool(given.get("icount")), **native_options(given))
+        o.check_icount(opts.accel, opts.icount)
+        return opts
+
+    def accel_plans(self, cfg: Any) -> list[AccelPlan]:
+        return plans_for(cfg.options.accel, cfg.options.icount)
+
+    def boot_timeout_s(self, cfg: Any, plan: AccelPlan) -> float:
+        if cfg.options.accel == "auto" and plan.accel == "kvm":
+            return min(cfg.boot_timeout_s, _AUTO_KVM_BOOT_S)
+        return cfg.boot_timeout_s
+
+    def run_metadata(self, cfg: Any) -> dict[str, Any]:
+        return {"qemu_version": qemu_version(machine_for("x86_64").qemu)}
+
+    def spawn(self, cfg: Any, plan: AccelPlan, name: str,
+              extra_qemu_args: list[str]) -> ProcessTarget:
+        opts = cfg.options
+        return LinuxGuest(cfg.period_ns, plan, cpus=opts.cpus, priority=opts.priority,
+                          rt_fallback=opts.rt_fallback, samples=cfg.target_samples() or 0,
+                          icount=opts.icount, extra_qemu_args=list(extra_qemu_args),
+                          name=name, layout_bytes=layout_bytes)
+
+    def open_source(self, cfg: Any, process: ProcessTarget) -> SampleSource:
+        return MultiRingReader(process.mem_path)

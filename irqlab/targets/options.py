@@ -1,0 +1,99 @@
+"""``irqlab run`` options that several targets take, each defined once.
+
+A target lists the options it takes (``Target.options``); the CLI adds every option once
+and tells the user which targets take it. Defaults are None here ("not given"): each
+target applies its own in ``configure``, so one option may default differently per target
+(``--arch``: x86_64 for the guest probe, arm64 under Xen).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from irqlab.argtypes import count, cpu_list, duration
+from irqlab.runner.accel import ACCEL_CHOICES
+from irqlab.runner.machines import MACHINES, Machine
+from irqlab.targets.base import Option, TargetUsageError
+
+ARCH = Option("--arch", "arch", dict(
+    choices=sorted(MACHINES),
+    help="probe architecture (guest: default x86_64; xen: default arm64, x86_64 runs the "
+         "probe as a PVH dom0)"))
+ACCEL = Option("--accel", "accel", dict(
+    choices=list(ACCEL_CHOICES),
+    help="auto (default) tries KVM with a real boot and falls back to TCG"))
+ICOUNT = Option("--icount", "icount", dict(
+    action="store_const", const=True,
+    help="TCG with deterministic guest time (exact, repeatable)"))
+IDLE = Option("--idle", "idle", dict(
+    choices=["hlt", "poll", "wfi"],
+    help="how the probe waits: hlt (default; wfi on arm64, either name works there) or "
+         "busy poll"))
+INJECT_IRQOFF = Option("--inject-irqoff", "inject_irqoff", dict(
+    type=duration, metavar="DUR",
+    help="self-check: spin with interrupts off for DUR across the deadline"))
+INJECT_EVERY = Option("--inject-every", "inject_every", dict(
+    type=count, metavar="N", help="self-check: inject in every Nth period"))
+TIMER = Option("--timer", "timer", dict(
+    choices=["auto", "deadline", "oneshot", "virt", "phys"],
+    help="x86: LAPIC timer mode (auto: TSC-deadline when CPUID has it); arm64: EL1 "
+         "virtual (auto) or physical generic timer"))
+GIC = Option("--gic", "gic", dict(
+    type=int, choices=[2, 3], help="arm64: GIC version of the QEMU virt machine (default 3)"))
+SINK = Option("--sink", "sink", dict(
+    choices=["ring", "console"],
+    help="how samples come back: ring (guest RAM read by the host, default) or console "
+         "(framed lines on the serial console: COM1 on x86, PL011 on arm64)"))
+MEMORY = Option("--memory", "memory", dict(
+    type=count, metavar="MIB", help="guest memory in MiB (default 64)"))
+PROBE = Option("--probe", "probe", dict(type=Path, help="probe image to boot"))
+CPUS = Option("--cpus", "cpus", dict(
+    type=cpu_list, metavar="LIST",
+    help="CPUs to measure, e.g. 0,2-3 (native: host CPUs, default all online; "
+         "linux-guest: guest CPUs, default 0)"))
+PRIORITY = Option("--priority", "priority", dict(
+    type=int, metavar="N", help="SCHED_FIFO priority 1-99 (default 90)"))
+RT_FALLBACK = Option("--rt-fallback", "rt_fallback", dict(
+    action="store_const", const=True,
+    help="run SCHED_OTHER (recorded) when RT priority cannot be set, instead of failing"))
+
+
+def check_inject(given: dict[str, Any], period_ns: int) -> tuple[int, int]:
+    """(inject_irqoff_ns, inject_every) of the probe's self-check, checked."""
+    irqoff, every = given.get("inject_irqoff") or 0, given.get("inject_every") or 0
+    if (irqoff > 0) != (every > 0):
+        raise TargetUsageError("--inject-irqoff and --inject-every go together, e.g. "
+                               "--inject-irqoff 2ms --inject-every 100")
+    if irqoff >= period_ns * max(every, 1):
+        raise TargetUsageError("--inject-irqoff must be shorter than --inject-every "
+                               "periods, or every injected delay would swallow the next "
+                               "injection")
+    return irqoff, every
+
+
+def check_rt(given: dict[str, Any]) -> tuple[int, bool]:
+    """(priority, rt_fallback) of the native probe, checked."""
+    priority = given.get("priority", 90)
+    if not 1 <= priority <= 99:
+        raise TargetUsageError(f"--priority {priority} must be 1-99 (SCHED_FIFO)")
+    return priority, bool(given.get("rt_fallback"))
+
+
+def check_icount(accel: str, icount: bool) -> None:
+    if icount and accel == "kvm":
+        raise TargetUsageError("--icount needs TCG: drop --accel kvm or use --accel tcg")
+
+
+def check_probe(probe: Path | None) -> None:
+    if probe is not None and not probe.is_file():
+        raise TargetUsageError(f"--probe {probe} is not a file: build it with "
+                               f"`make -C probes/guest` or give the right path")
+
+
+def check_machine_values(m: Machine, idle: str, timer: str, what: str) -> None:
+    """--idle and --timer values the probe of machine ``m`` has."""
+    for opt, val, allowed in (("--idle", idle, m.idles), ("--timer", timer, m.timers)):
+        if val not in allowed:
+            raise TargetUsageError(f"{opt} {val} does not exist on {what}: use one of "
+                                   f"{', '.join(allowed)}")
