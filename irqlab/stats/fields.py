@@ -26,10 +26,12 @@ Builder:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
-from .run import RunSummary
 from .units import ticks_to_ns
+
+if TYPE_CHECKING:       # run.py takes its percentiles from this catalog
+    from .run import RunSummary
 
 SUMMARY_VERSION = 1
 

@@ -7,15 +7,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from .exact import as_tick_array
+from .fields import PERCENTILE_FIELDS
 from .histogram import LogHistogram
 from .moments import Moments
 from .window import WindowStats, Windower
 
 # (summary field, quantile) pairs; quantiles as exact decimals, see quantile_rank.
-PERCENTILES: tuple[tuple[str, float], ...] = (
-    ("p50_tick", 0.5), ("p90_tick", 0.9), ("p99_tick", 0.99),
-    ("p999_tick", 0.999), ("p9999_tick", 0.9999),
-)
+# (RunSummary attribute, quantile) of every percentile the summary reports: the catalog's.
+PERCENTILES: tuple[tuple[str, float], ...] = tuple(
+    (f.tick_attr, f.quantile) for f in PERCENTILE_FIELDS if f.quantile is not None)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,12 @@ class ProbeOptions(TargetOptions):
                            memory_mib=self.memory_mib, arch=self.arch, probe=self.probe,
                            gic=self.gic, sink=self.sink)
 
+    def run_metadata(self, cfg: Any) -> dict[str, Any]:
+        """What the run records before it starts: QEMU's version, the probe's boot line."""
+        gcfg = self.guest_config(cfg)
+        return {"qemu_version": qemu_version(gcfg.machine.qemu),
+                "probe_cmdline": gcfg.cmdline()}
+
 
 def probe_options(given: dict[str, Any], period_ns: int, arch: str) -> dict[str, Any]:
     """The fields of ProbeOptions common to the guest and Xen targets, checked."""
@@ -99,9 +105,7 @@ class GuestTarget(Target):
         return plans
 
     def run_metadata(self, cfg: Any) -> dict[str, Any]:
-        gcfg = cfg.options.guest_config(cfg)
-        return {"qemu_version": qemu_version(gcfg.machine.qemu),
-                "probe_cmdline": gcfg.cmdline()}
+        return cfg.options.run_metadata(cfg)
 
     def spawn(self, cfg: Any, plan: AccelPlan, name: str,
               extra_qemu_args: list[str]) -> ProcessTarget:
