@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-APT_PACKAGES=(qemu-system-x86 qemu-system-data gcc make python3 python3-venv python3-pip chromium rt-tests libc6-dev cpio gcc-aarch64-linux-gnu qemu-system-arm stress-ng fio trace-cmd device-tree-compiler)
+APT_PACKAGES=(qemu-system-x86 qemu-system-data gcc make python3 python3-venv python3-pip chromium rt-tests libc6-dev cpio gcc-aarch64-linux-gnu qemu-system-arm stress-ng fio trace-cmd device-tree-compiler postgresql)
 run_after=1
 run_args=()
 while (($#)); do
@@ -43,10 +43,14 @@ fi
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
 	log "installing Python dependencies into .venv"
 	.venv/bin/pip install -q --upgrade pip
-	.venv/bin/pip install -q -e '.[test]'
+	.venv/bin/pip install -q -e '.[test,labgrid]'
 	touch "$stamp"
 fi
 
+# The man page, generated from the parser (irqlab manpage): `man irqlab` with the venv's
+# bin on PATH (man finds ../share/man beside it).
+mkdir -p .venv/share/man/man1
+.venv/bin/irqlab manpage >.venv/share/man/man1/irqlab.1.tmp && mv .venv/share/man/man1/irqlab.1.tmp .venv/share/man/man1/irqlab.1
 log "building the guest probe"
 make -s -C probes/guest
 log "building the native probe"
@@ -84,6 +88,11 @@ if ! dpkg --print-foreign-architectures | grep -qx arm64; then
 	$SUDO dpkg --add-architecture arm64 && $SUDO apt-get update -qq || true
 fi
 scripts/fetch-xen.sh || log "Xen hypervisor not fetched: --target xen unavailable"
+# --xen-dom0 linux: Debian's xen-utils-4.17 (+ libraries), busybox-static and the cached
+# kernel's Xen modules, unpacked into the cache (never installed on the host).
+scripts/fetch-xen-dom0.sh || log "dom0 toolstack not fetched: --xen-dom0 linux unavailable"
+lava/fetch-schema.sh || log "LAVA schemas not fetched: lava/ is checked by its own test only"
+scripts/fetch-u-boot.sh || log "U-Boot for QEMU not fetched: the labgrid U-Boot test skips"
 
 log "ready: .venv/bin/irqlab (add $(pwd)/.venv/bin to PATH to type just irqlab)"
 if ((run_after)); then

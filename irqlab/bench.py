@@ -111,7 +111,8 @@ def bench_rate(periods_ns: tuple[int, ...] = (1_000_000, 500_000, 200_000, 100_0
 
 def run_benchmarks(which: list[str], stats_samples: int = 100_000_000,
                    cyclictest: dict[str, Any] | None = None,
-                   trace: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                   trace: dict[str, Any] | None = None,
+                   lab: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     figures: list[dict[str, Any]] = []
     for name in which:
         if name == "ingest":
@@ -125,6 +126,12 @@ def run_benchmarks(which: list[str], stats_samples: int = 100_000_000,
         elif name == "trace":
             from irqlab.explain.bench import bench_trace
             figures += bench_trace(**(trace or {}))
+        elif name == "push":
+            from irqlab.store.bench import bench_push
+            figures += bench_push(**(lab or {}))
+        elif name == "export":
+            from irqlab.store.bench import bench_export
+            figures += bench_export(**(lab or {}))
     return figures
 
 

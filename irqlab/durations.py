@@ -7,7 +7,18 @@ from typing import Literal
 
 _UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
              "m": 60_000_000_000}
-_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m)\s*$")
+_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m)\s*$", re.ASCII)
+# The longest duration any option takes (a run, a window, a threshold ...): 366 days. Any
+# longer is a typo, and in ticks (ns x tick rate up to ~100 GHz) it would overflow 64 bits.
+MAX_DURATION_NS = 366 * 86_400 * 1_000_000_000
+MAX_DURATION_TEXT = "366 days (527040m)"
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    """An argument quoted for a message, cut short when long."""
+    if len(text) <= limit:
+        return repr(text)
+    return repr(text[:limit]) + f"… ({len(text)} characters)"
 
 
 def parse_duration_ns(text: str) -> int:
@@ -15,19 +26,30 @@ def parse_duration_ns(text: str) -> int:
     the accepted forms."""
     if text.strip() == "0":
         return 0
+    shown = _shown(text)
     m = _RE.match(text)
     if not m:
-        raise ValueError(f"{text!r} is not a duration: write a number with a unit, "
+        raise ValueError(f"{shown} is not a duration: write a number with a unit, "
                          f"e.g. 500us, 1ms, 10s, 2m (units: ns, us, ms, s, m)")
     value, unit = m.groups()
     # Decimal arithmetic on the string keeps '0.1ms' exact (no float rounding).
     whole, _, frac = value.partition(".")
     scale = _UNITS_NS[unit]
+    too_long = (f"{shown} is longer than {MAX_DURATION_TEXT}, the longest duration "
+                f"irqlab takes: use a shorter one")
+    # Digit strings are bounded before int(): every value below is then a small int, and
+    # ticks computed from it (x tick rate) stay inside 64 bits.
+    if len(whole.lstrip("0")) > 18 or len(frac) > 18:
+        if len(whole.lstrip("0")) > 18:
+            raise ValueError(too_long)
+        raise ValueError(f"{shown} is finer than 1 ns: use a coarser value")
     ns = int(whole) * scale
     if frac:
         ns += int(frac) * scale // 10 ** len(frac)
         if int(frac) * scale % 10 ** len(frac):
-            raise ValueError(f"{text!r} is finer than 1 ns: use a coarser value")
+            raise ValueError(f"{shown} is finer than 1 ns: use a coarser value")
+    if ns > MAX_DURATION_NS:
+        raise ValueError(too_long)
     return ns
 
 

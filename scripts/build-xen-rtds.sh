@@ -94,9 +94,15 @@ CFG
 	if [[ $arch == arm64 ]]; then
 		cp "$build/xen" "$out/boot/xen-$SERIES-arm64"
 	else
-		cp "$build/xen" "$out/boot/xen-$SERIES-amd64.gz"
-		gzip -dc "$build/xen" >"$out/boot/xen-$SERIES-amd64.elf" 2>/dev/null \
-			|| cp "$build/xen-syms" "$out/boot/xen-$SERIES-amd64.elf"
+		# xen/xen is the 32-bit multiboot ELF QEMU's -kernel loads (Debian ships it
+		# gzipped; xen-syms is the 64-bit image, which QEMU refuses).
+		if gzip -t "$build/xen" 2>/dev/null; then
+			cp "$build/xen" "$out/boot/xen-$SERIES-amd64.gz"
+			gzip -dc "$build/xen" >"$out/boot/xen-$SERIES-amd64.elf"
+		else
+			cp "$build/xen" "$out/boot/xen-$SERIES-amd64.elf"
+			gzip -9c "$build/xen" >"$out/boot/xen-$SERIES-amd64.gz"
+		fi
 	fi
 	cp "$build/.config" "$out/boot/xen-$SERIES-$arch.config"
 	touch "$out/.complete"

@@ -11,7 +11,8 @@ NAME = "bench"
 
 def register(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("bench", help="print performance figures (a benchmark, not a test)")
-    b.add_argument("what", nargs="*", choices=["ingest", "stats", "rate", "cyclictest", "trace", []],
+    b.add_argument("what", nargs="*", choices=["ingest", "stats", "rate", "cyclictest", "trace", "push",
+                                               "export", []],
                    default=[], help="which figures (default: ingest stats rate; cyclictest "
                                     "only when named: it runs rounds x 2 x --round-duration)")
     b.add_argument("--rounds", type=count, default=5, metavar="N",
@@ -27,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--trace-rounds", type=count, default=3, metavar="N",
                    help="trace: rounds of ours on the same input; the median is compared "
                         "(the first, which pays for fresh memory, is shown too; default 3)")
+    b.add_argument("--lab-samples", type=count, default=10_000_000, metavar="N",
+                   help="push, export: samples of the synthetic run (default 10 M; only "
+                        "when named; push starts a throw-away PostgreSQL server)")
     b.add_argument("--json", action="store_true", help="print JSON lines")
 
 
@@ -39,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
                                          "duration_s": args.round_duration / 1e9,
                                          "cpu": args.bench_cpu},
                              trace={"target_bytes": args.trace_bytes,
-                                    "rounds": max(1, args.trace_rounds)})
+                                    "rounds": max(1, args.trace_rounds)},
+                             lab={"samples": max(1, args.lab_samples)})
     renderer(args).bench(figures)
     return EXIT_OK

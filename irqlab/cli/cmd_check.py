@@ -16,7 +16,7 @@ from irqlab.cli.common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, count
 from irqlab.reports.check import LIMITS, CheckResult, evaluate, junit_xml, result_lines
 from irqlab.reports.data import load_runs
 from irqlab.reports.select import select_runs
-from irqlab.store import Store, StoreError
+from irqlab.store import Store, StoreError, open_store
 
 
 def _dest(name: str) -> str:
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
                          + ", ".join(f"--{n}" for n, _k, _u in LIMITS))
     started = time.monotonic()
     try:
-        with Store(db_path(args), read_only=True) as store:
+        with open_store(db_path(args), read_only=True) as store:
             runs = load_runs(store, select_runs(store, args.runs))
     except StoreError as exc:
         # CI still gets a JUnit file saying why nothing could be checked.

@@ -6,13 +6,14 @@ import argparse
 from pathlib import Path
 
 from irqlab.cli.common import EXIT_OK, count, db_path, duration
+from irqlab.cli.common import db_ref
 from irqlab.cli.render import HumanRenderer, JsonRenderer, LinesRenderer, Renderer
 from irqlab.reports import noise
 from irqlab.reports.compare import build_compare
 from irqlab.reports.data import load_runs
 from irqlab.reports.select import select_runs
 from irqlab.reports.tables import csv_lines, markdown_lines
-from irqlab.store import Store, default_db_path
+from irqlab.store import Store, default_db_path, open_store
 
 FORMATS = ("human", "markdown", "csv", "json")
 RUN_HELP = ("run id, name (latest run of that name), tag:KEY=VALUE or suite:NAME; "
@@ -22,7 +23,7 @@ RUN_HELP = ("run id, name (latest run of that name), tag:KEY=VALUE or suite:NAME
 def add_run_args(p: argparse.ArgumentParser) -> None:
     """RUN selectors, --db and --threshold, shared by compare, report and check."""
     p.add_argument("runs", nargs="+", metavar="RUN", help=RUN_HELP)
-    p.add_argument("--db", type=Path, default=None,
+    p.add_argument("--db", type=db_ref, default=None,
                    help=f"database file (default {default_db_path()}, or $IRQLAB_DB)")
     p.add_argument("--threshold", type=duration, default=None,
                    help="count 'above threshold' against this latency for every run "
@@ -56,7 +57,7 @@ def choose_renderer(fmt: str) -> Renderer:
 
 
 def run(args: argparse.Namespace) -> int:
-    with Store(db_path(args), read_only=True) as store:
+    with open_store(db_path(args), read_only=True) as store:
         runs = load_runs(store, select_runs(store, args.runs))
     model = build_compare(runs, args.threshold, seed=args.seed,
                           resamples=max(1, args.resamples))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from irqlab.cli.common import EXIT_OK, UsageError, count, db_path, duration
-from irqlab.store import Store
+from irqlab.cli.common import db_ref
+from irqlab.cli.render import json_line, stage_progress
+from irqlab.store import open_store
 
 if TYPE_CHECKING:
     from irqlab.explain.run import Explained
@@ -28,14 +29,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--threshold", type=duration, default=None, metavar="DUR",
                    help="explain samples above DUR (default: the run's threshold)")
     e.add_argument("--perfetto", type=Path, default=None, metavar="FILE",
-                   help="write samples, stages and causes as Chrome/Perfetto JSON")
+                   help="write a Perfetto trace (native protobuf, .pftrace): host events "
+                        "on CPU tracks, samples, spikes with their stages, attribution")
+    e.add_argument("--chrome-json", type=Path, default=None, metavar="FILE",
+                   help="write samples, stages and causes as Chrome trace JSON (legacy; "
+                        "Perfetto reads it best-effort)")
     e.add_argument("--text", type=Path, default=None, metavar="FILE",
-                   help="write the whole capture as text (ftrace-like lines)")
+                   help="write the whole capture as ftrace text (comm-pid [cpu] "
+                        "secs.nsecs: event: fields), as trace-cmd report prints and "
+                        "Perfetto imports")
     e.add_argument("--dat", type=Path, default=None, metavar="FILE",
                    help="write the whole capture as a trace-cmd trace.dat (version 6) "
                         "for trace-cmd report and KernelShark")
-    e.add_argument("--db", type=Path, default=None, help="database file")
+    e.add_argument("--db", type=db_ref, default=None, help="database file")
     e.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+# The file outputs: (option, its dest, which is also its key in the JSON object).
+OUTPUTS = (("--dat", "dat"), ("--text", "text"), ("--perfetto", "perfetto"),
+           ("--chrome-json", "chrome_json"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,58 +56,109 @@ def run(args: argparse.Namespace) -> int:
 
     if args.top == 0:
         raise UsageError("--top must be at least 1")
-    if args.dat:
-        _check_dat_path(args.dat, args.text)
-    with Store(db_path(args), read_only=True) as store:
-        res = explain_run(store, args.run, threshold_ns=args.threshold, top=args.top,
-                          sample=args.sample)
-        dat = _write_dat(args.dat, res, capture_path(store, res.run)) if args.dat else None
-    if args.perfetto:
-        from irqlab.explain.perfetto import write_perfetto
-        write_perfetto(res, args.perfetto)
-    if args.text:
-        from irqlab.explain.export import write_text
-        write_text(res.trace, args.text)
+    _check_output_paths(args)
+    files: dict[str, dict[str, Any]] = {}
+    with stage_progress(args) as progress:
+        with open_store(db_path(args), read_only=True) as store:
+            res = explain_run(store, args.run, threshold_ns=args.threshold, top=args.top,
+                              sample=args.sample, progress=progress)
+            capture = capture_path(store, res.run)
+        if args.dat or args.text or args.perfetto:
+            files = _write_exports(args, res, capture, progress)
+        if args.chrome_json:
+            from irqlab.explain.chrome import write_chrome_json
+            progress.stage("writing Chrome JSON")
+            n = _writing(args.chrome_json, lambda: write_chrome_json(res, args.chrome_json))
+            files["chrome_json"] = {"file": str(args.chrome_json), "events": n}
     if args.json:
         out = as_json(res)
-        if dat is not None:
-            out["dat"] = dat
-        print(json.dumps(out))
+        out.update(files)
+        print(json_line(out))
     else:
         print(render_text(res))
-        if dat is not None:
-            print(f"wrote {dat['file']}: trace.dat v6, {dat['events']} events, "
-                  f"{dat['pages']} pages, {dat['bytes']} bytes")
+        for line in written_lines(files):
+            print(line)
     return EXIT_OK
 
 
-def _check_dat_path(path: Path, text: Path | None) -> None:
+def written_lines(files: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per file written (the human output's last lines)."""
+    out = []
+    if "dat" in files:
+        d = files["dat"]
+        out.append(f"wrote {d['file']}: trace.dat v6, {d['events']} events, "
+                   f"{d['pages']} pages, {d['bytes']} bytes")
+    if "text" in files:
+        t = files["text"]
+        out.append(f"wrote {t['file']}: ftrace text, {t['events']} events, "
+                   f"{t['bytes']} bytes")
+    if "perfetto" in files:
+        p = files["perfetto"]
+        out.append(f"wrote {p['file']}: Perfetto protobuf trace, {p['events']} host events, "
+                   f"{p['samples']} samples, {p['spikes']} spikes, {p['bytes']} bytes")
+    if "chrome_json" in files:
+        c = files["chrome_json"]
+        out.append(f"wrote {c['file']}: Chrome trace JSON, {c['events']} events")
+    return out
+
+
+def _check_output_paths(args: argparse.Namespace) -> None:
     """Checked before explaining, which can take minutes on a large capture, so a typo
-    in the output path fails at once."""
-    if path.is_dir():
-        raise UsageError(f"--dat {path} is a directory: give a file name, "
-                         f"e.g. {path / 'trace.dat'}")
-    if not path.parent.is_dir():
-        raise UsageError(f"--dat {path}: directory {path.parent} does not exist; "
-                         f"create it or choose another path")
-    if text is not None and path.resolve() == text.resolve():
-        raise UsageError(f"--dat and --text both name {path}: give two different files")
+    in an output path fails at once."""
+    given = [(opt, getattr(args, dest)) for opt, dest in OUTPUTS if getattr(args, dest)]
+    for opt, path in given:
+        if path.is_dir():
+            raise UsageError(f"{opt} {path} is a directory: give a file name, "
+                             f"e.g. {path / 'trace'}")
+        if not path.parent.is_dir():
+            raise UsageError(f"{opt} {path}: directory {path.parent} does not exist; "
+                             f"create it or choose another path")
+    for i, (opt, path) in enumerate(given):
+        for opt2, path2 in given[i + 1:]:
+            if path.resolve() == path2.resolve():
+                raise UsageError(f"{opt} and {opt2} both name {path}: give two different "
+                                 f"files")
 
 
-def _write_dat(path: Path, res: Explained, capture: Path) -> dict[str, Any]:
-    """The run's capture as trace.dat. The pages are read again from the capture (explain
-    keeps only decoded columns); the task names come from the decoded context switches,
-    so trace-cmd shows ``comm-pid`` rather than ``<...>``."""
+def _writing(path: Path, write: Any) -> Any:
+    try:
+        return write()
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}; choose another path") \
+            from exc
+
+
+def _write_exports(args: argparse.Namespace, res: Explained, capture: Path,
+                   progress: Any) -> dict[str, dict[str, Any]]:
+    """trace.dat, ftrace text and Perfetto from the capture's pages, read once (explain
+    keeps only decoded columns); task names from the decoded context switches, so every
+    format shows ``comm-pid`` rather than ``<...>``."""
     from irqlab.trace.archive import read_archive
-    from irqlab.trace.tracedat import cmdlines_from_switches, write_capture_tracedat
+    from irqlab.trace.tracedat import cmdlines_from_switches
 
     header, per_cpu = read_archive(capture)
     cmdlines = cmdlines_from_switches(res.trace.t("sched_switch").cols,
                                       header.get("vmm_threads"))
-    try:
-        nbytes = write_capture_tracedat(path, header, per_cpu, cmdlines)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}; choose another path") \
-            from exc
-    return {"file": str(path), "events": res.trace.events, "pages": res.trace.pages,
-            "bytes": nbytes}
+    out: dict[str, dict[str, Any]] = {}
+
+    def bar(done: int, total: int) -> None:
+        progress.update(done)
+
+    if args.dat:
+        from irqlab.trace.tracedat import write_capture_tracedat
+        progress.stage("writing trace.dat")
+        nbytes = _writing(args.dat, lambda: write_capture_tracedat(
+            args.dat, header, per_cpu, cmdlines))
+        out["dat"] = {"file": str(args.dat), "events": res.trace.events,
+                      "pages": res.trace.pages, "bytes": nbytes}
+    if args.text:
+        from irqlab.explain.export import write_text
+        progress.stage("writing ftrace text", total=res.trace.events)
+        out["text"] = _writing(args.text, lambda: write_text(
+            args.text, header, per_cpu, res.run.run_id, res.tick_hz, cmdlines, bar))
+    if args.perfetto:
+        from irqlab.explain.perfetto import write_perfetto
+        progress.stage("writing Perfetto trace", total=res.trace.events)
+        out["perfetto"] = _writing(args.perfetto, lambda: write_perfetto(
+            res, header, per_cpu, cmdlines, args.perfetto, bar))
+    return out

@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path, renderer
+from irqlab.cli.render import file_size, stage_progress
 from irqlab.importers import (AUTO, FORMATS, ImportFormatError, ParseOptions, parse_file,
                               run_names, sniff, store_runs)
 from irqlab.importers.base import read_text
-from irqlab.store import Store
+from irqlab.importers.validate import MAX_TICK_HZ
+from irqlab.store import open_store
 
 
 def _tag(text: str) -> tuple[str, str]:
@@ -21,12 +23,15 @@ def _tag(text: str) -> tuple[str, str]:
 
 
 def _positive(text: str) -> int:
-    try:
-        val = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if val <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    """A whole number 1 .. MAX_TICK_HZ in ASCII digits (1e30, '١', 10^30 refused)."""
+    t = text.strip()
+    shown = repr(text) if len(text) <= 40 else repr(text[:40]) + "…"
+    if not (t.isascii() and t.isdigit()):
+        raise argparse.ArgumentTypeError(f"{shown} is not a whole number: write digits "
+                                         f"0-9, e.g. 2000000000")
+    val = int(t) if len(t) <= 19 else MAX_TICK_HZ + 1
+    if not 1 <= val <= MAX_TICK_HZ:
+        raise argparse.ArgumentTypeError(f"{shown} is out of range: use 1-{MAX_TICK_HZ}")
     return val
 
 
@@ -69,22 +74,34 @@ def run(args: argparse.Namespace) -> int:
                            window_samples=args.window_samples)
     files: list[dict[str, Any]] = []
     batches = []
+    progress = stage_progress(args)     # bytes read, on a terminal only
+    progress.stage("reading", total=sum(file_size(p) for p in args.files), unit="bytes")
+    done = 0
     try:
         for path in args.files:
             fmt, sniffed = _choose(args.format, path)
             result = parse_file(fmt, path, options)
+            done += file_size(path)
+            progress.update(done, f"read {path.name}")
             names = run_names(result.runs, args.name)
             batches.append((result.runs, names))
             files.append({"file": str(path), "format": fmt, "sniffed": sniffed,
                           "skipped": len(result.skipped),
                           "skipped_lines": [str(e) for e in result.skipped]})
     except ImportFormatError as exc:
+        progress.close()
         raise UsageError(str(exc)) from None
+    progress.stage(f"storing {sum(len(r) for r, _n in batches)} run(s)")
     params = {"format": args.format, "files": [str(p) for p in args.files],
               "skip_bad": args.skip_bad, "tick_hz": args.tick_hz,
               "window_samples": args.window_samples}
-    with Store(db_path(args)) as store:
-        stored = store_runs(store, batches, dict(args.tag), params)
+    with open_store(db_path(args)) as store:
+        try:
+            stored = store_runs(store, batches, dict(args.tag), params)
+        except ImportFormatError as exc:
+            raise UsageError(str(exc)) from None
+        finally:
+            progress.close()
     out = renderer(args)
     k = 0
     for info, (runs, _names) in zip(files, batches):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import sys
 import time
 from pathlib import Path
@@ -17,9 +16,12 @@ from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
 from rich.table import Table
 
 from irqlab.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, db_path
+from irqlab.cli.common import db_ref
 from irqlab.cli.matrix import SUMMARY_COLUMNS, CellResult, run_matrix
+from irqlab.cli.render import json_line
 from irqlab.cli.scenario import ScenarioError, cell_id, load_scenario, value_text
-from irqlab.store import Store
+from irqlab.reports.tables import _md as md_cell   # the one markdown cell escaper
+from irqlab.store import open_store
 
 FORMATS = ("table", "markdown", "csv", "json")
 
@@ -28,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     m = sub.add_parser("matrix", help="run every cell of a scenario file (TOML) and "
                                       "tabulate the results")
     m.add_argument("file", type=Path, help="scenario file (see scenarios/ and docs/formats.md)")
-    m.add_argument("--db", type=Path, default=None, help="database file (default as irqlab run)")
+    m.add_argument("--db", type=db_ref, default=None, help="database file (default as irqlab run)")
     m.add_argument("--format", default="table", choices=FORMATS,
                    help="results as a terminal table (default), markdown, csv or JSON lines")
     m.add_argument("--resume", action="store_true",
@@ -85,12 +87,27 @@ def _cells(res: CellResult, keys: list[str]) -> list[str]:
     return vals
 
 
+def markdown_lines(header: list[str], rows: list[list[str]], notes: list[str], title: str,
+                   text_columns: int) -> list[str]:
+    """The results as a markdown table. Cells are escaped as compare's are: a cell value
+    (a load spec, a knob value, a note) may hold '|', which would split the row."""
+    lines = [f"### {md_cell(title)}", "", "latencies in ns", "",
+             "| " + " | ".join(md_cell(h) for h in header) + " |",
+             "|" + "|".join("---" if i < text_columns + 2 else "---:"
+                            for i in range(len(header))) + "|"]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
+    if notes:
+        lines.append("")
+        lines += [f"- {md_cell(n)}" for n in notes]
+    return lines
+
+
 def render(results: list[CellResult], keys: list[str], fmt: str, title: str,
            out=None) -> None:
     out = out or sys.stdout
     if fmt == "json":
         for res in results:
-            out.write(json.dumps(res.row(), default=str) + "\n")
+            out.write(json_line(res.row()) + "\n")
         return
     header, rows = _header(keys), [_cells(r, keys) for r in results]
     notes = [f"{cell_id(r.cell)}: {n}" for r in results for n in r.notes]
@@ -102,15 +119,8 @@ def render(results: list[CellResult], keys: list[str], fmt: str, title: str,
         out.write(buf.getvalue())
         return
     if fmt == "markdown":
-        out.write(f"### {title}\n\nlatencies in ns\n\n")
-        out.write("| " + " | ".join(header) + " |\n")
-        out.write("|" + "|".join("---" if i < len(keys) + 2 else "---:"
-                                 for i in range(len(header))) + "|\n")
-        for row in rows:
-            out.write("| " + " | ".join(row) + " |\n")
-        for n in notes:
-            out.write(f"\n- {n}")
-        out.write("\n" if notes else "")
+        lines = markdown_lines(header, rows, notes, title, len(keys))
+        out.write("".join(line + "\n" for line in lines))
         return
     table = Table(title=f"{title} (latencies in ns)")
     for i, col in enumerate(header):
@@ -131,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     progress = _Progress()
     started = time.monotonic()
     try:
-        with Store(db_path(args)) as store:
+        with open_store(db_path(args)) as store:
             results, interrupted = run_matrix(scn, store, progress, resume=args.resume)
     except KeyboardInterrupt:
         progress.close()

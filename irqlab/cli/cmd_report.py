@@ -9,9 +9,10 @@ from pathlib import Path
 
 from irqlab.cli.cmd_compare import add_run_args
 from irqlab.cli.common import EXIT_OK, UsageError, db_path, renderer
+from irqlab.cli.render import stage_progress
 from irqlab.reports.data import load_runs
 from irqlab.reports.select import select_runs
-from irqlab.store import Store
+from irqlab.store import Store, open_store
 
 REPORT_VERSION = 1
 
@@ -32,42 +33,70 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON line of what was written")
 
 
+class _WriteError(Exception):
+    """Writing one output failed; the message names the file the user asked for."""
+
+
 def _write(path: Path, data: bytes | str) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write via a temporary file and rename, so a reader never sees half a file; on any
+    failure the temporary file is removed and the error names ``path``."""
+    if path.is_dir():
+        raise _WriteError(f"{path} is a directory: give a file name, e.g. "
+                          f"{path / 'report.html'}")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    if isinstance(data, str):
-        tmp.write_text(data, encoding="utf-8")
-    else:
-        tmp.write_bytes(data)
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, str):
+            tmp.write_text(data, encoding="utf-8")
+        else:
+            tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise _WriteError(f"cannot write {path}: {exc.strerror or exc}; choose another "
+                          f"path") from None
 
 
 def run(args: argparse.Namespace) -> int:
     if args.output is None and args.png is None and args.svg is None:
         raise UsageError("nothing to write: pass -o report.html, --png DIR or --svg DIR")
+    # Refused before any work: an output that is a directory, plot folders that are files.
+    if args.output is not None and args.output.is_dir():
+        raise UsageError(f"-o {args.output} is a directory: give a file name, e.g. "
+                         f"-o {args.output / 'report.html'}")
+    for opt, folder in (("--png", args.png), ("--svg", args.svg)):
+        if folder is not None and folder.exists() and not folder.is_dir():
+            raise UsageError(f"{opt} {folder} is a file: give a directory")
     started = time.monotonic()
-    with Store(db_path(args), read_only=True) as store:
+    with open_store(db_path(args), read_only=True) as store:
         runs = load_runs(store, select_runs(store, args.runs))
     # Imported here: matplotlib takes ~0.5 s to import, other commands need not pay it.
     from irqlab.reports.html import build_report
+    progress = stage_progress(args)     # plots, on a terminal only
     try:
+        progress.stage(f"plotting {len(runs)} run(s)")
         text, plots = build_report(runs, args.threshold, args.title)
         written: list[str] = []
         for folder, ext in ((args.png, "png"), (args.svg, "svg")):
             if folder is None:
                 continue
-            for plot in plots:
+            progress.stage(f"writing {ext.upper()} plots", total=len(plots))
+            for i, plot in enumerate(plots):
                 target = folder / f"{plot.name}.{ext}"
                 _write(target, plot.png() if ext == "png" else plot.svg())
                 written.append(str(target))
+                progress.update(i + 1)
         size = 0
         if args.output is not None:
             _write(args.output, text)
             size = len(text.encode("utf-8"))
-    except OSError as exc:
-        raise UsageError(f"cannot write {exc.filename}: {exc.strerror}; choose another "
-                         f"path") from exc
+    except _WriteError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        progress.close()
     renderer(args).report({"type": "report", "version": REPORT_VERSION,
                            "path": str(args.output) if args.output else None,
                            "bytes": size, "plots": len(plots),

@@ -10,56 +10,109 @@ from typing import Any
 from irqlab.cli.common import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, add_db_json,
                                count, db_path, duration, renderer)
 from irqlab.cli.hook_options import add_arguments as add_hook_options, hooks_from_args
-from irqlab.store import Store
+from irqlab.store import is_url, open_store
 
 NAME = "run"
 
 
+# The end of `irqlab run --help`, like rtla timerlat hist's: what people type first.
+EXAMPLES = """\
+examples:
+  irqlab run
+      the x86-64 probe in QEMU (KVM if it boots, else TCG), 1 ms period, 30 s
+  irqlab run --accel tcg --icount --samples 2000 --window 1s
+      deterministic emulated run: same build and arguments, same latencies
+  irqlab run --inject-irqoff 2ms --inject-every 100
+      self-check: every 100th sample, and only those, must show a 2 ms delay
+  irqlab run --target native --cpus 1-2 --priority 95 --duration 1m
+      cyclictest-class probe on this host, one SCHED_FIFO thread per CPU
+  irqlab run --target xen --xen-sched credit2 --neighbour cpu
+      the arm64 probe as a dom0less Xen domU beside a CPU-bound domain
+  irqlab run --target guest,native --duration 10s
+      two targets one after another, one comparison table
+  irqlab run --load cpu:cpus=1 --pin 1 --prio 80 --trace --name loaded
+      with a CPU load and the vCPU pinned at SCHED_FIFO 80, host events captured
+      for `irqlab explain loaded`
+  irqlab run --samples 10000 --json | jq 'select(.type == "summary")'
+      machine-readable: versioned JSON lines (docs/formats.md section 4)
+"""
+
+
 def register(sub: argparse._SubParsersAction) -> None:
+    """The options in groups (target, timing, statistics, each target's own, loads and
+    knobs, output): names, defaults and behaviour are those of the flat list they were,
+    only `--help` reads differently (users' scripts rely on the options)."""
     from irqlab.targets import SUITES, TARGETS
 
-    r = sub.add_parser("run", help="measure timer-interrupt latency")
-    r.add_argument("--target", default="guest", type=_targets, metavar="TARGET[,TARGET]",
-                   help="what to measure: " + "; ".join(f"{t.name} ({t.help})"
-                                                       for t in TARGETS.values())
-                   + "; a comma list or a suite (" + ", ".join(SUITES) + ") runs them one "
-                   "after another as one suite and prints a comparison table")
-    r.add_argument("--period", type=duration, default=1_000_000, metavar="DUR",
-                   help="timer period (default 1ms)")
-    bound = r.add_mutually_exclusive_group()
+    r = sub.add_parser("run", help="measure timer-interrupt latency",
+                       description="Measure timer-interrupt latency window by window,\n"
+                                   "store every sample and print a summary.",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    target = r.add_argument_group("target")
+    target.add_argument("--target", default="guest", type=_targets, metavar="TARGET[,TARGET]",
+                        help="what to measure: "
+                        + "; ".join(f"{t.name} ({t.help})" for t in TARGETS.values())
+                        + "; a comma list or a suite (" + ", ".join(SUITES) + ") runs them "
+                        "one after another as one suite and prints a comparison table")
+    timing = r.add_argument_group("timing")
+    timing.add_argument("--period", type=duration, default=1_000_000, metavar="DUR",
+                        help="timer period (default 1ms)")
+    bound = timing.add_mutually_exclusive_group()
     bound.add_argument("--duration", type=duration, default=None, metavar="DUR",
                        help="run length (default 30s)")
     bound.add_argument("--samples", type=count, default=None, metavar="N",
                        help="stop after N samples")
-    r.add_argument("--window", type=duration, default=10_000_000_000, metavar="DUR",
-                   help="statistics window (default 10s)")
-    r.add_argument("--threshold", type=duration, default=30_000, metavar="DUR",
-                   help="latency threshold counted per window (default 30us)")
-    r.add_argument("--warmup", type=count, default=1, metavar="N",
-                   help="windows left out of warm max (default 1)")
-    r.add_argument("--boot-timeout", type=duration, default=30_000_000_000, metavar="DUR",
-                   help="give up on an accelerator when the probe has not started (30s)")
-    r.add_argument("--stall-timeout", type=duration, default=None, metavar="DUR",
-                   help="watchdog: fail when no sample arrives for DUR (default "
-                        "max(3s, 20 periods); xen: max(10s, 40 periods))")
-    r.add_argument("--name", default=None, help="run name (later commands accept it)")
-    r.add_argument("--trace", action="store_true",
-                   help="capture host kernel events (private tracefs instance) for "
-                        "`irqlab explain`")
+    timing.add_argument("--boot-timeout", type=duration, default=30_000_000_000,
+                        metavar="DUR",
+                        help="give up on an accelerator when the probe has not started (30s)")
+    timing.add_argument("--stall-timeout", type=duration, default=None, metavar="DUR",
+                        help="watchdog: fail when no sample arrives for DUR (default "
+                             "max(3s, 20 periods); xen: max(10s, 40 periods))")
+    stats = r.add_argument_group("statistics")
+    stats.add_argument("--window", type=duration, default=10_000_000_000, metavar="DUR",
+                       help="statistics window (default 10s)")
+    stats.add_argument("--threshold", type=duration, default=30_000, metavar="DUR",
+                       help="latency threshold counted per window (default 30us)")
+    stats.add_argument("--warmup", type=count, default=1, metavar="N",
+                       help="windows left out of warm max (default 1)")
     _register_target_options(r)
-    add_hook_options(r)  # --load, --knob and one option per knob (irqlab.cli.hook_options)
-    add_db_json(r)
+    # --load, --knob and one option per knob (irqlab.cli.hook_options).
+    add_hook_options(r.add_argument_group("loads and knobs"))
+    output = r.add_argument_group("output and recording")
+    output.add_argument("--name", default=None, help="run name (later commands accept it)")
+    output.add_argument("--trace", action="store_true",
+                        help="capture host kernel events (private tracefs instance) for "
+                             "`irqlab explain`")
+    add_db_json(output)
+
+
+def target_option_groups() -> list[tuple[str, str | None, list[tuple[Any, list[str]]]]]:
+    """(title, description, [(option, names of the targets taking it)]) for `run --help`:
+    options several targets take in one shared group whose lines name the targets, then
+    one group per target with its own options and the shared ones it also takes
+    (irqlab.targets declares who takes what)."""
+    from irqlab.targets import TARGETS, all_options
+
+    every = list(all_options().values())
+    groups: list[tuple[str, str | None, list[tuple[Any, list[str]]]]] = [
+        ("target options shared by several targets ([the targets that take it])", None,
+         [(opt, names) for opt, names in every if len(names) > 1])]
+    for name in TARGETS:
+        also = [opt.flag for opt, names in every if name in names and len(names) > 1]
+        desc = f"also takes {', '.join(also)} (shared, above)" if also else None
+        groups.append((f"{name} options (--target {name})", desc,
+                       [(opt, names) for opt, names in every if names == [name]]))
+    return groups
 
 
 def _register_target_options(r: argparse.ArgumentParser) -> None:
-    """Each target's own options (irqlab.targets), once each, saying who takes them."""
-    from irqlab.targets import all_options
-
-    group = r.add_argument_group("target options (each applies to the targets named)")
-    for opt, names in all_options().values():
-        kwargs = dict(opt.kwargs)
-        kwargs["help"] = f"[{', '.join(names)}] {kwargs.get('help', '')}".rstrip()
-        group.add_argument(opt.flag, dest=opt.dest, default=None, **kwargs)
+    """Each target option once (irqlab.targets), in the group of who takes it."""
+    for title, desc, options in target_option_groups():
+        group = r.add_argument_group(title, desc)
+        for opt, names in options:
+            kwargs = dict(opt.kwargs)
+            kwargs["help"] = f"[{', '.join(names)}] {kwargs.get('help', '')}".rstrip()
+            group.add_argument(opt.flag, dest=opt.dest, default=None, **kwargs)
 
 
 def _target_given(args: argparse.Namespace, targets: list[str]) -> list[dict[str, Any]]:
@@ -94,6 +147,11 @@ def _check_common(args: argparse.Namespace, targets: list[str]) -> int | None:
                              f"{floor // 1000}us or more")
     if args.samples == 0:
         raise UsageError("--samples must be at least 1")
+    # Issue 20: a zero timeout would fail every boot (or every run) later, with exit 1.
+    if args.boot_timeout <= 0:
+        raise UsageError("--boot-timeout must be more than 0, e.g. --boot-timeout 30s")
+    if args.stall_timeout is not None and args.stall_timeout <= 0:
+        raise UsageError("--stall-timeout must be more than 0, e.g. --stall-timeout 5s")
     duration_ns = args.duration
     if duration_ns is None and args.samples is None:
         duration_ns = 30_000_000_000
@@ -112,6 +170,9 @@ def build_hooks(args: argparse.Namespace, db: Path) -> list[Any]:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.trace:
+        if is_url(db):
+            raise UsageError("--trace keeps its capture beside a database file: use --db "
+                             "FILE, then `irqlab push` the run to the lab store")
         from irqlab.trace.capture import TraceHook
         hooks.append(TraceHook(db, args.period))
     return hooks
@@ -122,7 +183,7 @@ def run_configs(args: argparse.Namespace, db: Path | None = None) -> list:
     (exit 2 on the first problem, before anything starts); a suite's runs are named
     ``<suite>-<target>`` and carry ``suite`` and ``cell``."""
     from irqlab.measure import RunConfig
-    from irqlab.targets import TargetUsageError, get_target
+    from irqlab.targets import CAPABILITIES, TargetUsageError, get_target
 
     targets = args.target.split(",")
     duration_ns = _check_common(args, targets)
@@ -138,8 +199,15 @@ def run_configs(args: argparse.Namespace, db: Path | None = None) -> list:
         except TargetUsageError as exc:
             raise UsageError(str(exc) if suite is None else f"--target {name}: {exc}") \
                 from None
+        hooks = build_hooks(args, db)
+        for hook in hooks:
+            # A hook that runs only somewhere (e.g. inside a Xen dom0) refuses the others.
+            if hook.requires is not None and hook.requires not in options.capabilities():
+                raise UsageError(f"{hook.name} needs {CAPABILITIES[hook.requires]}; this "
+                                 f"--target {name} run has no such thing: drop it or run "
+                                 f"with that")
         out.append(RunConfig(
-            target=name, options=options, hooks=build_hooks(args, db),
+            target=name, options=options, hooks=hooks,
             period_ns=args.period, duration_ns=duration_ns, samples=args.samples,
             window_ns=args.window, threshold_ns=args.threshold, warmup=args.warmup,
             name=args.name if suite is None else f"{suite}-{name}",
@@ -166,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
     out = renderer(args)
     if len(cfgs) > 1:
         return _run_suite(cfgs, out, args)
-    with Store(db_path(args)) as store:
+    with open_store(db_path(args)) as store:
         try:
             result = measure(cfgs[0], store, out)
         finally:
@@ -195,7 +263,7 @@ def _run_suite(cfgs: list, out, args: argparse.Namespace) -> int:
         if args.json:
             out.summary(result.summary)  # one summary line per target
 
-    with Store(db_path(args)) as store:
+    with open_store(db_path(args)) as store:
         try:
             suite = run_suite(cfgs, store, out, after_run=after_run)
         finally:

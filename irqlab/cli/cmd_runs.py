@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from irqlab.cli.common import EXIT_OK, add_db_json, db_path, renderer
-from irqlab.stats.fields import LIST_TABLE
-from irqlab.store import Store
+from irqlab.stats.fields import LIST_TABLE, make_summary
+from irqlab.store import Store, open_store
 
 def register_list(sub: argparse._SubParsersAction) -> None:
     ls = sub.add_parser("list", help="list stored runs")
@@ -29,23 +28,24 @@ def _list_row(row) -> dict[str, Any]:
             "status": row.status, **figs, "source": row.source, "kind": row.kind}
 
 def run_list(args: argparse.Namespace) -> int:
-    path = db_path(args)
-    if not Path(path).exists():
-        rows = []
-    else:
-        with Store(path, read_only=True) as store:
-            rows = [_list_row(r) for r in store.runs()]
+    # A missing database is an error, as in `show` (read_only refuses it, one line).
+    with open_store(db_path(args), read_only=True) as store:
+        rows = [_list_row(r) for r in store.runs()]
     renderer(args).run_list(rows)
     return EXIT_OK
 
 def run_show(args: argparse.Namespace) -> int:
-    with Store(db_path(args), read_only=True) as store:
+    with open_store(db_path(args), read_only=True) as store:
         row = store.resolve(args.run)
         windows = store.windows(row.run_id)
-    summary = row.summary or {"type": "summary", "run_id": row.run_id, "name": row.name,
-                              "target": row.target, "status": row.status,
-                              "message": "run has no summary yet (still running, or irqlab "
-                                         "was killed before it could write one)"}
+    # A run without a summary (still running) shows every summary key, unknown ones None.
+    summary = row.summary or make_summary(row.run_id, row.name, {
+        "target": row.target, "arch": row.arch, "accel": row.accel,
+        "emulated": row.emulated, "status": row.status, "tick_hz": row.tick_hz,
+        "period_ns": row.period_ns, "threshold_ns": row.threshold_ns,
+        "samples": None, "above_threshold": None,
+        "message": row.message or "run has no summary yet (still running, or irqlab was "
+                                  "killed before it could write one)"})
     meta = row.metadata
     host = meta.get("host", {})
     probe = meta.get("probe", {})

@@ -18,6 +18,8 @@ from irqlab.store import Store
 # (heading, summary key) of the results table, from the catalog (irqlab.stats.fields).
 SUMMARY_COLUMNS = [(c.heading, c.key) for c in MATRIX_TABLE]
 
+CELL_VERSION = 1   # of the {"type": "cell"} line (docs/formats.md section 5)
+
 
 class MatrixObserver(Protocol):
     def cell_started(self, index: int, total: int, cell: dict[str, Any]) -> None: ...
@@ -37,9 +39,10 @@ class CellResult:
 
     def row(self) -> dict[str, Any]:
         """The JSON object of a cell: its keys, then its run's summary keys."""
-        out: dict[str, Any] = {"type": "cell", **self.cell}
+        # The cell line has a version of its own; the summary's "version" is not it.
+        out: dict[str, Any] = {"type": "cell", "version": CELL_VERSION, **self.cell}
         for key, val in self.summary.items():
-            if key not in out and key != "type":
+            if key not in out and key not in ("type", "version"):
                 out[key] = val
         out["resumed"] = self.resumed
         out["notes"] = self.notes

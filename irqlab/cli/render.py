@@ -6,15 +6,19 @@ decides where they go. Machine output is versioned JSON lines (docs/formats.md s
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
 import sys
 from typing import Any, TextIO
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
+from irqlab.cli.safe_text import EscapeControls
 from irqlab.durations import format_ns
 from irqlab.reports import tables as compare_tables
 from irqlab.stats.fields import (IMPORTED_ROWS, LIST_TABLE, NOTE_FIELDS, SUITE_TABLE,
@@ -24,8 +28,29 @@ EMULATED_BANNER = ("EMULATED: these latencies come from {accel}; they show the p
                    "works, not what hardware-assisted virtualisation or bare metal would give.")
 
 
+# Version of each JSON line type (docs/formats.md section 4; schemas in docs/schema/).
+# A type's version goes up when one of its keys changes meaning or goes away; added keys
+# keep it. Types whose builder lives elsewhere carry their own constant (summary: fields.py,
+# compare: reports/compare.py, check, report, explain, model, push); the renderer stamps the
+# others here, so no line leaves without one.
+LINE_VERSIONS: dict[str, int] = {"window": 1, "run": 1, "bench": 1, "suite": 1,
+                                 "import": 1, "cell": 1}
+
+
+def versioned(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with ``type`` and ``version`` as its first two keys (a version it already
+    has is kept: its builder owns it)."""
+    kind = obj["type"]
+    version = obj.get("version", LINE_VERSIONS.get(kind))
+    if version is None:
+        raise KeyError(f"JSON line type {kind!r} has no version (add it to LINE_VERSIONS)")
+    rest = {k: v for k, v in obj.items() if k not in ("type", "version")}
+    return {"type": kind, "version": version, **rest}
+
+
 def json_line(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, sort_keys=False, default=str)
+    """One JSON line: every machine-readable line of every command goes through here."""
+    return json.dumps(versioned(obj), sort_keys=False, default=str)
 
 
 def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
@@ -122,12 +147,14 @@ class HumanRenderer(Renderer):
         self.console = console or Console(
             highlight=False, soft_wrap=True,
             width=None if sys.stdout.isatty() else 200)
+        # Names and foreign text are data: control characters shown escaped.
+        self.console.push_render_hook(EscapeControls())
         self._progress: Progress | None = None
         self._task = None
 
     def on_started(self, info: dict[str, Any]) -> None:
         c = self.console
-        c.print(f"run {info['run_id']} [bold]{info['name']}[/]: accel {info['accel']}, "
+        c.print(f"run {info['run_id']} [bold]{escape(info['name'])}[/]: accel {info['accel']}, "
                 f"timer {info['timer_mode']}, idle {info['idle']}, "
                 f"{info['tick_hz']} Hz ticks ({info['tick_method']})", markup=True)
         if info.get("emulated"):
@@ -149,7 +176,7 @@ class HumanRenderer(Renderer):
             self._progress.update(self._task, completed=fraction, description=detail)
 
     def on_notice(self, text: str) -> None:
-        self.console.print(f"[yellow]{text}[/]")
+        self.console.print(Text(text, style="yellow"))   # foreign text: never markup
 
     def _stop_progress(self) -> None:
         if self._progress is not None:
@@ -159,11 +186,11 @@ class HumanRenderer(Renderer):
     def summary(self, summary: dict[str, Any]) -> None:
         self._stop_progress()
         title = (f"run {summary['run_id']} {summary['name']} — {summary['status']} "
-                 f"({summary['accel']}, period {format_ns(summary['period_ns'])})")
+                 f"({summary.get('accel')}, period {format_ns(summary.get('period_ns'))})")
         if summary.get("source") not in (None, "irqlab"):
             title = (f"run {summary['run_id']} {summary['name']} — imported "
                      f"({summary['source']}, {summary.get('kind', 'latency')})")
-        table = Table(title=title, show_header=False)
+        table = Table(title=Text(title), show_header=False)   # names are data, not markup
         table.add_column("statistic")
         table.add_column("value", justify="right")
         for label, text in summary_lines(summary):
@@ -175,7 +202,7 @@ class HumanRenderer(Renderer):
             self.console.print(line, markup=False)
         if summary.get("message"):
             style = "red" if summary["status"] == "failed" else "yellow"
-            self.console.print(f"[{style}]{summary['message']}[/]", markup=True)
+            self.console.print(Text(str(summary["message"]), style=style))
         if summary.get("emulated"):
             self.console.print("[yellow]" + EMULATED_BANNER.format(accel=summary["accel"])
                                + "[/]")
@@ -187,8 +214,8 @@ class HumanRenderer(Renderer):
         for c in LIST_TABLE:
             table.add_column(c.heading)
         for r in rows:
-            table.add_row(str(r["run_id"]), r["name"], r["started_at"][:19], r["target"],
-                          r["accel"] or "—", r["status"],
+            table.add_row(str(r["run_id"]), Text(r["name"]), r["started_at"][:19],
+                          Text(r["target"]), Text(r["accel"] or "—"), Text(r["status"]),
                           *(_value_text(r[c.key], c.key) for c in LIST_TABLE))
         self.console.print(table)
 
@@ -286,6 +313,84 @@ class HumanRenderer(Renderer):
 
     def close(self) -> None:
         self._stop_progress()
+
+
+class StageProgress:
+    """Progress of a long command (explain, import, report) in stages, on stderr: the
+    interface every command reports through; this base class shows nothing (--json, a
+    pipe, a log file: stdout and stderr stay free of bars and escape sequences)."""
+
+    def stage(self, name: str, total: float | None = None, unit: str = "") -> None:
+        """A new stage (the previous one ends): a bar when ``total`` is known, else a
+        spinner; ``unit`` names what is counted (bytes are shown as MB)."""
+
+    def update(self, done: float, detail: str = "") -> None:
+        """How far the current stage is (absolute, in its unit)."""
+
+    def close(self) -> None:
+        """Remove the bars (they are transient: the command's output stays clean)."""
+
+    def __enter__(self) -> "StageProgress":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class TerminalProgress(StageProgress):
+    """rich bars and spinners on stderr (a terminal)."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        from rich.progress import (DownloadColumn, MofNCompleteColumn, SpinnerColumn,
+                                   TimeElapsedColumn)
+        self.console = console or Console(stderr=True, highlight=False)
+        self._columns = {
+            "bar": (TextColumn("{task.description}"), BarColumn(),
+                    TextColumn("{task.percentage:>3.0f}%"), MofNCompleteColumn(),
+                    TimeRemainingColumn()),
+            "bytes": (TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                      TimeRemainingColumn()),
+            "spin": (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn()),
+        }
+        self._bar: Progress | None = None
+        self._task: Any = None
+        # An exception the command does not catch (Ctrl-C) must not leave a bar behind.
+        atexit.register(self.close)
+
+    def stage(self, name: str, total: float | None = None, unit: str = "") -> None:
+        self.close()
+        kind = "spin" if total is None else "bytes" if unit == "bytes" else "bar"
+        self._bar = Progress(*self._columns[kind], console=self.console, transient=True)
+        self._task = self._bar.add_task(name, total=total)
+        self._bar.start()
+
+    def update(self, done: float, detail: str = "") -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done,
+                             **({"description": detail} if detail else {}))
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+def file_size(path: Any) -> int:
+    """Bytes of a file for a progress total (0 when it cannot be read: the command says
+    why itself)."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def stage_progress(args: Any) -> StageProgress:
+    """Bars only for a person watching: not with --json, not when stderr is not a
+    terminal (``IRQLAB_PROGRESS=0`` turns them off too)."""
+    if getattr(args, "json", False) or not sys.stderr.isatty() \
+            or os.environ.get("IRQLAB_PROGRESS") == "0":
+        return StageProgress()
+    return TerminalProgress()
 
 
 class LinesRenderer(Renderer):

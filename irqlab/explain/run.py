@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -17,6 +17,21 @@ from irqlab.trace.archive import trace_file_for
 from irqlab.trace.ringbuf import heap_reuse
 
 
+class Progress(Protocol):
+    """Where explain says how far it is (the CLI shows it on a terminal)."""
+
+    def stage(self, name: str, total: float | None = None, unit: str = "") -> None: ...
+    def update(self, done: float, detail: str = "") -> None: ...
+
+
+class _Silent:
+    def stage(self, name: str, total: float | None = None, unit: str = "") -> None:
+        pass
+
+    def update(self, done: float, detail: str = "") -> None:
+        pass
+
+
 @dataclass
 class Explained:
     run: RunRow
@@ -27,6 +42,9 @@ class Explained:
     selected_by: str
     tick_hz: int
     explainer: Explainer
+    # Every stored sample (not only the explained ones), for the exports' sample track:
+    # seq, latency_tick, and deadline/entry in host trace ticks.
+    all_samples: dict[str, np.ndarray] = field(default_factory=dict)
 
     def ns(self, tick: int) -> int:
         return round(tick * 1e9 / self.tick_hz)
@@ -50,12 +68,18 @@ def _samples(store: Store, run_id: int) -> dict[str, np.ndarray]:
 
 
 def explain_run(store: Store, ref: str, threshold_ns: int | None = None,
-                top: int | None = None, sample: int | None = None) -> Explained:
+                top: int | None = None, sample: int | None = None,
+                progress: Progress | None = None) -> Explained:
+    progress = progress or _Silent()
     run = store.resolve(ref)
     if not run.tick_hz:
         raise StoreError(f"run {run.run_id} has no tick rate (it never ran)")
     with heap_reuse():
-        trace = load_capture(capture_path(store, run))
+        path = capture_path(store, run)
+        # One C call decodes the pages: a spinner (its size says how long to expect).
+        progress.stage(f"decoding capture ({path.stat().st_size / 1e6:.1f} MB gzip)")
+        trace = load_capture(path)
+        progress.stage(f"building timelines ({trace.events:,} events)")
         ex = Explainer(trace)
     s = _samples(store, run.run_id)
     seq = s["seq"].astype(np.int64)
@@ -64,6 +88,7 @@ def explain_run(store: Store, ref: str, threshold_ns: int | None = None,
     lat = en - dl
     vcpu_tid = ex.vcpus[0] if ex.vcpus else None
     vcpu_tl = ex.threads.get(vcpu_tid) if vcpu_tid is not None else None
+    progress.stage(f"mapping clocks ({len(seq):,} samples)")
     clock = fit_clock(trace, seq, en, run.accel or "", vcpu_tl, deadline=dl,
                       vcpu_tid=vcpu_tid)
     tick_hz = int(run.tick_hz)
@@ -83,11 +108,19 @@ def explain_run(store: Store, ref: str, threshold_ns: int | None = None,
         clock = refine_with_causality(clock, vcpu_tl, en)
     clock = check_causality(clock, seq, en)
     host_dl, host_en = clock.to_host(dl[idx]), clock.to_host(en[idx])
-    atts = [ex.explain(int(seq[i]), int(a), int(b), int(lat[i]), deadline_tick=int(dl[i]))
-            for i, a, b in zip(idx.tolist(), host_dl.tolist(), host_en.tolist())]
+    progress.stage("attributing samples", total=len(idx))
+    atts = []
+    for k, (i, a, b) in enumerate(zip(idx.tolist(), host_dl.tolist(), host_en.tolist())):
+        atts.append(ex.explain(int(seq[i]), int(a), int(b), int(lat[i]),
+                               deadline_tick=int(dl[i])))
+        if k % 64 == 0:
+            progress.update(k + 1)
+    progress.update(len(atts))
     for att in atts:
         att.notes.extend(clock.violations.get(att.seq, []))
-    return Explained(run, trace, clock, atts, aggregate(atts), how, tick_hz, ex)
+    every = {"seq": seq, "latency_tick": lat, "host_deadline": clock.to_host(dl),
+             "host_entry": clock.to_host(en)}
+    return Explained(run, trace, clock, atts, aggregate(atts), how, tick_hz, ex, every)
 
 
 def as_json(res: Explained) -> dict[str, Any]:

@@ -14,7 +14,9 @@ from pathlib import Path
 from irqlab.importers import (cyclictest, irqlab_console, jitterdebugger, net_rtt, rt_eval,
                               rtla, stress_ng, tbm, tscdeadline)
 from irqlab.importers.base import (Format, ImportFormatError, ParsedRun, ParseOptions,
-                                   ParseResult, read_text)
+                                   ParseResult, current_line, read_text,
+                                   reset_line)
+from irqlab.importers.validate import validate_run
 from irqlab.importers.ingest import StoredRun, run_names, store_runs
 
 FORMATS: dict[str, Format] = {f.name: f for f in (
@@ -52,15 +54,23 @@ def sniff(text: str) -> tuple[str, int] | None:
 
 def parse_text(fmt: str, path: str, text: str, options: ParseOptions) -> ParseResult:
     """Parse text as `fmt`; raises ImportFormatError, never anything else on bad input."""
+    reset_line()
     try:
-        return FORMATS[fmt].parse(path, text, options)
+        result = FORMATS[fmt].parse(path, text, options)
+        for run in result.runs:
+            validate_run(run)          # every number in range, before anything uses it
+        return result
     except ImportFormatError:
         raise
-    except (ValueError, TypeError, KeyError, IndexError, OverflowError,
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError, ArithmeticError,
             AttributeError, RecursionError) as exc:
-        # A shape no rule anticipated: still a clean, located error, never a traceback.
-        raise ImportFormatError(path, None, f"{fmt} input ({type(exc).__name__}: {exc})") \
-            from exc
+        # A shape no rule anticipated: still a clean error, located at the line being
+        # read when it happened, never a traceback.
+        text_exc = str(exc)
+        if len(text_exc) > 160:
+            text_exc = text_exc[:160] + "…"
+        raise ImportFormatError(path, current_line(), f"{fmt} input ({type(exc).__name__}: "
+                                f"{text_exc})") from None
 
 
 def parse_file(fmt: str, path: Path, options: ParseOptions) -> ParseResult:

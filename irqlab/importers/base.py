@@ -95,6 +95,26 @@ def strip_quote(text: str) -> str:
     return _QUOTE.sub("", text, count=1)
 
 
+# The line a Lines iterator handed out last: where an unanticipated error is reported
+# (irqlab.importers.parse_text). Imports run one at a time in a process.
+_CURRENT_LINE: int | None = None
+
+
+def current_line() -> int | None:
+    return _CURRENT_LINE
+
+
+def reset_line() -> None:
+    global _CURRENT_LINE
+    _CURRENT_LINE = None
+
+
+def at_line(line: int) -> None:
+    """Say which line is being read, for parsers that do not iterate with Lines."""
+    global _CURRENT_LINE
+    _CURRENT_LINE = line
+
+
 class Lines:
     """Numbered lines of a file with the --skip-bad bookkeeping in one place."""
 
@@ -105,7 +125,9 @@ class Lines:
         self.skipped: list[ImportFormatError] = []
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
+        global _CURRENT_LINE
         for i, line in enumerate(self.lines, start=1):
+            _CURRENT_LINE = i
             yield i, line
 
     def bad(self, line: int, expected: str, got: str) -> None:
@@ -120,8 +142,23 @@ class Lines:
         raise ImportFormatError(self.path, line, expected, got)
 
 
+# Parsed integers beyond this are refused where they are read (ValueError -> a located
+# error): nothing an importer stores needs more, and huge digit runs stay cheap.
+MAX_PARSED = 10**18
+
+
+def _bounded(value: int, text: str) -> int:
+    if not -MAX_PARSED <= value <= MAX_PARSED:
+        shown = text if len(text) <= 30 else text[:30] + "…"
+        raise ValueError(f"number {shown} is out of range (at most {MAX_PARSED:.0e})")
+    return value
+
+
 def to_int(text: str) -> int:
-    return int(text)
+    t = text.strip()
+    if len(t.lstrip("+-0")) > 19:
+        return _bounded(10 * MAX_PARSED + 1, t)
+    return _bounded(int(t), t)
 
 
 def decimal_to_int(text: str, scale: int) -> int:
@@ -129,12 +166,15 @@ def decimal_to_int(text: str, scale: int) -> int:
     digits round half away from zero."""
     sign = -1 if text.startswith("-") else 1
     whole, _, frac = text.lstrip("+-").partition(".")
+    if len(whole.lstrip("0")) > 19 or not (whole + frac).isascii():
+        raise ValueError(f"number {text[:30]!r} is out of range")
+    frac = frac[:30]            # finer digits than 30 change nothing but the time
     digits = len(str(scale)) - 1          # scale is a power of ten
     head, tail = (frac + "0" * digits)[:digits], frac[digits:]
     value = int(whole or "0") * scale + (int(head) if head else 0)
     if tail and int(tail[0]) >= 5:
         value += 1
-    return sign * value
+    return _bounded(sign * value, text)
 
 
 def us_to_ns(text: str) -> int:

@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from irqlab.importers.base import (ImportFormatError, Lines, ParsedRun, ParseOptions,
-                                   ParseResult, Series)
+                                   ParseResult, Series, to_int)
 
 _T_LINE = re.compile(r"^T:\s*(\d+)\s*\(\s*(\d+)\)\s*P:\s*(\d+)\s*I:\s*(\d+)\s*C:\s*(\d+)\s*"
                      r"Min:\s*(-?\d+)\s*Act:\s*(-?\d+)\s*Avg:\s*(-?\d+)\s*Max:\s*(-?\d+)")
@@ -66,7 +66,7 @@ def _parse_json(src: Lines, text: str) -> ParseResult:
                 raise ImportFormatError(src.path, None, f"thread {tid}: histogram counts "
                                         f"<= cycles ({sum(hist.values())} > {cycles})")
             if over:
-                lower = int(m.group(1)) if m else max(hist) + 1
+                lower = to_int(m.group(1)) if m else max(hist) + 1
                 buckets.append((lower * unit, None, over))
         series = Series(buckets=buckets, resolution_ns=unit, count=cycles,
                         min_ns=vmin * unit, max_ns=vmax * unit, mean_ns=avg * unit,
@@ -99,13 +99,13 @@ def _parse_text(src: Lines) -> ParseResult:
             in_hist = True
             continue
         if in_hist and (m := _HIST_ROW.match(line)):
-            rows[int(m.group(1))] = [int(x) for x in m.group(2).split()]
+            rows[to_int(m.group(1))] = [to_int(x) for x in m.group(2).split()]
             continue
         if (m := _HDR.match(line)):
-            hdr[m.group(1)] = [int(x) for x in m.group(2).split()]
+            hdr[m.group(1)] = [to_int(x) for x in m.group(2).split()]
             continue
         if (m := _OVF_THREAD.match(line)):
-            ovf_cycles[int(m.group(1))] = [int(x) for x in m.group(2).split()]
+            ovf_cycles[to_int(m.group(1))] = [to_int(x) for x in m.group(2).split()]
             continue
         if _T_START.match(line):
             m = _T_LINE.match(line)
@@ -113,7 +113,7 @@ def _parse_text(src: Lines) -> ParseResult:
                 src.bad(lineno, "a cyclictest line 'T: N (TID) P: N I: N C: N Min: N "
                                 "Act: N Avg: N Max: N'", line)
                 continue
-            vals = [int(x) for x in m.groups()]
+            vals = [to_int(x) for x in m.groups()]
             tlines[vals[0]] = (lineno, vals)   # the last refresh of a thread wins
             continue
         if in_hist and line and not line.startswith("#"):

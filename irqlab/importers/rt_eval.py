@@ -24,7 +24,8 @@ import math
 import re
 from typing import Any
 
-from irqlab.importers.base import Lines, ParsedRun, ParseOptions, ParseResult, strip_quote
+from irqlab.importers.base import (Lines, ParsedRun, ParseOptions, ParseResult, at_line,
+                                   strip_quote, to_int)
 
 DEFAULT_WINDOW_SAMPLES = 1024
 _MAX_JOIN = 8   # extra physical lines one record may be wrapped over (mail archives)
@@ -60,7 +61,8 @@ class _Record:
 
     def __init__(self, m: re.Match[str], line: int, ts: float | None, driver: str | None,
                  dev: str | None) -> None:
-        g = [None if x is None else int(x) for x in m.groups()]
+        at_line(line)           # an out-of-range number is reported at this line
+        g = [None if x is None else to_int(x) for x in m.groups()]
         self.line, self.ts, self.driver, self.dev = line, ts, driver, dev
         self.mean, self.stddev = (g[0], g[1]), (g[2], g[3])
         self.dmin = (g[4], g[5]) if g[4] is not None else None
@@ -208,9 +210,9 @@ def _parse(fmt: str, path: str, text: str, options: ParseOptions) -> ParseResult
         if (m := _FREQ.search(line)):
             if cur.records:
                 close()
-            cur.freq, cur.period_printed_ns = int(m.group(1)), int(m.group(2))
+            cur.freq, cur.period_printed_ns = to_int(m.group(1)), to_int(m.group(2))
         if (m := _ALARM.search(line)):
-            cur.alarm_ticks = int(m.group(1))
+            cur.alarm_ticks = to_int(m.group(1))
         at = _MEAN_AT.search(line)
         pre = _PREFIX.match(line[:at.start()]) if at else None
         if not at or not pre:

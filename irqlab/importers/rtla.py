@@ -24,7 +24,8 @@ from __future__ import annotations
 import math
 import re
 
-from irqlab.importers.base import Lines, ParsedRun, ParseOptions, ParseResult, Series
+from irqlab.importers.base import (Lines, ParsedRun, ParseOptions, ParseResult, Series,
+                                   to_int)
 
 _UNIT = re.compile(r"^# Time unit is (microseconds|nanoseconds) \((us|ns)\)")
 _DURATION = re.compile(r"^# Duration:\s*(.+?)\s*$")
@@ -37,7 +38,7 @@ def _num(src: Lines, lineno: int, tok: str, what: str) -> int | None:
     if tok == "-":
         return None
     try:
-        return int(tok)
+        return to_int(tok)
     except ValueError:
         src.bad(lineno, what, tok)
         return None
@@ -67,7 +68,7 @@ def parse_rtla(path: str, text: str, options: ParseOptions) -> ParseResult:
             parsed = [_COL.match(t) for t in toks[1:]]
             if not parsed or not all(parsed):
                 src.error(lineno, "an 'Index IRQ-NNN Thr-NNN …' header", line)
-            cols = [(p.group(1), int(p.group(2))) for p in parsed if p]
+            cols = [(p.group(1), to_int(p.group(2))) for p in parsed if p]
             header_line = lineno
             continue
         if not cols or not toks:
@@ -81,11 +82,11 @@ def parse_rtla(path: str, text: str, options: ParseOptions) -> ParseResult:
             stats[toks[0].rstrip(":")] = vals
             continue
         if toks[0].isdigit():
-            vals = [int(t) for t in toks[1:] if t.isdigit()]
+            vals = [to_int(t) for t in toks[1:] if t.isdigit()]
             if len(vals) != len(cols) or len(toks) != len(cols) + 1:
                 src.bad(lineno, f"a histogram row: index then {len(cols)} counts", line)
                 continue
-            rows.append((int(toks[0]), vals))
+            rows.append((to_int(toks[0]), vals))
             continue
         if not line.startswith("#"):
             src.bad(lineno, "a histogram row, or over:/count:/min:/avg:/max:", line)

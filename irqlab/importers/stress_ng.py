@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from irqlab.importers.base import (Lines, ParsedRun, ParseOptions, ParseResult, Series,
-                                   decimal_to_int)
+                                   decimal_to_int, to_int)
 from irqlab.importers.summary import PCT_KEYS
 
 _PREFIX = re.compile(r"^stress-ng:\s*\w+:\s*\[(\d+)\]\s*cyclic:\s*(.*)$")
@@ -52,24 +52,24 @@ def parse_stress_ng(path: str, text: str, options: ParseOptions) -> ParseResult:
         m = _PREFIX.match(raw.strip())
         if not m:
             continue
-        pid, body = int(m.group(1)), m.group(2).strip()
+        pid, body = to_int(m.group(1)), m.group(2).strip()
         w = workers.setdefault(pid, _Worker(lineno))
         if (g := _SCHED.match(body)):
-            w.fields.update(policy=g.group(1), delay_ns=int(g.group(2)),
-                            samples=int(g.group(3)))
+            w.fields.update(policy=g.group(1), delay_ns=to_int(g.group(2)),
+                            samples=to_int(g.group(3)))
         elif (g := _MEAN.match(body)):
-            w.fields.update(mean=g.group(1), mode_ns=int(g.group(2)))
+            w.fields.update(mean=g.group(1), mode_ns=to_int(g.group(2)))
         elif (g := _MINMAX.match(body)):
-            w.fields.update(min_ns=int(g.group(1)), max_ns=int(g.group(2)),
+            w.fields.update(min_ns=to_int(g.group(1)), max_ns=to_int(g.group(2)),
                             stddev=g.group(3))
         elif (g := _PCT.match(body)):
-            w.pcts[g.group(1)] = int(g.group(2))
+            w.pcts[g.group(1)] = to_int(g.group(2))
         elif (g := _DIST.match(body)):
-            w.interval = int(g.group(1))
+            w.interval = to_int(g.group(1))
         elif (g := _FIRST.match(body)):
-            w.shown = (int(g.group(1)), int(g.group(2)))
+            w.shown = (to_int(g.group(1)), to_int(g.group(2)))
         elif (g := _BUCKET.match(body)) and w.interval:
-            w.buckets.append((int(g.group(1)), int(g.group(2))))
+            w.buckets.append((to_int(g.group(1)), to_int(g.group(2))))
         elif not _KNOWN.match(body) and body:
             src.bad(lineno, "a stress-ng cyclic report line (sched/mean/min/percentile/"
                             "distribution)", body)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from irqlab.importers.base import Lines, ParsedRun, ParseOptions, ParseResult, strip_quote
+from irqlab.importers.base import (Lines, ParsedRun, ParseOptions, ParseResult, strip_quote,
+                                   to_int)
 
 _LIVE = re.compile(r"latency(?: \((ns)\))?: max=(\d+) warm_max=(\d+) min=(\d+)"
                    r"(?: avg=(-?\d+))?\s*$")
@@ -68,7 +69,7 @@ def _table(src: Lines, start: int, header: str, out: list[ParsedRun]) -> int:
             break
         # Whitespace inside a label is layout, not name: it is normalised.
         label = " ".join((m.group("label") + " " + " ".join(nums[:-len(cols)])).split())
-        values = [int(x) * scale for x in nums[-len(cols):]]
+        values = [to_int(x) * scale for x in nums[-len(cols):]]
         run = ParsedRun(source="tbm", path=src.path, line=lineno, name=label)
         for col, val in zip(cols, values):
             run.figures[_COLUMN_KEYS[col]] = val
@@ -111,7 +112,7 @@ def parse_tbm(path: str, text: str, options: ParseOptions) -> ParseResult:
             if snaps:
                 runs.append(_live_run(src, snaps, tick_hz))
                 snaps = []
-            tick_hz = int(f.group(1) or f.group(2))
+            tick_hz = to_int(f.group(1) or f.group(2))
         if _HEADER.match(raw):
             i = _table(src, lineno, raw, runs) - 1
             continue
@@ -121,7 +122,7 @@ def parse_tbm(path: str, text: str, options: ParseOptions) -> ParseResult:
                 src.bad(lineno, "a tbm line 'latency (ns): max=N warm_max=N min=N [avg=N]'",
                         raw)
             else:
-                snaps.append((lineno, [int(m.group(k)) if m.group(k) else None
+                snaps.append((lineno, [to_int(m.group(k)) if m.group(k) else None
                                        for k in (2, 3, 4, 5)]))
         i += 1
     if snaps:

@@ -16,7 +16,7 @@ import re
 
 import numpy as np
 
-from irqlab.importers.base import Lines, ParsedRun, ParseOptions, ParseResult
+from irqlab.importers.base import Lines, ParsedRun, ParseOptions, ParseResult, to_int
 
 _LAT = re.compile(r"^(?:hit max: (\d+) < )?latency: (-?\d+)\s*$")
 _LAT_START = re.compile(r"\blatency:")
@@ -37,9 +37,9 @@ def parse_tscdeadline(path: str, text: str, options: ParseOptions) -> ParseResul
         line = raw.strip()
         if (h := _HZ.search(line)):
             unit = (h.group(1) or h.group(4)).lower()
-            log_hz = int(h.group(2) or h.group(3)) * _SCALE[unit]
+            log_hz = to_int(h.group(2) or h.group(3)) * _SCALE[unit]
         if (b := _BREAKMAX.match(line)):
-            breakmax = int(b.group(1))
+            breakmax = to_int(b.group(1))
         if not _LAT_START.search(line) or line.startswith("#"):
             continue
         m = _LAT.match(line)
@@ -49,7 +49,7 @@ def parse_tscdeadline(path: str, text: str, options: ParseOptions) -> ParseResul
         first = first or lineno
         if m.group(1):
             hit = lineno
-        values.append(int(m.group(2)))
+        values.append(to_int(m.group(2)))
     if not values:
         src.error(None, "'latency: N' lines from tscdeadline_latency")
     tick_hz = options.tick_hz or log_hz

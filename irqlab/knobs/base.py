@@ -18,6 +18,7 @@ class Knob:
     metavar: str = "V"
     help: str = ""
     accepts_off = False    # on/off knobs take "off" themselves; others read it as "unset"
+    requires: str | None = None   # a target capability (RunHook.requires); none
 
     def __init__(self, value: str) -> None:
         self.value = value

@@ -13,15 +13,21 @@ Entries (``op``):
   (pid and start time match), so a reused pid is never hit.
 - ``sched``: a thread's scheduling policy, priority and CPU affinity before irqlab changed
   them; restored only if the thread is still the same one.
+- ``trace_instance``: a private tracefs instance (``path``), journalled before ``mkdir``;
+  undone by turning its tracing off and removing it (its buffers go with it).
+- ``umount``: a file system irqlab mounted in a temporary directory (``path``), journalled
+  before ``mount``; undone by unmounting it and removing the directory.
 A line ``{"done": ID}`` closes entry ID (the change was undone normally).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -93,15 +99,18 @@ class Journal:
             self._fd = -1
 
 
-_JOURNAL: Journal | None = None
+# One journal per state directory for the whole process: its file is named after the
+# process, and a second object for the same file would flock it again through another
+# open file and wait for itself forever (flock locks belong to the open file).
+_JOURNALS: dict[Path, Journal] = {}
 
 
 def journal() -> Journal:
-    """The process-wide journal (created on first use, in the current state directory)."""
-    global _JOURNAL
-    if _JOURNAL is None or _JOURNAL.directory != journal_dir():
-        _JOURNAL = Journal()
-    return _JOURNAL
+    """This process's journal in the current state directory (created on first use)."""
+    directory = journal_dir()
+    if directory not in _JOURNALS:
+        _JOURNALS[directory] = Journal(directory)
+    return _JOURNALS[directory]
 
 
 def undo(entry: dict[str, Any]) -> str:
@@ -127,6 +136,34 @@ def undo(entry: dict[str, Any]) -> str:
         os.sched_setscheduler(tid, entry["policy"], os.sched_param(entry["priority"]))
         os.sched_setaffinity(tid, entry["affinity"])
         return f"restored scheduling of thread {tid}"
+    if op == "trace_instance":
+        path = Path(entry["path"])
+        if not path.is_dir():
+            return f"trace instance {path} already gone"
+        try:
+            (path / "tracing_on").write_text("0")
+        except OSError:
+            pass                # rmdir below says whether the instance can go
+        os.rmdir(path)
+        return (f"removed trace instance {path} left by irqlab pid {entry.get('pid')} "
+                f"(its tracing was still on)")
+    if op == "umount":
+        path = Path(entry["path"])
+        if not os.path.ismount(path):
+            if path.is_dir():
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+            return f"{entry.get('fstype', 'mount')} at {path} already unmounted"
+        res = subprocess.run(["umount", str(path)], capture_output=True, text=True)
+        if res.returncode != 0:
+            # Busy (a process still holds a file in it): detach it now, the kernel frees
+            # it when the last user goes.
+            res = subprocess.run(["umount", "-l", str(path)], capture_output=True, text=True)
+        if res.returncode != 0:
+            raise OSError(f"umount {path}: {res.stderr.strip()}")
+        with contextlib.suppress(OSError):
+            path.rmdir()
+        return f"unmounted {entry.get('fstype', 'a file system')} at {path}"
     return f"unknown journal entry {entry!r} skipped"
 
 
@@ -159,7 +196,7 @@ def replay_stale(directory: Path | None = None) -> list[str]:
             for entry in sorted(entries.values(), key=lambda e: -e["id"]):
                 try:
                     out.append(undo(entry))
-                except OSError as exc:
+                except (OSError, KeyError, TypeError, ValueError) as exc:
                     out.append(f"could not undo {entry}: {exc}")
             path.unlink(missing_ok=True)
         finally:

@@ -89,6 +89,7 @@ class Load:
     package = ""                # Debian package providing it
     params: dict[str, str] = {}  # accepted parameters and their meaning (docs, errors)
     ok_exit_codes: tuple[int, ...] = (0, -signal.SIGTERM, 128 + signal.SIGTERM)
+    requires: str | None = None  # a target capability (RunHook.requires); host loads: none
 
     def __init__(self, params: dict[str, str], index: int = 1) -> None:
         accepted = {"cpus": "CPU placement", "delay": "start DUR after the probe runs",

@@ -60,7 +60,7 @@ def boot(target: Target, cfg: RunConfig, plan: AccelPlan, name: str,
                 source.state() in ("running", "done", "error"):
             continue    # it ran (and maybe ended: arm64 powers off) before we looked
         if code is not None:
-            return process, source, (f"QEMU exited with code {code} before the probe ran; "
+            return process, source, (f"{process.exit_description(code)} before the probe ran; "
                                      f"stderr: {process.stderr().strip()[-500:] or '(empty)'}")
         time.sleep(0.01)
     if stop.signum is not None:

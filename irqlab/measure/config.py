@@ -84,6 +84,9 @@ class RunHook(Protocol):
     a failure or Ctrl-C, so every touched host setting is restored."""
 
     name: str
+    # A target capability the hook needs (TargetOptions.capabilities, e.g. "xen-dom0" for
+    # loads dom0 runs), or None; a target without it refuses the hook before the run.
+    requires: str | None
 
     def qemu_args(self) -> list[str]: ...          # extra QEMU options, [] if none
     def before_start(self) -> None: ...            # e.g. start a load, write a sysfs knob

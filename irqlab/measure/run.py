@@ -9,6 +9,7 @@ knows all of them; it reaches the measured system only through its target
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 from irqlab import __version__
@@ -23,7 +24,8 @@ from irqlab.samples.layout import RingError, RingHeader
 from irqlab.samples.source import SampleSource
 from irqlab.stats import RunStats
 from irqlab.stats.percpu import PerCpuStats
-from irqlab.store import Store
+from irqlab.store import Store, StoreWriteError
+from irqlab.store.recover import writer_identity
 from irqlab.targets import get_target
 
 
@@ -67,6 +69,8 @@ class Run:
                     self.measure(stop)
             except (RingError, OSError) as exc:
                 self.status, self.message = "failed", str(exc)
+            except StoreWriteError as exc:
+                self.status, self.message = "failed", _store_failed(exc)
             except BaseException as exc:
                 # A bug or an unexpected failure: store the run as failed with what was
                 # collected, then let the exception surface.
@@ -85,8 +89,12 @@ class Run:
     def record(self) -> None:
         """Host facts and the run row (status ``running``), before anything starts, so
         even a run that never boots is recorded."""
+        # writer: who measures this run, so a later start can tell it died (store.recover).
         self.meta = {"irqlab_version": __version__, "host": host_info(),
-                     **self.target.run_metadata(self.cfg), "accel_attempts": []}
+                     **self.target.run_metadata(self.cfg), "accel_attempts": [],
+                     "writer": writer_identity(),
+                     # Global identity, so a lab store never mixes two hosts' run 1.
+                     "run_uuid": str(uuid.uuid4())}
         self.run_id = self.store.create_run(self.name, self.cfg.target, self.cfg.params(),
                                             self.meta, tags=self.cfg.tags,
                                             suite=self.cfg.suite, cell=self.cfg.cell)
@@ -194,9 +202,15 @@ class Run:
         hdr, run_summary = self.hdr, None
         if self.stats is not None and hdr is not None:
             last_windows, run_summary = self.stats.finish()
-            for w in last_windows:
-                emit_window(w, hdr.tick_hz, self.store, self.run_id, self.observer,
-                            self.windows)
+            # After a failed store write (disk full) nothing more is written but the
+            # run's status: what is stored stays consistent (windows with their samples).
+            if self.store.write_failed is None:
+                try:
+                    for w in last_windows:
+                        emit_window(w, hdr.tick_hz, self.store, self.run_id,
+                                    self.observer, self.windows)
+                except StoreWriteError as exc:
+                    self.status, self.message = "failed", _store_failed(exc)
         summary = build_summary(self.cfg, self.run_id, self.name, self.plan, hdr, self.status,
                                 run_summary, self.lost, hdr.overruns if hdr else 0,
                                 self.injected, self.message)
@@ -205,9 +219,20 @@ class Run:
             summary["per_cpu"] = self.per_cpu.summaries(
                 {r["cpu"]: {"lost": r["lost"], "overruns": r["overruns"]}
                  for r in self.per_ring})
-        if run_summary is not None and run_summary.samples and hdr is not None:
-            self.store.add_histogram(self.run_id, "all",
-                                     histogram_rows(run_summary.histogram, hdr.tick_hz))
-        self.store.update_run(self.run_id, metadata=self.meta)
+        try:
+            if self.store.write_failed is None:
+                if run_summary is not None and run_summary.samples and hdr is not None:
+                    self.store.add_histogram(self.run_id, "all", histogram_rows(
+                        run_summary.histogram, hdr.tick_hz))
+                self.store.update_run(self.run_id, metadata=self.meta)
+        except StoreWriteError as exc:
+            self.status, self.message = "failed", _store_failed(exc)
+        if self.store.write_failed is not None:
+            summary["status"], summary["message"] = self.status, self.message
+        # The status last: if even this fails, the next start closes the run as `died`.
         self.store.finish_run(self.run_id, self.status, summary, summary.get("message"))
         return RunResult(self.run_id, self.status, summary, self.windows)
+
+
+def _store_failed(exc: StoreWriteError) -> str:
+    return f"{exc}; measuring stopped, everything stored before is kept"

@@ -16,17 +16,24 @@ from irqlab.samples.record import FLAG_INJECTED
 from irqlab.samples.source import SampleSource
 from irqlab.stats import RunStats, WindowStats, format_window_line
 from irqlab.stats.percpu import PerCpuStats
-from irqlab.store import Store
+from irqlab.store import Store, StoreWriteError
 
 _POLL_S = 0.02
 _FLUSH_RECORDS = 200_000
 
 
 def emit_window(w: WindowStats, tick_hz: int, store: Store, run_id: int,
-                 observer: Observer, windows: list[dict[str, Any]]) -> None:
+                observer: Observer, windows: list[dict[str, Any]],
+                samples: np.ndarray | None = None) -> None:
+    """Store a finished window together with its raw samples not stored yet, in one
+    transaction (a crash or a full disk never leaves a window without its samples), then
+    show it."""
     wd = window_dict(w, tick_hz)
+    with store.transaction():
+        if samples is not None and len(samples):
+            store.add_samples(run_id, samples)
+        store.add_windows(run_id, [wd])
     windows.append(wd)
-    store.add_windows(run_id, [wd])
     observer.on_window(wd, format_window_line(w, tick_hz))
 
 
@@ -35,15 +42,19 @@ def stream(cfg: RunConfig, guest: ProcessTarget, reader: SampleSource, stats: Ru
            stop: StopFlag, tick_hz: int, stall_s: float,
            per_cpu: PerCpuStats | None = None) -> tuple[str, str | None, int]:
     """Poll the samples until the run ends; returns (status, message, injected count).
-    ``stall_s``: the watchdog, no sample for this long fails the run."""
+    ``stall_s``: the watchdog, no sample for this long fails the run. A failed store
+    write (disk full) stops the run: ``failed``, what was stored before kept."""
     target = cfg.target_samples()
     wall_end = None
     if target is None and cfg.duration_ns is not None:
         wall_end = time.monotonic() + cfg.duration_ns / 1e9
     wall_start = time.monotonic()
     last_sample_at = time.monotonic()
-    pending: list[np.ndarray] = []
+    pending: list[np.ndarray] = []      # read, not stored yet, in window order
     pending_n = 0
+    # Samples of the open window already stored by a size flush (bounded memory): a
+    # closing window takes only the rest from ``pending``.
+    stored_ahead = 0
     done = 0
     injected = 0
     status, message = "ok", None
@@ -55,28 +66,52 @@ def stream(cfg: RunConfig, guest: ProcessTarget, reader: SampleSource, stats: Ru
             recs = batch.records
             if target is not None and done + len(recs) > target:
                 recs = recs[:target - done]
-            for w in stats.add(recs["deadline_tick"].astype(np.int64),
+            closed = stats.add(recs["deadline_tick"].astype(np.int64),
                                recs["entry_tick"].astype(np.int64)
-                               - recs["deadline_tick"].astype(np.int64)):
-                flush()
-                emit_window(w, tick_hz, store, run_id, observer, windows)
+                               - recs["deadline_tick"].astype(np.int64))
+            pending.append(recs)
+            pending_n += len(recs)
             if per_cpu is not None:
                 per_cpu.add(recs["cpu"], recs["deadline_tick"].astype(np.int64),
                             recs["entry_tick"].astype(np.int64)
                             - recs["deadline_tick"].astype(np.int64))
             injected += int(np.count_nonzero(recs["flags"] & FLAG_INJECTED))
-            pending.append(recs)
-            pending_n += len(recs)
             done += len(recs)
+            for w in closed:
+                emit_window(w, tick_hz, store, run_id, observer, windows,
+                            samples=take_window_samples(w.samples))
             if pending_n >= _FLUSH_RECORDS:
                 flush()
         return len(batch)
 
+    def take_window_samples(n: int) -> np.ndarray | None:
+        """The first samples of ``pending`` that make up a closing window of ``n``."""
+        nonlocal pending_n, stored_ahead
+        need = max(0, n - stored_ahead)
+        stored_ahead = max(0, stored_ahead - n)
+        parts = []
+        while need and pending:
+            head = pending[0]
+            if len(head) <= need:
+                parts.append(pending.pop(0))
+                need -= len(head)
+            else:
+                parts.append(head[:need])
+                pending[0] = head[need:]
+                need = 0
+        taken = sum(len(p) for p in parts)
+        pending_n -= taken
+        if not parts:
+            return None
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
     def flush() -> None:
-        nonlocal pending_n
+        """Store the open window's samples early (memory stays bounded)."""
+        nonlocal pending_n, stored_ahead
         if pending:
             store.add_samples(run_id, np.concatenate(pending) if len(pending) > 1
                               else pending[0])
+            stored_ahead += pending_n
             pending.clear()
             pending_n = 0
 
@@ -110,7 +145,7 @@ def stream(cfg: RunConfig, guest: ProcessTarget, reader: SampleSource, stats: Ru
                 # arm64 powers off (exit 0) on errors too: the ring state says which.
                 detail = (f"probe error {hdr.error}: {hdr.message}"
                           if guest.exited_error(code) or hdr.state == "error"
-                          else f"QEMU exited with code {code}")
+                          else guest.exit_description(code))
                 message = (f"{detail} after {done} samples; stderr: "
                            f"{guest.stderr().strip()[-300:] or '(empty)'}")
                 break
@@ -126,6 +161,19 @@ def stream(cfg: RunConfig, guest: ProcessTarget, reader: SampleSource, stats: Ru
             time.sleep(_POLL_S)
         reader.finish()     # e.g. multi-ring: release what the merge watermark held back
         drain()
-    finally:
-        flush()
+        flush()             # the last window's samples: it is stored by Run.finish
+    except StoreWriteError as exc:
+        # Nothing more is written (Run.finish only sets the status): every window
+        # stored so far has its samples.
+        status = "failed"
+        message = (f"{exc}; measuring stopped after {done} samples read; the "
+                   f"{sum(w['samples'] or 0 for w in windows)} samples of the "
+                   f"{len(windows)} windows stored before are kept")
+    except BaseException:
+        # Keep what was read (RingError, a bug, ...): Run.finish stores its window.
+        try:
+            flush()
+        except StoreWriteError:
+            pass
+        raise
     return status, message, injected

@@ -11,10 +11,10 @@ import platform
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from irqlab.paths import built
 from irqlab.runner.accel import AccelPlan
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-PROBE_BUILD = REPO_ROOT / "probes" / "guest" / "build"
+PROBE_BUILD = built("probes/guest/build")
 QBOOT_PATHS = ("/usr/share/qemu/qboot.rom", "/usr/share/qboot/bios.bin")
 
 # x86: isa-debug-exit makes QEMU exit with (value << 1) | 1; the probe writes these values.

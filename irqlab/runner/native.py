@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Callable
 
 from irqlab.cpus import format_cpu_list, online_cpus
-from irqlab.runner.machines import REPO_ROOT
+from irqlab.paths import built
 from irqlab.runner.process import ProcessTarget
 
-NATIVE_BUILD = REPO_ROOT / "probes" / "native" / "build"
+NATIVE_BUILD = built("probes/native/build")
 NATIVE_PROBE = NATIVE_BUILD / "irqlab-native"
 NATIVE_INIT = NATIVE_BUILD / "irqlab-init"
 DEFAULT_CAPACITY = 65536
@@ -45,6 +45,8 @@ def no_layout(rings: int, capacity: int) -> int:
 @dataclass
 class NativeProbe(ProcessTarget):
     """A running irqlab-native process and its shared ring memory."""
+
+    program = "irqlab-native"
 
     period_ns: int
     cpus: list[int] | None = None

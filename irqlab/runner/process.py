@@ -140,6 +140,12 @@ class ProcessTarget:
         """Check prerequisites and start the child; OSError (with the fix) if it cannot."""
         raise NotImplementedError(f"{type(self).__name__} must define start()")
 
+    program = "QEMU"        # what the run's messages call the child
+
+    def exit_description(self, code: int) -> str:
+        """How a failure message says the child ended (e.g. "QEMU exited with code 1")."""
+        return f"{self.program} exited with code {code}"
+
     def exited_done(self, code: int) -> bool:
         """Does exit code ``code`` mean the probe finished its samples?"""
         return code == 0

@@ -11,6 +11,10 @@ domU output with ``(d1) ``). Frames failing their CRC or syntax are counted in
 ``bad_frames`` and dropped; the samples they carried show up as a gap in the sample
 sequence and are counted as ``lost``, never invented.
 
+The probe repeats its ``H`` and ``T`` frames every second, so a reader attached to a
+console that is already running (``ConsoleReader(read, attach=True)``: a board's UART)
+synchronises on the first good frame: what came before is not lost, a gap after is.
+
 Offline: ``python -m irqlab.samples.console saved-console.log [--json]`` decodes a saved
 console log (:func:`decode_log`).
 """
@@ -35,6 +39,9 @@ FRAME_MARK = b"~IQ"
 FRAME_VERSION = 1                    # the ring version the H frame echoes
 _TERMINAL = ("done", "error")
 _MAX_PARTIAL = 4096                  # a "line" longer than this is noise, not a frame
+# S frames held, on late attach, until the repeated H frame tells how to decode them:
+# the probe repeats H every second, i.e. after ~80 frames at a 1 ms period.
+_MAX_EARLY_FRAMES = 1024
 
 # read(pos) -> (bytes after pos, new pos, bytes dropped before them)
 StreamRead = Callable[[int], tuple[bytes, int, int]]
@@ -86,10 +93,21 @@ def _hex(s: str) -> int:
 
 
 class ConsoleReader(SampleSource):
-    """Decodes console frames incrementally (a SampleSource, like RingReader)."""
+    """Decodes console frames incrementally (a SampleSource, like RingReader).
 
-    def __init__(self, read: StreamRead | None = None) -> None:
+    ``attach``: the stream starts somewhere in a running probe's output (a board's
+    UART opened late) instead of at its boot. The first good frame is then the
+    synchronisation point: damaged bytes before it are skipped, not counted as bad
+    frames, and samples before the first decoded ``S`` frame are not lost; S frames
+    arriving before the (repeated) ``H`` frame are held and decoded once it comes."""
+
+    def __init__(self, read: StreamRead | None = None, *, attach: bool = False) -> None:
         self._read = read
+        self.attach = attach
+        self._synced = not attach            # frame numbering known
+        self._seq_synced = not attach        # sample numbering known
+        self._early: list[list[str]] = []    # attach: S frames before the first H
+        self._restarted = False
         self._pos = 0
         self._partial = b""
         self._hdr: dict | None = None
@@ -107,6 +125,10 @@ class ConsoleReader(SampleSource):
         self.bad_frames = 0          # CRC or syntax errors
         self.missing_frames = 0      # gaps in the frame sequence
         self.dropped_bytes = 0       # console bytes the source could not keep
+        self.header_repeats = 0      # H frames equal to the first one
+        self.skipped_lines = 0       # attach: damaged lines before the first good frame
+        self.skipped_frames = 0      # attach: S frames before sync that were not kept
+        self.ignored_frames = 0      # frames after the probe restarted
 
     # -- input -------------------------------------------------------------------------
 
@@ -141,9 +163,27 @@ class ConsoleReader(SampleSource):
     def _line(self, line: bytes) -> None:
         try:
             frame = parse_frame(line)
-            if frame is None:
-                return
-            kind, fseq, fields = frame
+        except FrameError:
+            # On late attach the first line is usually cut: not a damaged frame.
+            if self._synced:
+                self.bad_frames += 1
+            else:
+                self.skipped_lines += 1
+            return
+        if frame is None:
+            return
+        kind, fseq, fields = frame
+        if self._restarted:
+            self.ignored_frames += 1
+            return
+        if not self._synced:
+            self._synced, self._next_fseq = True, fseq
+        elif fseq < self._next_fseq:
+            # Frame numbers only grow while one probe runs: it booted again.
+            self._restart(f"the probe restarted (frame number went back from "
+                          f"{self._next_fseq - 1} to {fseq}): the board rebooted")
+            return
+        try:
             handler = {"H": self._on_header, "T": self._on_state,
                        "S": self._on_samples}.get(kind)
             if handler is None:
@@ -166,11 +206,23 @@ class ConsoleReader(SampleSource):
             raise FrameError(f"H frame version {version}")
         if tick_hz == 0 or period_tick == 0:
             raise FrameError("H frame without tick rate or period")
-        self._hdr = dict(version=version, arch=arch, tick_hz=tick_hz,
-                         tick_method=tick_method, timer_mode=timer_mode,
-                         period_tick=period_tick, idle=idle, inject_every=inject_every,
-                         inject_irqoff_tick=inject_irqoff_tick, capacity=capacity, cpu=cpu,
-                         build_id=",".join(f[11:]))
+        hdr = dict(version=version, arch=arch, tick_hz=tick_hz, tick_method=tick_method,
+                   timer_mode=timer_mode, period_tick=period_tick, idle=idle,
+                   inject_every=inject_every, inject_irqoff_tick=inject_irqoff_tick,
+                   capacity=capacity, cpu=cpu, build_id=",".join(f[11:]))
+        if self._hdr is None:
+            self._hdr = hdr
+            early, self._early = self._early, []
+            for fields in early:         # late attach: S frames that came before it
+                try:
+                    self._on_samples(fields)
+                except (FrameError, ValueError, IndexError):
+                    self.bad_frames += 1
+        elif hdr == self._hdr:
+            self.header_repeats += 1     # the probe repeats it every second
+        else:
+            self._restart("the probe's header changed (tick rate, period or build): "
+                          "another probe run started")
 
     def _on_state(self, f: list[str]) -> None:
         if len(f) < 4:
@@ -179,7 +231,7 @@ class ConsoleReader(SampleSource):
         self._state = STATE_NAMES.get(state, f"unknown({state})")
         self._error, self._head, self._overruns = error, head, overruns
         self._message = ",".join(f[4:])
-        if self._state in _TERMINAL and head > self.next_seq:
+        if self._state in _TERMINAL and self._seq_synced and head > self.next_seq:
             # Every sample below head was sent before this frame: missing ones are lost.
             self._lose(head - self.next_seq)
             self.next_seq = head
@@ -190,6 +242,13 @@ class ConsoleReader(SampleSource):
         seq0, base = int(f[0], 16), int(f[1], 16)
         items = f[2].split(";")
         if self._hdr is None:
+            if self.attach:
+                # Decoded when the repeated H frame comes (bounded: the oldest go).
+                self._early.append(f)
+                if len(self._early) > _MAX_EARLY_FRAMES:
+                    del self._early[0]
+                    self.skipped_frames += 1
+                return
             # Without the header there is no period nor tick rate to decode against.
             raise FrameError("S frame before the H frame")
         period = self._hdr["period_tick"]
@@ -202,6 +261,11 @@ class ConsoleReader(SampleSource):
             deadline += int(parts[1], 16) if len(parts) > 1 and parts[1] else period
             recs[i] = (seq0 + i, deadline, deadline + _hex(parts[0]),
                        int(parts[2], 16) if len(parts) > 2 else 0, self._hdr["cpu"])
+        if not self._seq_synced:
+            # Late attach: the first samples seen start the run; none before are lost.
+            self._seq_synced, self.next_seq = True, seq0
+            if self._state == "booting":
+                self._state = "running"  # S frames are only sent while running
         if seq0 > self.next_seq:
             self._lose(seq0 - self.next_seq)
         elif seq0 < self.next_seq:
@@ -209,6 +273,11 @@ class ConsoleReader(SampleSource):
         if len(recs):
             self._pending.append(recs)
             self.next_seq = int(recs["seq"][-1]) + 1
+
+    def _restart(self, why: str) -> None:
+        """Stop decoding: what follows belongs to another probe run (state error)."""
+        self._restarted = True
+        self._state, self._error, self._message = "error", 0, why
 
     def _lose(self, n: int) -> None:
         self.lost += n
@@ -256,8 +325,15 @@ class ConsoleReader(SampleSource):
 
     def stats(self) -> dict[str, int]:
         """Frame-level counters, for run metadata."""
-        return {"frames": self.frames, "bad_frames": self.bad_frames,
-                "missing_frames": self.missing_frames, "dropped_bytes": self.dropped_bytes}
+        out = {"frames": self.frames, "bad_frames": self.bad_frames,
+               "missing_frames": self.missing_frames, "dropped_bytes": self.dropped_bytes,
+               "header_repeats": self.header_repeats}
+        if self.attach:
+            out.update(skipped_lines=self.skipped_lines,
+                       skipped_frames=self.skipped_frames + len(self._early))
+        if self._restarted:
+            out["ignored_frames"] = self.ignored_frames
+        return out
 
     def metadata(self) -> dict[str, Any]:
         return {"console_sink": self.stats()}

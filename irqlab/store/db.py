@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import duckdb
 import numpy as np
@@ -20,7 +20,11 @@ import pyarrow as pa
 
 from irqlab.store.schema import MIGRATIONS, SCHEMA_VERSION
 
-RUN_STATUSES = ("running", "ok", "failed", "interrupted")
+RUN_STATUSES = ("running", "ok", "failed", "interrupted", "died")
+
+# DuckDB must never fetch or load code it was not asked for: a foreign file (SQLite, ...)
+# opened as a database would otherwise make it download an extension over the network.
+_DUCKDB_CONFIG = {"autoload_known_extensions": False, "autoinstall_known_extensions": False}
 
 
 def _utcnow() -> dt.datetime:
@@ -30,6 +34,46 @@ def _utcnow() -> dt.datetime:
 
 class StoreError(Exception):
     """The database cannot be used as asked; the message says why and what to do."""
+
+
+class StoreWriteError(StoreError):
+    """A write failed (disk full, I/O error): what was committed before is kept."""
+
+
+def _file_kind(path: Path) -> str:
+    """What a file that DuckDB cannot open looks like, for the message."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+        size = path.stat().st_size
+    except OSError as exc:
+        return f"unreadable: {exc.strerror}"
+    if head.startswith(b"SQLite format 3"):
+        return "a SQLite file"
+    if size == 0:
+        return "an empty file"
+    if head[8:12] == b"DUCK":
+        return f"a truncated or damaged DuckDB file of {size} bytes"
+    return f"not a DuckDB file, {size} bytes"
+
+
+def _int_or_none(value: Any) -> int | None:
+    """A stored integer: floats round like DuckDB's DOUBLE -> BIGINT cast did."""
+    if value is None:
+        return None
+    if isinstance(value, float):
+        return int(round(value))
+    return int(value)
+
+
+def _one_line(exc: BaseException) -> str:
+    """DuckDB's messages run over several lines (hints, stack); the first says it."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+# Where the store tells the user what it did on its own (dead runs closed); the CLI sets it.
+notice: Callable[[str], None] | None = None
 
 
 def default_db_path() -> Path:
@@ -102,6 +146,11 @@ class Store:
 
     def __init__(self, path: str | os.PathLike, read_only: bool = False) -> None:
         self.path = Path(path)
+        self.read_only = read_only
+        # Why a write failed, once one has (the run then stops writing, see measure.run).
+        self.write_failed: str | None = None
+        # Messages of the dead runs this open closed (``died``), for the user.
+        self.closed_dead: list[str] = []
         if read_only and not self.path.exists():
             raise StoreError(f"no database at {self.path}: run `irqlab run` first or pass "
                              f"--db PATH to the database you used")
@@ -111,18 +160,71 @@ class Store:
             except OSError as exc:
                 raise StoreError(f"cannot create {self.path.parent}: {exc.strerror}; "
                                  f"pass --db PATH to a writable place") from exc
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a directory, not a database: pass --db FILE")
+        self._connect(read_only)
         try:
-            self.con = duckdb.connect(str(self.path), read_only=read_only)
+            if read_only:
+                self._check_version()
+            else:
+                self._migrate()
+            self._close_dead_runs()
+        except StoreError:
+            self.con.close()
+            raise
+        except (duckdb.Error, OSError, ValueError, TypeError) as exc:
+            self.con.close()
+            raise StoreError(f"{self.path} is not a usable irqlab database "
+                             f"({_one_line(exc)}); pass --db PATH to another file") from None
+
+    def _connect(self, read_only: bool) -> None:
+        try:
+            self.con = duckdb.connect(str(self.path), read_only=read_only,
+                                      config=_DUCKDB_CONFIG)
         except duckdb.IOException as exc:
-            raise StoreError(f"cannot open database {self.path}: {exc}; if another irqlab "
-                             f"is running on it, wait for it or use --db OTHER_PATH") from exc
-        except duckdb.Error as exc:
-            raise StoreError(f"{self.path} is not a usable irqlab database ({exc}); "
-                             f"pass --db PATH to another file") from exc
-        if read_only:
-            self._check_version()
-        else:
-            self._migrate()
+            msg = _one_line(exc)
+            if ("not a valid DuckDB database" in msg or "Extension" in msg
+                    or "Could not read enough bytes" in msg):
+                raise StoreError(f"{self.path} is not an irqlab database "
+                                 f"({_file_kind(self.path)}): pass --db PATH to an irqlab "
+                                 f"database file") from None
+            if "lock" in msg.lower():
+                raise StoreError(f"cannot open database {self.path}: another process has "
+                                 f"it open; wait for that irqlab or use --db OTHER_PATH"
+                                 ) from None
+            raise StoreError(f"cannot open database {self.path}: {msg}; pass --db PATH to "
+                             f"an irqlab database") from None
+        except (duckdb.Error, OSError, RuntimeError, ValueError) as exc:
+            raise StoreError(f"{self.path} is not a usable irqlab database "
+                             f"({_one_line(exc)}); pass --db PATH to another file") from None
+
+    def _close_dead_runs(self) -> None:
+        """Mark runs left ``running`` by a process that is gone as ``died`` (see
+        irqlab.store.recover); a read-only open reopens writable for it, if it can."""
+        from irqlab.store.recover import close_dead_run, dead_running_runs
+
+        dead = dead_running_runs(self)
+        if not dead:
+            return
+        if self.read_only:
+            self.con.close()
+            try:
+                self._connect(read_only=False)
+            except StoreError:
+                self._connect(read_only=True)   # another reader: leave them for later
+                return
+        try:
+            for run_id, meta in dead:
+                msg = f"run {run_id}: {close_dead_run(self, run_id, meta)}"
+                self.closed_dead.append(msg)
+                if notice is not None:
+                    notice(msg)
+        except StoreWriteError:
+            pass                     # e.g. a full disk: they stay `running` until next time
+        finally:
+            if self.read_only:
+                self.con.close()
+                self._connect(read_only=True)
 
     def close(self) -> None:
         self.con.close()
@@ -139,6 +241,17 @@ class Store:
         DuckDB keeps a connection busy until a result is fully fetched; a half-read
         ``fetchone()`` would block the next query, so every result is drained here.
         """
+        try:
+            return self._query_raw(sql, params)
+        except (duckdb.ConversionException, duckdb.InvalidInputException,
+                duckdb.BinderException, duckdb.ParserException, duckdb.CatalogException):
+            raise              # a bad value or a bug: the caller knows which
+        except duckdb.Error as exc:
+            # A damaged file shows itself only when a page is read.
+            raise StoreError(f"cannot read {self.path} ({_one_line(exc)}): the file is "
+                             f"damaged; pass --db PATH to another database") from None
+
+    def _query_raw(self, sql: str, params: list[Any] | None = None) -> "_Rows":
         cur = self.con.execute(sql, params or [])
         rows = cur.fetchall() if cur.description else []
         return _Rows(rows, cur.description)
@@ -190,29 +303,66 @@ class Store:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """All-or-nothing writes (an import either lands whole or not at all)."""
-        self.con.execute("BEGIN TRANSACTION")
+        self._write("BEGIN TRANSACTION")
         try:
             yield
         except BaseException:
-            self.con.execute("ROLLBACK")
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute("ROLLBACK")
             raise
-        self.con.execute("COMMIT")
+        try:
+            self._write("COMMIT")
+        except StoreWriteError:
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute("ROLLBACK")     # DuckDB may have rolled back already
+            raise
+
+    def _write(self, sql: str, params: list[Any] | None = None, many: bool = False
+               ) -> "_Rows":
+        """A write; a failure (disk full, I/O error) becomes StoreWriteError, once noted
+        in ``write_failed``."""
+        try:
+            if many:
+                self.con.executemany(sql, params or [])
+                return _Rows([], None)
+            return self._query_raw(sql, params)
+        except (duckdb.Error, OSError) as exc:
+            if isinstance(exc, (duckdb.ConversionException, duckdb.InvalidInputException,
+                                duckdb.ConstraintException, duckdb.BinderException,
+                                duckdb.CatalogException, duckdb.ParserException)):
+                raise          # a bad value or a bug, not the disk: the caller says which
+            reason = _one_line(exc)
+            self.write_failed = self.write_failed or reason
+            raise StoreWriteError(f"cannot write to {self.path}: {reason}") from None
 
     # -- writing ----------------------------------------------------------------------
     def create_run(self, name: str, target: str, params: dict[str, Any],
                    metadata: dict[str, Any], *, kind: str = "latency",
                    source: str = "irqlab", tags: dict[str, str] | None = None,
                    suite: str | None = None, cell: dict[str, Any] | None = None,
-                   status: str = "running", started_at: dt.datetime | None = None) -> int:
-        """Insert a run (status ``running`` unless told) and return its id."""
-        row = self._query(
-            "INSERT INTO runs (name, target, status, started_at, params, metadata, kind, "
-            "source, tags, suite, cell) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "RETURNING run_id",
-            [name, target, status, started_at or _utcnow(), json.dumps(params),
-             json.dumps(metadata), kind, source, json.dumps(tags or {}), suite,
-             None if cell is None else json.dumps(cell)]).fetchone()
+                   status: str = "running", started_at: dt.datetime | None = None,
+                   run_id: int | None = None, **columns: Any) -> int:
+        """Insert a run (status ``running`` unless told) and return its id.
+
+        ``run_id`` from :meth:`next_run_id` and further ``columns`` (tick_hz, summary,
+        ended_at ...) let a finished run go in with one statement (imports)."""
+        cols = {"name": name, "target": target, "status": status,
+                "started_at": started_at or _utcnow(), "params": json.dumps(params),
+                "metadata": json.dumps(metadata), "kind": kind, "source": source,
+                "tags": json.dumps(tags or {}), "suite": suite,
+                "cell": None if cell is None else json.dumps(cell)}
+        if run_id is not None:
+            cols["run_id"] = run_id
+        for key, val in columns.items():
+            cols[key] = json.dumps(val) if isinstance(val, dict) else val
+        row = self._write(
+            f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
+            "RETURNING run_id", list(cols.values())).fetchone()
         return int(row[0])
+
+    def next_run_id(self) -> int:
+        """A fresh run id (from the sequence), for :meth:`create_run`'s ``run_id``."""
+        return int(self._write("SELECT nextval('run_id_seq')").fetchone()[0])
 
     def update_run(self, run_id: int, **fields: Any) -> None:
         """Set columns of a run; dict values are stored as JSON."""
@@ -223,7 +373,7 @@ class Store:
             cols.append(f"{key} = ?")
             vals.append(json.dumps(val) if isinstance(val, dict) else val)
         vals.append(run_id)
-        self._query(f"UPDATE runs SET {', '.join(cols)} WHERE run_id = ?", vals)
+        self._write(f"UPDATE runs SET {', '.join(cols)} WHERE run_id = ?", vals)
 
     def finish_run(self, run_id: int, status: str, summary: dict[str, Any] | None,
                    message: str | None = None) -> None:
@@ -233,24 +383,56 @@ class Store:
                         ended_at=_utcnow())
 
     def add_windows(self, run_id: int, windows: list[dict[str, Any]]) -> None:
-        """Insert window rows (dicts with the window JSON keys)."""
+        """Insert window rows (dicts with the window JSON keys), in one batch."""
         if not windows:
             return
-        self.con.executemany(
-            "INSERT INTO windows (run_id, idx, start_s, samples, mean_ns, stddev_ns, min_ns, "
-            "max_ns, above_threshold, global_min_ns, global_max_ns, extra) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [[run_id, w["index"], w["start_s"], w["samples"], w["mean_ns"], w["stddev_ns"],
-              w["min_ns"], w["max_ns"], w["above_threshold"], w["global_min_ns"],
-              w["global_max_ns"], json.dumps(w["extra"]) if w.get("extra") else None]
-             for w in windows])
+        def ints(key: str) -> pa.Array:
+            return pa.array([_int_or_none(w.get(key)) for w in windows], type=pa.int64())
+        table = pa.table({
+            "run_id": pa.array([run_id] * len(windows), type=pa.int64()),
+            "idx": pa.array([w["index"] for w in windows], type=pa.int32()),
+            "start_s": pa.array([w["start_s"] for w in windows], type=pa.float64()),
+            "samples": ints("samples"), "mean_ns": ints("mean_ns"),
+            "stddev_ns": ints("stddev_ns"), "min_ns": ints("min_ns"),
+            "max_ns": ints("max_ns"), "above_threshold": ints("above_threshold"),
+            "global_min_ns": ints("global_min_ns"), "global_max_ns": ints("global_max_ns"),
+            "extra": pa.array([json.dumps(w["extra"]) if w.get("extra") else None
+                               for w in windows], type=pa.string()),
+        })
+        self._insert_arrow("windows", table,
+                           "run_id, idx, start_s, samples, mean_ns, stddev_ns, min_ns, "
+                           "max_ns, above_threshold, global_min_ns, global_max_ns, extra")
 
     def add_histogram(self, run_id: int, series: str,
                       buckets: list[tuple[int, int | None, int]]) -> None:
         """Store ``(lower_ns, upper_ns, count)`` buckets; upper_ns None = overflow."""
-        rows = [[run_id, series, lo, hi, n] for lo, hi, n in buckets if n]
-        if rows:
-            self.con.executemany("INSERT INTO histograms VALUES (?, ?, ?, ?, ?)", rows)
+        self.add_histograms(run_id, {series: buckets})
+
+    def add_histograms(self, run_id: int,
+                       by_series: dict[str, list[tuple[int, int | None, int]]]) -> None:
+        """Buckets of several series in one batch."""
+        rows = [(name, lo, hi, n) for name, buckets in by_series.items()
+                for lo, hi, n in buckets if n]
+        if not rows:
+            return
+        table = pa.table({
+            "run_id": pa.array([run_id] * len(rows), type=pa.int64()),
+            "series": pa.array([r[0] for r in rows], type=pa.string()),
+            "lower_ns": pa.array([int(r[1]) for r in rows], type=pa.int64()),
+            "upper_ns": pa.array([_int_or_none(r[2]) for r in rows], type=pa.int64()),
+            "count": pa.array([int(r[3]) for r in rows], type=pa.uint64()),
+        })
+        self._insert_arrow("histograms", table, "run_id, series, lower_ns, upper_ns, count")
+
+    def _insert_arrow(self, table_name: str, table: pa.Table, columns: str) -> None:
+        """One INSERT for a whole Arrow table (row-by-row executemany took seconds for a
+        few thousand rows)."""
+        self.con.register("_irqlab_rows", table)
+        try:
+            self._write(f"INSERT INTO {table_name} ({columns}) SELECT {columns} "
+                        f"FROM _irqlab_rows")
+        finally:
+            self.con.unregister("_irqlab_rows")
 
     def add_samples(self, run_id: int, records: np.ndarray) -> None:
         """Append raw records (RECORD_DTYPE array) losslessly."""
@@ -264,7 +446,7 @@ class Store:
         })
         self.con.register("_irqlab_batch", table)
         try:
-            self._query("INSERT INTO samples SELECT * FROM _irqlab_batch")
+            self._write("INSERT INTO samples SELECT * FROM _irqlab_batch")
         finally:
             self.con.unregister("_irqlab_batch")
 
@@ -275,7 +457,9 @@ class Store:
 
     def resolve(self, ref: str) -> RunRow:
         """A run by id, or the latest run of that name."""
-        if ref.isdigit():
+        # ASCII digits only: str.isdigit() also takes '²' (int() refuses it) and '١' (int()
+        # reads it as 1), so such a reference is a name.
+        if ref.isascii() and ref.isdigit() and len(ref) <= 18:
             raw = self._query(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?",
                                    [int(ref)]).fetchone()
             if raw:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from irqlab.targets.base import Option, Target, TargetOptions, TargetUsageError
 from irqlab.targets.guest import GuestTarget
+from irqlab.targets.labgrid import LabgridTarget
 from irqlab.targets.linux_guest import LinuxGuestTarget
 from irqlab.targets.native import NativeTarget
+from irqlab.targets.serial import SerialTarget
 from irqlab.targets.xen import XenTarget
 
 # The registry: name -> target, in the order `--help` lists them.
@@ -18,12 +20,18 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     NativeTarget(),
     LinuxGuestTarget(),
     XenTarget(),
+    SerialTarget(),
+    LabgridTarget(),
 )}
+
+# What gives a capability a hook may require (RunHook.requires), for the error a user
+# gets when the chosen target lacks it.
+CAPABILITIES: dict[str, str] = {"xen-dom0": "--target xen --xen-dom0 linux"}
 
 # Built-in suites: name -> targets in the order they run.
 SUITES: dict[str, tuple[str, ...]] = {"all": ("native", "guest", "linux-guest")}
 
-__all__ = ["Option", "SUITES", "TARGETS", "Target", "TargetOptions", "TargetUsageError",
+__all__ = ["CAPABILITIES", "Option", "SUITES", "TARGETS", "Target", "TargetOptions", "TargetUsageError",
            "get_target", "parse_targets", "all_options"]
 
 

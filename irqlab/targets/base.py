@@ -53,6 +53,11 @@ class TargetOptions:
     arch: str = "x86_64"
     icount: bool = False
 
+    def capabilities(self) -> frozenset[str]:
+        """What run hooks may require of this target (RunHook.requires): e.g. "xen-dom0",
+        a Linux dom0 that runs loads and xl for the run. Most targets offer none."""
+        return frozenset()
+
 
 class Target(ABC):
     """One kind of measured system (see the module docstring)."""

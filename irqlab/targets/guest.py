@@ -81,6 +81,11 @@ class GuestTarget(Target):
         if opts.memory_mib < 8:
             raise TargetUsageError("--memory must be at least 8 (MiB): the ring sits at "
                                    "4 MiB")
+        host_mib = _host_memory_mib()
+        if host_mib is not None and opts.memory_mib > host_mib:
+            raise TargetUsageError(f"--memory {opts.memory_mib} is more than this host's "
+                                   f"{host_mib} MiB: use --memory {min(64, host_mib)} (the "
+                                   f"probe needs 8)")
         m = machine_for(arch)
         o.check_machine_values(m, opts.idle, opts.timer, arch)
         if opts.sink not in m.sinks:
@@ -117,3 +122,15 @@ class GuestTarget(Target):
         if cfg.options.sink == "console":
             return ConsoleReader(process.serial_read)
         return RingReader(process.mem_path, RING_OFFSET)
+
+
+def _host_memory_mib() -> int | None:
+    """MemTotal of this host in MiB (None when /proc/meminfo cannot tell)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

@@ -8,13 +8,36 @@ target applies its own in ``configure``, so one option may default differently p
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
-from irqlab.argtypes import count, cpu_list, duration
+from irqlab.argtypes import cpu_list, duration
 from irqlab.runner.accel import ACCEL_CHOICES
 from irqlab.runner.machines import MACHINES, Machine
 from irqlab.targets.base import Option, TargetUsageError
+
+def _bounded(low: int, high: int, unit: str = ""):
+    """argparse type: an ASCII integer in [low, high] (bounded up front, exit 2)."""
+    def parse(text: str) -> int:
+        t = text.strip()
+        if not (t.isascii() and t.isdigit()):
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number: write "
+                                             f"digits 0-9")
+        val = int(t) if len(t) <= 19 else high + 1
+        if not low <= val <= high:
+            raise argparse.ArgumentTypeError(f"{t[:40]} is out of range: use {low}-{high}"
+                                             f"{unit}")
+        return val
+    parse.__name__ = "whole number"
+    return parse
+
+
+# Guest RAM above this is refused up front (QEMU would fail later); configure() also
+# compares it with this host's memory.
+MAX_MEMORY_MIB = 1 << 20          # 1 TiB
+# Every Nth period: beyond a billion periods the self-check never fires in a run.
+MAX_INJECT_EVERY = 10**9
 
 ARCH = Option("--arch", "arch", dict(
     choices=sorted(MACHINES),
@@ -34,7 +57,8 @@ INJECT_IRQOFF = Option("--inject-irqoff", "inject_irqoff", dict(
     type=duration, metavar="DUR",
     help="self-check: spin with interrupts off for DUR across the deadline"))
 INJECT_EVERY = Option("--inject-every", "inject_every", dict(
-    type=count, metavar="N", help="self-check: inject in every Nth period"))
+    type=_bounded(0, MAX_INJECT_EVERY), metavar="N",
+    help="self-check: inject in every Nth period"))
 TIMER = Option("--timer", "timer", dict(
     choices=["auto", "deadline", "oneshot", "virt", "phys"],
     help="x86: LAPIC timer mode (auto: TSC-deadline when CPUID has it); arm64: EL1 "
@@ -46,14 +70,15 @@ SINK = Option("--sink", "sink", dict(
     help="how samples come back: ring (guest RAM read by the host, default) or console "
          "(framed lines on the serial console: COM1 on x86, PL011 on arm64)"))
 MEMORY = Option("--memory", "memory", dict(
-    type=count, metavar="MIB", help="guest memory in MiB (default 64)"))
+    type=_bounded(0, MAX_MEMORY_MIB, " MiB"), metavar="MIB",
+    help="guest memory in MiB (default 64)"))
 PROBE = Option("--probe", "probe", dict(type=Path, help="probe image to boot"))
 CPUS = Option("--cpus", "cpus", dict(
     type=cpu_list, metavar="LIST",
     help="CPUs to measure, e.g. 0,2-3 (native: host CPUs, default all online; "
          "linux-guest: guest CPUs, default 0)"))
 PRIORITY = Option("--priority", "priority", dict(
-    type=int, metavar="N", help="SCHED_FIFO priority 1-99 (default 90)"))
+    type=_bounded(0, 10**6), metavar="N", help="SCHED_FIFO priority 1-99 (default 90)"))
 RT_FALLBACK = Option("--rt-fallback", "rt_fallback", dict(
     action="store_const", const=True,
     help="run SCHED_OTHER (recorded) when RT priority cannot be set, instead of failing"))

@@ -3,6 +3,10 @@
 arm64: the probe as dom0 or as a dom0less domU, with an optional neighbour domU on the
 same pCPU; x86_64: the probe as a PVH dom0. The host cannot map a Xen guest's RAM, so the
 probe answers through its console (framed lines, irqlab.samples.console).
+
+``--xen-dom0 linux`` (x86_64): Debian's Linux as dom0 with xl, the probe an xl-created
+PVH domU whose ring dom0 forwards to the host through ivshmem (irqlab.runner.xen_dom0);
+dom0-side loads and Xen knobs found among the run's hooks are baked into dom0's init.
 """
 
 from __future__ import annotations
@@ -12,13 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from irqlab.runner.accel import AccelPlan, plans_for
-from irqlab.runner.hostinfo import qemu_version
 from irqlab.runner.machines import MACHINES, machine_for
 from irqlab.runner.process import ProcessTarget
 from irqlab.runner.xen import (DEB_ARCH, NEIGHBOURS, XEN_DOMAINS, XEN_SCHEDS, XenGuest,
                                XenOptions, binary_from_path, fetch_hint, find_xen,
                                parse_opts)
+from irqlab.runner.xen_dom0 import Dom0Load, Dom0Plan, dom0_cache_dir
+from irqlab.runner.xen_dom0 import fetch_hint as dom0_fetch_hint
 from irqlab.samples.console import ConsoleReader
+from irqlab.samples.ring import RingReader
 from irqlab.samples.source import SampleSource
 from irqlab.targets import options as o
 from irqlab.targets.base import Option, Target, TargetUsageError
@@ -38,6 +44,14 @@ XEN_BINARY = Option("--xen-binary", "xen_binary", dict(
     type=Path, metavar="PATH",
     help="hypervisor image to boot (default: Debian's, cached by setup.sh; $IRQLAB_XEN "
          "also sets it)"))
+XEN_DOM0 = Option("--xen-dom0", "xen_dom0", dict(
+    choices=("none", "linux"),
+    help="linux: Debian's Linux as dom0 with xl, the probe an xl-created PVH domU "
+         "(x86_64; dom0 loads, --pin, rtds/cpupool knobs); none (default): no dom0 OS"))
+XEN_PCPUS = Option("--xen-pcpus", "xen_pcpus", dict(
+    type=int, metavar="N",
+    help="physical CPUs of the emulated machine with --xen-dom0 linux (default 1: dom0 "
+         "and the probe share it, as in seed 000)"))
 NEIGHBOUR = Option("--neighbour", "neighbour", dict(
     choices=NEIGHBOURS,
     help="a second dom0less domU on the same pCPU: cpu (busy), console (console flood), "
@@ -52,25 +66,66 @@ class XenProbeOptions(ProbeOptions):
     xen_opts: dict[str, str] = field(default_factory=dict)
     xen_binary: Path | None = None
     neighbour: str = "none"
+    xen_dom0: str = "none"
+    xen_pcpus: int = 1
+
+    @property
+    def dom0_linux(self) -> bool:
+        """A Linux dom0 runs the toolstack (dom0-side loads and Xen knobs need it)."""
+        return self.xen_dom0 == "linux"
+
+    def capabilities(self) -> frozenset[str]:
+        return frozenset({"xen-dom0"}) if self.dom0_linux else frozenset()
+
+
+# Memory of the emulated machine's parts with a Linux dom0 (MiB).
+DOM0_LINUX_MEM_MIB = 384
+DOMU_MEM_MIB = 32
+XEN_SLACK_MIB = 256
+# A Linux dom0 under TCG takes ~20 s to create the probe domU (docs/xen.md).
+DOM0_BOOT_TIMEOUT_S = 120.0
 
 
 class XenTarget(Target):
     name = "xen"
     help = "the probe as a Xen dom0 or dom0less domU in QEMU"
     options = (o.ARCH, o.ACCEL, o.IDLE, o.INJECT_IRQOFF, o.INJECT_EVERY, o.TIMER, o.GIC,
-               o.PROBE, XEN_DOMAIN, XEN_SCHED, XEN_OPT, XEN_BINARY, NEIGHBOUR)
+               o.PROBE, XEN_DOMAIN, XEN_SCHED, XEN_OPT, XEN_BINARY, NEIGHBOUR, XEN_DOM0,
+               XEN_PCPUS)
     why_not = {"icount": "Xen under QEMU -icount was not verified",
                "sink": "Xen guests always report through the console",
                "memory": "the domain's memory is Xen's to set"}
 
     def configure(self, given: dict[str, Any], period_ns: int) -> XenProbeOptions:
-        arch = given.get("arch", "arm64")
+        dom0 = given.get("xen_dom0", "none")
+        # The Linux dom0 is verified on x86 only: it is that architecture's default then.
+        arch = given.get("arch", "x86_64" if dom0 == "linux" else "arm64")
         base = probe_options(given, period_ns, arch)
+        pcpus = given.get("xen_pcpus")
+        if pcpus is not None and dom0 != "linux":
+            raise TargetUsageError("--xen-pcpus needs --xen-dom0 linux (without a dom0 OS "
+                                   "the machine has one pCPU)")
+        if pcpus is not None and not 1 <= pcpus <= 8:
+            raise TargetUsageError("--xen-pcpus must be 1..8")
         o.check_machine_values(MACHINES[arch], base["idle"], base["timer"],
                                f"the {arch} probe")
         domain = given.get("xen_domain")
         neighbour = given.get("neighbour", "none")
-        if arch == "x86_64":
+        if dom0 == "linux":
+            if arch != "x86_64":
+                raise TargetUsageError("--xen-dom0 linux runs on x86_64 only (arm64's "
+                                       "Linux dom0 was not verified here): use --arch "
+                                       "x86_64")
+            if domain == "dom0" or neighbour != "none":
+                raise TargetUsageError("--xen-dom0 linux measures the probe as an xl-created"
+                                       " domU: drop --xen-domain dom0 and --neighbour (use "
+                                       "--load dom0-cpu etc. for interference)")
+            if base["accel"] == "kvm":
+                raise TargetUsageError("--xen-dom0 linux runs under TCG only here: use "
+                                       "--accel tcg or auto")
+            if not (dom0_cache_dir() / ".complete").exists():
+                raise TargetUsageError(f"--xen-dom0 linux: {dom0_fetch_hint()}")
+        elif arch == "x86_64":
             # docs/xen.md: the x86 probe is a PVH dom0 (no dom0 Linux, so no xl for domUs),
             # and Xen needs VT-x/AMD-V inside its VM, which only TCG gives here.
             if domain == "domU" or neighbour != "none":
@@ -100,10 +155,13 @@ class XenTarget(Target):
                                    f"{', '.join(built)} (from {binary.config}); build a Xen "
                                    f"with RTDS and null with scripts/build-xen-rtds.sh, or "
                                    f"pass --xen-binary")
+        if dom0 == "linux":
+            domain = "domU"
         return XenProbeOptions(**base, xen_domain=domain or ("dom0" if arch == "x86_64"
                                                              else "domU"),
                                xen_sched=sched, xen_opts=opts, xen_binary=path,
-                               neighbour=neighbour)
+                               neighbour=neighbour, xen_dom0=dom0, xen_pcpus=pcpus or 1,
+                               sink="ring" if dom0 == "linux" else "console")
 
     def accel_plans(self, cfg: Any) -> list[AccelPlan]:
         plans = plans_for(cfg.options.accel, False)
@@ -113,14 +171,17 @@ class XenTarget(Target):
             plans = [p for p in plans if p.accel != "kvm"] or plans
         return plans
 
+    def boot_timeout_s(self, cfg: Any, plan: AccelPlan) -> float:
+        if cfg.options.dom0_linux:
+            return max(cfg.boot_timeout_s, DOM0_BOOT_TIMEOUT_S)
+        return cfg.boot_timeout_s
+
     def stall_timeout_s(self, cfg: Any) -> float:
         # Console frames come every 16 samples, and Xen under TCG is slow.
         return max(10.0, 40 * cfg.period_ns / 1e9)
 
     def run_metadata(self, cfg: Any) -> dict[str, Any]:
-        gcfg = cfg.options.guest_config(cfg)
-        return {"qemu_version": qemu_version(gcfg.machine.qemu),
-                "probe_cmdline": gcfg.cmdline()}
+        return cfg.options.run_metadata(cfg)
 
     def spawn(self, cfg: Any, plan: AccelPlan, name: str,
               extra_qemu_args: list[str]) -> ProcessTarget:
@@ -129,9 +190,53 @@ class XenTarget(Target):
         gcfg.extra_qemu_args = list(extra_qemu_args)
         return XenGuest(gcfg, plan, XenOptions(
             domain=opts.xen_domain, sched=opts.xen_sched, opts=dict(opts.xen_opts),
-            binary=opts.xen_binary, neighbour=opts.neighbour), name=name)
+            binary=opts.xen_binary, neighbour=opts.neighbour), name=name,
+            dom0=self.dom0_plan(cfg) if opts.dom0_linux else None,
+            pcpus=opts.xen_pcpus)
+
+    def dom0_plan(self, cfg: Any) -> Dom0Plan:
+        """What dom0's init does: the probe domU, plus every dom0-side load and Xen knob
+        among the run's hooks (found by their interfaces, irqlab.runner.xen_dom0).
+        A knob Xen cannot honour here is marked not applicable, with the reason."""
+        opts: XenProbeOptions = cfg.options
+        plan = Dom0Plan(probe_cmdline=opts.guest_config(cfg).cmdline(),
+                        domu_memory_mib=DOMU_MEM_MIB, pcpus=opts.xen_pcpus)
+        built = find_xen(opts.xen_sched, DEB_ARCH[opts.arch])
+        scheds = (built.schedulers() if opts.xen_binary is None and built else None)
+        for hook in cfg.hooks:
+            if hasattr(hook, "dom0_load"):
+                kind, name, params = hook.dom0_load()
+                plan.loads.append(Dom0Load(kind, name, params))
+            elif hasattr(hook, "dom0_setting"):
+                key, value = hook.dom0_setting()
+                if key.startswith("rtds_") and opts.xen_sched != "rtds":
+                    hook.not_applicable(f"the scheduler is {opts.xen_sched}: RTDS "
+                                        f"parameters need --xen-sched rtds (a Xen built by "
+                                        f"scripts/build-xen-rtds.sh)")
+                elif key == "rtds_period":
+                    plan.rtds_period_ns = value
+                elif key == "rtds_budget":
+                    plan.rtds_budget_ns = value
+                elif key == "cpupool":
+                    if scheds is not None and value not in scheds:
+                        hook.not_applicable(f"this Xen has only {', '.join(scheds)} (Debian's"
+                                            f" build); scripts/build-xen-rtds.sh adds rtds "
+                                            f"and null")
+                    elif opts.xen_pcpus < 2:
+                        hook.not_applicable("a cpupool of its own needs a pCPU taken from "
+                                            "Pool-0: use --xen-pcpus 2 or more")
+                    else:
+                        plan.cpupool_sched = value
+            elif getattr(hook, "key", None) == "pin":
+                # --pin: the measured domU's vCPU onto these pCPUs (xl cpus=), besides the
+                # knob's own pinning of QEMU's vCPU threads on the host.
+                plan.pin = hook.value
+        return plan
 
     def open_source(self, cfg: Any, process: ProcessTarget) -> SampleSource:
+        if cfg.options.dom0_linux:
+            # dom0 copies the domU's ring into the ivshmem memfd, ring at offset 0.
+            return RingReader(process.mem_path, 0)
         return ConsoleReader(process.serial_read)
 
     def process_metadata(self, process: ProcessTarget) -> dict[str, Any]:

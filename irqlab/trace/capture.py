@@ -1,8 +1,10 @@
 """``irqlab run --trace``: a RunHook capturing host kernel events around the VMM.
 
 after_start() (QEMU runs, its pid and thread names are known) creates the private
-instance ``instances/irqlab-<run>``, selects the events of issue 8 that exist on this
-kernel (the missing ones are recorded), sets the trace clock to x86-tsc (guest TSC and
+instance ``instances/irqlab-<pid>-<run>`` (unique per irqlab process: two runs on
+different databases may share a run id; journalled before it is made, see
+irqlab.trace.tracefs), selects the events of issue 8 that exist on this kernel (the
+missing ones are recorded), sets the trace clock to x86-tsc (guest TSC and
 trace timestamps then share a clock under TCG), sizes the buffer from the period, limits
 tracing to the VMM's CPUs and starts two threads:
 
@@ -162,6 +164,7 @@ class TraceHook:
     """RunHook: capture a private tracefs instance around the VMM (see module doc)."""
 
     name = "trace"
+    requires = None          # any target: it traces the host around the target's process
 
     def __init__(self, db_path: Path, period_ns: int = 1_000_000,
                  buffer_kb: int | None = None) -> None:
@@ -220,7 +223,7 @@ class TraceHook:
         self.meta.update({"vmm_pid": pid, "vmm_threads": {str(t): c for t, c in threads.items()},
                           "vcpu_tids": [t for t, c in threads.items() if c.startswith("CPU ")]})
         self._debugfs_start(pid)
-        self.inst = inst = Instance(self.fs, f"irqlab-{self.run_id}")
+        self.inst = inst = Instance(self.fs, f"irqlab-{os.getpid()}-{self.run_id}")
         self.meta["instance"] = str(inst.path)
         clocks = inst.read("trace_clock")
         clock = "x86-tsc" if "x86-tsc" in clocks.split() or "[x86-tsc]" in clocks else "mono"

@@ -3,6 +3,10 @@
 Every value written through :class:`Instance` is remembered with its old value and put
 back by :meth:`Instance.close` (in reverse order); the instance directory is removed and a
 tracefs we mounted ourselves is unmounted. Nothing is written to the global buffer.
+
+The instance and every private mount are entered in the restore journal
+(irqlab.knobs.journal) *before* they are made, so a process killed with SIGKILL leaves
+nothing behind: the next irqlab start removes them and says so.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
+
+from irqlab.knobs.journal import journal
 
 # The events of issue 8, in (system, name) form; ``irq_vectors:*`` is expanded at run time.
 WANTED_EVENTS: tuple[tuple[str, str], ...] = (
@@ -48,9 +54,15 @@ def find_mount(fstype: str) -> Path | None:
         return None
     for line in lines:
         parts = line.split()
-        if len(parts) >= 3 and parts[2] == fstype:
+        # Another irqlab's private mount (mount_private) is not ours to use: it goes away
+        # with that run, and using it would keep that run from unmounting it.
+        if (len(parts) >= 3 and parts[2] == fstype
+                and not Path(parts[1]).name.startswith(_PRIVATE_PREFIX)):
             return Path(parts[1])
     return None
+
+
+_PRIVATE_PREFIX = "irqlab-"
 
 
 def find_tracefs() -> Path | None:
@@ -62,9 +74,14 @@ def mount_private(fstype: str, read_only: bool = False) -> tuple[Path | None, st
     """Mount ``fstype`` in a new temporary directory: (its path, "") or (None, why not).
     Undo with :func:`unmount_private`; nothing is left behind on failure."""
     try:
-        mnt = Path(tempfile.mkdtemp(prefix=f"irqlab-{fstype}-"))
+        mnt = Path(tempfile.mkdtemp(prefix=f"{_PRIVATE_PREFIX}{fstype}-"))
     except OSError as exc:
         return None, f"no temporary directory ({exc})"
+    try:
+        entry = journal().add("umount", path=str(mnt), fstype=fstype, pid=os.getpid())
+    except OSError as exc:
+        mnt.rmdir()
+        return None, f"cannot write the restore journal ({exc})"
     cmd = ["mount", "-t", fstype] + (["-o", "ro"] if read_only else []) + ["nodev", str(mnt)]
     try:
         res = subprocess.run(cmd, capture_output=True, text=True)
@@ -73,17 +90,26 @@ def mount_private(fstype: str, read_only: bool = False) -> tuple[Path | None, st
         err = str(exc)
     if err:
         mnt.rmdir()
+        journal().done(entry)
         return None, err
+    _MOUNT_ENTRIES[str(mnt)] = entry
     return mnt, ""
+
+
+# Journal entry of each private mount still mounted (path -> entry id).
+_MOUNT_ENTRIES: dict[str, int] = {}
 
 
 def unmount_private(mnt: Path) -> None:
     """Unmount and remove a directory made by :func:`mount_private`."""
-    subprocess.run(["umount", str(mnt)], capture_output=True)
+    res = subprocess.run(["umount", str(mnt)], capture_output=True)
     try:
         mnt.rmdir()
     except OSError:
         pass
+    entry = _MOUNT_ENTRIES.pop(str(mnt), None)
+    if entry is not None and res.returncode == 0:
+        journal().done(entry)
 
 
 class Tracefs:
@@ -116,14 +142,25 @@ class Instance:
         self.fs = fs
         self.name = name
         self.path = fs.root / "instances" / name
+        self._undo: list[tuple[Path, str]] = []
+        self._entry: int | None = None
         if self.path.exists():
             raise TraceError(f"trace instance {self.path} already exists (another irqlab "
                              f"run, or a crash left it): remove it with `rmdir {self.path}`")
+        # Journalled before it exists: a SIGKILL between mkdir and close() must not leave
+        # the kernel tracing into a buffer nobody reads.
+        try:
+            self._entry = journal().add("trace_instance", path=str(self.path),
+                                        pid=os.getpid())
+        except OSError as exc:
+            raise TraceError(f"cannot write the restore journal ({exc}): set "
+                             f"$IRQLAB_STATE_DIR to a writable directory") from exc
         try:
             self.path.mkdir()
         except OSError as exc:
+            journal().done(self._entry)
+            self._entry = None
             raise TraceError(f"cannot create trace instance {self.path}: {exc}") from exc
-        self._undo: list[tuple[Path, str]] = []
 
     def write(self, rel: str, value: str) -> None:
         """Write a setting, remembering the old value to restore it."""
@@ -176,6 +213,9 @@ class Instance:
                 os.rmdir(self.path)
             except OSError as exc:
                 problems.append(f"rmdir {self.path}: {exc.strerror}")
+        if self._entry is not None and not self.path.exists():
+            journal().done(self._entry)
+            self._entry = None
         return problems
 
 

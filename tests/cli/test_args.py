@@ -52,6 +52,8 @@ def test_bad_arguments_exit_2_with_one_line(args, needle, tmp_path):
     assert res.stdout == ""
 
 
-def test_list_on_empty_database_is_empty_json(tmp_path, capsys):
-    assert main(["list", "--json", "--db", str(tmp_path / "none.duckdb")]) == 0
-    assert capsys.readouterr().out == ""
+def test_list_on_missing_database_says_so_like_show(tmp_path, capsys):
+    # Issue 20: `list --db MISSING` no longer prints an empty table with exit 0.
+    assert main(["list", "--json", "--db", str(tmp_path / "none.duckdb")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("irqlab list: error: no database at")

@@ -42,6 +42,9 @@ def _cli(*argv: str, tmp_path: Path) -> subprocess.CompletedProcess:
     (["--target", "native,guest", "--xen-opt", "vwfi=native"],
      "--xen-opt does not apply to --target native, guest"),
     (["--period", "500ns"], "below 1us"),
+    (["--target", "native", "--load", "dom0-cpu"],
+     "load:dom0-cpu needs --target xen --xen-dom0 linux; this --target native run"),
+    (["--target", "xen", "--load", "dom0-cpu"], "this --target xen run has no such thing"),
 ])
 def test_an_option_the_target_does_not_take_exits_2_naming_it(argv, needle, tmp_path):
     res = _cli(*argv, tmp_path=tmp_path)

@@ -12,6 +12,10 @@
  * from 'I' up to, not including, '*'. A frame stays below FRAME_LINE_MAX
  * bytes plus its 11-byte trailer: Xen's vpl011 (dom0less) cuts a domU's
  * output into pieces of 128 bytes, which would split longer frames.
+ *
+ * frame_header() and frame_state() may be called again at any time: the
+ * probe repeats them every second (probe.c, console_sink_repeat) so that a
+ * host attaching to a running console can decode what follows.
  */
 #ifndef IRQLAB_FRAME_H
 #define IRQLAB_FRAME_H

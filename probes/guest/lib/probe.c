@@ -28,7 +28,9 @@
  * copies it to the console as framed lines (lib/frame.c, docs/formats.md
  * section 7) in batches of CONSOLE_BATCH samples, between interrupts and
  * with interrupts enabled, never from the interrupt handler (whose cost is
- * unchanged), for hosts that cannot map guest RAM.
+ * unchanged), for hosts that cannot map guest RAM. The H and T frames are
+ * repeated every HEADER_REPEAT_S (console_sink_repeat) so that a host
+ * attaching to a running board can decode what follows.
  */
 #include "probe.h"
 #include "arch.h"	/* <arch>/arch.h: the inline part of the arch interface */
@@ -43,6 +45,7 @@
 #define IRQOFF_NS_MAX		(10 * NSEC_PER_SEC)
 
 #define CONSOLE_BATCH		16	/* samples per console flush */
+#define HEADER_REPEAT_S		1	/* H + T frames again every this many s */
 
 /* state shared between the main loop and the timer interrupt */
 struct probe_state {
@@ -73,6 +76,7 @@ static struct probe_state P;
 static struct frame_out fout = { .write = arch_console_write };
 static bool header_sent;
 static u64 console_next;		/* next seq to copy to the console */
+static u64 header_repeat_tick;		/* deadline after which H + T repeat */
 
 /* console_sink_state - header (once) and state frames for sink=console */
 static void console_sink_state(void)
@@ -84,6 +88,32 @@ static void console_sink_state(void)
 		header_sent = true;
 	}
 	frame_state(&fout, &ring);
+}
+
+/*
+ * console_sink_repeat - H and T frames again once per HEADER_REPEAT_S
+ *
+ * A host attaching to a console that is already running (a board's UART)
+ * needs the tick rate and period of the H frame to decode S frames: it
+ * gets them within HEADER_REPEAT_S. Paced by the sample schedule, so it
+ * costs a compare per loop and ~125 bytes per second whatever the period
+ * (1.5-2 % of the frame bytes at a 1 ms period).
+ * Returns 0 (sent, or not due yet) or the frame writer's -errno.
+ */
+static int console_sink_repeat(void)
+{
+	u64 deadline = P.deadline_tick;
+	int ret;
+
+	if (params.sink != SINK_CONSOLE || !header_sent)
+		return 0;
+	if (!header_repeat_tick)
+		header_repeat_tick = deadline + HEADER_REPEAT_S * P.tick_hz;
+	if ((s64)(deadline - header_repeat_tick) < 0)
+		return 0;
+	header_repeat_tick = deadline + HEADER_REPEAT_S * P.tick_hz;
+	ret = frame_header(&fout, &ring);
+	return ret ? ret : frame_state(&fout, &ring);
 }
 
 /* console_sink_flush - copy ring records to the console; @all: no batching */
@@ -411,6 +441,7 @@ void probe_run(void)
 
 	for (;;) {
 		console_sink_flush(false);
+		console_sink_repeat();
 		if (P.done)
 			finish();
 		if (inject_due()) {

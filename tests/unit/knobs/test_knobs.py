@@ -203,3 +203,18 @@ def test_journal_file_goes_away_when_everything_is_undone(tmp_path):
     assert j.path.exists()
     j.done(b)
     assert not j.path.exists()
+
+
+def test_one_journal_per_state_directory_for_the_whole_process(tmp_path, monkeypatch):
+    # Switching state directories and back must give the same journal: a second object
+    # for the same file would flock it again and wait for itself (a hang seen in the suite).
+    from irqlab.knobs.journal import journal
+    monkeypatch.setenv("IRQLAB_STATE_DIR", str(tmp_path / "a"))
+    first = journal()
+    entry = first.add("sched", tid=0, policy=0, priority=0, affinity=[0])
+    monkeypatch.setenv("IRQLAB_STATE_DIR", str(tmp_path / "b"))
+    assert journal() is not first
+    monkeypatch.setenv("IRQLAB_STATE_DIR", str(tmp_path / "a"))
+    again = journal()
+    assert again is first
+    again.done(entry)

@@ -49,6 +49,8 @@ class Recorder:
 class OrderHook:
     """A run hook that records when it is entered, started and left."""
 
+    requires = None
+
     def __init__(self, name: str, log: list) -> None:
         self.name, self.log = name, log
         self.ctx = None

@@ -1,0 +1,168 @@
+"""``irqlab doctor [--json]``: what works on this host, and the fix for what does not.
+
+Each check is one line: what it looked at, ok or not, what it found, and the command or
+setting that fixes it. Nothing is changed; `irqlab doctor` never needs root to answer,
+though some answers are "needs root".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from irqlab.cli.common import EXIT_FAIL, EXIT_OK
+
+DOCTOR_VERSION = 1
+SETUP = "./setup.sh --install-only"
+
+
+@dataclass
+class Check:
+    check: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+    def line(self) -> str:
+        mark = "ok " if self.ok else "NO "
+        return f"{mark} {self.check:<14} {self.detail}" + (f" — fix: {self.fix}"
+                                                          if self.fix else "")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("doctor", help="what works on this host, and the fix for what "
+                                      "does not")
+    p.add_argument("--db", default=None, help="also check this store (file or URL)")
+    p.add_argument("--json", action="store_true", help="print JSON lines")
+
+
+def _kvm() -> Check:
+    from irqlab.runner.accel import kvm_is_software, kvm_usable
+    why = kvm_usable()
+    if why:
+        return Check("kvm", False, why, "load kvm_intel/kvm_amd, or run under TCG "
+                                        "(--accel tcg; figures are then emulated)")
+    if kvm_is_software():
+        return Check("kvm", True, "usable, but a software backend (no VMX/SVM or kvm_pvm): "
+                                  "runs are labelled emulated")
+    return Check("kvm", True, "hardware-assisted")
+
+
+def _tracefs() -> Check:
+    have = os.path.isdir("/sys/kernel/tracing/events") or "tracefs" in open(
+        "/proc/filesystems").read()
+    if not have:
+        return Check("tracefs", False, "the kernel has no tracefs",
+                     "a kernel with CONFIG_FTRACE (for --trace and explain)")
+    if os.geteuid() != 0:
+        return Check("tracefs", False, "present, but --trace needs root", "run as root")
+    return Check("tracefs", True, "present; --trace can capture")
+
+
+def _realtime() -> Check:
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        return Check("sched_fifo", True, "SCHED_FIFO allowed (native probe, --prio)")
+    except PermissionError:
+        return Check("sched_fifo", False, "SCHED_FIFO refused",
+                     "run as root, grant CAP_SYS_NICE, or raise RLIMIT_RTPRIO "
+                     "(--rt-fallback runs SCHED_OTHER, recorded)")
+
+
+def _tool(name: str, tool: str, package: str, why: str) -> Callable[[], Check]:
+    def check() -> Check:
+        path = shutil.which(tool)
+        return (Check(name, True, f"{path} ({why})") if path else
+                Check(name, False, f"{tool} not found ({why})",
+                      f"apt-get install {package} ({SETUP} does)"))
+    return check
+
+
+def _postgresql() -> Check:
+    from irqlab.store.pg import pg_bindir
+    bindir = pg_bindir()
+    if bindir is None:
+        return Check("postgresql", False, "no PostgreSQL server binaries (a lab store "
+                     "server; the tests start one)", f"apt-get install postgresql ({SETUP} "
+                     f"does)")
+    return Check("postgresql", True, f"server binaries in {bindir}")
+
+
+def _probes() -> Check:
+    from irqlab.runner.machines import MACHINES
+    from irqlab.runner.native import NATIVE_PROBE
+    missing = [str(m.probe) for m in MACHINES.values() if not m.probe.exists()]
+    missing += [] if NATIVE_PROBE.exists() else [str(NATIVE_PROBE)]
+    if missing:
+        return Check("probes", False, f"not built: {', '.join(missing)}",
+                     "make -C probes/guest ARCH=x86_64; make -C probes/guest ARCH=arm64; "
+                     "make -C probes/native")
+    return Check("probes", True, "guest (x86_64, arm64) and native probes built")
+
+
+def _fast_path() -> Check:
+    from irqlab import native
+    why = native.why_not()
+    if why:
+        return Check("fast_path", False, f"C fast paths off: {why} (numpy runs instead: "
+                                         f"same results, slower)", "make -C irqlab/native")
+    return Check("fast_path", True, "C fast paths of trace decoding and explain loaded")
+
+
+def _images() -> Check:
+    from irqlab.runner.linux_guest import find_kernel
+    from irqlab.runner.xen import find_xen
+    kernel = find_kernel()
+    xen = [a for a in ("arm64", "amd64") if find_xen("credit2", a) is not None]
+    parts = [f"Linux guest kernel {'cached' if kernel else 'missing'}",
+             f"Xen: {', '.join(xen) or 'none cached'}"]
+    ok = kernel is not None and len(xen) == 2
+    return Check("images", ok, "; ".join(parts),
+                 None if ok else f"{SETUP} (downloads and unpacks them, installs nothing)")
+
+
+def _store(ref: str | None) -> Callable[[], Check]:
+    def check() -> Check:
+        from irqlab.store import StoreError, is_url, open_store
+        where = ref
+        if where is None:
+            env = os.environ.get("IRQLAB_DB")
+            if not is_url(env):
+                try:
+                    import psycopg  # noqa: F401
+                except ImportError:
+                    return Check("lab_store", False, "psycopg missing: no postgresql:// "
+                                 "stores", SETUP)
+                return Check("lab_store", True, "psycopg present: push and --db "
+                             "postgresql:// work")
+            where = env
+        try:
+            with open_store(where, read_only=True) as store:
+                n = len(store.runs())
+            return Check("store", True, f"{store.path}: {n} runs")
+        except StoreError as exc:
+            return Check("store", False, str(exc), "check --db / $IRQLAB_DB")
+    return check
+
+
+def run(args: argparse.Namespace) -> int:
+    checks = [_kvm, _tracefs, _realtime,
+              _tool("qemu_x86", "qemu-system-x86_64", "qemu-system-x86", "guest, x86"),
+              _tool("qemu_arm", "qemu-system-aarch64", "qemu-system-arm", "arm64, Xen"),
+              _tool("rt_tests", "cyclictest", "rt-tests", "bench cyclictest, hackbench"),
+              _tool("stress_ng", "stress-ng", "stress-ng", "cpu/cache/memory loads"),
+              _tool("fio", "fio", "fio", "io load"),
+              _postgresql,
+              _probes, _fast_path, _images, _store(args.db)]
+    results = [c() for c in checks]
+    for r in results:
+        if args.json:
+            print(json.dumps({"type": "doctor", "version": DOCTOR_VERSION, **asdict(r)}))
+        else:
+            print(r.line())
+    return EXIT_OK if all(r.ok for r in results) else EXIT_FAIL

@@ -1,0 +1,67 @@
+"""``irqlab export RUN… --parquet DIR``: runs' raw samples in ns as one Parquet dataset."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path
+from irqlab.store import open_store
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="export runs' samples (ns) as a Parquet dataset")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run ids or names")
+    p.add_argument("--parquet", required=True, type=Path, metavar="DIR",
+                   help="dataset directory: DIR/samples/run_id=N/*.parquet (Hive "
+                        "partitions: DuckDB's read_parquet, pandas.read_parquet and "
+                        "pyarrow.dataset read it whole) and DIR/runs.parquet")
+    add_db_json(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from irqlab.api import SAMPLE_SCHEMA, StoreView
+
+    out: Path = args.parquet
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"--parquet {out} exists and is not an empty directory: give a "
+                         f"new one (nothing is overwritten)")
+    tmp = out.with_name(f".{out.name}.partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    with StoreView(open_store(db_path(args), read_only=True)) as view:
+        rows = [view._store.resolve(ref) for ref in args.runs]   # all found first
+        try:
+            for row in rows:
+                part = tmp / "samples" / f"run_id={row.run_id}"
+                part.mkdir(parents=True)
+                n = 0
+                # The partition column lives in the path (Hive style), not in the file.
+                schema = SAMPLE_SCHEMA.remove(SAMPLE_SCHEMA.get_field_index("run_id"))
+                with pq.ParquetWriter(part / "part-0.parquet", schema) as writer:
+                    for batch in view.sample_batches(row.run_id):
+                        writer.write_batch(batch.drop_columns(["run_id"]))
+                        n += len(batch)
+                _report(args, row.run_id, row.name, n)
+            runs = view.runs()
+            ids = {r.run_id for r in rows}
+            pq.write_table(runs.filter([i in ids for i in runs.column("run_id").to_pylist()]),
+                           tmp / "runs.parquet")
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    if out.exists():
+        out.rmdir()
+    tmp.rename(out)        # the dataset appears whole, or not at all
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace, run_id: int, name: str, samples: int) -> None:
+    if args.json:
+        print(json.dumps({"type": "export", "version": 1, "run_id": run_id,
+                          "samples": samples, "path": str(args.parquet)}))
+    else:
+        print(f"run {run_id} {name}: {samples} samples")

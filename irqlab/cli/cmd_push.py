@@ -1,0 +1,46 @@
+"""``irqlab push RUN… --to postgresql://…``: copy runs into a lab store (irqlab.store.pg)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path
+from irqlab.store import PgStore, Store, is_url
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("push", help="copy runs to a lab store on PostgreSQL")
+    p.add_argument("runs", nargs="+", metavar="RUN",
+                   help="run ids or names in the local store (--db)")
+    p.add_argument("--to", required=True, metavar="URL",
+                   help="the lab store, postgresql://[user@]host[:port]/db (created on "
+                        "first push)")
+    add_db_json(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not is_url(args.to):
+        raise UsageError(f"--to {args.to!r} is not a postgresql:// URL, e.g. "
+                         f"postgresql://lab@dbhost/irqlab")
+    src_ref = db_path(args)
+    if is_url(src_ref):
+        raise UsageError("--db names the local store the runs come from: give a file")
+    with Store(src_ref, read_only=True) as src, PgStore(args.to) as lab:
+        rows = [src.resolve(ref) for ref in args.runs]      # all found before any copy
+        for row in rows:
+            t0 = time.monotonic()
+            samples = src.sample_count(row.run_id)
+            lab_id, added = lab.push(src, row, str(src.path.resolve()))
+            took_s = time.monotonic() - t0
+            if args.json:
+                print(json.dumps({"type": "push", "version": 1, "run_id": row.run_id,
+                                  "lab_run_id": lab_id, "added": added,
+                                  "samples": samples if added else 0,
+                                  "seconds": round(took_s, 3)}))
+            else:
+                what = (f"pushed as run {lab_id} ({samples} samples, {took_s:.1f} s)"
+                        if added else f"already in the lab store as run {lab_id}")
+                print(f"run {row.run_id} {row.name}: {what}")
+    return EXIT_OK

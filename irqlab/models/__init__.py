@@ -1,0 +1,1 @@
+"""Analytic models that measured runs are compared against (``irqlab model``)."""

@@ -1,0 +1,429 @@
+"""A Linux dom0 with Xen's toolstack for ``--target xen --xen-dom0 linux`` (x86_64).
+
+Xen boots Debian's Linux kernel as a PV dom0 with an initramfs irqlab writes per run
+(uncompressed newc, irqlab.runner.linux_guest's writer): busybox-static, Debian's Xen
+tools and libraries (xen-utils-4.17 ..., unpacked by scripts/fetch-xen-dom0.sh into
+``~/.cache/irqlab/xen-dom0/amd64``), the Xen driver modules of the same kernel, the
+probe ELF and ``ringfwd`` (probes/xen-dom0/ringfwd.c). Its ``/init`` (a busybox shell
+script generated here with the run's settings baked in) starts xenstored, xen-init-dom0
+and xenconsoled, ``xl create``s the probe as a PVH domU, applies the scheduler knobs,
+starts the dom0-side loads, and runs ringfwd, which maps the domU's sample ring
+(privcmd foreign mapping) and copies it into QEMU's ivshmem-plain BAR, a host memfd the
+host reads with its ordinary ring reader.
+
+Why not the console: Xen refuses ``HYPERVISOR_console_io`` from a domU unless it is
+built with CONFIG_VERBOSE_DEBUG (xsm/dummy.h), which Debian's is not; the x86 probe then
+falls back to COM1 port writes, which a PVH domU has no device for. A PV console would
+need a xenconsole ring driver in the probe. And a console per sample is what seed 000
+shows ruining latency: the ring costs the domU nothing per sample.
+
+dom0 reports what it did as ``irqlab-dom0: KEY VALUE...`` lines on its console (hvc0,
+which Xen prints unprefixed on COM1): :func:`parse_reports` turns them into metadata.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import struct
+import subprocess
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from irqlab.runner.linux_guest import _newc_entry, kernel_cache_dir
+
+DEB_LIB_DIR = "usr/lib/x86_64-linux-gnu"
+XEN_BIN_DIR = "usr/lib/xen-4.17/bin"
+HOST_LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu")
+INTERP = "/lib64/ld-linux-x86-64.so.2"
+DLOPENED = ("libgcc_s.so.1",)
+# Toolstack programs dom0 runs (all from Debian's xen-utils-4.17 / xenstore-utils).
+XEN_TOOLS = ("xl", "xenstored", "xenconsoled", "xen-init-dom0")
+# Modules, in load order: Debian builds the dom0 drivers the toolstack needs as modules.
+XEN_MODULES = ("xen-evtchn", "xen-gntdev", "xen-gntalloc", "xen-privcmd", "xenfs")
+RINGFWD_SRC = Path(__file__).resolve().parents[2] / "probes" / "xen-dom0" / "ringfwd.c"
+REPORT_MARK = "irqlab-dom0:"
+DOMU_NAME = "irqlab-probe"
+RING_GPA = 0x400000                    # the x86 probe's ring (probes/guest/x86_64/main.c)
+RTDS_DEFAULT_PERIOD_NS = 10_000_000   # Xen's RTDS defaults (xen/common/sched/rt.c)
+RTDS_DEFAULT_BUDGET_NS = 4_000_000
+# ringfwd's poll: each poll is a dom0 wake-up on the pCPU the probe may share; the
+# probe's 65536-record ring holds 65 s at 1 ms, so 20 ms polls lose nothing.
+RINGFWD_POLL_US = 20000
+DOM0_LOAD_KINDS = ("dom0-cpu", "dom0-console", "domain-create")
+
+
+def dom0_cache_dir(arch: str = "amd64") -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(base) / "irqlab" / "xen-dom0" / arch
+
+
+def fetch_hint() -> str:
+    return ("run scripts/fetch-xen-dom0.sh (./setup.sh --install-only does) to fetch "
+            f"Debian's xen-utils-4.17, busybox-static and Xen modules into "
+            f"{dom0_cache_dir()}")
+
+
+def elf_needed(data: bytes) -> list[str]:
+    """DT_NEEDED names of a 64-bit little-endian ELF (empty for a static one)."""
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        return []
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    loads, dynamic = [], None
+    for i in range(phnum):
+        p_type, _fl, off, vaddr, _pa, filesz = struct.unpack_from(
+            "<IIQQQQ", data, phoff + i * phentsize)
+        if p_type == 1:
+            loads.append((vaddr, off, filesz))
+        elif p_type == 2:
+            dynamic = (off, filesz)
+    if dynamic is None:
+        return []
+    needed, strtab = [], None
+    for j in range(dynamic[1] // 16):
+        tag, val = struct.unpack_from("<qQ", data, dynamic[0] + 16 * j)
+        if tag == 0:
+            break
+        if tag == 1:
+            needed.append(val)
+        elif tag == 5:
+            strtab = val
+    if strtab is None:
+        return []
+    base = next((off + strtab - va for va, off, sz in loads if va <= strtab < va + sz),
+                strtab)
+    out = []
+    for n in needed:
+        end = data.index(b"\0", base + n)
+        out.append(data[base + n:end].decode())
+    return out
+
+
+def resolve_libs(binaries: list[Path], search: list[Path]) -> dict[str, Path]:
+    """Every shared library the binaries need, transitively: soname -> file."""
+    found: dict[str, Path] = {}
+    todo = [b for b in binaries]
+    while todo:
+        for name in elf_needed(todo.pop().read_bytes()):
+            if name in found:
+                continue
+            path = next((d / name for d in search if (d / name).exists()), None)
+            if path is None:
+                raise FileNotFoundError(f"dom0 initramfs: library {name} not found in "
+                                        f"{', '.join(map(str, search))}")
+            found[name] = path.resolve()
+            todo.append(found[name])
+    return found
+
+
+def build_ringfwd(cache: Path) -> Path:
+    """probes/xen-dom0/ringfwd.c compiled against the cached libxenforeignmemory (kept in
+    the cache, rebuilt when the source changes)."""
+    src = RINGFWD_SRC.read_bytes()
+    digest = hashlib.sha256(src).hexdigest()[:16]
+    out = cache / f"ringfwd-{digest}"
+    if out.exists():
+        return out
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        raise FileNotFoundError("gcc not found (needed once to build ringfwd): apt-get "
+                                "install gcc, or run ./setup.sh --install-only")
+    tmp = out.with_suffix(".tmp")
+    proc = subprocess.run([gcc, "-O2", "-Wall", "-o", str(tmp), str(RINGFWD_SRC),
+                           f"-L{cache / 'root' / DEB_LIB_DIR}",
+                           "-l:libxenforeignmemory.so.1", "-Wl,--allow-shlib-undefined"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise OSError(f"building ringfwd failed: {proc.stderr.strip()[-500:]}")
+    tmp.rename(out)
+    return out
+
+
+class InDom0Load(ABC):
+    """A run hook whose work dom0's init does (irqlab.loads.dom0): the Xen target finds
+    these among the run's hooks and bakes them into dom0's init."""
+
+    @abstractmethod
+    def dom0_load(self) -> tuple[str, str, dict[str, int]]:
+        """(kind, hook name, parameters in ns, bytes, counts)."""
+
+
+class InDom0Setting(ABC):
+    """A knob dom0 applies with xl (irqlab.knobs.xen), or marks not applicable."""
+
+    @abstractmethod
+    def dom0_setting(self) -> tuple[str, Any]:
+        """(knob key, parsed value)."""
+
+    @abstractmethod
+    def not_applicable(self, reason: str) -> None:
+        """Record why this Xen cannot honour it."""
+
+
+@dataclass
+class Dom0Load:
+    """A dom0-side load (``--load dom0-cpu`` ...), as dom0's init runs it."""
+
+    kind: str
+    name: str                        # the hook's name, so its report finds it back
+    params: dict[str, int] = field(default_factory=dict)   # ns, bytes, counts
+
+
+@dataclass
+class Dom0Plan:
+    """Everything dom0's init does in one run."""
+
+    probe_cmdline: str
+    domu_memory_mib: int = 32
+    pcpus: int = 1
+    pin: str | None = None             # xl cpus= of the measured vCPU
+    rtds_period_ns: int | None = None
+    rtds_budget_ns: int | None = None
+    cpupool_sched: str | None = None    # a cpupool holding only the measured domain
+    loads: list[Dom0Load] = field(default_factory=list)
+
+
+def xl_config(plan: Dom0Plan, name: str = DOMU_NAME, memory_mib: int | None = None,
+              cmdline: str | None = None, pool: str | None = None,
+              pin: str | None = None) -> str:
+    """The xl domain configuration of the probe (PVH: the probe ELF has a PVH note)."""
+    lines = [f'name = "{name}"', 'type = "pvh"', 'kernel = "/irqlab/probe.elf"',
+             f'cmdline = "{cmdline if cmdline is not None else plan.probe_cmdline}"',
+             f"memory = {memory_mib or plan.domu_memory_mib}", "vcpus = 1",
+             'on_poweroff = "preserve"', 'on_crash = "preserve"']
+    if pin:
+        lines.append(f'cpus = "{pin}"')
+    if pool:
+        lines.append(f'pool = "{pool}"')
+    return "\n".join(lines) + "\n"
+
+
+def _us(ns: int) -> int:
+    return max(1, round(ns / 1000))
+
+
+def _load_script(load: Dom0Load) -> str:
+    """Shell of one load, run in the background; it reports with `say`."""
+    p = load.params
+    delay = f"sleep {p.get('delay_ns', 0) / 1e9:.3f}; " if p.get("delay_ns") else ""
+    if load.kind == "dom0-cpu":
+        # Busy shell loops; their CPU time (from /proc) is reported at the end.
+        return "\n".join(
+            f"( {delay}while :; do :; done ) & echo $! >> /irqlab/cpu-pids"
+            for _ in range(p.get("workers", 1)))
+    if load.kind == "dom0-console":
+        # dom0 writing through Xen's console (hvc0 -> console_io -> COM1), in chunks of
+        # a tenth of the rate every 100 ms.
+        chunk = max(1, p.get("bytes_per_s", 10000) // 10)
+        return (f"( {delay}line=$(head -c {max(1, chunk - 1)} /dev/zero | tr '\\0' x); "
+                f"n=0; while :; do echo \"$line\" > /dev/console; n=$((n + {chunk})); "
+                f"echo $n > /irqlab/console-bytes; usleep 100000; done ) & "
+                f"echo $! >> /irqlab/cpu-pids")
+    if load.kind == "domain-create":
+        # xl create of a domain of `size` (seed 000 #3: populate_physmap of its memory
+        # in alloc_heap_pages is not preemptible), once or every `every`; destroyed after.
+        mib = p["size_bytes"] >> 20
+        every = p.get("every_ns")
+        one = (f"t0=$(uptime_cs); xl create -q /irqlab/big.cfg >/irqlab/big.log 2>&1; "
+               f"rc=$?; t1=$(uptime_cs); xl destroy irqlab-big >/dev/null 2>&1; "
+               f"t2=$(uptime_cs); i=$((i + 1)); say {load.name} create n=$i rc=$rc "
+               f"size_mib={mib} create_cs=$((t1 - t0)) destroy_cs=$((t2 - t1)) "
+               f"at_cs=$t0")
+        loop = (f"while :; do {one}; sleep {every / 1e9:.3f}; done" if every
+                else one)
+        return f"( {delay}i=0; {loop} ) &"
+    raise ValueError(f"unknown dom0 load {load.kind}")
+
+
+def init_script(plan: Dom0Plan) -> str:
+    """dom0's /init: bring up the toolstack, create the probe domU, apply the settings,
+    start the loads, forward the ring; every step reported as `irqlab-dom0:` lines."""
+    mods = " ".join(XEN_MODULES)
+    pool = "irqlab-pool" if plan.cpupool_sched else None
+    s = [
+        "#!/bin/busybox sh",
+        "/bin/busybox --install -s /bin",
+        f"export PATH=/bin:/{XEN_BIN_DIR}",
+        f"say() {{ echo \"{REPORT_MARK} $*\" > /dev/console; }}",
+        "uptime_cs() { read u _ < /proc/uptime; echo ${u%.*}${u#*.}; }",
+        "fail() { say fatal \"$*\"; sleep 1; poweroff -f; }",
+        "mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev",
+        "mkdir -p /tmp /run /var/run/xen /var/run/xenstored /var/lib/xen /var/lib/xenstored "
+        "/var/log/xen /dev/pts; mount -t devpts devpts /dev/pts",
+        f"for m in {mods}; do insmod /lib/modules/$m.ko || fail insmod $m; done",
+        "mount -t xenfs xenfs /proc/xen || fail mount xenfs",
+        "xenstored --pid-file /var/run/xenstored.pid || fail xenstored",
+        "xen-init-dom0 >/dev/null || fail xen-init-dom0",
+        "xenconsoled --pid-file=/var/run/xenconsoled.pid || fail xenconsoled",
+        "say ready uptime_cs=$(uptime_cs)",
+        "say xl_info $(xl info | grep -E '^(xen_version|xen_scheduler|nr_cpus|free_memory)'"
+        " | tr -s ' ' | tr '\\n' ';')",
+        # the ivshmem-plain device (1af4:1110): QEMU's view of the host memfd
+        "shm=''; for d in /sys/bus/pci/devices/*; do",
+        "  if [ \"$(cat $d/vendor)\" = 0x1af4 ] && [ \"$(cat $d/device)\" = 0x1110 ]; then",
+        "    echo 1 > $d/enable; shm=$d/resource2; fi; done",
+        "[ -n \"$shm\" ] || fail no ivshmem-plain device",
+    ]
+    if pool:
+        # A pool with the last pCPU only, under the requested scheduler.
+        s += [f"last=$(( $(xl info | sed -n 's/^nr_cpus *: //p') - 1 ))",
+              "xl cpupool-cpu-remove Pool-0 $last || fail cpupool-cpu-remove",
+              f"xl cpupool-create name=\\\"{pool}\\\" sched=\\\"{plan.cpupool_sched}\\\" "
+              f"cpus=\\\"$last\\\" || fail cpupool-create",
+              "say cpupool $(xl cpupool-list | tail -n +2 | tr -s ' ' | tr '\\n' ';')"]
+    s += [
+        "t0=$(uptime_cs)",
+        f"xl create -q /irqlab/probe.cfg > /irqlab/create.log 2>&1 || "
+        f"fail xl create: $(cat /irqlab/create.log)",
+        f"domid=$(xl domid {DOMU_NAME})",
+        "say domu created domid=$domid create_cs=$(( $(uptime_cs) - t0 ))",
+    ]
+    if plan.rtds_period_ns or plan.rtds_budget_ns:
+        # xl sets RTDS per vCPU and wants both values; a missing one is Xen's default
+        # (period 10 ms, budget 4 ms), the budget capped at the period.
+        period = plan.rtds_period_ns or RTDS_DEFAULT_PERIOD_NS
+        budget = min(plan.rtds_budget_ns or RTDS_DEFAULT_BUDGET_NS, period)
+        # extratime off: a strict periodic server, the one `irqlab model rtds` bounds.
+        args = f" -v all -p {_us(period)} -b {_us(budget)} -e 0"
+        s += [f"if xl sched-rtds -d {DOMU_NAME}{args} > /irqlab/rtds.log 2>&1; then "
+              f"say rtds ok $(xl sched-rtds -d {DOMU_NAME} -v all | tail -n 1 | "
+              f"tr -s ' '); else say rtds failed $(cat /irqlab/rtds.log | tr '\\n' ' '); fi"]
+    s += [f"say vcpu $(xl vcpu-list {DOMU_NAME} | tail -n 1 | tr -s ' ')",
+          ": > /irqlab/cpu-pids"]
+    # CPU time of dom0's load processes (utime + stime, clock ticks of 1/100 s) and the
+    # console load's bytes: reported every 2 s, since the host stops QEMU as soon as it
+    # has the probe's last record (the last report before that is the one kept).
+    s += ["report_loads() { ticks=0; for p in $(cat /irqlab/cpu-pids); do "
+          "set -- $(sed 's/.*) //' /proc/$p/stat 2>/dev/null); "
+          "[ $# -gt 13 ] && ticks=$((ticks + ${12} + ${13})); done; "
+          "say loads cpu_ticks=$ticks console_bytes=$(cat /irqlab/console-bytes "
+          "2>/dev/null || echo 0) uptime_cs=$(uptime_cs); }"]
+    for load in plan.loads:
+        s += [f"say {load.name} start", _load_script(load)]
+    if plan.loads:
+        s += ["( while :; do sleep 2; report_loads; done ) &"]
+    s += [
+        f"ringfwd $domid {RING_GPA:#x} $shm {RINGFWD_POLL_US} 2> /irqlab/ringfwd.log || "
+        "fail ringfwd: $(tail -n 2 /irqlab/ringfwd.log | tr '\\n' ' ')",
+        "say ringfwd $(tail -n 1 /irqlab/ringfwd.log)",
+        "report_loads",
+        "say end uptime_cs=$(uptime_cs)",
+        # The host stops QEMU once it has the last record; idle until then.
+        "while :; do sleep 3600; done",
+    ]
+    return "\n".join(s) + "\n"
+
+
+def parse_reports(text: str) -> list[tuple[str, str]]:
+    """``irqlab-dom0: KEY REST`` console lines -> [(key, rest)], in order."""
+    out = []
+    for line in text.splitlines():
+        i = line.find(REPORT_MARK)
+        if i < 0:
+            continue
+        key, _, rest = line[i + len(REPORT_MARK):].strip().partition(" ")
+        out.append((key, rest.strip()))
+    return out
+
+
+def kv(rest: str) -> dict[str, str]:
+    """'a=1 b=2 junk' -> {'a': '1', 'b': '2'}."""
+    return dict(w.split("=", 1) for w in rest.split() if "=" in w)
+
+
+def build_dom0_initramfs(dest: Path, plan: Dom0Plan, probe: Path,
+                         cache: Path | None = None) -> Path:
+    """Write dom0's initramfs (uncompressed newc); FileNotFoundError names the fix."""
+    cache = cache or dom0_cache_dir()
+    root = cache / "root"
+    if not (cache / ".complete").exists():
+        raise FileNotFoundError(f"no dom0 toolstack cached: {fetch_hint()}")
+    ringfwd = build_ringfwd(cache)
+    tools = [root / XEN_BIN_DIR / t for t in XEN_TOOLS] + [ringfwd]
+    search = [root / DEB_LIB_DIR] + [Path(d) for d in HOST_LIB_DIRS]
+    libs = resolve_libs(tools, search)
+    # glibc dlopen()s libgcc_s for pthread_cancel, which xl uses: not a DT_NEEDED.
+    libs.update({n: p.resolve() for n in DLOPENED for p in
+                 [next((d / n for d in search if (d / n).exists()), None)] if p})
+    members: list[tuple[str, int, bytes]] = []
+    dirs = ["bin", "dev", "proc", "sys", "tmp", "lib", "lib64", "lib/modules",
+            "lib/x86_64-linux-gnu", "usr", "usr/lib", "usr/lib/xen-4.17", XEN_BIN_DIR,
+            "irqlab", "etc", "etc/xen", "var", "run"]
+    for d in dirs:
+        members.append((d, stat.S_IFDIR | 0o755, b""))
+    members.append(("dev/console", stat.S_IFCHR | 0o600, b""))
+
+    def add(name: str, data: bytes, mode: int = 0o755) -> None:
+        members.append((name, stat.S_IFREG | mode, data))
+
+    add("init", init_script(plan).encode())
+    add("etc/xen/xl.conf", b"# irqlab: xl's defaults\n", 0o644)
+    add("bin/busybox", (root / "bin/busybox").read_bytes())
+    for t in tools:
+        add(f"{XEN_BIN_DIR}/{t.name if t != ringfwd else 'ringfwd'}", t.read_bytes())
+    for soname, path in libs.items():
+        add(f"lib/x86_64-linux-gnu/{soname}", path.read_bytes())
+    add(INTERP.lstrip("/"), Path(INTERP).resolve().read_bytes())
+    for m in XEN_MODULES:
+        found = sorted((cache / "modules").rglob(f"{m}.ko"))
+        if not found:
+            raise FileNotFoundError(f"module {m}.ko missing in {cache / 'modules'}: "
+                                    f"{fetch_hint()}")
+        add(f"lib/modules/{m}.ko", found[0].read_bytes(), 0o644)
+    add("irqlab/probe.elf", probe.read_bytes(), 0o644)
+    add("irqlab/probe.cfg", xl_config(plan, pin=plan.pin,
+                                      pool="irqlab-pool" if plan.cpupool_sched else None)
+        .encode(), 0o644)
+    big = next((ld for ld in plan.loads if ld.kind == "domain-create"), None)
+    if big is not None:
+        # The created domain runs the probe sleeping (1 s ticks): its cost is the
+        # creation (memory population), not what it runs.
+        add("irqlab/big.cfg", xl_config(plan, "irqlab-big", big.params["size_bytes"] >> 20,
+                                        "period_ns=1000000000 idle=hlt samples=0")
+            .encode(), 0o644)
+    with open(dest, "wb") as f:
+        for ino, (name, mode, data) in enumerate(members, start=1):
+            rdev = (5, 1) if name == "dev/console" else (0, 0)
+            f.write(_newc_entry(name, mode, data, rdev, ino))
+        f.write(_newc_entry("TRAILER!!!", 0, ino=0))
+    return dest
+
+
+def dom0_kernel() -> Path:
+    """Debian's amd64 kernel, the one whose modules scripts/fetch-xen-dom0.sh took."""
+    path = kernel_cache_dir() / "vmlinuz"
+    if not path.exists():
+        raise FileNotFoundError(f"no Linux kernel in {kernel_cache_dir()}: run "
+                                f"./setup.sh --install-only")
+    return path
+
+
+def reports_metadata(text: str) -> dict[str, Any]:
+    """What dom0 said it did, for the run's metadata (``xen.dom0``)."""
+    reps = parse_reports(text)
+    out: dict[str, Any] = {"reports": [f"{k} {r}".strip() for k, r in reps][-200:]}
+    for key, rest in reps:
+        if key == "domu":
+            out["domu"] = kv(rest)
+        elif key == "rtds":
+            out["rtds"] = rest
+        elif key == "vcpu":
+            out["vcpu_list"] = rest
+        elif key == "cpupool":
+            out["cpupool"] = rest
+        elif key == "xl_info":
+            out["xl_info"] = rest
+        elif key == "fatal":
+            out["fatal"] = rest
+        elif key == "ready":
+            out["ready_uptime_cs"] = kv(rest).get("uptime_cs")
+        elif key == "loads":
+            out["loads"] = kv(rest)
+        elif key == "ringfwd":
+            out["ringfwd"] = rest
+    return out

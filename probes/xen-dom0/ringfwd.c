@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ringfwd.c - dom0 side of `--target xen --xen-dom0 linux`: forwards the probe's
+ * sample ring from a domU's RAM to the host, without the domU doing anything per
+ * sample (no console write, trap or hypercall in the measured domain).
+ *
+ *   ringfwd DOMID RING_GPA SHM_PATH [POLL_US]
+ *
+ * The ring (probes/guest/lib/ring.h) sits at RING_GPA in the domU (a PVH guest: gfn
+ * = gpa >> 12). It is mapped read-only with libxenforeignmemory (privcmd), and copied
+ * into SHM_PATH, the BAR 2 of QEMU's ivshmem-plain device as dom0 sees it
+ * (/sys/bus/pci/devices/<bdf>/resource2), which the host reads with its ordinary ring
+ * reader. Each poll copies the new records first, then the header without its head,
+ * then head: the host never sees a head ahead of the records behind it. Records the
+ * probe overwrote before a poll copied them show up on the host as sequence gaps and
+ * are counted as lost there, as for any ring.
+ *
+ * Ends when the probe's state is done or error and everything is copied (exit 0), or
+ * on an error (exit 1, the reason on stderr, which init sends to dom0's console).
+ */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PAGE_SIZE	4096UL
+#define RING_MAGIC	0x474E49524C515249ULL
+#define HDR_SIZE	4096UL
+#define OFF_RECSIZE	12
+#define OFF_CAPACITY	16
+#define OFF_STATE	48
+#define OFF_HEAD	56
+#define STATE_DONE	2
+#define STATE_ERROR	3
+#define WAIT_RING_S	120
+
+/* libxenforeignmemory (xen/include/xenforeignmemory.h), declared here: no -dev
+ * package is installed on the host that builds this. xen_pfn_t is unsigned long. */
+typedef struct xenforeignmemory_handle xenforeignmemory_handle;
+xenforeignmemory_handle *xenforeignmemory_open(void *logger, unsigned int flags);
+void *xenforeignmemory_map(xenforeignmemory_handle *fmem, uint32_t dom, int prot,
+			   size_t pages, const unsigned long arr[], int err[]);
+int xenforeignmemory_unmap(xenforeignmemory_handle *fmem, void *addr, size_t pages);
+
+static void *map_gfns(xenforeignmemory_handle *fm, uint32_t dom, unsigned long gfn,
+		      size_t pages)
+{
+	unsigned long *arr = calloc(pages, sizeof(*arr));
+	int *err = calloc(pages, sizeof(*err));
+	void *p;
+	size_t i;
+
+	if (!arr || !err)
+		return NULL;
+	for (i = 0; i < pages; i++)
+		arr[i] = gfn + i;
+	p = xenforeignmemory_map(fm, dom, PROT_READ, pages, arr, err);
+	for (i = 0; p && i < pages; i++) {
+		if (err[i]) {
+			xenforeignmemory_unmap(fm, p, pages);
+			p = NULL;
+		}
+	}
+	free(arr);
+	free(err);
+	return p;
+}
+
+static uint64_t rd64(const volatile uint8_t *b, size_t off)
+{
+	return *(const volatile uint64_t *)(b + off);
+}
+
+static uint32_t rd32(const volatile uint8_t *b, size_t off)
+{
+	return *(const volatile uint32_t *)(b + off);
+}
+
+static void sleep_us(long us)
+{
+	struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* copy_records - records [from, to) of a ring of @cap records of @rsz bytes */
+static void copy_records(uint8_t *dst, const volatile uint8_t *src, uint64_t from,
+			 uint64_t to, uint32_t cap, uint32_t rsz)
+{
+	if (to - from > cap)
+		from = to - cap;	/* older ones are overwritten: the host counts them */
+	while (from < to) {
+		uint64_t slot = from % cap, n = cap - slot;
+
+		if (n > to - from)
+			n = to - from;
+		memcpy(dst + HDR_SIZE + slot * rsz, (const void *)(src + HDR_SIZE + slot * rsz),
+		       n * rsz);
+		from += n;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	xenforeignmemory_handle *fm;
+	const volatile uint8_t *src = NULL;
+	uint8_t *dst;
+	uint64_t gpa, head, copied = 0, bytes;
+	uint32_t dom, cap, rsz, state;
+	long poll_us = argc > 4 ? atol(argv[4]) : 5000;
+	size_t pages;
+	int fd, waited;
+
+	if (argc < 4) {
+		fprintf(stderr, "usage: ringfwd DOMID RING_GPA SHM_PATH [POLL_US]\n");
+		return 2;
+	}
+	dom = strtoul(argv[1], NULL, 0);
+	gpa = strtoull(argv[2], NULL, 0);
+	fm = xenforeignmemory_open(NULL, 0);
+	if (!fm) {
+		perror("ringfwd: xenforeignmemory_open");
+		return 1;
+	}
+	/* the probe writes the header once it has booted: wait for its magic */
+	for (waited = 0;; waited++) {
+		src = map_gfns(fm, dom, gpa / PAGE_SIZE, 1);
+		if (src && rd64(src, 0) == RING_MAGIC)
+			break;
+		if (src)
+			xenforeignmemory_unmap(fm, (void *)src, 1);
+		if (waited >= WAIT_RING_S * 10) {
+			fprintf(stderr, "ringfwd: no ring in domain %u at %#llx\n", dom,
+				(unsigned long long)gpa);
+			return 1;
+		}
+		sleep_us(100000);
+	}
+	cap = rd32(src, OFF_CAPACITY);
+	rsz = rd32(src, OFF_RECSIZE);
+	xenforeignmemory_unmap(fm, (void *)src, 1);
+	bytes = HDR_SIZE + (uint64_t)cap * rsz;
+	pages = (bytes + PAGE_SIZE - 1) / PAGE_SIZE;
+	src = map_gfns(fm, dom, gpa / PAGE_SIZE, pages);
+	if (!src) {
+		perror("ringfwd: map ring");
+		return 1;
+	}
+	fd = open(argv[3], O_RDWR | O_SYNC);
+	if (fd < 0) {
+		perror("ringfwd: open shm");
+		return 1;
+	}
+	dst = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (dst == MAP_FAILED) {
+		perror("ringfwd: mmap shm");
+		return 1;
+	}
+	fprintf(stderr, "ringfwd: domain %u ring %#llx: %u records of %u bytes\n", dom,
+		(unsigned long long)gpa, cap, rsz);
+	for (;;) {
+		state = rd32(src, OFF_STATE);
+		head = rd64(src, OFF_HEAD);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		copy_records(dst, src, copied, head, cap, rsz);
+		memcpy(dst, (const void *)src, OFF_HEAD);
+		memcpy(dst + OFF_HEAD + 8, (const void *)(src + OFF_HEAD + 8),
+		       HDR_SIZE - OFF_HEAD - 8);
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		*(volatile uint64_t *)(dst + OFF_HEAD) = head;
+		copied = head;
+		if (state == STATE_DONE || state == STATE_ERROR) {
+			/* the state was read before head: nothing is left behind */
+			fprintf(stderr, "ringfwd: probe %s after %llu records\n",
+				state == STATE_DONE ? "done" : "failed",
+				(unsigned long long)head);
+			return 0;
+		}
+		sleep_us(poll_us);
+	}
+}

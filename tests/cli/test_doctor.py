@@ -1,0 +1,33 @@
+"""`irqlab doctor`: one versioned line per check, a fix for every failed one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+
+def _doctor(env: dict[str, str]) -> tuple[int, list[dict]]:
+    res = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "doctor", "--json"],
+                         capture_output=True, text=True, timeout=60, env=env)
+    return res.returncode, [json.loads(x) for x in res.stdout.splitlines()]
+
+
+def test_missing_tools_are_named_with_their_fix(tmp_path):
+    # A PATH with nothing on it: QEMU, rt-tests, stress-ng and fio are "not found".
+    code, lines = _doctor({**os.environ, "PATH": str(tmp_path)})
+    assert code == 1
+    by = {x["check"]: x for x in lines}
+    assert all(x["type"] == "doctor" and x["version"] == 1 for x in lines)
+    for name, package in (("qemu_x86", "qemu-system-x86"), ("fio", "fio"),
+                          ("rt_tests", "rt-tests")):
+        assert by[name]["ok"] is False and f"apt-get install {package}" in by[name]["fix"]
+    assert all(x["fix"] for x in lines if not x["ok"])
+
+
+def test_a_store_that_is_not_there_is_a_failed_check(tmp_path):
+    env = {**os.environ, "IRQLAB_DB": f"postgresql://irqlab@/none?host={tmp_path}"}
+    code, lines = _doctor(env)
+    store = next(x for x in lines if x["check"] == "store")
+    assert code == 1 and store["ok"] is False and "cannot connect" in store["detail"]

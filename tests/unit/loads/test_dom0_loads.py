@@ -1,0 +1,56 @@
+"""Dom0-side loads and Xen knobs: parsing, and how the Xen target bakes them into the
+Linux dom0's plan (or marks them not applicable)."""
+
+from __future__ import annotations
+
+import pytest
+
+from irqlab.knobs import make_knob
+from irqlab.loads import parse_load
+from irqlab.measure.config import RunConfig
+from irqlab.runner.xen_dom0 import dom0_cache_dir
+from irqlab.targets.xen import XenTarget
+
+
+def test_domain_create_params() -> None:
+    load = parse_load("domain-create:size=2G,delay=10s,every=15s")
+    kind, name, params = load.dom0_load()
+    assert (kind, name) == ("domain-create", "load:domain-create")
+    assert params == {"delay_ns": 10**10, "size_bytes": 2 << 30, "every_ns": 15 * 10**9}
+
+
+@pytest.mark.parametrize("spec,words", [("domain-create", "needs size="),
+                                        ("dom0-cpu:cpus=1", "cpus= does not apply"),
+                                        ("dom0-console:bytes_per_s=1", "bytes_per_s")])
+def test_bad_specs(spec: str, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        parse_load(spec)
+
+
+def test_rtds_knob_bounds() -> None:
+    assert make_knob("rtds_period", "100us").parsed == 100_000
+    with pytest.raises(ValueError, match="10us"):
+        make_knob("rtds_budget", "1us")
+    with pytest.raises(ValueError, match="scheduler"):
+        make_knob("cpupool", "fifo")
+
+
+@pytest.mark.skipif(not (dom0_cache_dir() / ".complete").exists(),
+                    reason="run scripts/fetch-xen-dom0.sh")
+def test_target_bakes_hooks_into_dom0_plan() -> None:
+    hooks = [make_knob("pin", "1"), make_knob("rtds_period", "100us"),
+             make_knob("cpupool", "null"), parse_load("dom0-cpu:workers=2"),
+             parse_load("dom0-console:bytes_per_s=5000")]
+    cfg = RunConfig.for_target("xen", {"xen_dom0": "linux", "xen_pcpus": 2},
+                               period_ns=1_000_000, samples=100)
+    cfg.hooks = hooks
+    plan = XenTarget().dom0_plan(cfg)
+    assert plan.pin == "1" and plan.pcpus == 2
+    assert [ld.kind for ld in plan.loads] == ["dom0-cpu", "dom0-console"]
+    assert plan.loads[0].params["workers"] == 2
+    assert "samples=100" in plan.probe_cmdline and "sink" not in plan.probe_cmdline
+    # credit2 (Debian's Xen): RTDS parameters cannot apply; null is not built in.
+    assert plan.rtds_period_ns is None
+    assert hooks[1].status.startswith("not applicable here: the scheduler is credit2")
+    if plan.cpupool_sched is None:
+        assert hooks[2].status.startswith("not applicable here: this Xen has only")
