@@ -16,7 +16,7 @@ from irqlab.cli.common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, count
 from irqlab.reports.check import LIMITS, CheckResult, evaluate, junit_xml, result_lines
 from irqlab.reports.data import load_runs
 from irqlab.reports.select import select_runs
-from irqlab.store import Store, StoreError, open_store
+from irqlab.store import StoreError, open_store
 
 
 def _dest(name: str) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from irqlab.cli.common import EXIT_OK, count, db_path, duration
 from irqlab.cli.common import db_ref
@@ -13,7 +12,7 @@ from irqlab.reports.compare import build_compare
 from irqlab.reports.data import load_runs
 from irqlab.reports.select import select_runs
 from irqlab.reports.tables import csv_lines, markdown_lines
-from irqlab.store import Store, default_db_path, open_store
+from irqlab.store import default_db_path, open_store
 
 FORMATS = ("human", "markdown", "csv", "json")
 RUN_HELP = ("run id, name (latest run of that name), tag:KEY=VALUE or suite:NAME; "

@@ -12,7 +12,7 @@ from irqlab.cli.common import EXIT_OK, UsageError, db_path, renderer
 from irqlab.cli.render import stage_progress
 from irqlab.reports.data import load_runs
 from irqlab.reports.select import select_runs
-from irqlab.store import Store, open_store
+from irqlab.store import open_store
 
 REPORT_VERSION = 1
 

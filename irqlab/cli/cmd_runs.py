@@ -7,7 +7,7 @@ from typing import Any
 
 from irqlab.cli.common import EXIT_OK, add_db_json, db_path, renderer
 from irqlab.stats.fields import LIST_TABLE, make_summary
-from irqlab.store import Store, open_store
+from irqlab.store import open_store
 
 def register_list(sub: argparse._SubParsersAction) -> None:
     ls = sub.add_parser("list", help="list stored runs")

@@ -74,8 +74,8 @@ class HaltPollKnob(Knob):
         libc = ctypes.CDLL(None, use_errno=True)
         pidfd = vmfd = -1
         try:
-            pidfd = os.pidfd_open(target.proc.pid)
-            vmfd = libc.syscall(_SYS_PIDFD_GETFD, pidfd, _vm_fd_of(target.proc.pid), 0)
+            pidfd = os.pidfd_open(ctx.process.proc.pid)
+            vmfd = libc.syscall(_SYS_PIDFD_GETFD, pidfd, _vm_fd_of(ctx.process.proc.pid), 0)
             if vmfd < 0:
                 err = ctypes.get_errno()
                 raise OSError(err, os.strerror(err))

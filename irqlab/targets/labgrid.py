@@ -43,8 +43,8 @@ from irqlab.runner.process import ProcessTarget
 from irqlab.runner.qemu import probe_cmdline
 from irqlab.samples.source import SampleSource
 from irqlab.targets.base import Option, Target, TargetOptions, TargetUsageError
-from irqlab.targets.serial import (WHY_NOT_BOARD, BoardConsoleReader, ConsoleStream,
-                                   PortGone, explain_silence)
+from irqlab.targets.serial import (WHY_NOT_BOARD, ConsoleStream, PortGone, board_source,
+                                   explain_silence)
 
 LG_ENV = Option("--lg-env", "lg_env", dict(
     type=Path, metavar="ENV.yaml", help="the labgrid environment file of the board"))
@@ -409,9 +409,7 @@ class LabgridTarget(Target):
         return LabgridBoard(cfg.options)
 
     def open_source(self, cfg: Any, process: ProcessTarget) -> SampleSource:
-        assert isinstance(process, ConsoleStream)
-        process.reader = BoardConsoleReader(process.serial_read, cfg.period_ns)
-        return process.reader
+        return board_source(process, cfg.period_ns)
 
     def process_metadata(self, process: ProcessTarget) -> dict[str, Any]:
         assert isinstance(process, LabgridBoard)

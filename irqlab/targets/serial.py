@@ -256,6 +256,13 @@ def explain_silence(stream: ConsoleStream, reader: ConsoleReader | None, where: 
             f"was not booted with sink=console; last text: {tail!r}")
 
 
+def board_source(process: ProcessTarget, period_ns: int) -> SampleSource:
+    """The frames of a board's console (serial or labgrid), attached late if need be."""
+    assert isinstance(process, ConsoleStream)     # both board targets spawn one
+    process.reader = BoardConsoleReader(process.serial_read, period_ns)
+    return process.reader
+
+
 class SerialTarget(Target):
     name = "serial"
     help = "a board running the probe (sink=console), read live from its serial console"
@@ -285,9 +292,7 @@ class SerialTarget(Target):
         return SerialPort(cfg.options.serial_port, cfg.options.baud)
 
     def open_source(self, cfg: Any, process: ProcessTarget) -> SampleSource:
-        assert isinstance(process, ConsoleStream)
-        process.reader = BoardConsoleReader(process.serial_read, cfg.period_ns)
-        return process.reader
+        return board_source(process, cfg.period_ns)
 
     def process_metadata(self, process: ProcessTarget) -> dict[str, Any]:
         assert isinstance(process, ConsoleStream)
