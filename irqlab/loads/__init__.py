@@ -7,7 +7,7 @@ from irqlab.loads.base import Load, LoadError, group_cpu_seconds, group_members,
 from irqlab.loads.cache import CacheLoad
 from irqlab.loads.console import ConsoleLoad
 from irqlab.loads.cpu import CpuLoad
-from irqlab.loads.dom0 import Dom0ConsoleLoad, Dom0CpuLoad, DomainCreateLoad
+from irqlab.loads.dom0 import Dom0ConsoleLoad, Dom0CpuLoad, DomainCreateLoad, HypercallLoad
 from irqlab.loads.hackbench import HackbenchLoad
 from irqlab.loads.io import IoLoad
 from irqlab.loads.memory import MemoryLoad
@@ -15,7 +15,7 @@ from irqlab.loads.neighbour import NeighbourLoad
 
 LOADS: dict[str, type[Load]] = {c.kind: c for c in (
     CpuLoad, HackbenchLoad, IoLoad, CacheLoad, MemoryLoad, ConsoleLoad, NeighbourLoad,
-    Dom0CpuLoad, Dom0ConsoleLoad, DomainCreateLoad)}
+    Dom0CpuLoad, Dom0ConsoleLoad, DomainCreateLoad, HypercallLoad)}
 
 
 def parse_load(spec: str, index: int = 1) -> Load | None:

@@ -15,7 +15,7 @@ from typing import Any
 from irqlab.knobs.values import parse_duration, parse_int, parse_size
 from irqlab.loads.base import Load
 from irqlab.runner.xen import XenGuest
-from irqlab.runner.xen_dom0 import InDom0Load
+from irqlab.runner.xen_dom0 import HYPERCALL_KINDS, HYPERCALL_LOOPS, InDom0Load
 
 
 class Dom0LoadHook(Load, InDom0Load):
@@ -103,6 +103,27 @@ class Dom0ConsoleLoad(Dom0LoadHook):
 
     def summarise(self, mine: list[str], meta: dict[str, Any]) -> dict[str, Any]:
         return {"bytes_written": int(meta.get("loads", {}).get("console_bytes", 0) or 0)}
+
+
+class HypercallLoad(Dom0LoadHook):
+    kind = "hypercall"
+    tool = "xl"
+    params = {"kind": f"what dom0's toolstack loops on: {', '.join(HYPERCALL_LOOPS)} "
+                      f"(default sysctl; irqlab.runner.xen_dom0.HYPERCALL_LOOPS)"}
+
+    def configure_dom0(self, params: dict[str, str]) -> None:
+        self.hypercall = params.get("kind", "sysctl")
+        if self.hypercall not in HYPERCALL_LOOPS:
+            raise ValueError(f"kind={self.hypercall} is not one of "
+                             f"{', '.join(HYPERCALL_LOOPS)}")
+
+    def dom0_params(self) -> dict[str, int]:
+        return {**super().dom0_params(), "kind": HYPERCALL_KINDS.index(self.hypercall)}
+
+    def summarise(self, mine: list[str], meta: dict[str, Any]) -> dict[str, Any]:
+        loops = int(meta.get("loads", {}).get("hypercall_loops", 0) or 0)
+        return {"hypercall_kind": self.hypercall, "command": HYPERCALL_LOOPS[self.hypercall],
+                "loops": loops}
 
 
 class DomainCreateLoad(Dom0LoadHook):

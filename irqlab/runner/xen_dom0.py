@@ -54,7 +54,14 @@ RTDS_DEFAULT_BUDGET_NS = 4_000_000
 # ringfwd's poll: each poll is a dom0 wake-up on the pCPU the probe may share; the
 # probe's 65536-record ring holds 65 s at 1 ms, so 20 ms polls lose nothing.
 RINGFWD_POLL_US = 20000
-DOM0_LOAD_KINDS = ("dom0-cpu", "dom0-console", "domain-create")
+DOM0_LOAD_KINDS = ("dom0-cpu", "dom0-console", "domain-create", "hypercall")
+# --load hypercall:kind=…: what dom0's toolstack loops on, and the hypercalls each issues
+# (Xen 4.17 tools): xl info -> XEN_SYSCTL_physinfo, getcpuinfo, sched_id ...; xl list ->
+# XEN_SYSCTL_getdomaininfolist and a domctl per domain; xenstore-write -> an event-channel
+# send to xenstored (EVTCHNOP_send) per write.
+HYPERCALL_LOOPS = {"sysctl": "xl info", "domctl": "xl list",
+                   "evtchn": "xenstore-write /irqlab/hcall $n"}
+HYPERCALL_KINDS = tuple(HYPERCALL_LOOPS)     # dom0 parameters are integers: the index
 
 
 def dom0_cache_dir(arch: str = "amd64") -> Path:
@@ -224,6 +231,11 @@ def _load_script(load: Dom0Load) -> str:
                 f"n=0; while :; do echo \"$line\" > /dev/console; n=$((n + {chunk})); "
                 f"echo $n > /irqlab/console-bytes; usleep 100000; done ) & "
                 f"echo $! >> /irqlab/cpu-pids")
+    if load.kind == "hypercall":
+        # The toolstack command of the kind in a loop; every iteration counted.
+        cmd = HYPERCALL_LOOPS[HYPERCALL_KINDS[p.get("kind", 0)]]
+        return (f"( {delay}n=0; while :; do {cmd} >/dev/null 2>&1; n=$((n + 1)); "
+                f"echo $n > /irqlab/hcall-count; done ) & echo $! >> /irqlab/cpu-pids")
     if load.kind == "domain-create":
         # xl create of a domain of `size` (seed 000 #3: populate_physmap of its memory
         # in alloc_heap_pages is not preemptible), once or every `every`; destroyed after.
@@ -302,7 +314,8 @@ def init_script(plan: Dom0Plan) -> str:
           "set -- $(sed 's/.*) //' /proc/$p/stat 2>/dev/null); "
           "[ $# -gt 13 ] && ticks=$((ticks + ${12} + ${13})); done; "
           "say loads cpu_ticks=$ticks console_bytes=$(cat /irqlab/console-bytes "
-          "2>/dev/null || echo 0) uptime_cs=$(uptime_cs); }"]
+          "2>/dev/null || echo 0) hypercall_loops=$(cat /irqlab/hcall-count 2>/dev/null "
+          "|| echo 0) uptime_cs=$(uptime_cs); }"]
     for load in plan.loads:
         s += [f"say {load.name} start", _load_script(load)]
     if plan.loads:

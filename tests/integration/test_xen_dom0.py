@@ -46,7 +46,8 @@ def runs(ready, tmp_path_factory):
             "--samples", str(SAMPLES), "--window", "10s", "--json"]
     idle = run_cli(base + ["--name", "idle", "--knob", "rtds_period=100us"], db,
                    timeout=150)
-    busy = run_cli(base + ["--name", "busy", "--load", "dom0-cpu"], db, timeout=150)
+    busy = run_cli(base + ["--name", "busy", "--load", "dom0-cpu",
+                           "--load", "hypercall:kind=sysctl"], db, timeout=150)
     out = {}
     for name, res in (("idle", idle), ("busy", busy)):
         assert res.code == 0, res.stderr
@@ -81,6 +82,8 @@ def test_dom0_cpu_load_ran_and_delays_the_domu(runs) -> None:
     idle, busy = runs["idle"][0], runs["busy"][0]
     load = runs["busy"][1]["hooks"]["load:dom0-cpu"]
     assert "error" not in load and load["dom0_cpu_s"] > 1.0     # dom0 really burned CPU
+    hyper = runs["busy"][1]["hooks"]["load:hypercall"]
+    assert hyper["command"] == "xl info" and hyper["loops"] > 0  # 37 in a 1500-sample run
     # Measured here (1 pCPU, credit2): the busy dom0 takes the pCPU for whole credit2
     # time slices, so the probe's vCPU waits for them: p50 ~0.5 ms idle vs ~9.5 ms busy,
     # overruns ~1.4 vs ~6.5 per sample. Factors 4 and 2 leave room for host noise.

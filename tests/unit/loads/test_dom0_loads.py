@@ -19,7 +19,20 @@ def test_domain_create_params() -> None:
     assert params == {"delay_ns": 10**10, "size_bytes": 2 << 30, "every_ns": 15 * 10**9}
 
 
+def test_hypercall_load_loops_the_kind_s_toolstack_command() -> None:
+    from irqlab.runner.xen_dom0 import Dom0Load, _load_script
+    for kind, command in (("sysctl", "xl info"), ("domctl", "xl list"),
+                          ("evtchn", "xenstore-write /irqlab/hcall $n")):
+        load = parse_load(f"hypercall:kind={kind},delay=2s")
+        script = _load_script(Dom0Load(*load.dom0_load()))
+        assert f"while :; do {command} >/dev/null 2>&1; n=$((n + 1))" in script
+        assert script.startswith("( sleep 2.000; ") and "/irqlab/cpu-pids" in script
+    summary = parse_load("hypercall").summarise([], {"loads": {"hypercall_loops": "412"}})
+    assert summary == {"hypercall_kind": "sysctl", "command": "xl info", "loops": 412}
+
+
 @pytest.mark.parametrize("spec,words", [("domain-create", "needs size="),
+                                        ("hypercall:kind=mmu", "not one of sysctl"),
                                         ("dom0-cpu:cpus=1", "cpus= does not apply"),
                                         ("dom0-console:bytes_per_s=1", "bytes_per_s")])
 def test_bad_specs(spec: str, words: str) -> None:
