@@ -10,11 +10,14 @@ from irqlab.knobs.base import NOT_APPLICABLE, Knob
 from irqlab.knobs.block import AioKnob, IothreadKnob
 from irqlab.knobs.kvm import CpuPmKnob, HaltPollGlobalKnob, HaltPollKnob
 from irqlab.knobs.vcpu import PinKnob, PrioKnob, VcpusKnob
-from irqlab.knobs.xen import CpupoolKnob, RtdsBudgetKnob, RtdsPeriodKnob
+from irqlab.knobs.xen import (Credit2CapKnob, Credit2RatelimitKnob, Credit2WeightKnob,
+                              CpupoolKnob, CreditRatelimitKnob, CreditTsliceKnob,
+                              RtdsBudgetKnob, RtdsPeriodKnob)
 
 KNOBS: dict[str, type[Knob]] = {k.key: k for k in (
     PinKnob, PrioKnob, VcpusKnob, CpuPmKnob, HaltPollKnob, HaltPollGlobalKnob, AioKnob,
-    IothreadKnob, RtdsPeriodKnob, RtdsBudgetKnob, CpupoolKnob)}
+    IothreadKnob, RtdsPeriodKnob, RtdsBudgetKnob, CpupoolKnob, Credit2WeightKnob,
+    Credit2CapKnob, Credit2RatelimitKnob, CreditTsliceKnob, CreditRatelimitKnob)}
 
 # Run options users may try to pass as knobs: point them at the option.
 RUN_OPTION_KNOBS = {"idle": "--idle hlt|poll", "period": "--period DUR"}

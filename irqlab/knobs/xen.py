@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from irqlab.knobs.base import Knob
-from irqlab.knobs.values import parse_duration
+from irqlab.knobs.values import parse_duration, parse_int
 from irqlab.runner.xen import XenGuest
 from irqlab.runner.xen_dom0 import InDom0Setting
 
@@ -76,3 +76,59 @@ class CpupoolKnob(XenKnob):
         if value not in ("credit", "credit2", "rtds", "null"):
             raise ValueError("cpupool takes a scheduler: credit, credit2, rtds or null")
         self.parsed = value
+
+
+class XenSchedKnob(XenKnob):
+    """A credit/credit2 parameter set with xl once the domU exists (XL_SCHED_SETTINGS);
+    ``parsed`` is the value in xl's own unit."""
+
+    def __init__(self, value: str) -> None:
+        super().__init__(value)
+        self.report_key = self.key
+
+
+class Credit2WeightKnob(XenSchedKnob):
+    key = "credit2_weight"
+    metavar = "N"
+    help = "credit2 weight of the measured Xen domain (xl sched-credit2 -w; default 256)"
+
+    def parse(self, value: str) -> None:
+        self.parsed = parse_int(value, 1, 65535, "credit2_weight")
+
+
+class Credit2CapKnob(XenSchedKnob):
+    key = "credit2_cap"
+    metavar = "PCT"
+    help = "credit2 cap of the measured Xen domain, in %% of one pCPU (xl sched-credit2 -c; 0: none)"
+
+    def parse(self, value: str) -> None:
+        self.parsed = parse_int(value, 0, 6400, "credit2_cap")
+
+
+class Credit2RatelimitKnob(XenSchedKnob):
+    key = "credit2_ratelimit"
+    metavar = "DUR"
+    help = "credit2 context-switch rate limit of the pool (xl sched-credit2 -s -r; µs)"
+
+    def parse(self, value: str) -> None:
+        ns = parse_duration(value)
+        if not 0 <= ns <= 500_000_000:
+            raise ValueError("credit2_ratelimit must be 0..500ms")
+        self.parsed = ns // 1000                      # xl takes µs
+
+
+class CreditTsliceKnob(XenSchedKnob):
+    key = "credit_tslice"
+    metavar = "DUR"
+    help = "credit timeslice of the pool (xl sched-credit -s -t; ms, 1ms..1s)"
+
+    def parse(self, value: str) -> None:
+        ns = parse_duration(value)
+        if not 1_000_000 <= ns <= 1_000_000_000 or ns % 1_000_000:
+            raise ValueError("credit_tslice must be whole ms, 1ms..1s")
+        self.parsed = ns // 1_000_000                 # xl takes ms
+
+
+class CreditRatelimitKnob(Credit2RatelimitKnob):
+    key = "credit_ratelimit"
+    help = "credit context-switch rate limit of the pool (xl sched-credit -s -r; µs)"

@@ -11,6 +11,8 @@ from typing import Any
 from irqlab.reports import noise
 from irqlab.reports.comparability import pair_warnings, run_warnings, threshold_warning
 from irqlab.reports.data import FROM_RAW, FROM_TEXT, RunData, figures
+from irqlab.durations import format_ns, parse_duration_ns
+from irqlab.models.rtds import rtds_bound
 from irqlab.stats.fields import RATIO_FIELDS
 
 COMPARE_VERSION = 1
@@ -42,6 +44,9 @@ def build_compare(runs: list[RunData], threshold_ns: int | None = None,
                for r in RATIO_FIELDS},
             "baseline": run is base,
         }
+        bound = rtds_server(run)
+        if bound is not None:
+            row["rtds_period_ns"], row["rtds_budget_ns"], row["rtds_bound_ns"] = bound
         if run is base:
             row["noise"] = None
         elif base.has_raw and run.has_raw:
@@ -60,6 +65,8 @@ def build_compare(runs: list[RunData], threshold_ns: int | None = None,
         if run is not base:
             warnings.extend(pair_warnings(base, run))
         warnings.extend(run_warnings(run, f))
+        if bound is not None and f.get("max_ns") is not None:
+            warnings.append(_rtds_note(run, f["max_ns"], *bound))
     thr = threshold_warning(runs, threshold_ns)
     if thr:
         warnings.append(thr)
@@ -68,6 +75,34 @@ def build_compare(runs: list[RunData], threshold_ns: int | None = None,
             "threshold_override_ns": threshold_ns, "rows": rows, "warnings": warnings,
             "noise_method": noise.method_text(seed, resamples),
             "percentiles_note": _percentiles_note(sources)}
+
+
+def rtds_server(run: RunData) -> tuple[int, int, int] | None:
+    """(period, budget, 2(P-B) bound) in ns of a run whose RTDS knobs were applied and read
+    back (docs/xen.md), else None. The bound is irqlab.models.rtds's."""
+    hooks = (run.row.metadata or {}).get("hooks") or {}
+    knobs = [hooks.get("knob:rtds_period"), hooks.get("knob:rtds_budget")]
+    if not all(k and k.get("status") == "applied" for k in knobs):
+        return None
+    try:
+        period, budget = (parse_duration_ns(str(k["requested"])) for k in knobs)
+        return period, budget, rtds_bound(period, budget).bound_ns
+    except (KeyError, ValueError):
+        return None                    # a knob value the model refuses: nothing to show
+
+
+def _rtds_note(run: RunData, max_ns: int, period: int, budget: int,
+               bound: int) -> dict[str, Any]:
+    """The measured max against the periodic-server bound (issue 14: compare and report
+    show it for runs with RTDS parameters)."""
+    verdict = (f"{max_ns / bound:.2f}x the bound: something beyond the RTDS budget "
+               f"delayed it" if max_ns > bound else "within the bound")
+    return {"run_id": run.run_id, "kind": "rtds bound", "max_ns": max_ns,
+            "rtds_bound_ns": bound,
+            "text": f"{run.label} ran under RTDS period {format_ns(period, 'exact')}, budget "
+                    f"{format_ns(budget, 'exact')}: the periodic-server bound 2(P-B) is "
+                    f"{format_ns(bound, 'exact')} (irqlab model rtds); its max "
+                    f"{format_ns(max_ns, 'sig3')} is {verdict}"}
 
 
 def _percentiles_note(sources: set[str]) -> str:

@@ -61,7 +61,21 @@ DOM0_LOAD_KINDS = ("dom0-cpu", "dom0-console", "domain-create", "hypercall")
 # send to xenstored (EVTCHNOP_send) per write.
 HYPERCALL_LOOPS = {"sysctl": "xl info", "domctl": "xl list",
                    "evtchn": "xenstore-write /irqlab/hcall $n"}
-HYPERCALL_KINDS = tuple(HYPERCALL_LOOPS)     # dom0 parameters are integers: the index
+HYPERCALL_KINDS = tuple(HYPERCALL_LOOPS)
+# Scheduler parameters the toolstack sets at run time (irqlab.knobs.xen): key ->
+# (scheduler it belongs to, xl arguments with {value} and {domu}, read-back arguments).
+# credit2 weight and cap are the measured domain's; the ratelimits and credit's timeslice
+# are the pool's (-s).
+XL_SCHED_SETTINGS: dict[str, tuple[str, str, str]] = {
+    "credit2_weight": ("credit2", "sched-credit2 -d {domu} -w {value}",
+                       "sched-credit2 -d {domu}"),
+    "credit2_cap": ("credit2", "sched-credit2 -d {domu} -c {value}",
+                    "sched-credit2 -d {domu}"),
+    "credit2_ratelimit": ("credit2", "sched-credit2 -s -r {value}", "sched-credit2 -s"),
+    "credit_tslice": ("credit", "sched-credit -s -t {value}", "sched-credit -s"),
+    "credit_ratelimit": ("credit", "sched-credit -s -r {value}", "sched-credit -s"),
+}
+XL_SCHED_KEYS = tuple(XL_SCHED_SETTINGS)     # dom0 parameters are integers: the index
 
 
 def dom0_cache_dir(arch: str = "amd64") -> Path:
@@ -192,6 +206,10 @@ class Dom0Plan:
     rtds_period_ns: int | None = None
     rtds_budget_ns: int | None = None
     cpupool_sched: str | None = None    # a cpupool holding only the measured domain
+    # Scheduler parameters set with xl after the domU exists: (report key, xl arguments,
+    # xl arguments that read it back), e.g. ("credit2_weight", "sched-credit2 -d … -w 512",
+    # "sched-credit2 -d …"); dom0 says `KEY ok <read-back>` or `KEY failed <why>`.
+    xl_settings: list[tuple[str, str, str]] = field(default_factory=list)
     loads: list[Dom0Load] = field(default_factory=list)
 
 
@@ -295,6 +313,10 @@ def init_script(plan: Dom0Plan) -> str:
         f"domid=$(xl domid {DOMU_NAME})",
         "say domu created domid=$domid create_cs=$(( $(uptime_cs) - t0 ))",
     ]
+    for key, args, readback in plan.xl_settings:
+        s += [f"if xl {args} > /irqlab/{key}.log 2>&1; then say {key} ok "
+              f"$(xl {readback} | tr -s ' ' | tr '\\n' ';'); else say {key} "
+              f"failed $(cat /irqlab/{key}.log | tr '\\n' ' '); fi"]
     if plan.rtds_period_ns or plan.rtds_budget_ns:
         # xl sets RTDS per vCPU and wants both values; a missing one is Xen's default
         # (period 10 ms, budget 4 ms), the budget capped at the period.
@@ -427,8 +449,8 @@ def reports_metadata(text: str) -> dict[str, Any]:
             out["rtds"] = rest
         elif key == "vcpu":
             out["vcpu_list"] = rest
-        elif key == "cpupool":
-            out["cpupool"] = rest
+        elif key in ("cpupool", *XL_SCHED_KEYS):
+            out[key] = rest
         elif key == "xl_info":
             out["xl_info"] = rest
         elif key == "fatal":

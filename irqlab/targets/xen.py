@@ -21,7 +21,9 @@ from irqlab.runner.process import ProcessTarget
 from irqlab.runner.xen import (DEB_ARCH, NEIGHBOURS, XEN_DOMAINS, XEN_SCHEDS, XenGuest,
                                XenOptions, binary_from_path, fetch_hint, find_xen,
                                parse_opts)
-from irqlab.runner.xen_dom0 import Dom0Load, Dom0Plan, dom0_cache_dir
+from irqlab.knobs.vcpu import PinKnob
+from irqlab.runner.xen_dom0 import (DOMU_NAME, XL_SCHED_SETTINGS, Dom0Load, Dom0Plan,
+                                    InDom0Load, InDom0Setting, dom0_cache_dir)
 from irqlab.runner.xen_dom0 import fetch_hint as dom0_fetch_hint
 from irqlab.samples.console import ConsoleReader
 from irqlab.samples.ring import RingReader
@@ -204,10 +206,10 @@ class XenTarget(Target):
         built = find_xen(opts.xen_sched, DEB_ARCH[opts.arch])
         scheds = (built.schedulers() if opts.xen_binary is None and built else None)
         for hook in cfg.hooks:
-            if hasattr(hook, "dom0_load"):
+            if isinstance(hook, InDom0Load):
                 kind, name, params = hook.dom0_load()
                 plan.loads.append(Dom0Load(kind, name, params))
-            elif hasattr(hook, "dom0_setting"):
+            elif isinstance(hook, InDom0Setting):
                 key, value = hook.dom0_setting()
                 if key.startswith("rtds_") and opts.xen_sched != "rtds":
                     hook.not_applicable(f"the scheduler is {opts.xen_sched}: RTDS "
@@ -217,6 +219,15 @@ class XenTarget(Target):
                     plan.rtds_period_ns = value
                 elif key == "rtds_budget":
                     plan.rtds_budget_ns = value
+                elif key in XL_SCHED_SETTINGS:
+                    sched, args, readback = XL_SCHED_SETTINGS[key]
+                    if sched != opts.xen_sched:
+                        hook.not_applicable(f"the scheduler is {opts.xen_sched}: {key} is a "
+                                            f"{sched} parameter (--xen-sched {sched})")
+                    else:
+                        plan.xl_settings.append((key, args.format(domu=DOMU_NAME,
+                                                                  value=value),
+                                                 readback.format(domu=DOMU_NAME)))
                 elif key == "cpupool":
                     if scheds is not None and value not in scheds:
                         hook.not_applicable(f"this Xen has only {', '.join(scheds)} (Debian's"
@@ -227,7 +238,7 @@ class XenTarget(Target):
                                             "Pool-0: use --xen-pcpus 2 or more")
                     else:
                         plan.cpupool_sched = value
-            elif getattr(hook, "key", None) == "pin":
+            elif isinstance(hook, PinKnob):
                 # --pin: the measured domU's vCPU onto these pCPUs (xl cpus=), besides the
                 # knob's own pinning of QEMU's vCPU threads on the host.
                 plan.pin = hook.value

@@ -44,8 +44,9 @@ def runs(ready, tmp_path_factory):
     db = tmp_path_factory.mktemp("xen-dom0") / "irqlab.duckdb"
     base = ["run", "--target", "xen", "--xen-dom0", "linux", "--period", "1ms",
             "--samples", str(SAMPLES), "--window", "10s", "--json"]
-    idle = run_cli(base + ["--name", "idle", "--knob", "rtds_period=100us"], db,
-                   timeout=150)
+    idle = run_cli(base + ["--name", "idle", "--knob", "rtds_period=100us",
+                           "--knob", "credit2_weight=512", "--knob", "credit2_ratelimit=1ms",
+                           "--knob", "credit_tslice=5ms"], db, timeout=150)
     busy = run_cli(base + ["--name", "busy", "--load", "dom0-cpu",
                            "--load", "hypercall:kind=sysctl"], db, timeout=150)
     out = {}
@@ -76,6 +77,15 @@ def test_rtds_knob_recorded_not_applicable_under_credit2(runs) -> None:
     hooks = runs["idle"][1]["hooks"]
     assert hooks["knob:rtds_period"]["status"].startswith("not applicable here: the "
                                                           "scheduler is credit2")
+    assert hooks["knob:credit_tslice"]["status"].startswith("not applicable here: the "
+                                                            "scheduler is credit2")
+
+
+def test_credit2_parameters_applied_and_read_back_from_xl(runs) -> None:
+    hooks = runs["idle"][1]["hooks"]
+    weight, ratelimit = hooks["knob:credit2_weight"], hooks["knob:credit2_ratelimit"]
+    assert weight["status"] == "applied" and "irqlab-probe 1 512 " in weight["xl_reports"]
+    assert ratelimit["status"] == "applied" and "ratelimit=1000us" in ratelimit["xl_reports"]
 
 
 def test_dom0_cpu_load_ran_and_delays_the_domu(runs) -> None:

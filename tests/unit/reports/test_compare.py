@@ -72,3 +72,31 @@ def test_json_lines_are_versioned_objects(store):
     assert objs[0]["baseline_run_id"] == 1 and objs[0]["runs"] == 2
     assert {o["type"] for o in objs[3:]} == {"compare_warning"}
     json.dumps(objs)   # JSON-ready, no numpy scalars
+
+
+def test_rtds_runs_show_their_max_against_the_periodic_server_bound(tmp_path):
+    import numpy as np
+
+    from irqlab.store import Store
+    from tests.unit.reports._runs import add_run
+
+    def hooks(period: str, budget: str, status: str = "applied") -> dict:
+        return {"hooks": {"knob:rtds_period": {"requested": period, "status": status},
+                          "knob:rtds_budget": {"requested": budget, "status": status}}}
+    with Store(tmp_path / "r.duckdb") as st:
+        add_run(st, "within", np.full(200, 5_000_000, np.int64),
+                extra_meta=hooks("10ms", "4ms"))              # max 5 ms < 12 ms
+        add_run(st, "beyond", np.r_[np.full(199, 1000), 40_000_000].astype(np.int64),
+                extra_meta=hooks("10ms", "4ms"))              # max 40 ms > 12 ms
+        add_run(st, "credit2", np.full(200, 1000, np.int64),
+                extra_meta=hooks("10ms", "4ms", "not applicable here: credit2"))
+        m = _model(st, ["within", "beyond", "credit2"])
+    within, beyond, credit2 = m["rows"]
+    assert (within["rtds_period_ns"], within["rtds_budget_ns"],
+            within["rtds_bound_ns"]) == (10_000_000, 4_000_000, 12_000_000)
+    assert "rtds_bound_ns" not in credit2          # knobs not applied: no bound to show
+    notes = {w["run_id"]: w for w in m["warnings"] if w["kind"] == "rtds bound"}
+    assert set(notes) == {within["run_id"], beyond["run_id"]}
+    assert "12 ms" in notes[within["run_id"]]["text"]
+    assert notes[within["run_id"]]["text"].endswith("is within the bound")
+    assert "3.33x the bound" in notes[beyond["run_id"]]["text"]
