@@ -12,7 +12,7 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -109,29 +109,40 @@ def bench_rate(periods_ns: tuple[int, ...] = (1_000_000, 500_000, 200_000, 100_0
     return [{**figure, "value": 1e9 / best, "period_ns": best}]
 
 
-def run_benchmarks(which: list[str], stats_samples: int = 100_000_000,
-                   cyclictest: dict[str, Any] | None = None,
-                   trace: dict[str, Any] | None = None,
-                   lab: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def _bench_trace(opts: dict[str, Any]) -> list[dict[str, Any]]:
+    from irqlab.explain.bench import bench_trace
+    return bench_trace(**opts.get("trace", {}))
+
+
+def _bench_push(opts: dict[str, Any]) -> list[dict[str, Any]]:
+    from irqlab.store.bench import bench_push
+    return bench_push(**opts.get("lab", {}))
+
+
+def _bench_export(opts: dict[str, Any]) -> list[dict[str, Any]]:
+    from irqlab.store.bench import bench_export
+    return bench_export(**opts.get("lab", {}))
+
+
+# Every benchmark by name: one line each. A function takes the options `irqlab bench`
+# parsed (a dict of per-benchmark dicts) and returns its figures.
+BENCHES: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
+    "ingest": lambda opts: bench_ingest(),
+    "stats": lambda opts: bench_stats_figures(opts.get("stats_samples", 100_000_000)),
+    "rate": lambda opts: bench_rate(),
+    "cyclictest": lambda opts: bench_cyclictest(**opts.get("cyclictest", {})),
+    "trace": _bench_trace,
+    "push": _bench_push,
+    "export": _bench_export,
+}
+DEFAULT_BENCHES = ("ingest", "stats", "rate")
+
+
+def run_benchmarks(which: list[str], opts: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run the named benchmarks in order; their figures, concatenated."""
     figures: list[dict[str, Any]] = []
     for name in which:
-        if name == "ingest":
-            figures += bench_ingest()
-        elif name == "stats":
-            figures += bench_stats_figures(stats_samples)
-        elif name == "rate":
-            figures += bench_rate()
-        elif name == "cyclictest":
-            figures += bench_cyclictest(**(cyclictest or {}))
-        elif name == "trace":
-            from irqlab.explain.bench import bench_trace
-            figures += bench_trace(**(trace or {}))
-        elif name == "push":
-            from irqlab.store.bench import bench_push
-            figures += bench_push(**(lab or {}))
-        elif name == "export":
-            from irqlab.store.bench import bench_export
-            figures += bench_export(**(lab or {}))
+        figures += BENCHES[name](opts)
     return figures
 
 

@@ -11,8 +11,9 @@ NAME = "bench"
 
 def register(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("bench", help="print performance figures (a benchmark, not a test)")
-    b.add_argument("what", nargs="*", choices=["ingest", "stats", "rate", "cyclictest", "trace", "push",
-                                               "export", []],
+    from irqlab.bench import BENCHES
+
+    b.add_argument("what", nargs="*", choices=[*BENCHES, []],
                    default=[], help="which figures (default: ingest stats rate; cyclictest "
                                     "only when named: it runs rounds x 2 x --round-duration)")
     b.add_argument("--rounds", type=count, default=5, metavar="N",
@@ -35,15 +36,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from irqlab.bench import run_benchmarks
+    from irqlab.bench import DEFAULT_BENCHES, run_benchmarks
 
-    figures = run_benchmarks(args.what or ["ingest", "stats", "rate"],
-                             stats_samples=args.stats_samples,
-                             cyclictest={"rounds": max(1, args.rounds),
-                                         "duration_s": args.round_duration / 1e9,
-                                         "cpu": args.bench_cpu},
-                             trace={"target_bytes": args.trace_bytes,
-                                    "rounds": max(1, args.trace_rounds)},
-                             lab={"samples": max(1, args.lab_samples)})
+    opts = {"stats_samples": args.stats_samples,
+            "cyclictest": {"rounds": max(1, args.rounds),
+                           "duration_s": args.round_duration / 1e9,
+                           "cpu": args.bench_cpu},
+            "trace": {"target_bytes": args.trace_bytes, "rounds": max(1, args.trace_rounds)},
+            "lab": {"samples": max(1, args.lab_samples)}}
+    figures = run_benchmarks(args.what or list(DEFAULT_BENCHES), opts)
     renderer(args).bench(figures)
     return EXIT_OK
