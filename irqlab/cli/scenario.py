@@ -3,7 +3,10 @@ files").
 
 ``[run]`` keys are ``irqlab run`` options (``period = "1ms"``, ``icount = true``), ``load``
 (one spec or a list of specs) and knob names (``prio = 80``); ``[matrix]`` keys are the
-same, each holding a list: the cells are the cross product, in file order. A scenario is
+same, each holding a list: the cells are the cross product, in file order. A paired key
+names several keys joined by ``+`` and holds a list of value lists that go together
+(``"rtds_period+rtds_budget" = [["10ms", "4ms"], ["100us", "40us"]]``): a sweep of pairs,
+not their cross product. A scenario is
 turned into ``irqlab run`` arguments and parsed by that command's own parser, so a key means
 exactly what the option means. Every error names the file, the line and the key.
 """
@@ -26,7 +29,8 @@ TOP_KEYS = ("name", "description", "run", "matrix")
 FORBIDDEN = {"db": "pass --db to `irqlab matrix`", "json": "use `irqlab matrix --format json`",
              "name": "runs are named <scenario>/<cell> by the matrix",
              "knob": "write the knob's own name, e.g. prio = 80"}
-_KEY_RE = re.compile(r'^\s*"?([A-Za-z0-9_.-]+)"?\s*=')
+_KEY_RE = re.compile(r'^\s*"?([A-Za-z0-9_.+-]+)"?\s*=')
+PAIR_SEP = "+"
 _TABLE_RE = re.compile(r"^\s*\[\s*([A-Za-z0-9_.-]+)\s*\]")
 
 
@@ -71,9 +75,19 @@ class Scenario:
     digest: str = ""
 
     def cells(self) -> list[dict[str, Any]]:
-        """The cross product of the matrix lists, first key varying slowest."""
+        """The cross product of the matrix lists, first key varying slowest; a paired
+        key's values are spread over its keys."""
         keys = list(self.matrix)
-        return [dict(zip(keys, combo)) for combo in itertools.product(*self.matrix.values())]
+        out = []
+        for combo in itertools.product(*self.matrix.values()):
+            cell: dict[str, Any] = {}
+            for key, val in zip(keys, combo):
+                if PAIR_SEP in key:
+                    cell.update(zip(key.split(PAIR_SEP), val))
+                else:
+                    cell[key] = val
+            out.append(cell)
+        return out
 
     def argv(self, cell: dict[str, Any]) -> list[str]:
         """``irqlab run`` arguments for one cell (cell values override [run])."""
@@ -160,8 +174,9 @@ def load_scenario(path: str | Path) -> Scenario:
             raise err("", table, f"must be a table: [{table}]")
     parser, options = _run_parser()
 
-    def check(table: str, key: str, val: Any) -> None:
-        k = key.replace("-", "_")
+    def check(table: str, key: str, val: Any, name: str | None = None) -> None:
+        """``name``: the option a paired ``key``'s value is for (errors name ``key``)."""
+        k = (name or key).replace("-", "_")
         if k in FORBIDDEN:
             raise err(table, key, f"not allowed in a scenario: {FORBIDDEN[k]}")
         if k not in options:
@@ -185,8 +200,24 @@ def load_scenario(path: str | Path) -> Scenario:
     for key, vals in matrix.items():
         if not isinstance(vals, list) or not vals:
             raise err("matrix", key, "must be a non-empty list, e.g. [\"hlt\", \"poll\"]")
+        if PAIR_SEP not in key:
+            for val in vals:
+                check("matrix", key, val)
+            continue
+        names = key.split(PAIR_SEP)
+        if len(set(names)) != len(names) or not all(names):
+            raise err("matrix", key, "a paired key joins different keys with +, e.g. "
+                                     "\"rtds_period+rtds_budget\"")
+        for name_ in names:
+            if name_ in matrix or any(name_ in k.split(PAIR_SEP) for k in matrix if k != key):
+                raise err("matrix", key, f"{name_} is also in another matrix key")
         for val in vals:
-            check("matrix", key, val)
+            if not isinstance(val, list) or len(val) != len(names):
+                raise err("matrix", key, f"each value must be a list of {len(names)} "
+                                         f"values, one per key ({', '.join(names)}), not "
+                                         f"{val!r}")
+            for name_, item in zip(names, val):
+                check("matrix", key, item, name_)
     scn = Scenario(name=name, path=path, run=run, matrix=matrix,
                    description=str(data.get("description", "")), lines=lines,
                    digest=hashlib.sha256(json.dumps([run, matrix], sort_keys=True,

@@ -77,3 +77,39 @@ def test_builtin_scenarios_load():
     for f in files:
         scn = load_scenario(f)
         assert scn.cells() and f.read_text().startswith("# Mirrors seed")
+
+
+PAIRED = GOOD.replace('load = ["none", "cpu:cpus=1"]',
+                      '"period+window" = [["1ms", "1s"], ["100us", "100ms"]]')
+
+
+def test_paired_key_sweeps_pairs_not_their_cross_product(tmp_path):
+    scn = load_scenario(_write(tmp_path, PAIRED))
+    assert [cell_id(c) for c in scn.cells()] == [
+        "idle=hlt,period=1ms,window=1s", "idle=hlt,period=100us,window=100ms",
+        "idle=poll,period=1ms,window=1s", "idle=poll,period=100us,window=100ms"]
+    argv = scn.argv(scn.cells()[1])
+    assert argv[argv.index("--period") + 1] == "100us"
+    assert argv[argv.index("--window") + 1] == "100ms"
+
+
+@pytest.mark.parametrize("value, words", [
+    ('[["1ms"]]', "list of 2 values, one per key (period, window)"),
+    ('["1ms", "1s"]', "list of 2 values"),
+    ('[["1ms", "1xs"]]', "not a duration"),
+])
+def test_paired_key_errors_name_the_paired_key(tmp_path, value, words):
+    path = _write(tmp_path, GOOD.replace('load = ["none", "cpu:cpus=1"]',
+                                         f'"period+window" = {value}'))
+    with pytest.raises(ScenarioError) as exc:
+        load_scenario(path)
+    msg = str(exc.value)
+    assert msg.startswith(f"{path}:10:"), msg
+    assert "'period+window'" in msg and words in msg, msg
+
+
+def test_paired_key_may_not_repeat_a_matrix_key(tmp_path):
+    path = _write(tmp_path, PAIRED.replace('idle = ["hlt", "poll"]',
+                                           'period = ["1ms"]'))
+    with pytest.raises(ScenarioError, match="period is also in another matrix key"):
+        load_scenario(path)
