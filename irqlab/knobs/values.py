@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 # One duration syntax for the whole CLI (`--period 1ms`, `halt_poll=50us`, `delay=2s`).
-from irqlab.durations import parse_duration_ns
+from irqlab.durations import format_ns, parse_duration_ns
 
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _SIZE_RE = re.compile(r"^(\d+)\s*([kmg]?)(?:i?b)?$", re.IGNORECASE)
@@ -37,6 +37,19 @@ def parse_int(text: str, lo: int, hi: int, what: str) -> int:
     if not lo <= val <= hi:
         raise ValueError(f"{what} must be in {lo}..{hi}, not {val}")
     return val
+
+
+def parse_duration_in(text: str, lo_ns: int, hi_ns: int, what: str,
+                      unit_ns: int = 1) -> int:
+    """A duration within lo_ns..hi_ns and a whole number of ``unit_ns`` (the unit the
+    setting is written in, e.g. 1000 for a tool that takes µs); returns it in that unit."""
+    ns = parse_duration(text)
+    if not lo_ns <= ns <= hi_ns or ns % unit_ns:
+        unit = format_ns(unit_ns, "exact").removeprefix("1 ")
+        whole = f" in whole {unit}" if unit_ns > 1 else ""
+        raise ValueError(f"{what} must be {format_ns(lo_ns, 'exact')}.."
+                         f"{format_ns(hi_ns, 'exact')}{whole}, not {text}")
+    return ns // unit_ns
 
 
 def parse_onoff(text: str) -> bool:

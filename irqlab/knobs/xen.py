@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from irqlab.knobs.base import Knob
-from irqlab.knobs.values import parse_duration, parse_int
+from irqlab.knobs.values import parse_duration_in, parse_int
 from irqlab.runner.xen import XenGuest
 from irqlab.runner.xen_dom0 import InDom0Setting
 
@@ -56,9 +56,9 @@ class RtdsPeriodKnob(XenKnob):
     report_key = "rtds"
 
     def parse(self, value: str) -> None:
-        self.parsed = parse_duration(value)
-        if not 10_000 <= self.parsed <= 10_000_000_000:
-            raise ValueError("RTDS period must be 10us..10s")
+        # ns here; dom0's init writes xl's µs. Xen refuses periods under 10 us.
+        self.parsed = parse_duration_in(value, 10_000, 10_000_000_000, "RTDS period", 1000)
+        self.parsed *= 1000
 
 
 class RtdsBudgetKnob(RtdsPeriodKnob):
@@ -80,53 +80,51 @@ class CpupoolKnob(XenKnob):
 
 class XenSchedKnob(XenKnob):
     """A credit/credit2 parameter set with xl once the domU exists (XL_SCHED_SETTINGS);
-    ``parsed`` is the value in xl's own unit."""
+    ``parsed`` is the value in xl's own unit: an integer within ``bounds``, or, when
+    ``unit_ns`` is set, a duration within ``bounds`` (ns) written in that unit."""
+    bounds: tuple[int, int] = (0, 0)
+    unit_ns: int | None = None
 
     def __init__(self, value: str) -> None:
         super().__init__(value)
         self.report_key = self.key
+
+    def parse(self, value: str) -> None:
+        lo, hi = self.bounds
+        if self.unit_ns is None:
+            self.parsed = parse_int(value, lo, hi, self.key)
+        else:
+            self.parsed = parse_duration_in(value, lo, hi, self.key, self.unit_ns)
 
 
 class Credit2WeightKnob(XenSchedKnob):
     key = "credit2_weight"
     metavar = "N"
     help = "credit2 weight of the measured Xen domain (xl sched-credit2 -w; default 256)"
-
-    def parse(self, value: str) -> None:
-        self.parsed = parse_int(value, 1, 65535, "credit2_weight")
+    bounds = (1, 65535)
 
 
 class Credit2CapKnob(XenSchedKnob):
     key = "credit2_cap"
     metavar = "PCT"
     help = "credit2 cap of the measured Xen domain, in %% of one pCPU (xl sched-credit2 -c; 0: none)"
-
-    def parse(self, value: str) -> None:
-        self.parsed = parse_int(value, 0, 6400, "credit2_cap")
+    bounds = (0, 6400)
 
 
 class Credit2RatelimitKnob(XenSchedKnob):
     key = "credit2_ratelimit"
     metavar = "DUR"
     help = "credit2 context-switch rate limit of the pool (xl sched-credit2 -s -r; µs)"
-
-    def parse(self, value: str) -> None:
-        ns = parse_duration(value)
-        if not 0 <= ns <= 500_000_000:
-            raise ValueError("credit2_ratelimit must be 0..500ms")
-        self.parsed = ns // 1000                      # xl takes µs
+    bounds = (0, 500_000_000)
+    unit_ns = 1000                                    # xl takes µs
 
 
 class CreditTsliceKnob(XenSchedKnob):
     key = "credit_tslice"
     metavar = "DUR"
     help = "credit timeslice of the pool (xl sched-credit -s -t; ms, 1ms..1s)"
-
-    def parse(self, value: str) -> None:
-        ns = parse_duration(value)
-        if not 1_000_000 <= ns <= 1_000_000_000 or ns % 1_000_000:
-            raise ValueError("credit_tslice must be whole ms, 1ms..1s")
-        self.parsed = ns // 1_000_000                 # xl takes ms
+    bounds = (1_000_000, 1_000_000_000)
+    unit_ns = 1_000_000                               # xl takes ms
 
 
 class CreditRatelimitKnob(Credit2RatelimitKnob):
