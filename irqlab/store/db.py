@@ -10,6 +10,8 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -18,7 +20,9 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from irqlab.store import share
 from irqlab.store.schema import MIGRATIONS, SCHEMA_VERSION
+from irqlab.store.share import StoreServer
 
 RUN_STATUSES = ("running", "ok", "failed", "interrupted", "died")
 
@@ -70,6 +74,38 @@ def _one_line(exc: BaseException) -> str:
     """DuckDB's messages run over several lines (hints, stack); the first says it."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+class _Locked(Exception):
+    """DuckDB's file lock is held by another process (``holder`` says which)."""
+
+    def __init__(self, holder: str) -> None:
+        super().__init__(holder)
+        self.holder = holder
+
+
+def _lock_holder(message: str) -> str:
+    """'pid 1234 (irqlab run ...)' from DuckDB's "Conflicting lock is held in X (PID N)"."""
+    m = re.search(r"\(PID (\d+)\)", message)
+    if not m:
+        return "another process"
+    pid = int(m.group(1))
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        cmd = " ".join(a.decode(errors="replace") for a in argv if a)
+        # `python .../irqlab run ...` reads better as `irqlab run ...`.
+        cmd = re.sub(r"^\S*python[\d.]*\s+\S*/(irqlab)\b", r"\1", cmd)
+        return f"pid {pid} ({cmd[:120]})"
+    except OSError:
+        return f"pid {pid}"
+
+
+def _wait_s() -> float:
+    """How long a writer waits for a holder that does not share the file."""
+    try:
+        return max(0.0, float(os.environ.get("IRQLAB_DB_WAIT_S", "10")))
+    except ValueError:
+        return 10.0
 
 
 # Where the store tells the user what it did on its own (dead runs closed); the CLI sets it.
@@ -162,13 +198,20 @@ class Store:
                                  f"pass --db PATH to a writable place") from exc
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a database: pass --db FILE")
+        # Set when another irqlab process holds the file and lends it (store/share.py);
+        # ``_server`` when this one holds it and lends it to others.
+        self.holder_pid: int | None = None
+        self._server: StoreServer | None = None
         self._connect(read_only)
         try:
-            if read_only:
-                self._check_version()
+            if read_only or self.holder_pid is not None:
+                self._check_version()     # the holder migrated and closed dead runs
             else:
                 self._migrate()
-            self._close_dead_runs()
+            if self.holder_pid is None:
+                self._close_dead_runs()
+            if not read_only and self.holder_pid is None:
+                self._server = StoreServer(self.con, self.path)
         except StoreError:
             self.con.close()
             raise
@@ -177,7 +220,28 @@ class Store:
             raise StoreError(f"{self.path} is not a usable irqlab database "
                              f"({_one_line(exc)}); pass --db PATH to another file") from None
 
-    def _connect(self, read_only: bool) -> None:
+    def _connect(self, read_only: bool, wait: bool = True) -> None:
+        """Open the file, or, while another irqlab process holds it, borrow that process's
+        connection (store/share.py); a file held by a process that does not lend it (a
+        reader, an older irqlab) is retried for ``IRQLAB_DB_WAIT_S`` (default 10 s)."""
+        deadline = time.monotonic() + (_wait_s() if wait else 0.0)
+        while True:
+            try:
+                self._connect_local(read_only)
+                return
+            except _Locked as locked:
+                remote = share.connect(self.path)
+                if remote is not None:
+                    self.con = remote           # type: ignore[assignment]
+                    self.holder_pid = remote.holder_pid
+                    return
+                if time.monotonic() >= deadline:
+                    raise StoreError(f"cannot open database {self.path}: {locked.holder} "
+                                     f"has it open and does not share it; wait for it, or "
+                                     f"use --db OTHER_PATH") from None
+                time.sleep(0.2)
+
+    def _connect_local(self, read_only: bool) -> None:
         try:
             self.con = duckdb.connect(str(self.path), read_only=read_only,
                                       config=_DUCKDB_CONFIG)
@@ -189,9 +253,7 @@ class Store:
                                  f"({_file_kind(self.path)}): pass --db PATH to an irqlab "
                                  f"database file") from None
             if "lock" in msg.lower():
-                raise StoreError(f"cannot open database {self.path}: another process has "
-                                 f"it open; wait for that irqlab or use --db OTHER_PATH"
-                                 ) from None
+                raise _Locked(_lock_holder(msg)) from None
             raise StoreError(f"cannot open database {self.path}: {msg}; pass --db PATH to "
                              f"an irqlab database") from None
         except (duckdb.Error, OSError, RuntimeError, ValueError) as exc:
@@ -209,9 +271,11 @@ class Store:
         if self.read_only:
             self.con.close()
             try:
-                self._connect(read_only=False)
+                self._connect(read_only=False, wait=False)
             except StoreError:
                 self._connect(read_only=True)   # another reader: leave them for later
+                return
+            if self.holder_pid is not None:     # a writer came meanwhile: it closes them
                 return
         try:
             for run_id, meta in dead:
@@ -227,6 +291,12 @@ class Store:
                 self._connect(read_only=True)
 
     def close(self) -> None:
+        if self._server is not None:
+            # Another run writing through this process must land before the file closes.
+            self._server.stop(on_wait=lambda n: notice and notice(
+                f"waiting for {n} other irqlab run(s) writing to {self.path} through this "
+                f"process"))
+            self._server = None
         self.con.close()
 
     def __enter__(self) -> "Store":
@@ -246,6 +316,9 @@ class Store:
         except (duckdb.ConversionException, duckdb.InvalidInputException,
                 duckdb.BinderException, duckdb.ParserException, duckdb.CatalogException):
             raise              # a bad value or a bug: the caller knows which
+        except share.HolderGone as exc:
+            raise StoreError(f"cannot read {self.path}: {exc}; run the command again"
+                             ) from None
         except duckdb.Error as exc:
             # A damaged file shows itself only when a page is read.
             raise StoreError(f"cannot read {self.path} ({_one_line(exc)}): the file is "

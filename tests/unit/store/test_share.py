@@ -1,0 +1,174 @@
+"""One DuckDB file, several processes (irqlab/store/share.py): the holder lends its
+connection; readers and a second writer work through it; a holder that does not lend is
+waited for and named; a holder that dies is one clean error."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import numpy as np
+import pytest
+
+from irqlab.samples.record import RECORD_DTYPE
+from irqlab.store import Store, StoreError
+from irqlab.store import share
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+
+
+def _child(code: str, **kw) -> subprocess.Popen:
+    """A Python child that prints 'ready' when it holds the file, and ends on a line in."""
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, **kw)
+
+
+def _holder(db) -> subprocess.Popen:
+    proc = _child(f"""
+        import sys
+        from irqlab.store import Store
+        s = Store({str(db)!r})
+        s.create_run('first', 'native', {{}}, {{}})
+        print('ready', flush=True)
+        sys.stdin.readline()
+        s.close()
+        print('closed', flush=True)
+        """)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _end(proc: subprocess.Popen) -> str:
+    out, _ = proc.communicate("\n", timeout=60)
+    return out.strip()
+
+
+def test_reader_and_second_writer_work_through_the_holder(tmp_path):
+    db = tmp_path / "x.duckdb"
+    holder = _holder(db)
+    try:
+        with Store(db, read_only=True) as reader:
+            assert reader.holder_pid == holder.pid
+            assert [r.name for r in reader.runs()] == ["first"]
+        with Store(db) as writer:
+            assert writer.holder_pid == holder.pid
+            rid = writer.create_run("second", "native", {"period_ns": 1000}, {"x": 1})
+            recs = np.zeros(50_000, RECORD_DTYPE)
+            recs["seq"] = np.arange(50_000)
+            recs["entry_tick"] = np.arange(50_000) * 3
+            with writer.transaction():
+                writer.add_samples(rid, recs)
+            got = np.concatenate([b.column("entry_tick").to_numpy()
+                                  for b in writer.iter_samples(rid, batch=7_000)])
+            assert np.array_equal(got, recs["entry_tick"])
+            # A reader that stops early leaves the connection usable.
+            it = writer.iter_samples(rid, batch=1_000)
+            next(iter(it))
+            it.close()
+            assert writer.resolve(str(rid)).params == {"period_ns": 1000}
+            # A failed transaction rolls back on the holder's side too.
+            with pytest.raises(RuntimeError):
+                with writer.transaction():
+                    writer.add_samples(rid, recs[:10])
+                    raise RuntimeError("abort")
+            assert writer.sample_count(rid) == 50_000
+    finally:
+        assert _end(holder) == "closed"
+    with Store(db, read_only=True) as after:
+        assert after.holder_pid is None
+        assert [r.name for r in after.runs()] == ["first", "second"]
+
+
+def test_rows_keep_duckdb_types_through_the_holder(tmp_path):
+    db = tmp_path / "x.duckdb"
+    holder = _holder(db)
+    try:
+        sql = ("SELECT 12345678901234567890::HUGEINT, 2.50::DECIMAL(10,2), "
+               "'6f1d3c1e-2b1a-4c5e-9d3f-0a1b2c3d4e5f'::UUID, TIMESTAMP '2026-11-23 10:00:00',"
+               " DATE '2026-11-23', 'x'::BLOB, NULL, 1.5::DOUBLE, 'é'")
+        with Store(db, read_only=True) as reader:
+            row = reader._query(sql).fetchone()
+    finally:
+        _end(holder)
+    assert row == (12345678901234567890, decimal.Decimal("2.50"),
+                   uuid.UUID("6f1d3c1e-2b1a-4c5e-9d3f-0a1b2c3d4e5f"),
+                   dt.datetime(2026, 11, 23, 10), dt.date(2026, 11, 23), b"x", None, 1.5,
+                   "é")
+
+
+def test_holder_that_does_not_share_is_waited_for_then_named(tmp_path, monkeypatch):
+    db = tmp_path / "x.duckdb"
+    Store(db).close()
+    raw = _child(f"""
+        import sys, duckdb
+        con = duckdb.connect({str(db)!r})
+        print('ready', flush=True)
+        sys.stdin.readline()
+        """)
+    assert raw.stdout.readline().strip() == "ready"
+    monkeypatch.setenv("IRQLAB_DB_WAIT_S", "0.5")
+    try:
+        with pytest.raises(StoreError) as exc:
+            Store(db)
+    finally:
+        _end(raw)
+    msg = str(exc.value)
+    assert f"pid {raw.pid} (" in msg and "does not share it" in msg, msg
+    Store(db).close()                # free again: opens at once
+
+
+def test_holder_killed_is_one_clean_error(tmp_path):
+    db = tmp_path / "x.duckdb"
+    holder = _holder(db)
+    reader = Store(db, read_only=True)
+    try:
+        assert reader.holder_pid == holder.pid
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(30)
+        with pytest.raises(StoreError, match=f"pid {holder.pid}.* is gone"):
+            reader.runs()
+    finally:
+        reader.close()
+    # The socket went with the process: the file opens directly again.
+    with Store(db, read_only=True) as again:
+        assert again.holder_pid is None and again.runs()[0].name == "first"
+
+
+def test_other_users_are_not_served(tmp_path):
+    if os.getuid() != 0:
+        pytest.skip("needs root to run a client as another user")
+    db = tmp_path / "x.duckdb"
+    holder = _holder(db)
+
+    def connect_as(uid: int) -> int:
+        pid = os.fork()
+        if pid == 0:                     # the child: same code loaded, maybe another user
+            code = 1
+            try:
+                os.setuid(uid)
+                code = 0 if share.connect(db, timeout_s=2) is None else 3
+            finally:
+                os._exit(code)
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+    try:
+        assert connect_as(os.getuid()) == 3      # served: the check below can fail
+        assert connect_as(65534) == 0            # nobody: refused
+    finally:
+        _end(holder)
+
+
+def test_the_socket_is_named_after_the_file_not_the_path(tmp_path):
+    db = tmp_path / "x.duckdb"
+    db.write_bytes(b"")
+    link = tmp_path / "link.duckdb"
+    link.symlink_to(db)
+    assert share.socket_address(db) == share.socket_address(link)
+    assert share.socket_address(db).startswith("\0irqlab-store-")
