@@ -119,6 +119,11 @@ def _bench_push(opts: dict[str, Any]) -> list[dict[str, Any]]:
     return bench_push(**opts.get("lab", {}))
 
 
+def _bench_lab_read(opts: dict[str, Any]) -> list[dict[str, Any]]:
+    from irqlab.store.bench import bench_lab_read
+    return bench_lab_read(**opts.get("lab", {}))
+
+
 def _bench_export(opts: dict[str, Any]) -> list[dict[str, Any]]:
     from irqlab.store.bench import bench_export
     return bench_export(**opts.get("lab", {}))
@@ -134,6 +139,7 @@ BENCHES: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
     "trace": _bench_trace,
     "push": _bench_push,
     "export": _bench_export,
+    "lab-read": _bench_lab_read,
 }
 DEFAULT_BENCHES = ("ingest", "stats", "rate")
 

@@ -112,3 +112,64 @@ def bench_export(samples: int = 10_000_000) -> list[dict[str, Any]]:
              "samples": samples, "seconds": ours_s, "baseline": samples / base_s,
              "baseline_name": "DuckDB COPY TO parquet of the same columns (ticks)",
              "ratio": base_s / ours_s, "peak_rss_mib": _peak_rss_mib()}]
+
+
+def bench_lab_read(samples: int = 10_000_000) -> list[dict[str, Any]]:
+    """Where a lab keeps raw samples (issue 18): PostgreSQL (what push does) against
+    Parquet files in a shared directory read by DuckDB (what export writes), on one run.
+    Figures: an exact p99.9 over the run's samples (the query compare and check need), and
+    the bytes each keeps per sample."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    from irqlab.api import SAMPLE_SCHEMA, StoreView
+    from irqlab.store.pg import PgStore
+    from irqlab.store.pgserver import PgServer
+
+    server = PgServer()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            db = Path(tmp) / "bench.duckdb"
+            url = server.database("lab")
+            with Store(db) as src:
+                rid = _synthetic_run(src, samples)
+                with PgStore(url) as lab:
+                    lab_id, _ = lab.push(src, src.resolve(str(rid)), "bench")
+            part = Path(tmp) / "samples" / f"run_id={rid}"
+            part.mkdir(parents=True)
+            with StoreView(Store(db, read_only=True)) as view:
+                with pq.ParquetWriter(part / "part-0.parquet", SAMPLE_SCHEMA) as writer:
+                    for batch in view.sample_batches(rid):
+                        writer.write_batch(batch)
+            parquet_bytes = sum(p.stat().st_size for p in part.iterdir())
+            with PgStore(url) as lab:
+                cur = lab.con.cursor()
+                t0 = time.perf_counter()
+                pg_p999 = cur.execute(
+                    "SELECT percentile_disc(0.999) WITHIN GROUP (ORDER BY entry_tick - "
+                    "deadline_tick) FROM samples WHERE run_id = %s", [lab_id]).fetchone()[0]
+                pg_s = time.perf_counter() - t0
+                pg_bytes = cur.execute("SELECT pg_total_relation_size('samples')"
+                                       ).fetchone()[0]
+            con = duckdb.connect(config={"autoload_known_extensions": False,
+                                         "autoinstall_known_extensions": False})
+            t0 = time.perf_counter()
+            pq_p999 = con.execute(
+                f"SELECT quantile_disc(latency_ns, 0.999) FROM read_parquet("
+                f"'{tmp}/samples/*/*.parquet', hive_partitioning = true) "
+                f"WHERE run_id = {rid}").fetchone()[0]
+            pq_s = time.perf_counter() - t0
+            con.close()
+    finally:
+        server.stop()
+    # Ticks are ns here (1 GHz), so both exact answers must agree.
+    if int(pg_p999) != int(pq_p999):
+        raise RuntimeError(f"lab-read: p99.9 differs: PostgreSQL {pg_p999}, "
+                           f"Parquet {pq_p999}")
+    return [{"name": "lab-read", "value": samples / pg_s, "unit": "samples/s",
+             "samples": samples, "seconds": pg_s, "baseline": samples / pq_s,
+             "baseline_name": "DuckDB quantile_disc over the same run exported to Parquet",
+             "ratio": pq_s / pg_s, "p999_ns": int(pg_p999),
+             "pg_bytes_per_sample": pg_bytes / samples,
+             "parquet_bytes_per_sample": parquet_bytes / samples,
+             "peak_rss_mib": _peak_rss_mib()}]
