@@ -313,6 +313,9 @@ def init_script(plan: Dom0Plan) -> str:
         f"domid=$(xl domid {DOMU_NAME})",
         "say domu created domid=$domid create_cs=$(( $(uptime_cs) - t0 ))",
     ]
+    if pool:
+        # Read back again now that the domU exists: its pool should count one domain.
+        s += ["say cpupool $(xl cpupool-list | tail -n +2 | tr -s ' ' | tr '\\n' ';')"]
     for key, args, readback in plan.xl_settings:
         s += [f"if xl {args} > /irqlab/{key}.log 2>&1; then say {key} ok "
               f"$(xl {readback} | tr -s ' ' | tr '\\n' ';'); else say {key} "

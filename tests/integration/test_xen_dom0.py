@@ -126,3 +126,24 @@ def test_rtds_parameters_applied_and_read_back(ready, tmp_path) -> None:
     # The model's bound, 2(P-B) = 2 ms, is what RTDS alone may add; the emulated
     # figures carry TCG's own delays on top, so the run's max is recorded, not compared.
     assert rtds_bound(2_000_000, 1_000_000).bound_ns == 2_000_000
+
+
+@pytest.mark.skipif(not _rtds_xen(), reason="no amd64 Xen with RTDS and null cached: run "
+                                             "scripts/build-xen-rtds.sh amd64")
+def test_cpupool_holds_the_measured_domain_alone(ready, tmp_path) -> None:
+    # Seed 000/002's isolation: the measured domain alone on a pCPU under null, dom0
+    # (burning CPU) on the other under RTDS.
+    res = run_cli(["run", "--target", "xen", "--xen-dom0", "linux", "--xen-sched", "rtds",
+                   "--xen-pcpus", "2", "--knob", "cpupool=null", "--load", "dom0-cpu",
+                   "--period", "10ms", "--samples", "300", "--json"],
+                  tmp_path / "pool.duckdb", timeout=150)
+    assert res.code == 0, res.stderr
+    assert res.summary["samples"] == 300 and res.summary["lost"] == 0
+    with Store(tmp_path / "pool.duckdb", read_only=True) as st:
+        meta = st.resolve(str(res.summary["run_id"])).metadata
+    assert meta["hooks"]["knob:cpupool"]["status"] == "applied", meta["hooks"]
+    # xl cpupool-list after xl create: name, CPUs, scheduler, active, domains.
+    pools = {p.split()[0]: p.split()[1:] for p in meta["xen"]["dom0"]["cpupool"].split(";")
+             if p.strip()}
+    assert pools["irqlab-pool"] == ["1", "null", "y", "1"], pools
+    assert pools["Pool-0"][:2] == ["1", "rtds"], pools
