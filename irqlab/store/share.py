@@ -365,9 +365,12 @@ class RemoteConnection:
                     _send(self._sock, payload)
                 reply = _recv_json(self._sock)
             except (ConnectionError, OSError) as exc:
-                raise HolderGone(f"the irqlab process holding the database (pid "
-                                 f"{self.holder_pid}) is gone ({exc})") from None
+                raise self._gone(exc) from None
         return self._check(reply)
+
+    def _gone(self, exc: BaseException) -> HolderGone:
+        return HolderGone(f"the irqlab process holding the database (pid "
+                          f"{self.holder_pid}) is gone ({exc})")
 
     @staticmethod
     def _check(reply: dict[str, Any]) -> dict[str, Any]:
@@ -388,8 +391,7 @@ class RemoteConnection:
         except BaseException as exc:
             self._lock.release()
             if isinstance(exc, (ConnectionError, OSError)):
-                raise HolderGone(f"the irqlab process holding the database (pid "
-                                 f"{self.holder_pid}) is gone ({exc})") from None
+                raise self._gone(exc) from None
             raise
         def batches() -> Iterator[pa.RecordBatch]:
             done = False
@@ -402,8 +404,7 @@ class RemoteConnection:
                     yield from pa.ipc.open_stream(body)
             except (ConnectionError, OSError) as exc:
                 done = True
-                raise HolderGone(f"the irqlab process holding the database (pid "
-                                 f"{self.holder_pid}) is gone ({exc})") from None
+                raise self._gone(exc) from None
             finally:
                 try:
                     while not done and _recv(self._sock):   # left early: skip the rest
