@@ -70,6 +70,19 @@ class Outcome:
     slowest: list[tuple[float, str, int, bool]] = field(default_factory=list)
     retimed: list[tuple[float, float, str, int]] = field(default_factory=list)
 
+    def merge(self, other: "Outcome") -> None:
+        """Add another worker's outcome to this one (``scripts/fuzz-import --jobs``)."""
+        self.rejected += other.rejected
+        self.accepted += other.accepted
+        self.crashes += other.crashes
+        if other.slowest_s > self.slowest_s:
+            self.slowest_s, self.slowest_case = other.slowest_s, other.slowest_case
+        self.crash_examples += other.crash_examples
+        for kind, n in other.kinds.items():
+            self.kinds[kind] = self.kinds.get(kind, 0) + n
+        self.slowest = sorted(self.slowest + other.slowest, reverse=True)[:5]
+        self.retimed += other.retimed
+
     @property
     def cases(self) -> int:
         return self.rejected + self.accepted + self.crashes
