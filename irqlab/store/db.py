@@ -210,7 +210,7 @@ class Store:
                 self._migrate()
             if self.holder_pid is None:
                 self._close_dead_runs()
-            if not read_only and self.holder_pid is None:
+            if not read_only and self.holder_pid is None and str(path) != ":memory:":
                 self._server = StoreServer(self.con, self.path)
         except StoreError:
             self.con.close()

@@ -151,8 +151,8 @@ class StoreServer:
         try:
             self._listener.bind(socket_address(path))
         except OSError:
-            # Another process already serves this file (it would hold the lock, so this
-            # only happens if the name is taken by something else): serve no one.
+            # The name is taken (only by something else: a second holder of this file
+            # cannot exist, DuckDB's lock forbids it): serve no one.
             self._listener.close()
             self._listener = None
             return
