@@ -33,6 +33,7 @@ def emit_window(w: WindowStats, tick_hz: int, store: Store, run_id: int,
         if samples is not None and len(samples):
             store.add_samples(run_id, samples)
         store.add_windows(run_id, [wd])
+    store.release_memory()      # a long run's memory must not grow with its samples
     windows.append(wd)
     observer.on_window(wd, format_window_line(w, tick_hz))
 

@@ -100,6 +100,10 @@ def _lock_holder(message: str) -> str:
         return f"pid {pid}"
 
 
+_CHECKPOINT_BYTES = 2 << 20
+_RELEASE_EVERY_S = 10.0
+
+
 def _wait_s() -> float:
     """How long a writer waits for a holder that does not share the file."""
     try:
@@ -202,6 +206,8 @@ class Store:
         # ``_server`` when this one holds it and lends it to others.
         self.holder_pid: int | None = None
         self._server: StoreServer | None = None
+        self._released_at = float("-inf")
+        self._memory_limit: str | None = None
         self._connect(read_only)
         try:
             if read_only or self.holder_pid is not None:
@@ -212,6 +218,11 @@ class Store:
                 self._close_dead_runs()
             if not read_only and self.holder_pid is None and str(path) != ":memory:":
                 self._server = StoreServer(self.con, self.path)
+            if not read_only and self.holder_pid is None:
+                # Data appended since the last checkpoint stays in memory (DuckDB's
+                # IN_MEMORY_TABLE); at the default 16 MB a long run's RSS saw-tooths by
+                # that much. A small threshold keeps it to about one 60 s window at 1 ms.
+                self.con.execute(f"SET checkpoint_threshold = '{_CHECKPOINT_BYTES}B'")
         except StoreError:
             self.con.close()
             raise
@@ -289,6 +300,34 @@ class Store:
             if self.read_only:
                 self.con.close()
                 self._connect(read_only=True)
+
+    def release_memory(self) -> None:
+        """Give back what DuckDB caches of data already written: it keeps every block a
+        checkpoint wrote in its buffer pool until the memory limit is reached, so a long
+        run's memory grew with its samples (~4 bytes a sample, 256 KiB per 60 s window
+        at 1 ms: ``duckdb_memory()``, tag BASE_TABLE, read during a run through
+        store/share.py). Lowering the limit for a moment evicts them (they are on disk). At most every ``_RELEASE_EVERY_S``, and
+        never while another process works through this one (its queries need the
+        memory): the run flow calls this after each window."""
+        now = time.monotonic()
+        if (self.holder_pid is not None or self.read_only or str(self.path) == ":memory:"
+                or now - self._released_at < _RELEASE_EVERY_S
+                or (self._server is not None and self._server.clients())):
+            return
+        self._released_at = now
+        try:
+            # The setting reads back rounded ('18.8 GiB'): always restore the first
+            # reading, or every round trip would shrink it.
+            if self._memory_limit is None:
+                self._memory_limit = str(self.con.execute(
+                    "SELECT current_setting('memory_limit')").fetchone()[0])
+            self.con.execute("SET memory_limit = '8MB'")
+        except duckdb.Error:
+            pass                  # could not evict that far: whatever it did is fine
+        finally:
+            if self._memory_limit is not None:
+                with contextlib.suppress(duckdb.Error):
+                    self.con.execute(f"SET memory_limit = '{self._memory_limit}'")
 
     def close(self) -> None:
         if self._server is not None:

@@ -192,6 +192,9 @@ class PgStore:
                         "ON CONFLICT (key) DO NOTHING", (str(PG_SCHEMA_VERSION),))
         self.con.commit()
 
+    def release_memory(self) -> None:
+        """Nothing to give back: the server keeps the data (Store.release_memory)."""
+
     def close(self) -> None:
         self.con.close()
 

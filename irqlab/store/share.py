@@ -255,6 +255,11 @@ class StoreServer:
         with self._lock:
             self._writers.add(conn)
 
+    def clients(self) -> int:
+        """Processes connected now (readers and writers)."""
+        with self._lock:
+            return len(self._clients) if self._listener is not None else 0
+
     def writers(self) -> int:
         """Clients that have written (another run): the holder waits for them."""
         with self._lock:

@@ -25,7 +25,7 @@ def _summary(proc: subprocess.Popen) -> dict:
 
 
 def test_list_during_a_run_and_two_runs_at_once(db):
-    first = _start_run(db, "first", "4s")
+    first = _start_run(db, "first", "8s")
     # Wait until the first run holds the file (its run row exists).
     deadline = time.monotonic() + 60
     while True:
