@@ -66,7 +66,11 @@ def bench_stats_figures(n: int) -> list[dict[str, Any]]:
              "seconds": r["ours_s"], "baseline": n / r["numpy_s"],
              "baseline_name": "numpy concatenate+sort (warm)",
              "baseline_cold": n / r["numpy_first_s"],
-             "ratio": r["numpy_s"] / r["ours_s"]}]
+             "ratio": r["numpy_s"] / r["ours_s"], "goal_ratio": 5.0,
+             "native": r["native"],
+             # Our own numpy path (windows included), which the C fast path replaces.
+             "reference": None if r["reference_s"] is None else n / r["reference_s"],
+             "reference_name": "irqlab numpy path (IRQLAB_NATIVE=0)"}]
 
 
 def bench_rate(periods_ns: tuple[int, ...] = (1_000_000, 500_000, 200_000, 100_000, 50_000,
@@ -129,6 +133,16 @@ def _bench_export(opts: dict[str, Any]) -> list[dict[str, Any]]:
     return bench_export(**opts.get("lab", {}))
 
 
+def _bench_import(opts: dict[str, Any]) -> list[dict[str, Any]]:
+    from irqlab.reports.bench import bench_import
+    return bench_import(**opts.get("import", {}))
+
+
+def _bench_compare(opts: dict[str, Any]) -> list[dict[str, Any]]:
+    from irqlab.reports.bench import bench_compare
+    return bench_compare(**opts.get("compare", {}))
+
+
 # Every benchmark by name: one line each. A function takes the options `irqlab bench`
 # parsed (a dict of per-benchmark dicts) and returns its figures.
 BENCHES: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
@@ -139,6 +153,8 @@ BENCHES: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
     "trace": _bench_trace,
     "push": _bench_push,
     "export": _bench_export,
+    "import": _bench_import,
+    "compare": _bench_compare,
     "lab-read": _bench_lab_read,
 }
 DEFAULT_BENCHES = ("ingest", "stats", "rate")

@@ -32,6 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--lab-samples", type=count, default=10_000_000, metavar="N",
                    help="push, export: samples of the synthetic run (default 10 M; only "
                         "when named; push starts a throw-away PostgreSQL server)")
+    b.add_argument("--import-lines", type=count, default=10_000_000, metavar="N",
+                   help="import: lines of the generated raw-sample log (default 10 M)")
+    b.add_argument("--compare-samples", type=count, default=10_000_000, metavar="N",
+                   help="compare: samples of each of the two runs (default 10 M; the "
+                        "in-memory baseline runs only up to 30 M)")
     b.add_argument("--json", action="store_true", help="print JSON lines")
 
 
@@ -43,7 +48,9 @@ def run(args: argparse.Namespace) -> int:
                            "duration_s": args.round_duration / 1e9,
                            "cpu": args.bench_cpu},
             "trace": {"target_bytes": args.trace_bytes, "rounds": max(1, args.trace_rounds)},
-            "lab": {"samples": max(1, args.lab_samples)}}
+            "lab": {"samples": max(1, args.lab_samples)},
+            "import": {"lines": max(1, args.import_lines)},
+            "compare": {"samples": max(1, args.compare_samples)}}
     figures = run_benchmarks(args.what or list(DEFAULT_BENCHES), opts)
     renderer(args).bench(figures)
     return EXIT_OK

@@ -59,14 +59,15 @@ def run(args: argparse.Namespace) -> int:
                          + ", ".join(f"--{n}" for n, _k, _u in LIMITS))
     started = time.monotonic()
     try:
+        # The store stays open: big runs' samples are read from it while checking.
         with open_store(db_path(args), read_only=True) as store:
             runs = load_runs(store, select_runs(store, args.runs))
+            results = [evaluate(r, limits, args.threshold) for r in runs]
     except StoreError as exc:
         # CI still gets a JUnit file saying why nothing could be checked.
         failed = CheckResult(0, " ".join(args.runs), error=str(exc))
         _write_junit(args.junit, [failed], time.monotonic() - started)
         raise
-    results = [evaluate(r, limits, args.threshold) for r in runs]
     _write_junit(args.junit, results, time.monotonic() - started)
     out = renderer(args)
     for res in results:

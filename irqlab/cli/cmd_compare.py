@@ -56,9 +56,10 @@ def choose_renderer(fmt: str) -> Renderer:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The store stays open: big runs' samples are read from it while comparing.
     with open_store(db_path(args), read_only=True) as store:
         runs = load_runs(store, select_runs(store, args.runs))
-    model = build_compare(runs, args.threshold, seed=args.seed,
-                          resamples=max(1, args.resamples))
+        model = build_compare(runs, args.threshold, seed=args.seed,
+                              resamples=max(1, args.resamples))
     choose_renderer("json" if args.json else args.format).compare(model)
     return EXIT_OK

@@ -8,8 +8,8 @@ from typing import Any
 
 from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path, renderer
 from irqlab.cli.render import file_size, stage_progress
-from irqlab.importers import (AUTO, FORMATS, ImportFormatError, ParseOptions, parse_file,
-                              run_names, sniff, store_runs)
+from irqlab.importers import (AUTO, FORMATS, ImportFormatError, ParseOptions, run_names,
+                              sniff, store_runs, stream_file)
 from irqlab.importers.base import read_text
 from irqlab.importers.validate import MAX_TICK_HZ
 from irqlab.store import open_store
@@ -80,14 +80,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         for path in args.files:
             fmt, sniffed = _choose(args.format, path)
-            result = parse_file(fmt, path, options)
+            # Raw-sample logs stream: their samples are read while they are stored.
+            result = stream_file(fmt, path, options)
             done += file_size(path)
             progress.update(done, f"read {path.name}")
             names = run_names(result.runs, args.name)
             batches.append((result.runs, names))
             files.append({"file": str(path), "format": fmt, "sniffed": sniffed,
-                          "skipped": len(result.skipped),
-                          "skipped_lines": [str(e) for e in result.skipped]})
+                          "result": result})
     except ImportFormatError as exc:
         progress.close()
         raise UsageError(str(exc)) from None
@@ -105,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
     out = renderer(args)
     k = 0
     for info, (runs, _names) in zip(files, batches):
+        # Skipped lines are all known now: streamed files were read while storing.
+        result = info.pop("result")
+        info["skipped"] = len(result.skipped)
+        info["skipped_lines"] = [str(e) for e in result.skipped]
         mine = stored[k:k + len(runs)]
         k += len(runs)
         info["runs"] = [{"run_id": s.run_id, "name": s.name, "kind": s.summary["kind"],

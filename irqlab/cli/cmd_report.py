@@ -71,14 +71,15 @@ def run(args: argparse.Namespace) -> int:
         if folder is not None and folder.exists() and not folder.is_dir():
             raise UsageError(f"{opt} {folder} is a file: give a directory")
     started = time.monotonic()
-    with open_store(db_path(args), read_only=True) as store:
-        runs = load_runs(store, select_runs(store, args.runs))
     # Imported here: matplotlib takes ~0.5 s to import, other commands need not pay it.
     from irqlab.reports.html import build_report
     progress = stage_progress(args)     # plots, on a terminal only
     try:
-        progress.stage(f"plotting {len(runs)} run(s)")
-        text, plots = build_report(runs, args.threshold, args.title)
+        # The store stays open while plotting: big runs' samples are read from it.
+        with open_store(db_path(args), read_only=True) as store:
+            runs = load_runs(store, select_runs(store, args.runs))
+            progress.stage(f"plotting {len(runs)} run(s)")
+            text, plots = build_report(runs, args.threshold, args.title)
         written: list[str] = []
         for folder, ext in ((args.png, "png"), (args.svg, "svg")):
             if folder is None:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from irqlab.importers import (cyclictest, irqlab_console, jitterdebugger, net_rtt, rt_eval,
                               rtla, stress_ng, tbm, tscdeadline)
-from irqlab.importers.base import (Format, ImportFormatError, ParsedRun, ParseOptions,
-                                   ParseResult, current_line, read_text,
+from irqlab.importers.base import (PARSE_ERRORS, Format, ImportFormatError, ParsedRun,
+                                   ParseOptions, ParseResult, located_error, read_text,
                                    reset_line)
 from irqlab.importers.validate import validate_run
 from irqlab.importers.ingest import StoredRun, run_names, store_runs
@@ -37,7 +37,8 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("net-rtt", net_rtt.parse_net_rtt, net_rtt.sniff_net_rtt,
            "network round-trip 'latency min/avg/max/stddev (usec)' lines"),
     Format("tscdeadline", tscdeadline.parse_tscdeadline, tscdeadline.sniff_tscdeadline,
-           "kvm-unit-tests tscdeadline_latency raw 'latency: N' cycles"),
+           "kvm-unit-tests tscdeadline_latency raw 'latency: N' cycles",
+           stream=tscdeadline.stream_tscdeadline),
     Format("irqlab-console", irqlab_console.parse_irqlab_console,
            irqlab_console.sniff_irqlab_console,
            "irqlab's own probe console frames (sink=console) saved from a board or Xen"),
@@ -62,15 +63,19 @@ def parse_text(fmt: str, path: str, text: str, options: ParseOptions) -> ParseRe
         return result
     except ImportFormatError:
         raise
-    except (ValueError, TypeError, KeyError, IndexError, OverflowError, ArithmeticError,
-            AttributeError, RecursionError) as exc:
-        # A shape no rule anticipated: still a clean error, located at the line being
-        # read when it happened, never a traceback.
-        text_exc = str(exc)
-        if len(text_exc) > 160:
-            text_exc = text_exc[:160] + "…"
-        raise ImportFormatError(path, current_line(), f"{fmt} input ({type(exc).__name__}: "
-                                f"{text_exc})") from None
+    except PARSE_ERRORS as exc:
+        raise located_error(fmt, path, exc) from None
+
+
+def stream_file(fmt: str, path: Path, options: ParseOptions) -> ParseResult:
+    """Like `parse_file`, but a format that streams leaves its raw samples in the file
+    (ParsedRun.samples) for `store_runs` to read batch by batch: memory does not grow
+    with the file. The result's skipped lines are complete once they were stored."""
+    streamer = FORMATS[fmt].stream
+    if streamer is None:
+        return parse_file(fmt, path, options)
+    reset_line()
+    return streamer(path, options)
 
 
 def parse_file(fmt: str, path: Path, options: ParseOptions) -> ParseResult:
@@ -82,5 +87,5 @@ def parse_file(fmt: str, path: Path, options: ParseOptions) -> ParseResult:
 
 
 __all__ = ["AUTO", "FORMATS", "Format", "ImportFormatError", "ParseOptions", "ParseResult",
-           "ParsedRun", "StoredRun", "parse_file", "parse_text", "run_names", "sniff",
-           "store_runs"]
+           "ParsedRun", "StoredRun", "located_error", "parse_file", "parse_text", "run_names",
+           "sniff", "store_runs", "stream_file"]

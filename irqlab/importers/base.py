@@ -9,6 +9,7 @@ leaves the rest None.
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -46,6 +47,25 @@ class Series:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class SampleStream(ABC):
+    """The raw samples of one run, read from its file batch by batch (bounded memory).
+
+    `batches` reads the file once; what needs every line (the tick rate a log states at
+    its end, where the samples started, malformed lines --skip-bad let through) is
+    final only when it is exhausted, and `finish` then completes the run or raises
+    ImportFormatError. The writer stores each batch as it comes, in one transaction, so
+    a bad line anywhere still means nothing lands.
+    """
+
+    @abstractmethod
+    def batches(self) -> Iterator[np.ndarray]:
+        """Latencies in ticks (int64 arrays), in file order."""
+
+    @abstractmethod
+    def finish(self, run: ParsedRun) -> None:
+        """Fill in what the whole file told (tick_hz, line, provenance, notes)."""
+
+
 @dataclass
 class ParsedRun:
     """One run read from a file, before it is stored."""
@@ -64,6 +84,9 @@ class ParsedRun:
     # Exact probe records (RECORD_DTYPE) when the source has them (irqlab's own console
     # frames): stored as they are instead of being rebuilt from latency_tick.
     records: np.ndarray | None = None
+    # Raw samples still in the file (`irqlab import` streams them into the store); set
+    # instead of latency_tick by the formats that stream (Format.stream).
+    samples: SampleStream | None = None
     # Whole-run figures the source states (ns / counts); keys as in the run summary.
     figures: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -107,6 +130,21 @@ def current_line() -> int | None:
 def reset_line() -> None:
     global _CURRENT_LINE
     _CURRENT_LINE = None
+
+
+# What a parser raises on a shape no rule anticipated.
+PARSE_ERRORS = (ValueError, TypeError, KeyError, IndexError, OverflowError, ArithmeticError,
+                AttributeError, RecursionError)
+
+
+def located_error(fmt: str, path: str, exc: BaseException) -> ImportFormatError:
+    """A parser's unanticipated error as a clean one, located at the line being read
+    when it happened, never a traceback."""
+    text_exc = str(exc)
+    if len(text_exc) > 160:
+        text_exc = text_exc[:160] + "…"
+    return ImportFormatError(path, current_line(), f"{fmt} input ({type(exc).__name__}: "
+                             f"{text_exc})")
 
 
 def at_line(line: int) -> None:
@@ -186,14 +224,20 @@ Parser = Callable[[str, str, ParseOptions], ParseResult]
 Sniffer = Callable[[str], int]
 
 
+# stream(path, options) -> the file's runs, raw samples left in the file (SampleStream).
+Streamer = Callable[[Path, ParseOptions], ParseResult]
+
+
 @dataclass(frozen=True)
 class Format:
-    """A registered import format: parse(path, text, options) and sniff(text) -> score."""
+    """A registered import format: parse(path, text, options) and sniff(text) -> score;
+    formats of raw-sample logs also stream(path, options) big files in bounded memory."""
 
     name: str
     parse: Parser
     sniff: Sniffer
     description: str
+    stream: Streamer | None = None
 
 
 def read_text(path: Path) -> str:

@@ -13,6 +13,7 @@ A statistic that cannot be derived is None (shown "—").
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -112,22 +113,41 @@ def _from_series(run: ParsedRun, out: dict[str, Any]) -> None:
                               if hi is None)
 
 
-def _from_samples(run: ParsedRun, out: dict[str, Any]) -> None:
-    lat = np.sort(np.asarray(run.latency_tick, dtype=np.int64))
+@dataclass(frozen=True)
+class SampleFigures:
+    """What a run's raw samples give, in ticks: exact moments (count, sum, sum of
+    squares, min, max) and the nearest-rank percentiles by summary key. Computed where
+    the samples are: in memory (`sample_figures`) or by the store over the stored ones."""
+
+    moments: Moments
+    percentile_tick: dict[str, int]
+
+
+def sample_figures(latency_tick: np.ndarray) -> SampleFigures:
+    """The figures of samples held in memory (one sort)."""
+    lat = np.sort(np.asarray(latency_tick, dtype=np.int64))
+    moments = Moments()
+    moments.add(lat)
+    pct = ({key: int(lat[quantile_rank(q, lat.size) - 1]) for key, q in PCT_KEYS}
+           if lat.size else {})
+    return SampleFigures(moments, pct)
+
+
+def _from_samples(run: ParsedRun, out: dict[str, Any], figures: SampleFigures) -> None:
     hz = run.tick_hz
     assert hz, "raw samples need a tick rate"
-    n = len(lat)
+    moments = figures.moments
+    n = moments.count
     out["samples"] = n
     if n == 0:
         return
-    moments = Moments()
-    moments.add(lat)
+    assert moments.min is not None and moments.max is not None
     mean, stddev = moments.mean, moments.stddev
-    out.update(min_ns=ticks_to_ns(int(lat[0]), hz), max_ns=ticks_to_ns(int(lat[-1]), hz),
+    out.update(min_ns=ticks_to_ns(moments.min, hz), max_ns=ticks_to_ns(moments.max, hz),
                mean_ns=ticks_to_ns(mean, hz), stddev_ns=ticks_to_ns(stddev, hz),
                percentile_source="samples")
-    for key, q in PCT_KEYS:
-        out[key] = ticks_to_ns(int(lat[quantile_rank(q, n) - 1]), hz)
+    for key, _q in PCT_KEYS:
+        out[key] = ticks_to_ns(figures.percentile_tick[key], hz)
 
 
 def _from_windows(run: ParsedRun, out: dict[str, Any]) -> None:
@@ -162,12 +182,16 @@ def _from_windows(run: ParsedRun, out: dict[str, Any]) -> None:
     out["percentile_note"] = "window summaries hold no distribution: percentiles absent"
 
 
-def build_summary(run: ParsedRun, run_id: int, name: str) -> dict[str, Any]:
+def build_summary(run: ParsedRun, run_id: int, name: str,
+                  samples: SampleFigures | None = None) -> dict[str, Any]:
     """The summary dict stored with an imported run (and printed by `show --json`): the
-    keys of every summary (irqlab.stats.fields), filled in as far as the source allows."""
+    keys of every summary (irqlab.stats.fields), filled in as far as the source allows.
+    `samples`: the figures of raw samples that are not in memory (streamed imports)."""
     out = _empty(run, run_id, name)
-    if run.latency_tick is not None:
-        _from_samples(run, out)
+    if samples is not None:
+        _from_samples(run, out, samples)
+    elif run.latency_tick is not None:
+        _from_samples(run, out, sample_figures(run.latency_tick))
     elif run.series:
         _from_series(run, out)
     elif run.windows:

@@ -13,10 +13,14 @@ print deadlines, so deadline_tick is a constant origin, recorded as such).
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import BinaryIO, Iterator
 
 import numpy as np
 
-from irqlab.importers.base import Lines, ParsedRun, ParseOptions, ParseResult, to_int
+from irqlab.importers.base import (ImportFormatError, ParsedRun, ParseOptions, ParseResult,
+                                   SampleStream, at_line, to_int)
+from irqlab.importers.lines import DEFAULT_BATCH_SAMPLES, LineBatches
 
 _LAT = re.compile(r"^(?:hit max: (\d+) < )?latency: (-?\d+)\s*$")
 _LAT_START = re.compile(r"\blatency:")
@@ -24,45 +28,124 @@ _HZ = re.compile(r"(?i)\b(?:tsc|tick)[ _-]?(?:(hz|khz|mhz)\s*[=:]\s*(\d+)|"
                  r"freq(?:uency)?\s*[=:]\s*(\d+)\s*(hz|khz|mhz))\b")
 _SCALE = {"hz": 1, "khz": 1_000, "mhz": 1_000_000}
 _BREAKMAX = re.compile(r"^breakmax=(\d+)")
+# The line almost every line of the log is, up to its number (what lines.c reads).
+_SAMPLE_PREFIX = b"latency: "
+_READ_BYTES = 8 << 20
 
 
-def parse_tscdeadline(path: str, text: str, options: ParseOptions) -> ParseResult:
-    src = Lines(path, text, options)
-    values: list[int] = []
-    first = 0
-    log_hz: int | None = None
-    breakmax = None
-    hit = None
-    for lineno, raw in src:
+class _Rules:
+    """The line rules of the format, shared by the text parser and the file stream."""
+
+    def __init__(self, path: str, options: ParseOptions) -> None:
+        self.path = path
+        self.options = options
+        self.first = 0
+        self.log_hz: int | None = None
+        self.breakmax: int | None = None
+        self.hit: int | None = None
+        self.samples = 0
+        self.skipped: list[ImportFormatError] = []
+
+    def line(self, lineno: int, raw: str) -> int | None:
+        """The latency a line holds, else None (other lines are read for the rate)."""
+        at_line(lineno)
         line = raw.strip()
         if (h := _HZ.search(line)):
             unit = (h.group(1) or h.group(4)).lower()
-            log_hz = to_int(h.group(2) or h.group(3)) * _SCALE[unit]
+            self.log_hz = to_int(h.group(2) or h.group(3)) * _SCALE[unit]
         if (b := _BREAKMAX.match(line)):
-            breakmax = to_int(b.group(1))
+            self.breakmax = to_int(b.group(1))
         if not _LAT_START.search(line) or line.startswith("#"):
-            continue
+            return None
         m = _LAT.match(line)
         if m is None:
-            src.bad(lineno, "'latency: N' (TSC cycles, an integer)", line)
-            continue
-        first = first or lineno
+            err = ImportFormatError(self.path, lineno, "'latency: N' (TSC cycles, an integer)",
+                                    line.strip()[:120])
+            if not self.options.skip_bad:
+                raise err
+            self.skipped.append(err)
+            return None
+        self.first = self.first or lineno
         if m.group(1):
-            hit = lineno
-        values.append(to_int(m.group(2)))
-    if not values:
-        src.error(None, "'latency: N' lines from tscdeadline_latency")
-    tick_hz = options.tick_hz or log_hz
-    if not tick_hz:
-        src.error(None, "a TSC rate: the log does not state it, pass --tick-hz HZ")
-    run = ParsedRun(source="tscdeadline", path=path, line=first, tick_hz=tick_hz)
+            self.hit = lineno
+        self.samples += 1
+        return to_int(m.group(2))
+
+    def finish(self, run: ParsedRun) -> None:
+        """The run's line, tick rate and provenance, once every line was read."""
+        if not self.samples:
+            raise ImportFormatError(self.path, None,
+                                    "'latency: N' lines from tscdeadline_latency")
+        tick_hz = self.options.tick_hz or self.log_hz
+        if not tick_hz:
+            raise ImportFormatError(self.path, None, "a TSC rate: the log does not state "
+                                    "it, pass --tick-hz HZ")
+        run.line, run.tick_hz = self.first, tick_hz
+        run.provenance = {"tick_hz_from": "--tick-hz" if self.options.tick_hz else "the log",
+                          "breakmax": self.breakmax, "hit_max_line": self.hit,
+                          "deadline_tick": "not printed by the test: a constant origin"}
+        if self.options.tick_hz and self.log_hz and self.log_hz != self.options.tick_hz:
+            run.notes.append(f"--tick-hz {self.options.tick_hz} overrides the log's "
+                             f"{self.log_hz} Hz")
+
+
+def parse_tscdeadline(path: str, text: str, options: ParseOptions) -> ParseResult:
+    rules = _Rules(path, options)
+    values = [v for lineno, raw in enumerate(text.splitlines(), start=1)
+              if (v := rules.line(lineno, raw)) is not None]
+    run = ParsedRun(source="tscdeadline", path=path, line=0)
+    rules.finish(run)
     run.latency_tick = np.asarray(values, dtype=np.int64)
-    run.provenance = {"tick_hz_from": "--tick-hz" if options.tick_hz else "the log",
-                      "breakmax": breakmax, "hit_max_line": hit,
-                      "deadline_tick": "not printed by the test: a constant origin"}
-    if options.tick_hz and log_hz and log_hz != options.tick_hz:
-        run.notes.append(f"--tick-hz {options.tick_hz} overrides the log's {log_hz} Hz")
-    return ParseResult([run], src.skipped)
+    return ParseResult([run], rules.skipped)
+
+
+def _opened(path: Path) -> BinaryIO:
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise ImportFormatError(str(path), None, f"a readable file ({exc.strerror})") from None
+
+
+def _read(f: BinaryIO, path: Path) -> bytes:
+    try:
+        return f.read(_READ_BYTES)
+    except OSError as exc:
+        raise ImportFormatError(str(path), None, f"a readable file ({exc.strerror})") from None
+
+
+class _FileSamples(SampleStream):
+    """The samples of a tscdeadline log, batch by batch: the plain 'latency: N' lines
+    through the C line reader when it is built (irqlab/native/lines.c), every other line
+    (and every line without it) through `_Rules`."""
+
+    def __init__(self, path: Path, rules: _Rules, batch_samples: int) -> None:
+        self.path = path
+        self.rules = rules
+        self.batch_samples = batch_samples
+
+    def batches(self) -> Iterator[np.ndarray]:
+        reader = LineBatches(self.batch_samples, _SAMPLE_PREFIX, self.rules.line)
+        with _opened(self.path) as f:
+            while chunk := _read(f, self.path):
+                yield from reader.feed(chunk)
+        yield from reader.close()
+        # The first sample line, whichever reader took it.
+        self.rules.first = min((x for x in (self.rules.first, reader.fast_first) if x),
+                               default=0)
+        self.rules.samples += reader.fast_samples
+
+    def finish(self, run: ParsedRun) -> None:
+        self.rules.finish(run)
+
+
+def stream_tscdeadline(path: Path, options: ParseOptions,
+                       batch_samples: int = DEFAULT_BATCH_SAMPLES) -> ParseResult:
+    """The run of a tscdeadline log with its samples left in the file (`SampleStream`);
+    the skipped lines are in the result once the samples were read."""
+    rules = _Rules(str(path), options)
+    run = ParsedRun(source="tscdeadline", path=str(path), line=0)
+    run.samples = _FileSamples(path, rules, batch_samples)
+    return ParseResult([run], rules.skipped)
 
 
 def sniff_tscdeadline(text: str) -> int:

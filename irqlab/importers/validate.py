@@ -105,9 +105,13 @@ def validate_run(run: ParsedRun) -> None:
         lat = np.asarray(run.latency_tick)
         if lat.dtype.kind not in "iu":
             raise _bad(run, "integer raw samples", lat.dtype)
-        hz = run.tick_hz or 1_000_000_000
-        # ticks -> ns must stay inside MAX_NS: |ticks| <= MAX_NS * hz / 1e9.
-        limit = MAX_NS * hz // 1_000_000_000
-        lo, hi = int(lat.min()), int(lat.max())
-        if lo < -limit or hi > limit:
-            raise _bad(run, f"raw samples within ±{limit} ticks", lo if lo < -limit else hi)
+        check_samples(run, int(lat.min()), int(lat.max()))
+
+
+def check_samples(run: ParsedRun, lo: int, hi: int) -> None:
+    """Raw samples from `lo` to `hi` ticks must convert to ns within MAX_NS."""
+    hz = run.tick_hz or 1_000_000_000
+    # ticks -> ns must stay inside MAX_NS: |ticks| <= MAX_NS * hz / 1e9.
+    limit = MAX_NS * hz // 1_000_000_000
+    if lo < -limit or hi > limit:
+        raise _bad(run, f"raw samples within ±{limit} ticks", lo if lo < -limit else hi)

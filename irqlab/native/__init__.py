@@ -1,5 +1,6 @@
 """irqlab's host-side C fast paths (rbdecode.c: ring-buffer pages; gaps.c: explain's
-switch-chain repair), loaded with ctypes from ``build/libirqlab.so``.
+switch-chain repair; stats.c: per-window reductions and histogram tally; lines.c: the
+sample lines of raw-sample logs), loaded with ctypes from ``build/libirqlab.so``.
 
 Why C: these are sequential walks (record headers, per-CPU switch pointers) that numpy can
 only do with many whole-array passes and temporaries; on a VM the first writes to fresh
@@ -31,6 +32,8 @@ _SIGNATURES: dict[str, list] = {
     "irq_gap_bounds": [_P, _P, _P, _P, _I64, _P, _P, _P],
     "irq_gap_events": [_P, _P, _P, _P, _I64, _P, _P, _P, _P, _I64],
     "irq_last_event_before": [_P, _P, _I64, _P, _I64, _I64, _P, _P, _I64, _P, _P],
+    "irq_stats_reduce": [_P, _P, _I64, _P, _P, _I64, _P],
+    "irq_parse_prefixed_ints": [_P, _I64, _P, _I64, _P, _I64, _P],
 }
 
 _lib: ctypes.CDLL | None = None

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from irqlab.reports import noise
 from irqlab.reports.comparability import pair_warnings, run_warnings, threshold_warning
-from irqlab.reports.data import FROM_RAW, FROM_TEXT, RunData, figures
+from irqlab.reports.data import FROM_RAW, FROM_TEXT, NS_PER_S, RunData, figures
+from irqlab.reports.scan import scan_runs
 from irqlab.durations import format_ns, parse_duration_ns
 from irqlab.models.rtds import rtds_bound
 from irqlab.stats.fields import RATIO_FIELDS
@@ -31,6 +34,8 @@ def build_compare(runs: list[RunData], threshold_ns: int | None = None,
     """The table model; ``runs[0]`` is the baseline."""
     if not runs:
         raise ValueError("compare needs at least one run")
+    # Runs kept in the store are read once for all of the below.
+    scan_runs(runs, {threshold_ns}, noise_seeds(runs, seed))
     figs = [figures(r, threshold_ns) for r in runs]
     base, base_figs = runs[0], figs[0]
     rows, warnings = [], []
@@ -51,8 +56,8 @@ def build_compare(runs: list[RunData], threshold_ns: int | None = None,
             row["noise"] = None
         elif base.has_raw and run.has_raw:
             if base_sorted is None:
-                base_sorted = noise.prepare(base.latency_ns_float(), seed)
-            run_sorted = noise.prepare(run.latency_ns_float(), seed + 1)
+                base_sorted = _noise_sample(base, seed)
+            run_sorted = _noise_sample(run, seed + 1)
             results = [noise.compare_quantile(base_sorted, run_sorted, q, label, seed,
                                               resamples) for q, label in noise.QUANTILES]
             row["noise"] = {"test": "bootstrap", "results": [r.to_dict() for r in results],
@@ -75,6 +80,26 @@ def build_compare(runs: list[RunData], threshold_ns: int | None = None,
             "threshold_override_ns": threshold_ns, "rows": rows, "warnings": warnings,
             "noise_method": noise.method_text(seed, resamples),
             "percentiles_note": _percentiles_note(sources)}
+
+
+def noise_seeds(runs: list[RunData], seed: int) -> dict[int, int]:
+    """The noise test's seed of each run with raw samples: the baseline's, then seed + 1
+    (build_compare's rule), when the baseline has raw samples."""
+    if not runs or not runs[0].has_raw:
+        return {}
+    return {r.run_id: seed if i == 0 else seed + 1 for i, r in enumerate(runs) if r.has_raw}
+
+
+def _noise_sample(run: RunData, seed: int) -> np.ndarray:
+    """The run's sorted (subsampled) latencies in ns for the noise test, read from the
+    store batch by batch when the run keeps its samples there."""
+    if run.stored is None:
+        return noise.prepare(run.latency_ns_float(), seed)
+    if seed in run.stored.noise:
+        return run.stored.noise[seed]
+    count, scale = run.stored.count, NS_PER_S / run.tick_hz
+    return run.stored.over_sequence(
+        lambda batches: noise.prepare_stream(batches, count, scale, seed))
 
 
 def rtds_server(run: RunData) -> tuple[int, int, int] | None:

@@ -5,19 +5,26 @@ derived with ``ticks_to_ns`` (round half away from zero). Percentiles are recomp
 exactly from the raw samples when the run has them (nearest rank, Hyndman & Fan 1996
 definition 1, the rule the live summary uses), otherwise taken from the stored summary
 (log histogram, relative error <= 1/128, or whatever the import format gave).
+
+Memory stays bounded whatever the run's length: a run above IN_MEMORY_SAMPLES samples
+keeps them in the store, which computes its exact figures in batches
+(Store.sample_figures); the noise test and plots read it batch by batch too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterator, TypeVar
 
 import numpy as np
 
 from irqlab.stats import quantile_rank, ticks_to_ns
 from irqlab.stats.fields import COMPARE_TABLE
-from irqlab.store import Store
-from irqlab.store.db import RunRow
+from irqlab.store import PgStore, Store
+from irqlab.store.db import RunRow, SamplesUnordered
+from irqlab.store.quantiles import StoredFigures
+
+T = TypeVar("T")
 
 NS_PER_S = 1_000_000_000
 
@@ -34,9 +41,54 @@ FROM_TEXT = {FROM_RAW: "exact, from the raw samples (nearest rank)",
                            "or as imported)"}
 
 
+# Runs with more samples than this keep them in the store: figures, the noise test and
+# plots read them batch by batch (bounded memory); smaller runs are read whole.
+IN_MEMORY_SAMPLES = 2_000_000
+
+
+class StoredSamples:
+    """A big run's samples, left in the store and read in batches when needed."""
+
+    def __init__(self, store: Store | PgStore, run_id: int, count: int) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.count = count
+        self._figures: dict[int | None, StoredFigures] = {}
+        self.noise: dict[int, np.ndarray] = {}    # seed -> the noise test's sample
+        self.plot_data: Any = None                # reports/scan.py's PlotData
+
+    def cache_figures(self, threshold_tick: int | None, figures: StoredFigures) -> None:
+        """Figures computed elsewhere (reports/scan.py reads the run once for many)."""
+        self._figures[threshold_tick] = figures
+
+    def has_figures(self, threshold_tick: int | None) -> bool:
+        return threshold_tick in self._figures
+
+    def figures(self, threshold_tick: int | None) -> StoredFigures:
+        """Exact count, min, max, count above the threshold and PERCENTILES (cached)."""
+        if threshold_tick not in self._figures:
+            self._figures[threshold_tick] = self.store.sample_figures(
+                self.run_id, [q for _, q, _ in PERCENTILES], threshold_tick)
+        return self._figures[threshold_tick]
+
+    def over_sequence(self, fn: Callable[[Iterator[Any]], T],
+                      with_deadline: bool = False) -> T:
+        """fn(batches of latencies, or (latency, deadline tick) pairs, in sequence
+        order): the storage order when it is that (checked as read), else sorted."""
+        try:
+            return fn(self.store.iter_latency(self.run_id, with_deadline=with_deadline,
+                                              in_sequence=True))
+        except SamplesUnordered:
+            return fn(self.store.iter_latency_sorted(self.run_id,
+                                                     with_deadline=with_deadline))
+
+
 @dataclass
 class RunData:
-    """One run: its row, windows, raw latencies (when stored) and stored histogram."""
+    """One run: its row, windows, raw latencies (when stored) and stored histogram.
+
+    A run of at most IN_MEMORY_SAMPLES samples has them in `latency_tick`; a bigger one
+    in `stored` (read from the store as needed, never all at once)."""
 
     row: RunRow
     windows: list[dict[str, Any]]
@@ -44,6 +96,7 @@ class RunData:
     deadline_s: np.ndarray | None = None     # float64, seconds since the first deadline
     flags: np.ndarray | None = None          # uint32
     histogram: list[tuple[int, int | None, int]] | None = None
+    stored: StoredSamples | None = None
     _sorted: np.ndarray | None = field(default=None, repr=False)
 
     @property
@@ -74,7 +127,30 @@ class RunData:
 
     @property
     def has_raw(self) -> bool:
-        return self.latency_tick is not None and self.latency_tick.size > 0
+        return self.stored is not None or (self.latency_tick is not None
+                                           and self.latency_tick.size > 0)
+
+    def over_sequence(self, fn: Callable[[Iterator[Any]], T],
+                      with_deadline: bool = False) -> T:
+        """fn(batches of raw latencies in sequence order; with `with_deadline`, pairs
+        (latency, deadline_s)), wherever the samples are."""
+        if self.stored is None:
+            assert self.latency_tick is not None and self.deadline_s is not None
+            one = (self.latency_tick, self.deadline_s) if with_deadline else self.latency_tick
+            return fn(iter([one]))
+        if not with_deadline:
+            return self.stored.over_sequence(fn)
+        hz = self.tick_hz
+
+        def seconds(batches: Iterator[Any]) -> T:
+            def pairs() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                first = None
+                for lat, deadline in batches:
+                    if first is None and deadline.size:
+                        first = int(deadline[0])
+                    yield lat, (deadline - first) / hz
+            return fn(pairs())
+        return self.stored.over_sequence(seconds, with_deadline=True)
 
     def sorted_tick(self) -> np.ndarray:
         """Raw latencies sorted ascending (computed once)."""
@@ -96,11 +172,18 @@ class RunData:
         return threshold_ns * self.tick_hz // NS_PER_S
 
 
-def load_run(store: Store, row: RunRow, raw: bool = True) -> RunData:
-    """Read a run's windows, stored histogram and (with ``raw``) its raw samples."""
+def load_run(store: Store | PgStore, row: RunRow, raw: bool = True,
+             in_memory_samples: int | None = None) -> RunData:
+    """Read a run's windows, stored histogram and (with ``raw``) its raw samples: those
+    of a run with more than `in_memory_samples` stay in the store (RunData.stored),
+    which must then stay open while the run is used (default: IN_MEMORY_SAMPLES)."""
     data = RunData(row=row, windows=store.windows(row.run_id),
                    histogram=store.histogram(row.run_id).get("all"))
     if raw:
+        count = store.sample_count(row.run_id)
+        if count > (IN_MEMORY_SAMPLES if in_memory_samples is None else in_memory_samples):
+            data.stored = StoredSamples(store, row.run_id, count)
+            return data
         lat, dl, fl = [], [], []
         for batch in store.iter_samples(row.run_id):
             deadline = batch.column("deadline_tick").to_numpy().astype(np.int64)
@@ -118,8 +201,9 @@ def load_run(store: Store, row: RunRow, raw: bool = True) -> RunData:
     return data
 
 
-def load_runs(store: Store, rows: list[RunRow], raw: bool = True) -> list[RunData]:
-    return [load_run(store, r, raw) for r in rows]
+def load_runs(store: Store | PgStore, rows: list[RunRow], raw: bool = True,
+              in_memory_samples: int | None = None) -> list[RunData]:
+    return [load_run(store, r, raw, in_memory_samples) for r in rows]
 
 
 def exact_quantiles_tick(sorted_tick: np.ndarray, qs: list[float]) -> list[int]:
@@ -149,7 +233,14 @@ def figures(run: RunData, threshold_ns: int | None = None) -> dict[str, Any]:
     thr = run.threshold_ns if threshold_ns is None else threshold_ns
     out: dict[str, Any] = {"samples": int(s.get("samples") or 0), "threshold_ns": thr,
                            "warm_max_ns": warm_max_ns(run), "lost": s.get("lost")}
-    if run.has_raw:
+    if run.stored is not None:
+        got = run.stored.figures(None if thr is None else run.threshold_tick(thr))
+        out.update({key: run.ns(v) for (key, _, _), v in zip(PERCENTILES,
+                                                              got.quantile_tick)})
+        out.update({"samples": got.count, "min_ns": run.ns(got.min_tick),
+                    "max_ns": run.ns(got.max_tick), "percentiles_from": FROM_RAW,
+                    "above_threshold": got.above})
+    elif run.has_raw:
         srt = run.sorted_tick()
         qs = exact_quantiles_tick(srt, [q for _, q, _ in PERCENTILES])
         out.update({key: run.ns(v) for (key, _, _), v in zip(PERCENTILES, qs)})

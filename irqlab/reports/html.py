@@ -17,9 +17,11 @@ from typing import Any, Iterable
 
 from irqlab import __version__
 from irqlab.durations import format_ns
-from irqlab.reports.compare import build_compare
+from irqlab.reports import noise
+from irqlab.reports.compare import build_compare, noise_seeds
 from irqlab.reports.data import FROM_TEXT, RunData, figures
 from irqlab.reports.plots import Plot, overlay_plot, run_plots
+from irqlab.reports.scan import scan_runs
 from irqlab.reports.tables import COLUMNS, cell, noise_lines, notes_lines
 from irqlab.stats.fields import REPORT_TABLE, WINDOW_TABLE
 
@@ -197,6 +199,9 @@ def build_report(runs: list[RunData], threshold_ns: int | None = None,
     """The HTML text and every plot in it (for --png/--svg)."""
     plots: list[Plot] = []
     body: list[str] = []
+    # Runs kept in the store are read once for the comparison, the tables and the plots.
+    scan_runs(runs, {threshold_ns, None},
+              noise_seeds(runs, noise.DEFAULT_SEED) if len(runs) > 1 else None, plots=True)
     if len(runs) > 1:
         section, overlay = _compare_section(runs, threshold_ns)
         body += section

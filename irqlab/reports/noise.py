@@ -26,7 +26,7 @@ honest but needs many windows per run.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -71,6 +71,31 @@ def prepare(values_ns: np.ndarray, seed: int = DEFAULT_SEED,
         rng = np.random.default_rng(seed)
         vals = vals[rng.choice(vals.size, size=max_samples, replace=False)]
     return np.sort(vals)
+
+
+def positions(n: int, seed: int = DEFAULT_SEED, max_samples: int = MAX_SAMPLES) -> np.ndarray:
+    """The positions (sorted) of the n samples `prepare` keeps: all, or the seeded draw."""
+    if n > max_samples:
+        rng = np.random.default_rng(seed)
+        return np.sort(rng.choice(n, size=max_samples, replace=False))
+    return np.arange(n)
+
+
+def prepare_stream(batches: Iterator[np.ndarray], n: int, ns_per_tick: float,
+                   seed: int = DEFAULT_SEED, max_samples: int = MAX_SAMPLES) -> np.ndarray:
+    """`prepare` of n latencies in ticks read batch by batch in sequence order (times
+    ns_per_tick): the same positions are drawn, so the result is the same array, and
+    only the drawn values are kept."""
+    idx = positions(n, seed, max_samples)
+    picked = []
+    offset = 0
+    for batch in batches:
+        lo, hi = np.searchsorted(idx, [offset, offset + batch.size])
+        picked.append(np.asarray(batch)[idx[lo:hi] - offset] * ns_per_tick)
+        offset += batch.size
+    if offset != n:
+        raise RuntimeError(f"expected {n} samples, read {offset}")
+    return np.sort(np.concatenate(picked).astype(np.float64, copy=False))
 
 
 def bootstrap_quantile(sorted_ns: np.ndarray, q: float, resamples: int,

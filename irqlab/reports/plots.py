@@ -20,11 +20,11 @@ from matplotlib.figure import Figure
 
 from irqlab.durations import format_ns
 from irqlab.reports.data import RunData, figures
+from irqlab.reports.scan import TAIL_POINTS, PlotData, scan_runs
 from irqlab.stats.fields import PERCENTILE_FIELDS, TAIL_FIELDS
 
 # Curves with more points than this are thinned (the tail is always kept whole).
 MAX_CURVE_POINTS = 6000
-TAIL_POINTS = 3000
 HIST_BINS = 120
 THRESHOLD_GID = "threshold"
 _RC = {"svg.hashsalt": "irqlab", "font.size": 9,
@@ -103,6 +103,53 @@ def _positive(values: np.ndarray) -> tuple[np.ndarray, int]:
     return values[keep], int(values.size - keep.sum())
 
 
+# ---- a big run's samples, read once from the store (reports/scan.py) ---------------
+
+def _plot_data(run: RunData) -> PlotData:
+    stored = run.stored
+    assert stored is not None
+    if stored.plot_data is None:
+        scan_runs([run], {None}, plots=True)
+    return stored.plot_data
+
+
+def _stored_histogram(run: RunData) -> tuple[np.ndarray, np.ndarray, int, int] | None:
+    """(edges, counts, positive samples, samples <= 0) of the histogram plot from the
+    run's log histogram: each bucket counted at its lowest value (1/128 resolution)."""
+    data = _plot_data(run)
+    hist, scale = data.histogram, 1e9 / run.tick_hz
+    idx = np.flatnonzero(hist.counts)
+    lows = np.array([hist.bucket_bounds(int(i))[0] for i in idx], dtype=np.int64)
+    counts = hist.counts[idx]
+    keep = lows > 0
+    lows, counts = lows[keep], counts[keep]
+    if hist.overflow:
+        lows, counts = np.append(lows, hist.max), np.append(counts, hist.overflow)
+    if not lows.size:
+        return None
+    lo = max(int(lows[0]), hist.min if hist.min and hist.min > 0 else 1) * scale
+    hi = hist.max * scale
+    edges = np.geomspace(lo, hi * 1.0001 if hi > lo else lo * 1.01, HIST_BINS + 1)
+    binned, _ = np.histogram(np.clip(lows * scale, lo, hi), bins=edges, weights=counts)
+    return edges, binned, data.positive, hist.count - data.positive
+
+
+def _stored_survival(run: RunData) -> tuple[np.ndarray, np.ndarray]:
+    """Fraction >= each log-histogram bucket's low (exact), then the TAIL_POINTS largest
+    samples themselves (exact)."""
+    data = _plot_data(run)
+    hist, top, scale = data.histogram, data.top_tick, 1e9 / run.tick_hz
+    n = hist.count
+    below = hist.underflow + np.concatenate([[0], np.cumsum(hist.counts)[:-1]])
+    nonzero = np.flatnonzero(hist.counts)
+    lows = np.array([hist.bucket_bounds(int(b))[0] for b in nonzero], dtype=np.int64)
+    head = lows < (top[0] if top.size else np.iinfo(np.int64).max)
+    xs = np.concatenate([lows[head], top]) * scale
+    ys = np.concatenate([(n - below[nonzero][head]) / n,
+                         (top.size - np.arange(top.size)) / n])
+    return xs, ys
+
+
 # ---- one run ---------------------------------------------------------------------
 
 def histogram_plot(run: RunData) -> Plot | None:
@@ -110,7 +157,17 @@ def histogram_plot(run: RunData) -> Plot | None:
     fig, ax = _figure()
     with matplotlib.rc_context(_RC):
         note = ""
-        if run.has_raw:
+        if run.stored is not None:
+            got = _stored_histogram(run)
+            if got is None:
+                return None
+            edges, counts, positive, dropped = got
+            ax.stairs(counts, edges, fill=True, alpha=0.6, label="samples per bin")
+            note = (f"{positive} samples, {HIST_BINS} log-spaced bins (from the log "
+                    f"histogram)")
+            if dropped:
+                note += f", {dropped} at or below 0 ns not shown"
+        elif run.has_raw:
             vals, dropped = _positive(run.latency_ns_float())
             if vals.size == 0:
                 return None
@@ -147,6 +204,8 @@ def histogram_plot(run: RunData) -> Plot | None:
 
 def _survival(run: RunData) -> tuple[np.ndarray, np.ndarray] | None:
     """(latency ns, fraction of samples >= it), thinned; from raw or stored buckets."""
+    if run.stored is not None:
+        return _stored_survival(run)
     if run.has_raw:
         srt = run.sorted_tick() * (1e9 / run.tick_hz)
         n = srt.size
@@ -230,7 +289,9 @@ def over_time_plot(run: RunData) -> Plot | None:
             width = _window_s(run) or 1.0
             starts = np.array([w["start_s"] for w in wins], float)
             end = starts[-1] + width
-            if run.has_raw:
+            if run.stored is not None:
+                end = min(end, _plot_data(run).last_s)
+            elif run.has_raw:
                 end = min(end, float(run.deadline_s[-1]))  # a last, partial window
             x = np.append(starts, max(end, starts[-1]))
 
@@ -244,10 +305,13 @@ def over_time_plot(run: RunData) -> Plot | None:
             ax.step(x, mean, where="post", label="window mean", color="navy", zorder=4)
         thr = run.threshold_ns
         if run.has_raw and thr is not None:
-            above = run.latency_tick > run.threshold_tick(thr)
-            count = int(above.sum())
-            if count:
+            if run.stored is not None:
+                xs, ys = _plot_data(run).above_s, _plot_data(run).above_ns
+            else:
+                above = run.latency_tick > run.threshold_tick(thr)
                 xs, ys = run.deadline_s[above], run.latency_ns_float()[above]
+            count = int(xs.size)
+            if count:
                 # Pixel markers past 50k points: a dot each would take seconds to draw.
                 style = dict(marker="." if count <= 50_000 else ",", markersize=3)
                 ax.plot(xs, ys, linestyle="none", color="tab:red", rasterized=True,

@@ -10,6 +10,9 @@ Public API:
 
 irqlab.stats.fields is the one catalog of summary keys (labels, units, which table shows
 which) and builds every summary object, for measured and imported runs alike.
+irqlab.stats.native is the C fast path of the per-batch reductions (irqlab/native/stats.c;
+segments.py and histogram.py stay the numpy reference); irqlab.stats.select finds exact
+percentiles of samples read again and again in batches (stored runs), in bounded memory.
 """
 
 from .format import format_percent, format_ticks, format_window_line

@@ -38,6 +38,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .exact import as_tick_array, exact_sum
+from .native import HistogramLayout, Tally, reduce_batch
+from .segments import Segments
 
 SERIAL_VERSION = 1
 
@@ -148,11 +150,22 @@ class LogHistogram:
 
     # ---- updates --------------------------------------------------------------
 
+    @property
+    def layout(self) -> HistogramLayout:
+        """The bucket layout, as the C tally takes it."""
+        return HistogramLayout(self.precision_bits, self.max_value_bits)
+
     def add(self, values: np.ndarray) -> None:
-        """Add a batch of int64 ticks (vectorized: one np.bincount per batch)."""
-        arr = as_tick_array(values)
+        """Add a batch of int64 ticks (C fast path, else one np.bincount per slice)."""
+        arr = np.ascontiguousarray(as_tick_array(values))
         n = arr.size
         if n == 0:
+            return
+        reduced = reduce_batch(None, arr, 0, 1, 0, self.layout)
+        if reduced is not None:
+            seg, tally = reduced
+            assert tally is not None
+            self.add_tally(tally, seg)
             return
         lo, hi = int(arr.min()), int(arr.max())
         clip = lo < 0 or hi > self.max_trackable
@@ -167,6 +180,19 @@ class LogHistogram:
             self.overflow += int(tally[_CODE_OFFSET + n_buckets])
         self.count += n
         self.sum += exact_sum(arr, max(-lo, hi))
+        self.min = lo if self.min is None else min(self.min, lo)
+        self.max = hi if self.max is None else max(self.max, hi)
+        self._cum = None
+
+    def add_tally(self, tally: Tally, seg: Segments) -> None:
+        """Add a batch the C fast path tallied (`irqlab.stats.native.reduce_batch`); its
+        count, exact sum and extremes come from the batch's window reductions."""
+        self.counts += tally.counts
+        self.underflow += tally.underflow
+        self.overflow += tally.overflow
+        self.count += int(seg.count.sum())
+        self.sum += sum(seg.total.tolist())
+        lo, hi = int(seg.min.min()), int(seg.max.max())
         self.min = lo if self.min is None else min(self.min, lo)
         self.max = hi if self.max is None else max(self.max, hi)
         self._cum = None

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .exact import as_tick_array
 from .fields import PERCENTILE_FIELDS
 from .histogram import LogHistogram
 from .moments import Moments
+from .native import reduce_batch
+from .segments import Segments, reduce_segments
 from .window import WindowStats, Windower
 
 # (summary field, quantile) pairs; quantiles as exact decimals, see quantile_rank.
@@ -69,11 +70,24 @@ class RunStats:
         """Add a batch of samples; returns the windows it completed."""
         if self._summary is not None:
             raise RuntimeError("RunStats.add after finish")
-        latencies = as_tick_array(latency_tick, "latency_tick")
         # Windower first: it validates shapes and ordering before anything is counted.
-        windows = self._windower.add(deadline_tick, latencies)
-        self._histogram.add(latencies)
-        self._absorb(windows)
+        deadlines, latencies, origin = self._windower.check(deadline_tick, latency_tick)
+        if latencies.size == 0:
+            return []
+        # The C fast path reduces windows and tallies the histogram in one pass.
+        fused = reduce_batch(deadlines, latencies, origin, self.window_tick,
+                             self.threshold_tick, self._histogram.layout)
+        if fused is None:
+            seg = reduce_segments(deadlines, latencies, origin, self.window_tick,
+                                  self.threshold_tick)
+            windows = self._windower.add_segments(seg, origin)
+            self._histogram.add(latencies)
+        else:
+            seg, tally = fused
+            assert tally is not None
+            windows = self._windower.add_segments(seg, origin)
+            self._histogram.add_tally(tally, seg)
+        self._absorb(seg)
         return windows
 
     def finish(self) -> tuple[list[WindowStats], RunSummary]:
@@ -81,7 +95,6 @@ class RunStats:
         if self._summary is not None:
             raise RuntimeError("RunStats.finish called twice")
         windows = self._windower.flush()
-        self._absorb(windows)
         self._summary = self._summarize()
         return windows, self._summary
 
@@ -91,15 +104,15 @@ class RunStats:
             raise RuntimeError("RunStats.summary before finish")
         return self._summary
 
-    def _absorb(self, windows: list[WindowStats]) -> None:
-        # Threshold count and warm max come from the windows: every sample is in exactly
-        # one emitted window, so this is exact and costs nothing per sample.
-        for w in windows:
-            self._above += w.above_threshold
-            if w.samples and w.index >= self.warmup_windows:
-                assert w.max_tick is not None
-                if self._warm_max is None or w.max_tick > self._warm_max:
-                    self._warm_max = w.max_tick
+    def _absorb(self, seg: Segments) -> None:
+        # Threshold count and warm max come from the batch's window reductions: every
+        # sample is in exactly one of them, so this is exact and costs nothing per sample.
+        self._above += int(seg.above.sum())
+        warm = seg.index >= self.warmup_windows
+        if warm.any():
+            top = int(seg.max[warm].max())
+            if self._warm_max is None or top > self._warm_max:
+                self._warm_max = top
 
     def _summarize(self) -> RunSummary:
         m, h = self._moments, self._histogram

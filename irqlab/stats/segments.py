@@ -39,6 +39,18 @@ class Segments:
     total_sq: np.ndarray
 
 
+def window_span(deadlines: np.ndarray, origin: int, window_tick: int) -> tuple[int, int]:
+    """Window indices of a non-empty batch's first and last deadlines (ValueError when
+    the batch starts before the origin or ends in an earlier window than it starts)."""
+    first = (int(deadlines[0]) - origin) // window_tick
+    last = (int(deadlines[-1]) - origin) // window_tick
+    if first < 0:
+        raise ValueError("deadline before the first sample's deadline")
+    if last < first:
+        raise ValueError("samples out of window order (deadline went backwards)")
+    return first, last
+
+
 def segment_starts(deadlines: np.ndarray, origin: int,
                    window_tick: int) -> tuple[np.ndarray, np.ndarray]:
     """(start offsets, window indices) of the runs of equal window index in a batch.
@@ -47,12 +59,7 @@ def segment_starts(deadlines: np.ndarray, origin: int,
     non-decreasing window order (ValueError otherwise; within a window any order).
     """
     n = deadlines.size
-    first = (int(deadlines[0]) - origin) // window_tick
-    last = (int(deadlines[-1]) - origin) // window_tick
-    if first < 0:
-        raise ValueError("deadline before the first sample's deadline")
-    if last < first:
-        raise ValueError("samples out of window order (deadline went backwards)")
+    first, last = window_span(deadlines, origin, window_tick)
     if last - first <= n:
         # Fast path: binary-search each window's first deadline. "deadline >= edge" is
         # monotonic over the batch whenever windows come in order, so searchsorted is

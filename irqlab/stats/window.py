@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import native
 from .exact import as_tick_array
 from .moments import Moments
 from .segments import Segments, mean_stddev, reduce_segments
@@ -69,19 +70,34 @@ class Windower:
 
     def add(self, deadline_tick: np.ndarray, latency_tick: np.ndarray) -> list[WindowStats]:
         """Add a batch of samples; returns the windows this batch completed, in order."""
+        deadlines, latencies, origin = self.check(deadline_tick, latency_tick)
+        if deadlines.size == 0:
+            return []
+        reduced = native.reduce_batch(deadlines, latencies, origin, self.window_tick,
+                                      self.threshold_tick)
+        seg = (reduce_segments(deadlines, latencies, origin, self.window_tick,
+                               self.threshold_tick) if reduced is None else reduced[0])
+        return self.add_segments(seg, origin)
+
+    def check(self, deadline_tick: np.ndarray,
+              latency_tick: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """A batch as contiguous int64 arrays of equal length, and the window origin
+        (the first deadline ever seen) it is reduced against."""
         if self._finished:
             raise RuntimeError("Windower.add after flush")
-        deadlines = as_tick_array(deadline_tick, "deadline_tick")
-        latencies = as_tick_array(latency_tick, "latency_tick")
+        deadlines = np.ascontiguousarray(as_tick_array(deadline_tick, "deadline_tick"))
+        latencies = np.ascontiguousarray(as_tick_array(latency_tick, "latency_tick"))
         if deadlines.shape != latencies.shape:
             raise ValueError(f"deadline_tick and latency_tick differ in length: "
                              f"{deadlines.size} != {latencies.size}")
-        if deadlines.size == 0:
-            return []
-        origin = (int(deadlines[0]) if self.first_deadline_tick is None
-                  else self.first_deadline_tick)
-        seg = reduce_segments(deadlines, latencies, origin, self.window_tick,
-                              self.threshold_tick)
+        origin = self.first_deadline_tick
+        if origin is None:
+            origin = int(deadlines[0]) if deadlines.size else 0
+        return deadlines, latencies, origin
+
+    def add_segments(self, seg: Segments, origin: int) -> list[WindowStats]:
+        """Add a non-empty batch already reduced against `origin` (`check`); returns
+        the windows it completed, in order."""
         first_index = int(seg.index[0])
         if self._open_index is not None and first_index < self._open_index:
             raise ValueError("samples out of window order (deadline went backwards)")
@@ -104,7 +120,7 @@ class Windower:
             self._min, self._max = int(seg.min[last]), int(seg.max[last])
             self._merge_open(seg, last)
         # Python-int sums: per-window int64 sums fit, their batch total might not.
-        self.totals.add_summary(latencies.size, sum(seg.total.tolist()),
+        self.totals.add_summary(int(seg.count.sum()), sum(seg.total.tolist()),
                                 sum(seg.total_sq.tolist()), int(seg.min.min()),
                                 int(seg.max.max()))
         return out
@@ -140,19 +156,25 @@ class Windower:
         if self._global_min is not None:
             np.minimum(gmin, self._global_min, out=gmin)
             np.maximum(gmax, self._global_max, out=gmax)
-        previous = None
-        for w, n, mean, std, lo, hi, above, g_lo, g_hi in zip(
-                seg.index[part].tolist(), seg.count[part].tolist(), means, stddevs,
-                seg.min[part].tolist(), seg.max[part].tolist(), seg.above[part].tolist(),
-                gmin.tolist(), gmax.tolist()):
-            if previous is not None and w > previous + 1:
-                out.extend(self._gap(previous, w))
-            out.append(WindowStats(w, w * self.window_tick / self.tick_hz, n, mean, std,
-                                   lo, hi, above, g_lo, g_hi))
-            self._global_min, self._global_max = g_lo, g_hi
-            previous = w
+        index = seg.index[part].tolist()
+        window_tick, tick_hz = self.window_tick, self.tick_hz
+        columns = (index, [w * window_tick / tick_hz for w in index],
+                   seg.count[part].tolist(), means, stddevs, seg.min[part].tolist(),
+                   seg.max[part].tolist(), seg.above[part].tolist(), gmin.tolist(),
+                   gmax.tolist())
+        self._global_min, self._global_max = columns[-2][-1], columns[-1][-1]
+        if index[-1] - index[0] == len(index) - 1:
+            # No empty window in between (the common case): one object per window.
+            out.extend(map(WindowStats, *columns))
+        else:
+            previous = None
+            for row in zip(*columns):
+                if previous is not None and row[0] > previous[0] + 1:
+                    out.extend(self._gap(previous[0], row[0], previous[-2], previous[-1]))
+                out.append(WindowStats(*row))
+                previous = row
         # Gap between the last complete window and the (new) open one.
-        out.extend(self._gap(previous, int(seg.index[stop])))
+        out.extend(self._gap(index[-1], int(seg.index[stop])))
 
     def _close(self) -> WindowStats:
         """Build the open window's stats and update the running extremes."""
@@ -168,8 +190,12 @@ class Windower:
         return WindowStats(index, index * self.window_tick / self.tick_hz, n, s1 / n, stddev,
                            lo, hi, self._above, self._global_min, self._global_max)
 
-    def _gap(self, after: int, before: int) -> list[WindowStats]:
-        """Empty windows strictly between indices `after` and `before`."""
+    def _gap(self, after: int, before: int, global_min: int | None = None,
+             global_max: int | None = None) -> list[WindowStats]:
+        """Empty windows strictly between indices `after` and `before`; their running
+        extremes are the given ones (default: the extremes so far)."""
+        if global_min is None:
+            global_min, global_max = self._global_min, self._global_max
         return [WindowStats(i, i * self.window_tick / self.tick_hz, 0, None, None, None,
-                            None, 0, self._global_min, self._global_max)
+                            None, 0, global_min, global_max)
                 for i in range(after + 1, before)]

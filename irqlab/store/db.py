@@ -21,6 +21,10 @@ import numpy as np
 import pyarrow as pa
 
 from irqlab.store import share
+from irqlab.stats import LogHistogram
+from irqlab.stats.select import exact_figures
+from irqlab.store.quantiles import (LATENCY_SQL, StoredFigures, duckdb_quantiles,
+                                    stored_figures)
 from irqlab.store.schema import MIGRATIONS, SCHEMA_VERSION
 from irqlab.store.share import StoreServer
 
@@ -165,6 +169,27 @@ def _row(raw: tuple) -> RunRow:
     for i in (13, 14, 18):
         vals[i] = vals[i] or {}
     return RunRow(*vals)
+
+
+# The samples table's columns as Arrow gives them to DuckDB.
+_SAMPLE_SCHEMA = pa.schema([("run_id", pa.int64()), ("seq", pa.uint64()),
+                           ("deadline_tick", pa.uint64()), ("entry_tick", pa.uint64()),
+                           ("flags", pa.uint32()), ("cpu", pa.uint32())])
+
+
+_LATENCY_SCHEMA = pa.schema([("seq", pa.uint64()), ("deadline_tick", pa.uint64()),
+                            ("entry_tick", pa.uint64())])
+
+
+def _sample_columns(run_id: int, records: np.ndarray) -> list[pa.Array]:
+    """The samples table's columns of raw records (RECORD_DTYPE) of one run."""
+    return [pa.array(np.full(len(records), run_id, dtype=np.int64)),
+            *(pa.array(records[k]) for k in ("seq", "deadline_tick", "entry_tick",
+                                             "flags", "cpu"))]
+
+
+class SamplesUnordered(StoreError):
+    """A run's samples are not stored in sequence order (read them sorted instead)."""
 
 
 class _Rows:
@@ -550,17 +575,80 @@ class Store:
         """Append raw records (RECORD_DTYPE array) losslessly."""
         if len(records) == 0:
             return
-        table = pa.table({
-            "run_id": pa.array(np.full(len(records), run_id, dtype=np.int64)),
-            "seq": records["seq"], "deadline_tick": records["deadline_tick"],
-            "entry_tick": records["entry_tick"], "flags": records["flags"],
-            "cpu": records["cpu"],
-        })
+        table = pa.table(_sample_columns(run_id, records), schema=_SAMPLE_SCHEMA)
         self.con.register("_irqlab_batch", table)
         try:
             self._write("INSERT INTO samples SELECT * FROM _irqlab_batch")
         finally:
             self.con.unregister("_irqlab_batch")
+
+    def add_sample_stream(self, run_id: int, batches: Iterator[np.ndarray]) -> None:
+        """Append raw records (RECORD_DTYPE arrays) read from an iterator, with one
+        INSERT that pulls them as it goes: inside a transaction, memory stays bounded
+        (an INSERT per batch keeps every uncommitted row in memory, ~35 bytes each).
+        An exception of the iterator is raised as it is."""
+        failure: list[BaseException] = []
+
+        def arrow() -> Iterator[pa.RecordBatch]:
+            try:
+                for records in batches:
+                    if len(records):
+                        yield pa.record_batch(_sample_columns(run_id, records),
+                                              schema=_SAMPLE_SCHEMA)
+            except BaseException as exc:
+                failure.append(exc)
+                raise
+        self._insert_stream(pa.RecordBatchReader.from_batches(_SAMPLE_SCHEMA, arrow()),
+                            "*", failure)
+
+    def add_latency_stream(self, run_id: int,
+                           batches: Iterator[tuple[int, int, np.ndarray]]) -> None:
+        """Append samples of a source without deadlines (an import): batches of
+        (first seq, origin, latencies) become records with seq counting from first seq,
+        deadline_tick = origin, entry_tick = latency + origin, flags and cpu 0 (what
+        ingest._records builds), in one streamed INSERT as add_sample_stream; the
+        constant columns come from SQL, which saves DuckDB a fifth of the work."""
+        failure: list[BaseException] = []
+
+        def arrow() -> Iterator[pa.RecordBatch]:
+            try:
+                for first, origin, lat in batches:
+                    if lat.size:
+                        seq = np.arange(first, first + lat.size, dtype=np.uint64)
+                        yield pa.record_batch(
+                            [seq, np.full(lat.size, origin, dtype=np.uint64),
+                             (lat + origin).astype(np.uint64)], schema=_LATENCY_SCHEMA)
+            except BaseException as exc:
+                failure.append(exc)
+                raise
+        self._insert_stream(pa.RecordBatchReader.from_batches(_LATENCY_SCHEMA, arrow()),
+                            f"{int(run_id)}::BIGINT, seq, deadline_tick, entry_tick, "
+                            f"0::UINTEGER, 0::UINTEGER", failure)
+
+    def _insert_stream(self, reader: pa.RecordBatchReader, select: str,
+                       failure: list[BaseException]) -> None:
+        """One INSERT INTO samples SELECT {select} pulling `reader`; the reader's own
+        exception (recorded in `failure`) is raised as it is."""
+        self.con.register("_irqlab_stream", reader)
+        try:
+            self._write(f"INSERT INTO samples SELECT {select} FROM _irqlab_stream")
+        except (duckdb.Error, StoreWriteError):
+            if failure:
+                raise failure[0] from None
+            raise
+        finally:
+            # After a failed INSERT the transaction is aborted: unregistering may refuse.
+            with contextlib.suppress(duckdb.Error):
+                self.con.unregister("_irqlab_stream")
+
+    def shift_sample_origin(self, run_id: int, delta_tick: int, first_seq: int,
+                            end_seq: int) -> None:
+        """Add `delta_tick` to the deadline and entry of a run's samples with
+        first_seq <= seq < end_seq (latencies unchanged): a streamed import met a lower
+        latency than the origin it wrote them with allowed for."""
+        self._write("UPDATE samples SET deadline_tick = deadline_tick + ?, "
+                    "entry_tick = entry_tick + ? WHERE run_id = ? AND seq >= ? AND seq < ?",
+                    [delta_tick, delta_tick, run_id, first_seq, end_seq])
 
     # -- reading ----------------------------------------------------------------------
     def runs(self) -> list[RunRow]:
@@ -610,6 +698,66 @@ class Store:
     def sample_count(self, run_id: int) -> int:
         return int(self._query("SELECT count(*) FROM samples WHERE run_id = ?",
                                     [run_id]).fetchone()[0])
+
+    def sample_figures(self, run_id: int, quantiles: list[float],
+                       threshold_tick: int | None = None,
+                       histogram: LogHistogram | None = None) -> StoredFigures:
+        """Exact count, min, max, count above `threshold_tick` and nearest-rank quantiles
+        of a run's stored latencies in ticks, in bounded memory: DuckDB streams the
+        samples in batches through irqlab.stats.select (a few passes; measured faster
+        than DuckDB's own quantile_disc, which holds every value). `histogram`: theirs,
+        when the caller built it while writing them (saves a pass)."""
+        got = exact_figures(lambda: self.iter_latency(run_id), quantiles, threshold_tick,
+                            histogram)
+        return StoredFigures(got.count, got.min_tick, got.max_tick, got.above,
+                             got.quantile_tick)
+
+    def sample_figures_sql(self, run_id: int, quantiles: list[float],
+                           threshold_tick: int | None = None) -> StoredFigures:
+        """`sample_figures` computed by DuckDB's quantile_disc, proved exact (the way the
+        PostgreSQL store computes them; tests compare the ways)."""
+        return stored_figures(self._sample_query, duckdb_quantiles, run_id, quantiles,
+                              threshold_tick)
+
+    def iter_latency(self, run_id: int, batch: int = 1 << 20,
+                     with_deadline: bool = False, in_sequence: bool = False
+                     ) -> Iterator[Any]:
+        """A run's latencies in ticks (int64) batch by batch, in storage order; with
+        `with_deadline`, pairs (latency, deadline_tick as int64 bits).
+
+        `in_sequence`: in sequence (seq) order. Runs are stored in that order, so the
+        storage order is read and checked (an ORDER BY would sort every sample);
+        SamplesUnordered is raised at the first sample out of it, and the caller reads
+        again with `iter_latency_sorted`."""
+        yield from self._iter_latency(run_id, batch, with_deadline, in_sequence, "")
+
+    def iter_latency_sorted(self, run_id: int, batch: int = 1 << 20,
+                            with_deadline: bool = False) -> Iterator[Any]:
+        """`iter_latency` in sequence order by sorting (when the storage order is not)."""
+        yield from self._iter_latency(run_id, batch, with_deadline, False, " ORDER BY seq")
+
+    def _iter_latency(self, run_id: int, batch: int, with_deadline: bool, check: bool,
+                      order: str) -> Iterator[Any]:
+        cols = "entry_tick, deadline_tick" + (", seq" if check else "")
+        rel = self.con.sql(f"SELECT {cols} FROM samples WHERE run_id = {int(run_id)}{order}")
+        last_seq = -1
+        for rb in rel.to_arrow_reader(batch):
+            entry = rb.column(0).to_numpy().view(np.int64)
+            deadline = rb.column(1).to_numpy().view(np.int64)
+            if check and rb.num_rows:
+                seq = rb.column(2).to_numpy()
+                if int(seq[0]) < last_seq or (seq[1:] < seq[:-1]).any():
+                    raise SamplesUnordered(f"run {run_id}: samples not stored in "
+                                           f"sequence order")
+                last_seq = int(seq[-1])
+            # Two's complement difference of the u64 counters (docs/formats.md section 2).
+            lat = entry - deadline
+            yield (lat, deadline) if with_deadline else lat
+
+    def _sample_query(self, select: str, run_id: int, tail: str = "") -> list[tuple]:
+        """``SELECT {select} FROM (latency AS lat of the run's samples) {tail}``."""
+        return self._query(f"SELECT {select} FROM (SELECT {LATENCY_SQL} AS lat FROM samples "
+                           f"WHERE run_id = ?) AS s {tail}", [run_id]).fetchall()
 
     def iter_samples(self, run_id: int, batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
         """Raw records of a run in sequence order, as Arrow record batches."""

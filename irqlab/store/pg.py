@@ -34,6 +34,8 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 from irqlab.store.db import RunRow, Store, StoreError, StoreWriteError
+from irqlab.store.quantiles import (LATENCY_SQL, StoredFigures, postgres_quantiles,
+                                    stored_figures)
 
 PG_SCHEMA_VERSION = 1
 URL_PREFIXES = ("postgresql://", "postgres://")
@@ -274,6 +276,72 @@ class PgStore:
         self.con.rollback()
         return n
 
+    def sample_figures(self, run_id: int, quantiles: list[float],
+                       threshold_tick: int | None = None,
+                       histogram: Any = None) -> StoredFigures:
+        """Exact count, min, max, count above `threshold_tick` and nearest-rank quantiles
+        of a run's stored latencies, computed by the server (as Store.sample_figures;
+        `histogram` is not needed here)."""
+        return stored_figures(self._sample_query, postgres_quantiles, run_id, quantiles,
+                              threshold_tick)
+
+    def _sample_query(self, select: str, run_id: int, tail: str = "") -> list[tuple]:
+        """``SELECT {select} FROM (latency AS lat of the run's samples) {tail}``."""
+        with self.con.cursor() as cur:
+            cur.execute(f"SELECT {select} FROM (SELECT {LATENCY_SQL} AS lat FROM samples "
+                        f"WHERE run_id = %s) AS s {tail}", (run_id,))
+            rows = cur.fetchall()
+        if not self._in_tx:
+            self.con.rollback()
+        return rows
+
+    def iter_latency(self, run_id: int, batch: int = 1 << 20, with_deadline: bool = False,
+                     in_sequence: bool = False) -> Iterator[Any]:
+        """As Store.iter_latency; always in sequence order (the samples_run index)."""
+        for rb in self.iter_samples(run_id, batch):
+            entry = rb.column("entry_tick").to_numpy().view(np.int64)
+            deadline = rb.column("deadline_tick").to_numpy().view(np.int64)
+            lat = entry - deadline
+            yield (lat, deadline) if with_deadline else lat
+
+    iter_latency_sorted = iter_latency
+
+    def add_sample_stream(self, run_id: int, batches: Iterator[np.ndarray]) -> None:
+        """As Store.add_sample_stream: one COPY per batch (the server keeps a big
+        transaction on disk)."""
+        for records in batches:
+            self.add_samples(run_id, records)
+
+    def add_latency_stream(self, run_id: int,
+                           batches: Iterator[tuple[int, int, np.ndarray]]) -> None:
+        """As Store.add_latency_stream: one COPY per batch."""
+        for first, origin, lat in batches:
+            n = lat.size
+            cols = [np.arange(first, first + n, dtype=np.uint64),
+                    np.full(n, origin, dtype=np.uint64), (lat + origin).astype(np.uint64),
+                    np.zeros(n, np.uint32), np.zeros(n, np.uint32)]
+            if n:
+                self._copy_batch(run_id, cols)
+
+    def _copy_batch(self, run_id: int, cols: list[np.ndarray]) -> None:
+        import psycopg
+        try:
+            with self.con.cursor() as cur:
+                self._copy_arrays(cur, run_id, cols)
+            if not self._in_tx:
+                self.con.commit()
+        except psycopg.Error as exc:
+            self.con.rollback()
+            raise StoreWriteError(f"cannot write samples to {self.path}: "
+                                  f"{str(exc).strip().splitlines()[0]}") from None
+
+    def shift_sample_origin(self, run_id: int, delta_tick: int, first_seq: int,
+                            end_seq: int) -> None:
+        """As Store.shift_sample_origin."""
+        self._write("UPDATE samples SET deadline_tick = deadline_tick + %s, "
+                    "entry_tick = entry_tick + %s WHERE run_id = %s AND seq >= %s "
+                    "AND seq < %s", (delta_tick, delta_tick, run_id, first_seq, end_seq))
+
     def iter_samples(self, run_id: int, batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
         """Raw records of a run in sequence order, typed as the DuckDB store gives them."""
         with self.con.cursor(name=f"irqlab_samples_{run_id}") as cur:
@@ -397,16 +465,7 @@ class PgStore:
         """Append raw records (RECORD_DTYPE array) losslessly, with COPY."""
         if len(records) == 0:
             return
-        import psycopg
-        try:
-            with self.con.cursor() as cur:
-                self._copy_arrays(cur, run_id, [records[k] for k in _SAMPLE_COLUMNS])
-            if not self._in_tx:
-                self.con.commit()
-        except psycopg.Error as exc:
-            self.con.rollback()
-            raise StoreWriteError(f"cannot write samples to {self.path}: "
-                                  f"{str(exc).strip().splitlines()[0]}") from None
+        self._copy_batch(run_id, [records[k] for k in _SAMPLE_COLUMNS])
 
     def _copy_arrays(self, cur: Any, run_id: int, cols: list[np.ndarray]) -> None:
         """COPY one batch of sample columns (seq, deadline, entry, flags, cpu) as text
