@@ -759,6 +759,17 @@ class Store:
         return self._query(f"SELECT {select} FROM (SELECT {LATENCY_SQL} AS lat FROM samples "
                            f"WHERE run_id = ?) AS s {tail}", [run_id]).fetchall()
 
+    def iter_samples_by_deadline(self, run_id: int, batch: int = 1_000_000
+                                 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(deadline_tick, entry_tick, flags) as int64, in deadline order (the order the
+        run's windows were made in), batch by batch: recomputing a dead run's figures."""
+        rel = self.con.sql("SELECT deadline_tick, entry_tick, flags FROM samples "
+                           f"WHERE run_id = {int(run_id)} ORDER BY deadline_tick, seq")
+        for rb in rel.to_arrow_reader(batch):
+            yield (rb.column(0).to_numpy().astype(np.int64),
+                   rb.column(1).to_numpy().astype(np.int64),
+                   rb.column(2).to_numpy().astype(np.int64))
+
     def iter_samples(self, run_id: int, batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
         """Raw records of a run in sequence order, as Arrow record batches."""
         rel = self.con.sql("SELECT seq, deadline_tick, entry_tick, flags, cpu FROM samples "

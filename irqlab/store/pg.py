@@ -172,6 +172,48 @@ class PgStore:
             raise StoreError(f"cannot connect to {self.path}: {str(exc).strip().splitlines()[0]}"
                              f" (is the server running and the URL right?)") from None
         self._init_schema(read_only)
+        self.closed_dead: list[str] = []
+        self._close_dead_runs()        # read-only opens too, as the DuckDB store's do
+
+    def _close_dead_runs(self) -> None:
+        """Runs a writer left ``running`` and that writer is gone: ``died``, as the DuckDB
+        store does. Many hosts write here, so only a writer of this host's current boot
+        can be judged (irqlab.store.recover.writer_gone); others stay as they are. A
+        role that may not write leaves them for another open."""
+        from irqlab.store import db as store_db
+        from irqlab.store.recover import close_dead_run, writer_gone
+
+        with self.con.cursor() as cur:
+            cur.execute("SELECT run_id, metadata FROM runs WHERE status = 'running'")
+            rows = cur.fetchall()
+        self.con.commit()
+        for run_id, meta in rows:
+            meta = meta if isinstance(meta, dict) else {}
+            if not writer_gone(meta.get("writer")):
+                continue
+            try:
+                msg = f"run {run_id}: {close_dead_run(self, int(run_id), meta)}"
+            except StoreWriteError:
+                return               # e.g. a full disk on the server: next time
+            self.closed_dead.append(msg)
+            if store_db.notice is not None:
+                store_db.notice(msg)
+
+    def iter_samples_by_deadline(self, run_id: int, batch: int = 1_000_000
+                                 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(deadline_tick, entry_tick, flags) in deadline order, batch by batch (as
+        Store.iter_samples_by_deadline)."""
+        with self.con.cursor(name=f"irqlab_by_deadline_{run_id}") as cur:
+            cur.itersize = batch
+            cur.execute("SELECT deadline_tick, entry_tick, flags FROM samples "
+                        "WHERE run_id = %s ORDER BY deadline_tick, seq", (run_id,))
+            while True:
+                rows = cur.fetchmany(batch)
+                if not rows:
+                    break
+                cols = np.array(rows, dtype=np.int64).T
+                yield cols[0], cols[1], cols[2]
+        self.con.rollback()
 
     def _init_schema(self, read_only: bool) -> None:
         with self.con.cursor() as cur:

@@ -2,10 +2,12 @@
 
 A measuring irqlab records who writes the run (``metadata.writer``: pid, process start
 time, boot id; :func:`writer_identity`). DuckDB holds a file lock for as long as a process
-has the database open, so when we have it open, no other process is writing: a run still
+has the database open, and a holder closes dead runs before it lends the file to anyone
+(store/share.py), so when we have it open, no other process is writing: a run still
 ``running`` whose writer is not this very process is dead (killed, crashed, power cut).
 It becomes ``died`` with a message, and a summary computed from the samples that were
-stored (the windows stored with them stay as they are).
+stored (the windows stored with them stay as they are). A lab store (PostgreSQL) has
+writers on many hosts at once: there a run is dead only when :func:`writer_gone` says so.
 """
 
 from __future__ import annotations
@@ -53,6 +55,20 @@ def _is_this_process(writer: Any) -> bool:
         return False
     pid = os.getpid()
     return writer.get("pid") == pid and writer.get("starttime") == _starttime(pid)
+
+
+def writer_gone(writer: Any) -> bool:
+    """Whether a run's recorded writer is known to be gone: it ran on this host (same
+    boot) and that process no longer exists (pid reused: another start time). A writer on
+    another host, or not recorded, cannot be judged from here (a lab store's rule)."""
+    if not isinstance(writer, dict) or writer.get("boot_id") is None:
+        return False
+    if writer.get("boot_id") != _boot_id():
+        return False
+    pid = writer.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    return _starttime(pid) != writer.get("starttime")
 
 
 def dead_running_runs(store: "Store") -> list[tuple[int, dict[str, Any]]]:
@@ -113,12 +129,8 @@ def _stats_of(store: "Store", run_id: int, row: Any, params: dict[str, Any]
     stats = RunStats(tick_hz, threshold_ns * tick_hz // 1_000_000_000,
                      max(1, window_ns * tick_hz // 1_000_000_000),
                      int(params.get("warmup") or 0))
-    rel = store.con.sql("SELECT deadline_tick, entry_tick, flags FROM samples "
-                        f"WHERE run_id = {int(run_id)} ORDER BY deadline_tick, seq")
-    for batch in rel.to_arrow_reader(1_000_000):
-        dl = batch.column(0).to_numpy().astype(np.int64)
-        en = batch.column(1).to_numpy().astype(np.int64)
+    for dl, en, flags in store.iter_samples_by_deadline(run_id):
         stats.add(dl, en - dl)
-        injected += int(np.count_nonzero(batch.column(2).to_numpy() & _FLAG_INJECTED))
+        injected += int(np.count_nonzero(flags & _FLAG_INJECTED))
     _last, summary_stats = stats.finish()
     return summary_stats, injected
