@@ -11,11 +11,13 @@ NAME = "bench"
 
 def register(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("bench", help="print performance figures (a benchmark, not a test)")
-    from irqlab.bench import BENCHES
+    from irqlab.bench import BENCHES, DEFAULT_BENCHES
 
-    b.add_argument("what", nargs="*", choices=[*BENCHES, []],
-                   default=[], help="which figures (default: ingest stats rate; cyclictest "
-                                    "only when named: it runs rounds x 2 x --round-duration)")
+    # metavar keeps the usage line short enough for man(1) to set; the names are in help.
+    b.add_argument("what", nargs="*", choices=[*BENCHES, []], metavar="BENCH",
+                   default=[], help=f"which figures, of {', '.join(BENCHES)} (default: "
+                                    f"{' '.join(DEFAULT_BENCHES)}; cyclictest only when "
+                                    "named: it runs rounds x 2 x --round-duration)")
     b.add_argument("--rounds", type=count, default=5, metavar="N",
                    help="cyclictest: rounds of (ours, cyclictest) (default 5)")
     b.add_argument("--round-duration", type=duration, default=10_000_000_000, metavar="DUR",

@@ -54,16 +54,19 @@ class RtdsPeriodKnob(XenKnob):
     metavar = "DUR"
     help = "RTDS period of the measured Xen domain (xl sched-rtds -p; Xen default 10ms)"
     report_key = "rtds"
+    what = "RTDS period"
 
     def parse(self, value: str) -> None:
-        # ns here; dom0's init writes xl's µs. Xen refuses periods under 10 us.
-        self.parsed = parse_duration_in(value, 10_000, 10_000_000_000, "RTDS period", 1000)
+        # ns here; dom0's init writes xl's µs. Xen refuses periods and budgets under
+        # 10 us (RTDS_MIN_PERIOD/RTDS_MIN_BUDGET, xen/common/sched/rt.c).
+        self.parsed = parse_duration_in(value, 10_000, 10_000_000_000, self.what, 1000)
         self.parsed *= 1000
 
 
 class RtdsBudgetKnob(RtdsPeriodKnob):
     key = "rtds_budget"
     help = "RTDS budget of the measured Xen domain (xl sched-rtds -b; Xen default 4ms)"
+    what = "RTDS budget"
 
 
 class CpupoolKnob(XenKnob):

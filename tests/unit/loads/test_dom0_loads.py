@@ -42,8 +42,10 @@ def test_bad_specs(spec: str, words: str) -> None:
 
 def test_rtds_knob_bounds() -> None:
     assert make_knob("rtds_period", "100us").parsed == 100_000
-    with pytest.raises(ValueError, match="10us"):
+    with pytest.raises(ValueError, match="RTDS budget must be 10 us"):
         make_knob("rtds_budget", "1us")
+    with pytest.raises(ValueError, match="whole us"):
+        make_knob("rtds_period", "100500ns")
     with pytest.raises(ValueError, match="scheduler"):
         make_knob("cpupool", "fifo")
 
