@@ -45,6 +45,7 @@ class Series:
     max_ns: int | None = None
     mean_ns: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    line: int | None = None     # where the series starts in the file, when known
 
 
 class SampleStream(ABC):

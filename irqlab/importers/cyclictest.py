@@ -19,6 +19,7 @@ from typing import Any
 
 from irqlab.importers.base import (ImportFormatError, Lines, ParsedRun, ParseOptions,
                                    ParseResult, Series, to_int)
+from irqlab.importers.jsonpos import member_lines
 
 _T_LINE = re.compile(r"^T:\s*(\d+)\s*\(\s*(\d+)\)\s*P:\s*(\d+)\s*I:\s*(\d+)\s*C:\s*(\d+)\s*"
                      r"Min:\s*(-?\d+)\s*Act:\s*(-?\d+)\s*Avg:\s*(-?\d+)\s*Max:\s*(-?\d+)")
@@ -49,13 +50,15 @@ def _parse_json(src: Lines, text: str) -> ParseResult:
     unit = _unit(cmdline if isinstance(cmdline, str) else None)
     m = _HIST_SIZE.search(cmdline) if isinstance(cmdline, str) else None
     run = ParsedRun(source="cyclictest", path=src.path, line=1)
+    at = member_lines(text, "thread")
     for tid, th in sorted(threads.items(), key=lambda kv: _int_key(src, kv[0])):
+        line = at.get(tid)
         try:
             hist = {int(k): int(v) for k, v in (th.get("histogram") or {}).items()}
             cycles, vmin, vmax = int(th["cycles"]), int(th["min"]), int(th["max"])
             avg = float(th["avg"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ImportFormatError(src.path, None, f"thread {tid}: cycles, min, max, avg "
+            raise ImportFormatError(src.path, line, f"thread {tid}: cycles, min, max, avg "
                                     f"and an optional histogram of integers ({exc})")
         buckets: list[tuple[int, int | None, int]] = [
             (k * unit, (k + 1) * unit, n) for k, n in sorted(hist.items()) if n]
@@ -63,14 +66,14 @@ def _parse_json(src: Lines, text: str) -> ParseResult:
         if hist:
             over = cycles - sum(hist.values())
             if over < 0:
-                raise ImportFormatError(src.path, None, f"thread {tid}: histogram counts "
+                raise ImportFormatError(src.path, line, f"thread {tid}: histogram counts "
                                         f"<= cycles ({sum(hist.values())} > {cycles})")
             if over:
                 lower = to_int(m.group(1)) if m else max(hist) + 1
                 buckets.append((lower * unit, None, over))
         series = Series(buckets=buckets, resolution_ns=unit, count=cycles,
                         min_ns=vmin * unit, max_ns=vmax * unit, mean_ns=avg * unit,
-                        extra=extra)
+                        extra=extra, line=line)
         run.series[f"thread{tid}"] = series
     run.provenance = {"shape": "json", "cmdline": cmdline,
                       "rt_test_version": doc.get("rt_test_version:"),

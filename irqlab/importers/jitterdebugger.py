@@ -15,6 +15,7 @@ import json
 
 from irqlab.importers.base import (ImportFormatError, Lines, ParsedRun, ParseOptions,
                                    ParseResult, Series)
+from irqlab.importers.jsonpos import member_lines
 
 
 def parse_jitterdebugger(path: str, text: str, options: ParseOptions) -> ParseResult:
@@ -32,17 +33,19 @@ def parse_jitterdebugger(path: str, text: str, options: ParseOptions) -> ParseRe
         raise ImportFormatError(path, None, "sysinfo.resolution_in_ns: a positive integer",
                                 repr(res))
     run = ParsedRun(source="jitterdebugger", path=path, line=1)
+    at = member_lines(text, "cpu")
     for key, cpu in cpus.items():
+        line = at.get(key)
         try:
             cid = int(key)
             hist = {int(k): int(v) for k, v in (cpu.get("histogram") or {}).items()}
             count, vmin, vmax = int(cpu["count"]), int(cpu["min"]), int(cpu["max"])
             avg = float(cpu["avg"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ImportFormatError(path, None, f"cpu {key!r}: count, min, max, avg and a "
+            raise ImportFormatError(path, line, f"cpu {key!r}: count, min, max, avg and a "
                                     f"histogram of integers ({exc})") from None
         if any(n < 0 for n in hist.values()) or sum(hist.values()) > count:
-            raise ImportFormatError(path, None, f"cpu {key}: histogram counts >= 0 adding "
+            raise ImportFormatError(path, line, f"cpu {key}: histogram counts >= 0 adding "
                                     f"up to at most count ({count})")
         buckets: list[tuple[int, int | None, int]] = [
             (k * res, (k + 1) * res, n) for k, n in sorted(hist.items()) if n]
@@ -51,7 +54,7 @@ def parse_jitterdebugger(path: str, text: str, options: ParseOptions) -> ParseRe
             buckets.append(((max(hist, default=-1) + 1) * res, None, over))
         run.series[f"cpu{cid}"] = Series(buckets=buckets, resolution_ns=res, count=count,
                                          min_ns=vmin * res, max_ns=vmax * res,
-                                         mean_ns=avg * res)
+                                         mean_ns=avg * res, line=line)
     run.provenance = {"results_version": doc.get("version"), "sysinfo": sysinfo,
                       "resolution_ns": res}
     return ParseResult([run], src.skipped)

@@ -84,18 +84,19 @@ def validate_run(run: ParsedRun) -> None:
         if idx is not None and not (isinstance(idx, int) and 0 <= idx < 2**31):
             raise _bad(run, "a window index", idx, line)
     for name, series in run.series.items():
-        _check_ns(run, f"{name} resolution", series.resolution_ns, nonneg=True)
-        _check_count(run, f"{name} count", series.count)
+        at = series.line
+        _check_ns(run, f"{name} resolution", series.resolution_ns, at, nonneg=True)
+        _check_count(run, f"{name} count", series.count, at)
         for key in ("min_ns", "max_ns", "mean_ns"):
-            _check_ns(run, f"{name} {key}", getattr(series, key))
+            _check_ns(run, f"{name} {key}", getattr(series, key), at)
         total = 0
         for lo, hi, n in series.buckets:
-            _check_ns(run, f"{name} bucket bound", lo)
-            _check_ns(run, f"{name} bucket bound", hi)
-            _check_count(run, f"{name} bucket count", n)
+            _check_ns(run, f"{name} bucket bound", lo, at)
+            _check_ns(run, f"{name} bucket bound", hi, at)
+            _check_count(run, f"{name} bucket count", n, at)
             total += int(n)
         if total > MAX_COUNT:
-            raise _bad(run, f"{name} bucket counts summing to at most {MAX_COUNT}", total)
+            raise _bad(run, f"{name} bucket counts summing to at most {MAX_COUNT}", total, at)
     for key, value in run.figures.items():
         if key.endswith("_ns"):
             _check_ns(run, key, value)

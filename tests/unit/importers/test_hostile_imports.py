@@ -52,12 +52,31 @@ def test_out_of_range_numbers_are_one_located_error(tmp_path, capsys, fmt, text,
     assert f"input.txt:{line}" in lines[0], lines[0]
 
 
+def _line_of(text: str, needle: str) -> int:
+    return text[:text.index(needle)].count("\n") + 1
+
+
 def test_cyclictest_json_negative_histogram_count_is_refused(tmp_path, capsys):
     doc = json.loads((D / "cyclictest_h.json").read_text())
-    hist = doc["thread"]["0"]["histogram"]
+    hist = doc["thread"]["1"]["histogram"]
     hist[next(iter(hist))] = -5
-    code, err = _import(tmp_path, capsys, "cyclictest", json.dumps(doc))
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "input.txt" in err
+    text = json.dumps(doc, indent=2)
+    code, err = _import(tmp_path, capsys, "cyclictest", text)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    # The line that opens thread 1's object, not line 1.
+    line = _line_of(text, '"1": {')
+    assert f"input.txt:{line}:" in err, err
+
+
+def test_json_out_of_range_names_the_cpu_line(tmp_path, capsys):
+    doc = json.loads((D / "jitterdebugger_results.json").read_text())
+    last = list(doc["cpu"])[-1]
+    doc["cpu"][last]["max"] = 10**20
+    text = json.dumps(doc, indent=1)
+    code, err = _import(tmp_path, capsys, "jitterdebugger", text)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    line = _line_of(text, f'"{last}": {{')
+    assert f"input.txt:{line}:" in err, err
 
 
 def test_tick_hz_out_of_range_is_refused_up_front(tmp_path, capsys):
