@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
+from pathlib import Path
 
 from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path
 from irqlab.store import PgStore, Store, is_url
@@ -17,6 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--to", required=True, metavar="URL",
                    help="the lab store, postgresql://[user@]host[:port]/db (created on "
                         "first push)")
+    p.add_argument("--samples-dir", type=Path, metavar="DIR",
+                   help="put the raw samples in DIR/<run uuid>.parquet (a directory every "
+                        "host that reads the lab store mounts) instead of in PostgreSQL")
     add_db_json(p)
 
 
@@ -27,20 +32,34 @@ def run(args: argparse.Namespace) -> int:
     src_ref = db_path(args)
     if is_url(src_ref):
         raise UsageError("--db names the local store the runs come from: give a file")
+    samples_dir = _samples_dir(args.samples_dir)
     with Store(src_ref, read_only=True) as src, PgStore(args.to) as lab:
         rows = [src.resolve(ref) for ref in args.runs]      # all found before any copy
         for row in rows:
             t0 = time.monotonic()
             samples = src.sample_count(row.run_id)
-            lab_id, added = lab.push(src, row, str(src.path.resolve()))
+            lab_id, added = lab.push(src, row, str(src.path.resolve()), samples_dir)
             took_s = time.monotonic() - t0
             if args.json:
                 print(json.dumps({"type": "push", "version": 1, "run_id": row.run_id,
                                   "lab_run_id": lab_id, "added": added,
                                   "samples": samples if added else 0,
-                                  "seconds": round(took_s, 3)}))
+                                  "seconds": round(took_s, 3),
+                                  "samples_file": lab.samples_uri(lab_id)}))
             else:
                 what = (f"pushed as run {lab_id} ({samples} samples, {took_s:.1f} s)"
                         if added else f"already in the lab store as run {lab_id}")
                 print(f"run {row.run_id} {row.name}: {what}")
     return EXIT_OK
+
+
+def _samples_dir(given: Path | None) -> Path | None:
+    """--samples-dir, checked before anything is copied: an existing, writable directory."""
+    if given is None:
+        return None
+    if not given.is_dir():
+        raise UsageError(f"--samples-dir {given} is not a directory: create it (on the "
+                         f"lab's shared file system) first")
+    if not os.access(given, os.W_OK | os.X_OK):
+        raise UsageError(f"--samples-dir {given} is not writable by this user")
+    return given.resolve()
