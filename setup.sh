@@ -76,6 +76,8 @@ fetch_linux_kernel() {
 	rm -rf "$tmp"
 }
 fetch_linux_kernel
+# --target net: the cached kernel's virtio-net modules for the guest's initramfs.
+scripts/fetch-linux-net.sh || log "virtio-net modules not fetched: --target net unavailable"
 
 # Xen (--target xen): Debian's xen-hypervisor-4.17-{arm64,amd64}, pinned, downloaded and
 # unpacked into ${XDG_CACHE_HOME:-~/.cache}/irqlab/xen (never installed on the host).

@@ -17,6 +17,9 @@ Entries (``op``):
   undone by turning its tracing off and removing it (its buffers go with it).
 - ``umount``: a file system irqlab mounted in a temporary directory (``path``), journalled
   before ``mount``; undone by unmounting it and removing the directory.
+- ``netns``: a network namespace (``name``) of ``--target net --net tap``, with the tap,
+  bridge and addresses inside it; undone by killing what still runs in it and deleting
+  it (irqlab.knobs.netns), which removes everything inside.
 A line ``{"done": ID}`` closes entry ID (the change was undone normally).
 """
 
@@ -164,6 +167,9 @@ def undo(entry: dict[str, Any]) -> str:
         with contextlib.suppress(OSError):
             path.rmdir()
         return f"unmounted {entry.get('fstype', 'a file system')} at {path}"
+    if op == "netns":
+        from irqlab.knobs.netns import undo_netns     # iproute2 calls live there
+        return undo_netns(entry)
     return f"unknown journal entry {entry!r} skipped"
 
 

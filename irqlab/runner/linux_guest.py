@@ -18,7 +18,7 @@ import shutil
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.machines import machine_for
@@ -59,8 +59,10 @@ def _newc_entry(name: str, mode: int, data: bytes = b"", rdev: tuple[int, int] =
     return out
 
 
-def build_initramfs(dest: Path, init: Path = NATIVE_INIT, probe: Path = NATIVE_PROBE) -> Path:
-    """Write the initramfs (uncompressed newc) with irqlab-init and irqlab-native."""
+def build_initramfs(dest: Path, init: Path = NATIVE_INIT, probe: Path = NATIVE_PROBE,
+                    extra: Sequence[tuple[str, int, bytes]] = ()) -> Path:
+    """Write the initramfs (uncompressed newc) with irqlab-init and irqlab-native, and
+    ``extra`` members (name, mode, data) after them: directories before their files."""
     members = [
         ("dev", stat.S_IFDIR | 0o755, b"", (0, 0)),
         ("dev/console", stat.S_IFCHR | 0o600, b"", (5, 1)),
@@ -68,7 +70,7 @@ def build_initramfs(dest: Path, init: Path = NATIVE_INIT, probe: Path = NATIVE_P
         ("sys", stat.S_IFDIR | 0o755, b"", (0, 0)),
         ("init", stat.S_IFREG | 0o755, init.read_bytes(), (0, 0)),
         ("irqlab-native", stat.S_IFREG | 0o755, probe.read_bytes(), (0, 0)),
-    ]
+    ] + [(name, mode, data, (0, 0)) for name, mode, data in extra]
     with open(dest, "wb") as f:
         for ino, (name, mode, data, rdev) in enumerate(members, start=1):
             f.write(_newc_entry(name, mode, data, rdev, ino))

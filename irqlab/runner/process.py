@@ -19,6 +19,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 _PR_SET_PDEATHSIG = 1
 _OUTPUT_KEEP_BYTES = 64 * 1024
@@ -68,13 +69,22 @@ def die_with_parent() -> None:
 
 
 class ChildProcess:
-    """A started child: its Popen and the tails of its stdout and stderr."""
+    """A started child: its Popen and the tails of its stdout and stderr.
 
-    def __init__(self, argv: list[str], pass_fds: tuple[int, ...] = ()) -> None:
+    ``enter`` runs in the child before it executes ``argv`` (e.g. joining the network
+    namespace irqlab made for the run); it raises OSError to make the start fail."""
+
+    def __init__(self, argv: list[str], pass_fds: tuple[int, ...] = (),
+                 enter: Callable[[], None] | None = None) -> None:
+        def pre_exec() -> None:
+            if enter is not None:
+                enter()
+            die_with_parent()
+
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, pass_fds=pass_fds, start_new_session=True,
-            preexec_fn=die_with_parent)
+            preexec_fn=pre_exec if enter is not None else die_with_parent)
         self.stdout = OutputTail(self.proc.stdout)
         self.stderr = OutputTail(self.proc.stderr)
 

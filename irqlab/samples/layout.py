@@ -36,6 +36,7 @@ TIMER_MODES = {
     3: "arm64-virtual-timer",
     4: "arm64-physical-timer",
     5: "clock-nanosleep",         # native probe: clock_nanosleep(TIMER_ABSTIME)
+    6: "udp-round-trip",          # net sender: a UDP packet per period, its round trip
 }
 IDLE_NAMES = {1: "hlt", 2: "poll", 3: "sleep"}   # 3: native thread blocks in the kernel
 

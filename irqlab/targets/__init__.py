@@ -11,6 +11,7 @@ from irqlab.targets.guest import GuestTarget
 from irqlab.targets.labgrid import LabgridTarget
 from irqlab.targets.linux_guest import LinuxGuestTarget
 from irqlab.targets.native import NativeTarget
+from irqlab.targets.net import NetTarget
 from irqlab.targets.serial import SerialTarget
 from irqlab.targets.xen import XenTarget
 
@@ -22,6 +23,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     XenTarget(),
     SerialTarget(),
     LabgridTarget(),
+    NetTarget(),
 )}
 
 # What gives a capability a hook may require (RunHook.requires), for the error a user

@@ -8,22 +8,39 @@
  * kernel command line as irqlab.args=OPT;VALUE;... and ends the VM through
  * isa-debug-exit (0x10 done, 0x11 error), or a power-off when that port is
  * absent. Only set-up and errors reach the console: never samples.
+ *
+ * Echo mode (`--target net`, irqlab.echo=OPT;VALUE;... on the command line):
+ * loads the modules listed in /lib/modules/load-order (the virtio-net driver
+ * and what it needs; Debian builds them as modules), gives the first
+ * non-loopback interface the address irqlab.net=A.B.C.D/PREFIX, brings it and
+ * lo up, and runs /irqlab-echo with those options instead of the probe.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/io.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PROBE_PATH		"/irqlab-native"
+#define ECHO_PATH		"/irqlab-echo"
+#define MODULE_DIR		"/lib/modules"
+#define MODULE_ORDER		MODULE_DIR "/load-order"
+#define NETDEV_WAIT_MS		10000	/* virtio-net probes asynchronously */
 #define DEBUG_EXIT_PORT		0xf4
 #define EXIT_DONE_VALUE		0x10
 #define EXIT_ERROR_VALUE	0x11
@@ -109,29 +126,152 @@ static int find_ivshmem(char *out, size_t len)
 }
 
 /*
- * probe_args - split irqlab.args=A;B;... from @cmdline into @argv; count
+ * probe_args - split @key=A;B;... (key with its '=') from @cmdline into
+ * @argv; count
  *
  * ';' and not ',' separates: a value may be a CPU list such as 0,2-3.
  */
-static int probe_args(char *cmdline, char **argv, int max)
+static int probe_args(char *cmdline, const char *key, char **argv, int max)
 {
-	char *p = strstr(cmdline, "irqlab.args=");
+	char *p = strstr(cmdline, key);
 	int n = 0;
 
 	if (!p)
 		return 0;
-	p += strlen("irqlab.args=");
+	p += strlen(key);
 	p[strcspn(p, " \n")] = 0;
 	for (char *tok = strtok(p, ";"); tok && n < max; tok = strtok(NULL, ";"))
 		argv[n++] = tok;
 	return n;
 }
 
+/* load_modules - finit_module each file named in MODULE_ORDER; 0 or -errno */
+static int load_modules(void)
+{
+	char list[2048], path[256];
+	char *save = NULL;
+	int err = read_small(MODULE_ORDER, list, sizeof(list));
+
+	if (err)
+		return err == -ENOENT ? 0 : err;	/* nothing to load */
+	for (char *name = strtok_r(list, "\n", &save); name;
+	     name = strtok_r(NULL, "\n", &save)) {
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/%s", MODULE_DIR, name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			say("cannot open module", path);
+			return -errno;
+		}
+		if (syscall(SYS_finit_module, fd, "", 0) && errno != EEXIST) {
+			err = -errno;
+			close(fd);
+			say("cannot load module", path);
+			return err;
+		}
+		close(fd);
+	}
+	return 0;
+}
+
+/* find_netdev - name of the first non-loopback interface into @out; 0 or -ENODEV */
+static int find_netdev(char *out, size_t len)
+{
+	struct timespec nap = { .tv_sec = 0, .tv_nsec = 10000000 };
+
+	for (int waited_ms = 0; waited_ms < NETDEV_WAIT_MS; waited_ms += 10) {
+		DIR *d = opendir("/sys/class/net");
+		struct dirent *e;
+
+		while (d && (e = readdir(d))) {
+			if (e->d_name[0] == '.' || !strcmp(e->d_name, "lo") ||
+			    strlen(e->d_name) >= len)
+				continue;
+			memcpy(out, e->d_name, strlen(e->d_name) + 1);
+			closedir(d);
+			return 0;
+		}
+		if (d)
+			closedir(d);
+		nanosleep(&nap, NULL);
+	}
+	return -ENODEV;
+}
+
+/* if_up - set @addr (network byte order, 0 = none) / @prefix on @name, bring it up; 0 or -errno */
+static int if_up(int sock, const char *name, in_addr_t addr, int prefix)
+{
+	struct ifreq ifr;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ifr.ifr_addr;
+
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, IFNAMSIZ, "%s", name);
+	if (addr) {
+		sin->sin_family = AF_INET;
+		sin->sin_addr.s_addr = addr;
+		if (ioctl(sock, SIOCSIFADDR, &ifr))
+			return -errno;
+		sin->sin_addr.s_addr = prefix ? htonl(~0u << (32 - prefix)) : 0;
+		if (ioctl(sock, SIOCSIFNETMASK, &ifr))
+			return -errno;
+	}
+	if (ioctl(sock, SIOCGIFFLAGS, &ifr))
+		return -errno;
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(sock, SIOCSIFFLAGS, &ifr))
+		return -errno;
+	return 0;
+}
+
+/* net_setup - modules, then irqlab.net=A.B.C.D/PREFIX on the NIC; 0 or -errno */
+static int net_setup(char *cmdline)
+{
+	char *p = strstr(cmdline, "irqlab.net="), *slash;
+	char dev[IFNAMSIZ + 1], text[32];
+	struct in_addr addr;
+	int sock, prefix, err;
+
+	if (!p)
+		return -EINVAL;
+	snprintf(text, sizeof(text), "%s", p + strlen("irqlab.net="));
+	text[strcspn(text, " \n")] = 0;
+	slash = strchr(text, '/');
+	if (!slash)
+		return -EINVAL;
+	*slash = 0;
+	prefix = atoi(slash + 1);
+	if (inet_pton(AF_INET, text, &addr) != 1 || prefix < 1 || prefix > 30)
+		return -EINVAL;
+	err = load_modules();
+	if (err)
+		return err;
+	err = find_netdev(dev, sizeof(dev));
+	if (err) {
+		say("no network interface appeared", "is the virtio-net driver in the initramfs?");
+		return err;
+	}
+	sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (sock < 0)
+		return -errno;
+	err = if_up(sock, "lo", htonl(INADDR_LOOPBACK), 8);
+	if (!err)
+		err = if_up(sock, dev, addr.s_addr, prefix);
+	close(sock);
+	if (err)
+		say("cannot configure", dev);
+	else
+		say("network up on", dev);
+	return err;
+}
+
 int main(void)
 {
 	static char cmdline[CMDLINE_BYTES];
+	static char args_copy[CMDLINE_BYTES];
 	char shm[512];
 	char *argv[MAX_ARGS + 4];
+	const char *prog = PROBE_PATH;
 	int argc = 0, status, err;
 	pid_t pid;
 
@@ -140,22 +280,35 @@ int main(void)
 	mount("devtmpfs", "/dev", "devtmpfs", 0, NULL);
 	if (read_small("/proc/cmdline", cmdline, sizeof(cmdline)))
 		cmdline[0] = 0;
-	err = find_ivshmem(shm, sizeof(shm));
-	if (err) {
-		say("no ivshmem-plain device (1af4:1110)", strerror(-err));
-		end_vm(EXIT_ERROR_VALUE);
+	if (strstr(cmdline, "irqlab.echo=")) {
+		/* net_setup and probe_args both cut the string they parse */
+		memcpy(args_copy, cmdline, sizeof(cmdline));
+		err = net_setup(args_copy);
+		if (err) {
+			say("network set-up failed", strerror(-err));
+			end_vm(EXIT_ERROR_VALUE);
+		}
+		prog = ECHO_PATH;
+		argv[argc++] = ECHO_PATH;
+		argc += probe_args(cmdline, "irqlab.echo=", argv + argc, MAX_ARGS);
+	} else {
+		err = find_ivshmem(shm, sizeof(shm));
+		if (err) {
+			say("no ivshmem-plain device (1af4:1110)", strerror(-err));
+			end_vm(EXIT_ERROR_VALUE);
+		}
+		argv[argc++] = PROBE_PATH;
+		argv[argc++] = "--shm";
+		argv[argc++] = shm;
+		argc += probe_args(cmdline, "irqlab.args=", argv + argc, MAX_ARGS);
+		say("starting the probe on", shm);
 	}
-	argv[argc++] = PROBE_PATH;
-	argv[argc++] = "--shm";
-	argv[argc++] = shm;
-	argc += probe_args(cmdline, argv + argc, MAX_ARGS);
 	argv[argc] = NULL;
-	say("starting the probe on", shm);
 
 	pid = fork();
 	if (pid == 0) {
-		execv(PROBE_PATH, argv);
-		say("cannot run " PROBE_PATH, strerror(errno));
+		execv(prog, argv);
+		say(prog, strerror(errno));
 		_exit(127);
 	}
 	if (pid < 0) {

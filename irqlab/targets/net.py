@@ -1,0 +1,158 @@
+"""``--target net``: the round trip of a UDP packet from the host to a Linux guest and
+back (an external event reaching a guest, seeds 003 and 004; docs/design.md, "Network
+round trips").
+
+The guest is the ``linux-guest`` kernel with irqlab's initramfs in echo mode: a
+SCHED_FIFO responder (irqlab-echo) on virtio-net. The host sender (irqlab-netsend,
+SCHED_FIFO, absolute schedule) sends a packet per period and writes each round trip as a
+sample into the native probe's ring format, so windows, summary, store and the read
+commands are those of every run. ``--net user``: QEMU's user network with a forward on
+127.0.0.1; ``--net tap``: a tap and bridge in a network namespace irqlab creates for the
+run (irqlab.knobs.netns). The self-check ``--inject-delay D --inject-every N`` makes the
+responder hold every Nth reply for D: exactly those samples carry the delay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from irqlab.argtypes import count, duration
+from irqlab.knobs.netns import NetnsNetwork
+from irqlab.runner.accel import AccelPlan, plans_for
+from irqlab.runner.hostinfo import qemu_version
+from irqlab.runner.machines import machine_for
+from irqlab.runner.net import (REPLY_TIMEOUT_NS, GuestNetwork, NetdevSetting, NetGuest,
+                               UserNetwork)
+from irqlab.runner.process import ProcessTarget
+from irqlab.samples.multiring import layout_bytes
+from irqlab.samples.net import NetSource
+from irqlab.samples.source import SampleSource
+from irqlab.targets import options as o
+from irqlab.targets.base import Option, Target, TargetOptions, TargetUsageError
+
+NET_MODES = ("user", "tap")
+PAYLOAD_MIN, PAYLOAD_MAX = 32, 1472       # probes/native/netproto.h: one 1500-byte frame
+HELD_MAX = 256                            # replies the responder holds at once (echo.c)
+# A Linux kernel reaches init in ~1-2 s under real KVM; a software KVM backend hangs
+# stock kernels silently, so under --accel auto KVM gets at most this (as linux-guest).
+_AUTO_KVM_BOOT_S = 10.0
+# The sender's own time bound beyond the run's: irqlab ends the run first.
+_SENDER_BACKSTOP_NS = 60_000_000_000
+
+NET = Option("--net", "net", dict(
+    choices=NET_MODES,
+    help="how packets reach the guest: user (QEMU's user network, a forward on "
+         "127.0.0.1; default) or tap (a tap and bridge in a network namespace irqlab "
+         "creates for the run and removes)"))
+PAYLOAD = Option("--payload", "payload", dict(
+    type=count, metavar="BYTES",
+    help=f"UDP payload of each packet, {PAYLOAD_MIN}-{PAYLOAD_MAX} (default 64)"))
+INJECT_DELAY = Option("--inject-delay", "inject_delay", dict(
+    type=duration, metavar="DUR",
+    help="self-check: the guest holds the reply to every --inject-every'th packet for "
+         "DUR"))
+
+
+@dataclass
+class NetOptions(TargetOptions):
+    """The net target's options (field names are the stored run parameters)."""
+
+    accel: str = "auto"
+    net: str = "user"
+    payload_bytes: int = 64
+    inject_delay_ns: int = 0
+    inject_every: int = 0
+    priority: int = 90
+    rt_fallback: bool = False
+
+
+class NetTarget(Target):
+    name = "net"
+    help = "UDP round trips from the host to a Linux guest on virtio-net"
+    options = (o.ACCEL, NET, PAYLOAD, INJECT_DELAY, o.INJECT_EVERY, o.PRIORITY,
+               o.RT_FALLBACK)
+    why_not = {"icount": "round trips are timed on the host in real time; --icount "
+                         "makes the guest's time virtual",
+               "inject_irqoff": "use --inject-delay: the guest's responder holds every "
+                                "Nth reply",
+               "idle": "the guest is Linux; its responder blocks in the kernel",
+               "cpus": "one sender and one responder: pin with --pin"}
+    min_period_ns = 10_000      # probes/native/netsend.c --period-ns
+
+    def configure(self, given: dict[str, Any], period_ns: int) -> NetOptions:
+        priority, rt_fallback = o.check_rt(given)
+        payload = given.get("payload", 64)
+        if not PAYLOAD_MIN <= payload <= PAYLOAD_MAX:
+            raise TargetUsageError(f"--payload {payload} must be {PAYLOAD_MIN}-{PAYLOAD_MAX} "
+                                   f"bytes (one 1500-byte frame, no fragments)")
+        delay, every = given.get("inject_delay") or 0, given.get("inject_every") or 0
+        if (delay > 0) != (every > 0):
+            raise TargetUsageError("--inject-delay and --inject-every go together, e.g. "
+                                   "--inject-delay 5ms --inject-every 100")
+        if delay >= REPLY_TIMEOUT_NS:
+            raise TargetUsageError(f"--inject-delay must be shorter than the reply timeout "
+                                   f"({REPLY_TIMEOUT_NS // 1_000_000} ms), or every held "
+                                   f"packet would count as lost")
+        if every and -(-delay // (every * period_ns)) > HELD_MAX:
+            raise TargetUsageError(f"--inject-delay {delay} ns at --inject-every {every} "
+                                   f"holds more than {HELD_MAX} replies at once: inject "
+                                   f"less often or hold shorter")
+        return NetOptions(arch="x86_64", accel=given.get("accel", "auto"),
+                          net=given.get("net", "user"), payload_bytes=payload,
+                          inject_delay_ns=delay, inject_every=every, priority=priority,
+                          rt_fallback=rt_fallback)
+
+    def accel_plans(self, cfg: Any) -> list[AccelPlan]:
+        return plans_for(cfg.options.accel, False)
+
+    def boot_timeout_s(self, cfg: Any, plan: AccelPlan) -> float:
+        if cfg.options.accel == "auto" and plan.accel == "kvm":
+            return min(cfg.boot_timeout_s, _AUTO_KVM_BOOT_S)
+        return cfg.boot_timeout_s
+
+    def stall_timeout_s(self, cfg: Any) -> float:
+        # A lost packet is committed only after its reply timeout.
+        return max(3.0 + REPLY_TIMEOUT_NS / 1e9, 20 * cfg.period_ns / 1e9)
+
+    def run_metadata(self, cfg: Any) -> dict[str, Any]:
+        return {"qemu_version": qemu_version(machine_for("x86_64").qemu)}
+
+    def network(self, cfg: Any) -> GuestNetwork:
+        """The run's network, with the netdev settings (vhost ...) among its hooks."""
+        settings = [h for h in cfg.hooks if isinstance(h, NetdevSetting)]
+        if cfg.options.net == "tap":
+            return NetnsNetwork(settings=settings)
+        for s in settings:
+            s.not_applicable_to(f"--net {cfg.options.net}")
+        return UserNetwork()
+
+    def spawn(self, cfg: Any, plan: AccelPlan, name: str,
+              extra_qemu_args: list[str]) -> ProcessTarget:
+        opts: NetOptions = cfg.options
+        packets = cfg.target_samples() or 0
+        bound_ns = (packets * cfg.period_ns if packets else cfg.duration_ns or 0)
+        return NetGuest(cfg.period_ns, plan, self.network(cfg),
+                        payload_bytes=opts.payload_bytes, packets=packets,
+                        max_duration_ns=bound_ns + _SENDER_BACKSTOP_NS,
+                        priority=opts.priority, rt_fallback=opts.rt_fallback,
+                        inject_delay_ns=opts.inject_delay_ns,
+                        inject_every=opts.inject_every,
+                        extra_qemu_args=list(extra_qemu_args), name=name,
+                        layout_bytes=layout_bytes)
+
+    def open_source(self, cfg: Any, process: ProcessTarget) -> SampleSource:
+        assert isinstance(process, NetGuest)
+        return NetSource(process.mem_path, on_finish=process.request_stop,
+                         finish_wait_s=REPLY_TIMEOUT_NS / 1e9 + 2.0)
+
+    def process_metadata(self, process: ProcessTarget) -> dict[str, Any]:
+        assert isinstance(process, NetGuest)
+        return {"network": {**process.network.metadata(),
+                            "sender_argv": process.sender_argv,
+                            "qemu_exit_code": process.qemu_exit_code()}}
+
+    def boot_failure_detail(self, process: ProcessTarget) -> str:
+        text = f"serial: {process.serial().strip()[-300:]!r}"
+        err = process.stderr().strip()
+        return text + (f"; stderr: {err[-300:]!r}" if err else "")

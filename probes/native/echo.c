@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * echo.c - irqlab-echo: the UDP responder of `--target net`, in the guest
+ *
+ * Binds UDP port NET_PORT (or --port), runs SCHED_FIFO with its memory
+ * locked, and sends every irqlab packet (netproto.h) straight back with
+ * NET_F_REPLY set. Self-check: with --inject-delay-ns D --inject-every N the
+ * reply to every Nth packet (seq + 1 a multiple of N) is held for D and
+ * marked NET_F_HELD, while every other packet is still answered at once (a
+ * held reply waits in a queue, not in a sleep), so exactly the held packets
+ * show the delay. Nothing is printed per packet. Runs until killed (the VM
+ * is stopped by the host); exit 2 on bad usage, 1 on a set-up failure.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "netproto.h"
+
+#define EXIT_RUNTIME		1
+#define EXIT_USAGE		2
+#define MAX_HELD		256	/* replies waiting for their release */
+#define RX_BUF_BYTES		(NET_PAYLOAD_MAX + 64)
+
+struct held_reply {
+	u64 release_ns;
+	struct sockaddr_storage to;
+	socklen_t to_len;
+	u32 len;
+	u8 data[RX_BUF_BYTES];
+};
+
+struct echo_opts {
+	u16 port;
+	int priority;
+	u64 inject_delay_ns;
+	u64 inject_every;
+};
+
+static struct echo_opts opt = { .port = NET_PORT, .priority = 90 };
+static struct held_reply held[MAX_HELD];
+static unsigned int held_count;
+static u64 held_overflow;
+
+/* monotonic_ns - CLOCK_MONOTONIC now, in ns */
+static u64 monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (u64)ts.tv_sec * 1000000000ULL + (u64)ts.tv_nsec;
+}
+
+/* parse_u64 - strict decimal parse of @s into @out; 0 or -EINVAL */
+static int parse_u64(const char *s, u64 *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || *s == '-')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* die_usage - print a usage error and exit 2 */
+static void __attribute__((noreturn)) die_usage(const char *what, const char *val)
+{
+	fprintf(stderr, "irqlab-echo: error: %s %s (options: --port N --priority N "
+		"--inject-delay-ns D --inject-every N)\n", what, val ? val : "");
+	exit(EXIT_USAGE);
+}
+
+/* parse_args - fill @opt from argv; exits 2 on bad usage */
+static void parse_args(int argc, char **argv)
+{
+	u64 v;
+
+	for (int i = 1; i < argc; i += 2) {
+		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!val)
+			die_usage("missing value of", a);
+		if (!strcmp(a, "--port")) {
+			if (parse_u64(val, &v) || !v || v > 65535)
+				die_usage("--port must be 1-65535, not", val);
+			opt.port = (u16)v;
+		} else if (!strcmp(a, "--priority")) {
+			if (parse_u64(val, &v) || v < 1 || v > 99)
+				die_usage("--priority must be 1-99, not", val);
+			opt.priority = (int)v;
+		} else if (!strcmp(a, "--inject-delay-ns")) {
+			if (parse_u64(val, &opt.inject_delay_ns) ||
+			    opt.inject_delay_ns > 10000000000ULL)
+				die_usage("--inject-delay-ns must be 0-10000000000, not", val);
+		} else if (!strcmp(a, "--inject-every")) {
+			if (parse_u64(val, &opt.inject_every))
+				die_usage("--inject-every is not a count:", val);
+		} else {
+			die_usage("unknown option", a);
+		}
+	}
+}
+
+/* setup_rt - SCHED_FIFO and locked memory; 0 or -errno (a warning only) */
+static int setup_rt(void)
+{
+	struct sched_param sp = { .sched_priority = opt.priority };
+	int err = 0;
+
+	if (sched_setscheduler(0, SCHED_FIFO, &sp)) {
+		err = -errno;
+		fprintf(stderr, "irqlab-echo: warning: SCHED_FIFO %d: %s\n", opt.priority,
+			strerror(errno));
+	}
+	if (mlockall(MCL_CURRENT | MCL_FUTURE)) {
+		err = -errno;
+		fprintf(stderr, "irqlab-echo: warning: mlockall: %s\n", strerror(errno));
+	}
+	return err;
+}
+
+/* open_socket - UDP socket bound to the port on every IPv4 address; fd or -errno */
+static int open_socket(void)
+{
+	struct sockaddr_in sa = {
+		.sin_family = AF_INET, .sin_port = htons(opt.port),
+		.sin_addr.s_addr = htonl(INADDR_ANY),
+	};
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int err;
+
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/* must_hold - is the reply to packet @seq one of the self-check's held ones? */
+static int must_hold(u64 seq)
+{
+	return opt.inject_every && opt.inject_delay_ns && seq != NET_SEQ_HELLO &&
+	       (seq + 1) % opt.inject_every == 0;
+}
+
+/* send_reply - send @len bytes of @data back to @to; 0 or -errno */
+static int send_reply(int fd, const u8 *data, u32 len, const struct sockaddr_storage *to,
+		      socklen_t to_len)
+{
+	if (sendto(fd, data, len, 0, (const struct sockaddr *)to, to_len) < 0)
+		return -errno;
+	return 0;
+}
+
+/* handle_packet - answer one received packet now, or queue it; 0 or -errno */
+static int handle_packet(int fd, u8 *buf, u32 len, const struct sockaddr_storage *from,
+			 socklen_t from_len, u64 now_ns)
+{
+	struct net_pkt *p = (struct net_pkt *)buf;
+	struct held_reply *h;
+
+	if (len < sizeof(*p) || p->magic != NET_MAGIC || (p->flags & NET_F_REPLY))
+		return 0;		/* not ours: ignored */
+	p->flags |= NET_F_REPLY;
+	if (!must_hold(p->seq))
+		return send_reply(fd, buf, len, from, from_len);
+	if (held_count == MAX_HELD) {
+		/* cannot hold it: answered at once, unmarked, so it does not count as held */
+		held_overflow++;
+		return send_reply(fd, buf, len, from, from_len);
+	}
+	p->flags |= NET_F_HELD;
+	h = &held[held_count++];
+	h->release_ns = now_ns + opt.inject_delay_ns;
+	memcpy(&h->to, from, from_len);
+	h->to_len = from_len;
+	h->len = len;
+	memcpy(h->data, buf, len);
+	return 0;
+}
+
+/* release_due - send the held replies whose time has come; count sent */
+static int release_due(int fd, u64 now_ns)
+{
+	unsigned int i = 0;
+	int sent = 0;
+
+	while (i < held_count) {
+		if (held[i].release_ns > now_ns) {
+			i++;
+			continue;
+		}
+		send_reply(fd, held[i].data, held[i].len, &held[i].to, held[i].to_len);
+		held[i] = held[--held_count];
+		sent++;
+	}
+	return sent;
+}
+
+/* next_release_ns - earliest release time of a held reply, or 0 when none */
+static u64 next_release_ns(void)
+{
+	u64 first = 0;
+
+	for (unsigned int i = 0; i < held_count; i++)
+		if (!first || held[i].release_ns < first)
+			first = held[i].release_ns;
+	return first;
+}
+
+/* serve - answer packets until killed; -errno on a socket failure */
+static int serve(int fd)
+{
+	static u8 buf[RX_BUF_BYTES];
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	for (;;) {
+		u64 first = next_release_ns(), now_ns = monotonic_ns();
+		struct timespec wait, *waitp = NULL;
+		int n;
+
+		if (first) {
+			u64 left = first > now_ns ? first - now_ns : 0;
+
+			wait.tv_sec = (time_t)(left / 1000000000ULL);
+			wait.tv_nsec = (long)(left % 1000000000ULL);
+			waitp = &wait;
+		}
+		n = ppoll(&pfd, 1, waitp, NULL);
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		now_ns = monotonic_ns();
+		for (;;) {
+			struct sockaddr_storage from;
+			socklen_t from_len = sizeof(from);
+			ssize_t len = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT,
+					       (struct sockaddr *)&from, &from_len);
+
+			if (len < 0) {
+				if (errno == EAGAIN || errno == EINTR)
+					break;
+				return -errno;
+			}
+			handle_packet(fd, buf, (u32)len, &from, from_len, now_ns);
+		}
+		release_due(fd, monotonic_ns());
+	}
+}
+
+int main(int argc, char **argv)
+{
+	int fd, err;
+
+	parse_args(argc, argv);
+	setup_rt();
+	fd = open_socket();
+	if (fd < 0) {
+		fprintf(stderr, "irqlab-echo: error: UDP port %u: %s\n", opt.port,
+			strerror(-fd));
+		return EXIT_RUNTIME;
+	}
+	fprintf(stderr, "irqlab-echo: answering on UDP port %u (hold every %llu for %llu ns)\n",
+		opt.port, (unsigned long long)opt.inject_every,
+		(unsigned long long)opt.inject_delay_ns);
+	err = serve(fd);
+	fprintf(stderr, "irqlab-echo: error: %s (%llu holds overflowed)\n", strerror(-err),
+		(unsigned long long)held_overflow);
+	return EXIT_RUNTIME;
+}
