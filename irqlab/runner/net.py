@@ -131,6 +131,26 @@ class UserNetwork(GuestNetwork):
                 "guest_addr": self.guest_cidr()}
 
 
+def sender_argv(dest: str, port: int, mem_fd: int, *, period_ns: int, payload_bytes: int,
+                packets: int, max_duration_ns: int, priority: int, rt_fallback: bool,
+                inject_delay_ns: int = 0, inject_every: int = 0,
+                timeout_ns: int = REPLY_TIMEOUT_NS) -> list[str]:
+    """irqlab-netsend's command line (probes/native/netsend.c). It is bounded in count
+    and in time whatever irqlab does: a run by samples sends exactly ``packets``;
+    ``max_duration_ns`` is a backstop behind the run's own end."""
+    argv = [str(NETSEND), "--shm-fd", str(mem_fd), "--dest", dest, "--port", str(port),
+            "--period-ns", str(period_ns), "--payload", str(payload_bytes),
+            "--priority", str(priority), "--timeout-ns", str(timeout_ns),
+            "--capacity", str(RING_CAPACITY), "--duration-ns", str(max_duration_ns)]
+    if packets:
+        argv += ["--count", str(packets)]
+    if inject_every and inject_delay_ns:
+        argv += ["--inject-delay-ns", str(inject_delay_ns), "--inject-every", str(inject_every)]
+    if rt_fallback:
+        argv.append("--rt-fallback")
+    return argv
+
+
 def virtio_net_device(extra: str = "") -> str:
     """The guest's NIC; no option ROM (qboot loads none, and it saves reading one)."""
     return f"virtio-net-pci,netdev={NETDEV_ID},romfile={extra}"
@@ -217,21 +237,12 @@ class NetGuest(ProcessTarget):
 
     def build_sender_argv(self) -> list[str]:
         dest, port = self.network.sender_dest()
-        argv = [str(NETSEND), "--shm-fd", str(self.mem_fd), "--dest", dest,
-                "--port", str(port), "--period-ns", str(self.period_ns),
-                "--payload", str(self.payload_bytes), "--priority", str(self.priority),
-                "--timeout-ns", str(REPLY_TIMEOUT_NS), "--capacity", str(RING_CAPACITY)]
-        # Bounded in count and in time, whatever irqlab does: a run by samples sends
-        # exactly that many; the time bound is a backstop behind the run's own end.
-        if self.packets:
-            argv += ["--count", str(self.packets)]
-        argv += ["--duration-ns", str(self.max_duration_ns)]
-        if self.inject_every and self.inject_delay_ns:
-            argv += ["--inject-delay-ns", str(self.inject_delay_ns),
-                     "--inject-every", str(self.inject_every)]
-        if self.rt_fallback:
-            argv.append("--rt-fallback")
-        return argv
+        return sender_argv(dest, port, self.mem_fd, period_ns=self.period_ns,
+                           payload_bytes=self.payload_bytes, packets=self.packets,
+                           max_duration_ns=self.max_duration_ns, priority=self.priority,
+                           rt_fallback=self.rt_fallback,
+                           inject_delay_ns=self.inject_delay_ns,
+                           inject_every=self.inject_every)
 
     def _check(self) -> tuple[Path, Path]:
         """The kernel and its virtio-net modules; FileNotFoundError naming the fix."""

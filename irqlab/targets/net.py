@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from irqlab.argtypes import count, duration
+from irqlab.durations import format_ns
 from irqlab.knobs.netns import NetnsNetwork
 from irqlab.runner.accel import AccelPlan, plans_for
 from irqlab.runner.hostinfo import qemu_version
@@ -95,7 +96,9 @@ class NetTarget(Target):
                                    f"({REPLY_TIMEOUT_NS // 1_000_000} ms), or every held "
                                    f"packet would count as lost")
         if every and -(-delay // (every * period_ns)) > HELD_MAX:
-            raise TargetUsageError(f"--inject-delay {delay} ns at --inject-every {every} "
+            raise TargetUsageError(f"--inject-delay {format_ns(delay, 'exact')} at "
+                                   f"--inject-every {every} and --period "
+                                   f"{format_ns(period_ns, 'exact')} "
                                    f"holds more than {HELD_MAX} replies at once: inject "
                                    f"less often or hold shorter")
         return NetOptions(arch="x86_64", accel=given.get("accel", "auto"),

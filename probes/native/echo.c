@@ -2,9 +2,9 @@
 /*
  * echo.c - irqlab-echo: the UDP responder of `--target net`, in the guest
  *
- * Binds UDP port NET_PORT (or --port), runs SCHED_FIFO with its memory
- * locked, and sends every irqlab packet (netproto.h) straight back with
- * NET_F_REPLY set. Self-check: with --inject-delay-ns D --inject-every N the
+ * Binds UDP port NET_PORT (or --port) on every address (or --addr), runs
+ * SCHED_FIFO with its memory locked, and sends every irqlab packet
+ * (netproto.h) straight back with NET_F_REPLY set. Self-check: with --inject-delay-ns D --inject-every N the
  * reply to every Nth packet (seq + 1 a multiple of N) is held for D and
  * marked NET_F_HELD, while every other packet is still answered at once (a
  * held reply waits in a queue, not in a sleep), so exactly the held packets
@@ -41,6 +41,7 @@ struct held_reply {
 };
 
 struct echo_opts {
+	struct in_addr addr;	/* where to listen (INADDR_ANY by default) */
 	u16 port;
 	int priority;
 	u64 inject_delay_ns;
@@ -80,8 +81,8 @@ static int parse_u64(const char *s, u64 *out)
 /* die_usage - print a usage error and exit 2 */
 static void __attribute__((noreturn)) die_usage(const char *what, const char *val)
 {
-	fprintf(stderr, "irqlab-echo: error: %s %s (options: --port N --priority N "
-		"--inject-delay-ns D --inject-every N)\n", what, val ? val : "");
+	fprintf(stderr, "irqlab-echo: error: %s %s (options: --addr A.B.C.D --port N "
+		"--priority N --inject-delay-ns D --inject-every N)\n", what, val ? val : "");
 	exit(EXIT_USAGE);
 }
 
@@ -95,7 +96,10 @@ static void parse_args(int argc, char **argv)
 
 		if (!val)
 			die_usage("missing value of", a);
-		if (!strcmp(a, "--port")) {
+		if (!strcmp(a, "--addr")) {
+			if (inet_pton(AF_INET, val, &opt.addr) != 1)
+				die_usage("--addr must be an IPv4 address, not", val);
+		} else if (!strcmp(a, "--port")) {
 			if (parse_u64(val, &v) || !v || v > 65535)
 				die_usage("--port must be 1-65535, not", val);
 			opt.port = (u16)v;
@@ -134,12 +138,11 @@ static int setup_rt(void)
 	return err;
 }
 
-/* open_socket - UDP socket bound to the port on every IPv4 address; fd or -errno */
+/* open_socket - UDP socket bound to the address and port; fd or -errno */
 static int open_socket(void)
 {
 	struct sockaddr_in sa = {
-		.sin_family = AF_INET, .sin_port = htons(opt.port),
-		.sin_addr.s_addr = htonl(INADDR_ANY),
+		.sin_family = AF_INET, .sin_port = htons(opt.port), .sin_addr = opt.addr,
 	};
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	int err;

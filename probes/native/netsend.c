@@ -213,8 +213,8 @@ static void usage(void)
 	       "  --port N              responder's UDP port (default %u)\n"
 	       "  --period-ns N         one packet per period (default 1000000)\n"
 	       "  --payload N           UDP payload bytes, %u-%u (default 64)\n"
-	       "  --count N             stop after N packets (0 = no limit)\n"
-	       "  --duration-ns N       stop sending after N ns (0 = until SIGINT/SIGTERM)\n"
+	       "  --count N             stop after N packets\n"
+	       "  --duration-ns N       stop sending after N ns (one of the two is required)\n"
 	       "  --timeout-ns N        a reply later than this is lost (default 1 s)\n"
 	       "  --ready-timeout-ns N  give up when the handshake gets no reply (300 s)\n"
 	       "  --priority N          SCHED_FIFO priority 1-99 (default 90)\n"
@@ -337,6 +337,8 @@ static void parse_args(int argc, char **argv)
 		die_usage("give exactly one of --shm PATH and --shm-fd N");
 	if (!opt.dest || parse_dest(opt.dest))
 		die_usage("--dest %s is not an IPv4 or IPv6 address", opt.dest ? opt.dest : "(none)");
+	if (!opt.count && !opt.duration_ns)
+		die_usage("give --count N or --duration-ns N: the traffic must be bounded");
 	if (opt.timeout_ns / opt.period_ns >= MAX_TABLE - 64)
 		die_usage("--timeout-ns / --period-ns must stay below %u packets in flight",
 			  MAX_TABLE - 64);
