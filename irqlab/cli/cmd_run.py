@@ -28,6 +28,9 @@ examples:
       cyclictest-class probe on this host, one SCHED_FIFO thread per CPU
   irqlab run --target xen --xen-sched credit2 --neighbour cpu
       the arm64 probe as a dom0less Xen domU beside a CPU-bound domain
+  irqlab run --target net --net tap --inject-delay 5ms --inject-every 100
+      UDP round trips to a Linux guest through a tap in a namespace of the run's
+      own; every 100th reply held 5 ms by the guest (self-check)
   irqlab run --target guest,native --duration 10s
       two targets one after another, one comparison table
   irqlab run --load cpu:cpus=1 --pin 1 --prio 80 --trace --name loaded

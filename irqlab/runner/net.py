@@ -4,7 +4,7 @@ with irqlab's UDP responder on virtio-net, and the host sender beside it.
 Two children make one ProcessTarget: the guest (QEMU; its vCPU threads are what knobs
 pin) and ``irqlab-netsend``, which sends one packet per period and writes each round
 trip into a v1 ring behind a one-ring directory in a memfd irqlab reads, exactly as the
-native probe writes its rings (docs/formats.md sections 6 and 8). The guest writes no
+native probe writes its rings (docs/formats.md sections 6 and 10). The guest writes no
 samples; its console says only how the network came up.
 
 How the packets travel is a :class:`GuestNetwork`: QEMU's user network with a forward

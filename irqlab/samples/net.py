@@ -1,5 +1,5 @@
 """The samples of ``--target net``: UDP round trips the host sender writes into one v1
-ring behind a native-probe directory (docs/formats.md sections 6 and 8).
+ring behind a native-probe directory (docs/formats.md sections 6 and 10).
 
 The ring is read like the native probe's (the same reader, the same loss accounting: a
 packet without a reply is a gap in the ring, counted lost); what this adds is the

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * netproto.h - the UDP round-trip protocol of `--target net`
- * (docs/formats.md section 8)
+ * (docs/formats.md section 10)
  *
  * irqlab-netsend (host) sends one packet per period to irqlab-echo (in the
  * guest), which sends the same bytes back with NET_F_REPLY set, at once or,

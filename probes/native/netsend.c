@@ -6,7 +6,7 @@
  * an absolute CLOCK_MONOTONIC schedule (clock_nanosleep, TIMER_ABSTIME), from
  * a SCHED_FIFO thread; a second SCHED_FIFO thread takes the replies. Each
  * round trip becomes one record of a v1 ring behind a one-ring directory
- * (multiring.h; docs/formats.md sections 2, 6 and 8) in the shared memory
+ * (multiring.h; docs/formats.md sections 2, 6 and 10) in the shared memory
  * irqlab reads: deadline_tick = the send time, entry_tick = the send time +
  * the round trip, CLOCK_MONOTONIC ns. The round trip comes from the kernel's
  * software timestamps of the send and of the receive (SO_TIMESTAMPING) when
