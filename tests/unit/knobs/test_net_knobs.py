@@ -1,0 +1,76 @@
+"""The tap network's namespace and the vhost knob (no QEMU): a namespace is journalled
+before it exists and a dead owner's is removed by the next replay in one line; vhost is
+applied or says why not, never dropped."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from irqlab.knobs import make_knob
+from irqlab.knobs.journal import replay_stale
+from irqlab.knobs.net import vhost_net_missing
+from irqlab.knobs.netns import NETNS_DIR, NetnsNetwork, undo_netns
+
+
+@pytest.fixture
+def root():
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+
+
+def test_namespace_of_a_dead_owner_is_removed_by_the_replay(tmp_path, root):
+    # A process sets the network up and dies without tearing it down (os._exit).
+    code = ("from irqlab.knobs.netns import NetnsNetwork\n"
+            "import os\n"
+            "n = NetnsNetwork(); n.setup(); print(n.name, flush=True); os._exit(9)\n")
+    env = {**os.environ, "IRQLAB_STATE_DIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=30)
+    name = res.stdout.strip()
+    assert res.returncode == 9 and (NETNS_DIR / name).exists(), res.stderr
+    said = replay_stale(tmp_path / "journal")
+    assert not (NETNS_DIR / name).exists()
+    assert len(said) == 1 and said[0].startswith(f"removed network namespace {name} ")
+    assert not list((tmp_path / "journal").glob("*.jsonl"))
+
+
+def test_a_normal_teardown_closes_the_journal_entry(tmp_path, monkeypatch, root):
+    monkeypatch.setenv("IRQLAB_STATE_DIR", str(tmp_path))
+    net = NetnsNetwork()
+    net.setup()
+    try:
+        assert (NETNS_DIR / net.name).exists()
+        assert net.qemu_netdev()[1].startswith("tap,id=irqlab-net,ifname=irqtap0,")
+        assert net.sender_dest() == ("10.77.0.2", 7010)
+    finally:
+        net.teardown()
+    assert not (NETNS_DIR / net.name).exists()
+    assert not list((tmp_path / "journal").glob("*.jsonl"))
+    assert undo_netns({"name": net.name, "pid": 1}) == \
+        f"network namespace {net.name} already gone"
+
+
+def test_vhost_on_is_applied_or_says_why_not():
+    knob = make_knob("vhost", "on")
+    opts = knob.netdev_options()
+    missing = vhost_net_missing()
+    if missing:
+        assert opts == {} and knob.metadata()["status"] == f"not applicable here: {missing}"
+        assert "/dev/vhost-net does not exist" in missing or "not readable" in missing
+    else:
+        assert opts == {"vhost": "on"} and knob.metadata()["status"] == "applied"
+
+
+def test_vhost_has_nothing_to_serve_on_user_networking_or_other_targets():
+    knob = make_knob("vhost", "on")
+    knob.not_applicable_to("--net user")
+    assert "--net user has none (use --net tap)" in knob.metadata()["status"]
+    other = make_knob("vhost", "on")
+    other.after_start(None)         # no network ever asked it: not a net target
+    assert other.metadata()["status"].startswith("not applicable here: only --target net")
+    off = make_knob("vhost", "off")
+    assert off.netdev_options() == {"vhost": "off"} and off.metadata()["status"] == "applied"
