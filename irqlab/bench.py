@@ -138,6 +138,11 @@ def _bench_import(opts: dict[str, Any]) -> list[dict[str, Any]]:
     return bench_import(**opts.get("import", {}))
 
 
+def _bench_net(opts: dict[str, Any]) -> list[dict[str, Any]]:
+    from irqlab.bench_net import bench_net
+    return bench_net(**opts.get("net", {}))
+
+
 def _bench_compare(opts: dict[str, Any]) -> list[dict[str, Any]]:
     from irqlab.reports.bench import bench_compare
     return bench_compare(**opts.get("compare", {}))
@@ -156,6 +161,7 @@ BENCHES: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
     "import": _bench_import,
     "compare": _bench_compare,
     "lab-read": _bench_lab_read,
+    "net": _bench_net,
 }
 DEFAULT_BENCHES = ("ingest", "stats", "rate")
 

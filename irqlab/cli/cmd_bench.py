@@ -16,12 +16,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     # metavar keeps the usage line short enough for man(1) to set; the names are in help.
     b.add_argument("what", nargs="*", choices=[*BENCHES, []], metavar="BENCH",
                    default=[], help=f"which figures, of {', '.join(BENCHES)} (default: "
-                                    f"{' '.join(DEFAULT_BENCHES)}; cyclictest only when "
-                                    "named: it runs rounds x 2 x --round-duration)")
+                                    f"{' '.join(DEFAULT_BENCHES)}; cyclictest and net only "
+                                    "when named: they run rounds x 2 (net: 3) x "
+                                    "--round-duration)")
     b.add_argument("--rounds", type=count, default=5, metavar="N",
-                   help="cyclictest: rounds of (ours, cyclictest) (default 5)")
+                   help="cyclictest, net: rounds of (ours, the baseline) (default 5)")
     b.add_argument("--round-duration", type=duration, default=10_000_000_000, metavar="DUR",
-                   help="cyclictest: length of each side of a round (default 10s)")
+                   help="cyclictest, net: length of each side of a round (default 10s)")
     b.add_argument("--bench-cpu", type=count, default=None, metavar="CPU",
                    help="cyclictest: the CPU both run on (default the highest allowed)")
     b.add_argument("--stats-samples", type=count, default=100_000_000, metavar="N")
@@ -52,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
             "trace": {"target_bytes": args.trace_bytes, "rounds": max(1, args.trace_rounds)},
             "lab": {"samples": max(1, args.lab_samples)},
             "import": {"lines": max(1, args.import_lines)},
-            "compare": {"samples": max(1, args.compare_samples)}}
+            "compare": {"samples": max(1, args.compare_samples)},
+            "net": {"rounds": max(1, args.rounds), "duration_s": args.round_duration / 1e9}}
     figures = run_benchmarks(args.what or list(DEFAULT_BENCHES), opts)
     renderer(args).bench(figures)
     return EXIT_OK

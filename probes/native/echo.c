@@ -229,42 +229,68 @@ static u64 next_release_ns(void)
 	return first;
 }
 
-/* serve - answer packets until killed; -errno on a socket failure */
+/* serve_one_blocking - wait for one packet and answer it; 0 or -errno */
+static int serve_one_blocking(int fd, u8 *buf, size_t size)
+{
+	struct sockaddr_storage from;
+	socklen_t from_len = sizeof(from);
+	ssize_t len = recvfrom(fd, buf, size, 0, (struct sockaddr *)&from, &from_len);
+
+	if (len < 0)
+		return errno == EINTR ? 0 : -errno;
+	return handle_packet(fd, buf, (u32)len, &from, from_len, monotonic_ns());
+}
+
+/* serve_with_holds - wait for a packet or the next release, answer, release; 0 or -errno */
+static int serve_with_holds(int fd, u8 *buf, size_t size)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	u64 first = next_release_ns(), now_ns = monotonic_ns();
+	u64 left = first > now_ns ? first - now_ns : 0;
+	struct timespec wait = {
+		.tv_sec = (time_t)(left / 1000000000ULL),
+		.tv_nsec = (long)(left % 1000000000ULL),
+	};
+
+	if (ppoll(&pfd, 1, &wait, NULL) < 0 && errno != EINTR)
+		return -errno;
+	now_ns = monotonic_ns();
+	for (;;) {
+		struct sockaddr_storage from;
+		socklen_t from_len = sizeof(from);
+		ssize_t len = recvfrom(fd, buf, size, MSG_DONTWAIT, (struct sockaddr *)&from,
+				       &from_len);
+
+		if (len < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				break;
+			return -errno;
+		}
+		handle_packet(fd, buf, (u32)len, &from, from_len, now_ns);
+	}
+	release_due(fd, monotonic_ns());
+	return 0;
+}
+
+/*
+ * serve - answer packets until killed; -errno on a socket failure
+ *
+ * With no reply held the responder blocks in recvfrom() alone, as a plain
+ * echo server does: nothing but the reply between two packets. Only while
+ * replies are held does it wait in ppoll() for the next release too.
+ */
 static int serve(int fd)
 {
 	static u8 buf[RX_BUF_BYTES];
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	int err;
 
 	for (;;) {
-		u64 first = next_release_ns(), now_ns = monotonic_ns();
-		struct timespec wait, *waitp = NULL;
-		int n;
-
-		if (first) {
-			u64 left = first > now_ns ? first - now_ns : 0;
-
-			wait.tv_sec = (time_t)(left / 1000000000ULL);
-			wait.tv_nsec = (long)(left % 1000000000ULL);
-			waitp = &wait;
-		}
-		n = ppoll(&pfd, 1, waitp, NULL);
-		if (n < 0 && errno != EINTR)
-			return -errno;
-		now_ns = monotonic_ns();
-		for (;;) {
-			struct sockaddr_storage from;
-			socklen_t from_len = sizeof(from);
-			ssize_t len = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT,
-					       (struct sockaddr *)&from, &from_len);
-
-			if (len < 0) {
-				if (errno == EAGAIN || errno == EINTR)
-					break;
-				return -errno;
-			}
-			handle_packet(fd, buf, (u32)len, &from, from_len, now_ns);
-		}
-		release_due(fd, monotonic_ns());
+		if (held_count)
+			err = serve_with_holds(fd, buf, sizeof(buf));
+		else
+			err = serve_one_blocking(fd, buf, sizeof(buf));
+		if (err)
+			return err;
 	}
 }
 

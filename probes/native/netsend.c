@@ -70,7 +70,7 @@
 
 #define START_LEAD_NS		20000000ULL	/* first send >= 20 ms after the handshake */
 #define HELLO_EVERY_NS		100000000ULL	/* handshake retry */
-#define RX_WAIT_MAX_NS		10000000ULL	/* receiver wakes at least this often */
+#define RX_WAIT_MAX_NS		5000000ULL	/* receiver wakes at least this often */
 #define DEFAULT_TIMEOUT_NS	1000000000ULL
 #define DEFAULT_READY_NS	300000000000ULL
 #define DEFAULT_CAPACITY	65536
@@ -753,78 +753,78 @@ static void drain_errqueue(void)
 	}
 }
 
-/* drain_replies - match every queued reply to its packet */
-static void drain_replies(void)
+/* take_reply - match the reply of @n bytes in @buf (cmsgs in @msg) to its packet */
+static void take_reply(const u8 *buf, ssize_t n, struct msghdr *msg, u64 rx_user_ns)
+{
+	const struct net_pkt *p = (const struct net_pkt *)buf;
+	struct pending *e;
+
+	if ((size_t)n < sizeof(*p) || p->magic != NET_MAGIC || !(p->flags & NET_F_REPLY)) {
+		nb->bad++;
+		return;
+	}
+	if (p->seq == NET_SEQ_HELLO)
+		return;		/* a late handshake echo */
+	e = outstanding(p->seq);
+	if (!e) {
+		if (p->seq < committed)
+			nb->late++;
+		else
+			nb->bad++;
+		return;
+	}
+	if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != PKT_SENT) {
+		nb->bad++;	/* a duplicate */
+		return;
+	}
+	e->rx_user_ns = rx_user_ns;
+	e->rx_kernel_ns = kernel_ts ? cmsg_stamp(msg) : 0;
+	if (p->flags & NET_F_HELD) {
+		e->flags |= RING_F_INJECTED;
+		nb->held++;
+	}
+	nb->replied++;
+	__atomic_store_n(&e->state, PKT_REPLIED, __ATOMIC_RELEASE);
+}
+
+/*
+ * recv_reply - receive one reply with @flags (0 blocks up to SO_RCVTIMEO);
+ * 1 if one was taken, 0 if none was there or the socket reported an error
+ * (ECONNREFUSED and the like: those packets time out)
+ */
+static int recv_reply(int flags)
 {
 	static u8 buf[BUF_BYTES], ctrl[CTRL_BYTES];
+	struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+	struct msghdr msg = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = ctrl, .msg_controllen = sizeof(ctrl),
+	};
+	ssize_t n = recvmsg(sock, &msg, flags);
+	u64 rx_user_ns = monotonic_ns();
 
-	for (;;) {
-		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
-		struct msghdr msg = {
-			.msg_iov = &iov, .msg_iovlen = 1,
-			.msg_control = ctrl, .msg_controllen = sizeof(ctrl),
-		};
-		ssize_t n = recvmsg(sock, &msg, MSG_DONTWAIT);
-		u64 rx_user_ns = monotonic_ns();
-		struct net_pkt *p = (struct net_pkt *)buf;
-		struct pending *e;
-
-		if (n < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return;
-			continue;	/* ECONNREFUSED and the like: those packets time out */
-		}
-		if ((size_t)n < sizeof(*p) || p->magic != NET_MAGIC || !(p->flags & NET_F_REPLY)) {
-			nb->bad++;
-			continue;
-		}
-		if (p->seq == NET_SEQ_HELLO)
-			continue;	/* a late handshake echo */
-		e = outstanding(p->seq);
-		if (!e) {
-			if (p->seq < committed)
-				nb->late++;
-			else
-				nb->bad++;
-			continue;
-		}
-		if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != PKT_SENT) {
-			nb->bad++;	/* a duplicate */
-			continue;
-		}
-		e->rx_user_ns = rx_user_ns;
-		e->rx_kernel_ns = kernel_ts ? cmsg_stamp(&msg) : 0;
-		if (p->flags & NET_F_HELD) {
-			e->flags |= RING_F_INJECTED;
-			nb->held++;
-		}
-		nb->replied++;
-		__atomic_store_n(&e->state, PKT_REPLIED, __ATOMIC_RELEASE);
-	}
+	if (n < 0)
+		return 0;
+	take_reply(buf, n, &msg, rx_user_ns);
+	return 1;
 }
 
-/* rx_wait - ppoll timeout: until the oldest packet times out, at most RX_WAIT_MAX_NS */
-static void rx_wait(struct timespec *ts)
+/* drain_replies - take every reply already queued */
+static void drain_replies(void)
 {
-	u64 wait_ns = RX_WAIT_MAX_NS;
-
-	if (committed < __atomic_load_n(&sent, __ATOMIC_ACQUIRE)) {
-		struct pending *e = &table[committed & table_mask];
-		u64 due = e->tx_user_ns + opt.timeout_ns, now_ns = monotonic_ns();
-
-		if (due <= now_ns)
-			wait_ns = 0;
-		else if (due - now_ns < wait_ns)
-			wait_ns = due - now_ns;
-	}
-	ns_to_ts(wait_ns, ts);
+	while (recv_reply(MSG_DONTWAIT) > 0)
+		;
 }
 
-/* receiver - take replies and TX stamps, commit records, until all are resolved */
+/*
+ * receiver - take replies and TX stamps, commit records, until all are
+ * resolved. It blocks in recvmsg() itself (as a ping-pong client does: no
+ * poll before it), woken at least every RX_WAIT_MAX_NS by SO_RCVTIMEO to
+ * commit the packets whose reply timed out.
+ */
 static void *receiver(void *arg)
 {
-	struct pollfd pfd = { .fd = sock, .events = POLLIN };
-	struct timespec ts;
+	struct timeval tick = { .tv_sec = 0, .tv_usec = RX_WAIT_MAX_NS / 1000 };
 	int err = thread_sched();
 
 	if (err) {
@@ -832,10 +832,10 @@ static void *receiver(void *arg)
 		__atomic_store_n(&stop_requested, 2, __ATOMIC_RELEASE);
 		return NULL;
 	}
+	setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof(tick));
 	while (READ_ONCE(stop_requested) < 2) {
-		rx_wait(&ts);
-		ppoll(&pfd, 1, &ts, NULL);
-		drain_replies();
+		if (recv_reply(0) > 0)
+			drain_replies();
 		drain_errqueue();
 		commit_ready();
 		nb->sent = __atomic_load_n(&sent, __ATOMIC_ACQUIRE);
