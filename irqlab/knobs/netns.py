@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -40,6 +41,21 @@ def _ip(*args: str) -> None:
         raise FileNotFoundError("`ip` not found: install Debian's iproute2") from None
     if res.returncode != 0:
         raise OSError(f"ip {' '.join(args)}: {res.stderr.strip() or res.returncode}")
+
+
+def tap_counters(name: str) -> dict[str, int] | None:
+    """Packets and bytes the tap carried to and from the guest (its tx and rx), or None
+    when they cannot be read."""
+    try:
+        res = subprocess.run(["ip", "-n", name, "-s", "-j", "link", "show", "dev", TAP],
+                             capture_output=True, text=True, timeout=10)
+        stats = json.loads(res.stdout)[0]["stats64"]
+    except (OSError, ValueError, LookupError, subprocess.SubprocessError):
+        return None
+    return {"to_guest_packets": stats["tx"]["packets"], "to_guest_bytes": stats["tx"]["bytes"],
+            "from_guest_packets": stats["rx"]["packets"],
+            "from_guest_bytes": stats["rx"]["bytes"],
+            "dropped": stats["tx"]["dropped"] + stats["rx"]["dropped"]}
 
 
 def _netns_processes(path: Path) -> list[int]:
@@ -98,6 +114,7 @@ class NetnsNetwork(GuestNetwork):
     _entry: int | None = None
     _netdev_extra: dict[str, str] = field(default_factory=dict)
     _error: str | None = None
+    _counters: dict[str, int] | None = None
 
     def setup(self) -> None:
         """Journal, then create: namespace, bridge with the host address, tap on it."""
@@ -141,8 +158,12 @@ class NetnsNetwork(GuestNetwork):
                 "-device", virtio_net_device()]
 
     def teardown(self) -> None:
-        """Delete the namespace (the children are stopped); an entry that could not be
-        undone stays in the journal for the next start."""
+        """Delete the namespace's name (QEMU and the sender are stopped). A load still
+        in it (net-flood) is stopped by its own hook right after, which the run flow
+        does after the process; the kernel frees the namespace, and its tap, bridge and
+        addresses, when the last process leaves. Killing here would fail that load's
+        run. An entry that could not be undone stays in the journal for the next start;
+        a load is journalled on its own (killpg)."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -150,7 +171,8 @@ class NetnsNetwork(GuestNetwork):
             return
         try:
             if (NETNS_DIR / self.name).exists():
-                remove_netns(self.name)
+                self._counters = tap_counters(self.name)
+                _ip("netns", "delete", self.name)
         except OSError as exc:
             self._error = f"could not remove network namespace {self.name}: {exc}"
             return
@@ -162,6 +184,8 @@ class NetnsNetwork(GuestNetwork):
             "mode": self.mode, "namespace": self.name, "bridge": BRIDGE, "tap": TAP,
             "sender_addr": f"{HOST_ADDR}/{PREFIX}", "guest_addr": self.guest_cidr(),
             "netdev_options": dict(self._netdev_extra)}
+        if self._counters is not None:
+            out["tap_counters"] = self._counters
         if self._error:
             out["error"] = self._error
         return out

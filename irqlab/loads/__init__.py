@@ -12,10 +12,11 @@ from irqlab.loads.hackbench import HackbenchLoad
 from irqlab.loads.io import IoLoad
 from irqlab.loads.memory import MemoryLoad
 from irqlab.loads.neighbour import NeighbourLoad
+from irqlab.loads.net_flood import NetFloodLoad
 
 LOADS: dict[str, type[Load]] = {c.kind: c for c in (
     CpuLoad, HackbenchLoad, IoLoad, CacheLoad, MemoryLoad, ConsoleLoad, NeighbourLoad,
-    Dom0CpuLoad, Dom0ConsoleLoad, DomainCreateLoad, HypercallLoad)}
+    Dom0CpuLoad, Dom0ConsoleLoad, DomainCreateLoad, HypercallLoad, NetFloodLoad)}
 
 
 def parse_load(spec: str, index: int = 1) -> Load | None:

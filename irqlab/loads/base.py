@@ -136,6 +136,10 @@ class Load:
         """Loads that must hit a *running* probe (a VM being created) start in after_start."""
         return self.delay_ns is not None
 
+    def enter(self) -> None:
+        """Runs in the load's leader before exec, after its CPU placement (e.g. joining
+        the run's network namespace); raises OSError to fail the start."""
+
     # -- RunHook ----------------------------------------------------------------------
     def qemu_args(self) -> list[str]:
         return []
@@ -174,6 +178,7 @@ class Load:
 
             def child() -> None:
                 os.sched_setaffinity(0, cpus)
+                self.enter()
                 # The leader dies with irqlab; the journal covers the rest of the group.
                 die_with_parent()
 

@@ -67,6 +67,11 @@ class NetOptions(TargetOptions):
     priority: int = 90
     rt_fallback: bool = False
 
+    def capabilities(self) -> frozenset[str]:
+        """"guest-net": a network of the run's own that loads may join to reach the
+        guest (the tap mode's namespace; QEMU's user network has none)."""
+        return frozenset({"guest-net"}) if self.net == "tap" else frozenset()
+
 
 class NetTarget(Target):
     name = "net"

@@ -35,6 +35,9 @@ def _cli(*argv: str, tmp_path: Path) -> subprocess.CompletedProcess:
     (["--period", "5us"], "below 10us, the shortest period the net probe takes"),
     (["--priority", "0"], "--priority 0 must be 1-99"),
     (["--vhost", "maybe"], "vhost"),
+    (["--load", "net-flood"], "load:net-flood needs --target net --net tap"),
+    (["--net", "tap", "--load", "net-flood:tool=iperf3"], "needs an iperf3 server in the guest"),
+    (["--net", "tap", "--load", "net-flood:tool=sockperf,rate=0"], "rate"),
 ])
 def test_bad_net_options_exit_2_in_one_line(argv, needle, tmp_path):
     res = _cli(*argv, tmp_path=tmp_path)

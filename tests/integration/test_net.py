@@ -131,3 +131,20 @@ def test_kill_9_then_any_command_removes_the_namespace(tmp_path, guest_kernel):
     assert len(said) == 1 and f"removed network namespace {ns.name}" in said[0], res.stderr
     assert "Traceback" not in res.stderr
     assert not list((state / "journal").glob("*.jsonl"))
+
+
+def test_net_flood_runs_in_the_namespace_and_reaches_the_guest(db, guest_kernel):
+    res = run_cli(["run", "--target", "net", "--net", "tap", "--accel", "tcg", "--samples",
+                   "2000", "--window", "1s", "--load", "net-flood:tool=ping", "--json",
+                   "--name", "flood"], db, timeout=60)
+    assert res.code == 0, res.stderr + res.stdout[-2000:]
+    s, meta = res.summary, _meta(db, "flood")
+    assert s["status"] == "ok" and s["samples"] + s["lost"] == meta["net"]["sent"] == 2000
+    load = meta["hooks"]["load:net-flood"]
+    assert load["status"] == "ok" and load["dest"] == "10.77.0.2" and load["cpu_s"] > 0
+    assert load["argv"][:5] == ["ping", "-q", "-n", "-f", "-s"]
+    # The flood went through the run's tap to the guest, and the guest answered it:
+    # far more packets than the 2000 round trips (plus the handshake) each way.
+    tap = meta["network"]["tap_counters"]
+    assert tap["to_guest_packets"] > 3 * 2000 and tap["from_guest_packets"] > 3 * 2000
+    assert not (NETNS_DIR / meta["network"]["namespace"]).exists()
