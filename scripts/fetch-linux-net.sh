@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# fetch-linux-net.sh - the virtio-net driver of the cached Linux guest kernel, for
-# `irqlab run --target net`: Debian builds virtio, virtio_pci and virtio_net (and the
-# failover modules virtio_net needs) as modules, so irqlab puts them into the guest's
-# initramfs and its init loads them. Downloaded with `apt-get download` (the same
+# fetch-linux-net.sh - the virtio-net and virtio-blk drivers of the cached Linux guest
+# kernel, for `irqlab run --target net`: Debian builds virtio, virtio_pci, virtio_net (and
+# the failover modules virtio_net needs) and virtio_blk as modules, so irqlab puts them
+# into the guest's initramfs and its init loads them. Downloaded with `apt-get download` (the same
 # linux-image package as the cached vmlinuz) and unpacked with dpkg-deb into
 # ${XDG_CACHE_HOME:-~/.cache}/irqlab/linux/net-modules-<version>/, with `load-order`
 # listing them in dependency order; nothing is installed on the host. Idempotent.
@@ -12,7 +12,7 @@ CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/irqlab/linux"
 # dependency order (each module's `depends=` before it)
 MODULES=(drivers/virtio/virtio_ring drivers/virtio/virtio drivers/virtio/virtio_pci_modern_dev
 	 drivers/virtio/virtio_pci_legacy_dev drivers/virtio/virtio_pci net/core/failover
-	 drivers/net/net_failover drivers/net/virtio_net)
+	 drivers/net/net_failover drivers/net/virtio_net drivers/block/virtio_blk)
 
 log() { printf '[fetch-linux-net] %s\n' "$*"; }
 
@@ -23,7 +23,8 @@ if [[ -z $kver ]]; then
 	exit 1
 fi
 DEST="$CACHE/net-modules-$kver"
-[[ -f $DEST/.complete ]] && exit 0
+# complete, and with this list of modules (a longer list fetches again)
+[[ -f $DEST/.complete && $(cat "$DEST/.complete") == "${MODULES[*]}" ]] && exit 0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 log "downloading linux-image-$kver for its virtio-net modules"
@@ -45,5 +46,5 @@ for m in "${MODULES[@]}"; do
 	cp "$tmp/lib/modules/$kver/kernel/$m.ko" "$DEST/"
 	basename "$m.ko" >>"$DEST/load-order"
 done
-touch "$DEST/.complete"
+echo "${MODULES[*]}" >"$DEST/.complete"
 log "done: $DEST"

@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--load", action="append", default=[], metavar="SPEC",
                    help="interference load, repeatable: KIND[:KEY=V,...], e.g. "
                         "cpu:cpus=1,workers=1 (kinds: none, cpu, hackbench, io, cache, "
-                        "memory, console, neighbour, net-flood)")
+                        "memory, console, neighbour, net-flood, guest-disk)")
     p.add_argument("--knob", action="append", default=[], metavar="KEY=V",
                    help=f"host/VMM knob, repeatable ({', '.join(KNOBS)})")
     for key, cls in KNOBS.items():

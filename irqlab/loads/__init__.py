@@ -8,6 +8,7 @@ from irqlab.loads.cache import CacheLoad
 from irqlab.loads.console import ConsoleLoad
 from irqlab.loads.cpu import CpuLoad
 from irqlab.loads.dom0 import Dom0ConsoleLoad, Dom0CpuLoad, DomainCreateLoad, HypercallLoad
+from irqlab.loads.guest_disk import GuestDiskLoad
 from irqlab.loads.hackbench import HackbenchLoad
 from irqlab.loads.io import IoLoad
 from irqlab.loads.memory import MemoryLoad
@@ -16,7 +17,8 @@ from irqlab.loads.net_flood import NetFloodLoad
 
 LOADS: dict[str, type[Load]] = {c.kind: c for c in (
     CpuLoad, HackbenchLoad, IoLoad, CacheLoad, MemoryLoad, ConsoleLoad, NeighbourLoad,
-    Dom0CpuLoad, Dom0ConsoleLoad, DomainCreateLoad, HypercallLoad, NetFloodLoad)}
+    Dom0CpuLoad, Dom0ConsoleLoad, DomainCreateLoad, HypercallLoad, NetFloodLoad,
+    GuestDiskLoad)}
 
 
 def parse_load(spec: str, index: int = 1) -> Load | None:

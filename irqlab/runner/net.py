@@ -21,6 +21,7 @@ import shutil
 import signal
 import socket
 import stat
+import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,12 @@ from irqlab.runner.qemu import base_argv
 
 NETSEND = NATIVE_BUILD / "irqlab-netsend"
 ECHO = NATIVE_BUILD / "irqlab-echo"
+DISKIO = NATIVE_BUILD / "irqlab-diskio"
+DISK_ID = "irqlab-disk"
+IOTHREAD_ID = "irqlab-io"
+# Where the guest disk's (unlinked) file lives: disk-backed by the FHS, so O_DIRECT
+# works (tmpfs refuses it, and every aio mode here runs with cache.direct=on).
+DISK_DIR = Path("/var/tmp")
 RESPONDER_PORT = 7010            # probes/native/netproto.h NET_PORT
 REPLY_TIMEOUT_NS = 1_000_000_000  # a reply later than this is a lost packet
 RING_CAPACITY = 65536            # records: 65 s at 1 ms, ample for 20 ms polls
@@ -89,6 +96,66 @@ class NetdevSetting(ABC):
     @abstractmethod
     def not_applicable_to(self, what: str) -> None:
         """This run's network has no such back end (``what`` names it, "--net user")."""
+
+
+@dataclass
+class GuestDisk:
+    """The net guest's virtio-blk disk (seed 003's block I/O path): a sparse raw file
+    created, opened and unlinked by irqlab and handed to QEMU by fd, so nothing is left
+    on disk however either process ends. Every aio mode runs with ``cache.direct=on``
+    (``aio=native`` needs it; the same for all so only the engine differs, and the host's
+    page cache does not absorb the guest's I/O). ``load_args``: irqlab-diskio's options
+    when a load makes the guest use it (None: the disk is there, idle)."""
+
+    size_mib: int = 256
+    aio: str | None = None           # threads | native | io_uring; None: QEMU's default
+    iothread: bool = False
+    load_args: list[str] | None = None
+
+    def qemu_args(self, fd: int) -> list[str]:
+        drive = (f"file=/proc/self/fd/{fd},if=none,id={DISK_ID},format=raw,"
+                 f"cache.direct=on")
+        if self.aio:
+            drive += f",aio={self.aio}"
+        device = f"virtio-blk-pci,drive={DISK_ID}"
+        out = ["-drive", drive]
+        if self.iothread:
+            out += ["-object", f"iothread,id={IOTHREAD_ID}"]
+            device += f",iothread={IOTHREAD_ID}"
+        return out + ["-device", device]
+
+    def metadata(self) -> dict[str, Any]:
+        return {"size_mib": self.size_mib, "aio": self.aio or "QEMU default (threads)",
+                "iothread": self.iothread, "cache_direct": True,
+                "guest_load": self.load_args}
+
+
+class DiskSetting(ABC):
+    """A setting of the guest disk's QEMU back end (aio mode, iothread) that a knob
+    carries; the net target applies it to the run's :class:`GuestDisk`."""
+
+    @abstractmethod
+    def apply_to_disk(self, disk: GuestDisk) -> None:
+        """Set this on ``disk`` (and record it as applied)."""
+
+
+class InGuestDiskLoad(ABC):
+    """A load the net guest runs on its own disk (irqlab.loads.guest_disk)."""
+
+    @abstractmethod
+    def diskio_args(self) -> list[str]:
+        """irqlab-diskio's options (probes/native/diskio.c)."""
+
+
+def qemu_io_bytes(pid: int) -> dict[str, int] | None:
+    """Bytes a process read from and wrote to storage (/proc/PID/io), or None."""
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            fields = dict(line.split(": ", 1) for line in f.read().splitlines())
+        return {"read_bytes": int(fields["read_bytes"]),
+                "write_bytes": int(fields["write_bytes"])}
+    except (OSError, KeyError, ValueError):
+        return None
 
 
 def free_udp_port(host: str = "127.0.0.1") -> int:
@@ -170,6 +237,7 @@ def initramfs_extra(modules: Path) -> list[tuple[str, int, bytes]]:
     """The responder and the modules (in their load order) for build_initramfs."""
     order = (modules / "load-order").read_text().split()
     out = [("irqlab-echo", stat.S_IFREG | 0o755, ECHO.read_bytes()),
+           ("irqlab-diskio", stat.S_IFREG | 0o755, DISKIO.read_bytes()),
            ("lib", stat.S_IFDIR | 0o755, b""),
            ("lib/modules", stat.S_IFDIR | 0o755, b""),
            ("lib/modules/load-order", stat.S_IFREG | 0o644, "\n".join(order).encode())]
@@ -199,6 +267,7 @@ class NetGuest(ProcessTarget):
     inject_every: int = 0
     memory_mib: int = 256
     kernel: Path | None = None
+    disk: GuestDisk | None = None
     extra_qemu_args: list[str] = field(default_factory=list)
     name: str = "irqlab"
     # Bytes the directory + ring take, (rings, capacity) -> bytes: the format belongs
@@ -208,6 +277,8 @@ class NetGuest(ProcessTarget):
     _qemu: ChildProcess | None = field(default=None, init=False, repr=False)
     _ended: str = field(default="", init=False)
     _network_up: bool = field(default=False, init=False)
+    _disk_fd: int = field(default=-1, init=False)
+    disk_io: dict[str, int] | None = field(default=None, init=False)
 
     @property
     def machine(self) -> Machine:
@@ -224,13 +295,18 @@ class NetGuest(ProcessTarget):
         if self.inject_every and self.inject_delay_ns:
             echo += ["--inject-delay-ns", str(self.inject_delay_ns),
                      "--inject-every", str(self.inject_every)]
+        disk = ""
+        if self.disk is not None and self.disk.load_args:
+            disk = f" irqlab.disk={';'.join(['--dev', '/dev/vda', *self.disk.load_args])}"
         return ("console=ttyS0 quiet panic=-1 tsc=reliable "
-                f"irqlab.net={self.network.guest_cidr()} irqlab.echo={';'.join(echo)}")
+                f"irqlab.net={self.network.guest_cidr()} irqlab.echo={';'.join(echo)}"
+                + disk)
 
     def build_argv(self, kernel: Path, initrd: Path) -> list[str]:
         return (base_argv(self.machine.qemu, self.name, self.memory_mib, smp=1)
                 + self.machine.argv(self.plan, False)
                 + self.network.qemu_netdev()
+                + (self.disk.qemu_args(self._disk_fd) if self.disk is not None else [])
                 + self.extra_qemu_args
                 + ["-kernel", str(kernel), "-initrd", str(initrd),
                    "-append", self.guest_cmdline()])
@@ -256,7 +332,7 @@ class NetGuest(ProcessTarget):
             raise FileNotFoundError(
                 f"no virtio-net modules for {kernel.name} in {modules}: run "
                 f"scripts/fetch-linux-net.sh (./setup.sh --install-only runs it)")
-        for part in (NETSEND, ECHO, NATIVE_INIT, NATIVE_PROBE):
+        for part in (NETSEND, ECHO, DISKIO, NATIVE_INIT, NATIVE_PROBE):
             if not part.exists():
                 raise FileNotFoundError(f"{part} is not built: run `make -C probes/native`")
         if shutil.which(self.machine.qemu) is None:
@@ -271,13 +347,23 @@ class NetGuest(ProcessTarget):
         initrd = build_initramfs(self._workdir("irqlab-net-") / "initramfs.cpio",
                                  extra=initramfs_extra(modules))
         self._create_memfd("irqlab-net-ring", self.layout_bytes(1, RING_CAPACITY))
+        if self.disk is not None:
+            self._create_disk(self.disk.size_mib << 20)
         self._network_up = True
         self.network.setup()
         enter = self.network.enter()
         self.argv = self.build_argv(kernel, initrd)
-        self._qemu = ChildProcess(self.argv, enter=enter)
+        disk_fds = (self._disk_fd,) if self._disk_fd >= 0 else ()
+        self._qemu = ChildProcess(self.argv, disk_fds, enter=enter)
         self.sender_argv = self.build_sender_argv()
         self._child = ChildProcess(self.sender_argv, (self.mem_fd,), enter=enter)
+
+    def _create_disk(self, size: int) -> None:
+        """A sparse file, unlinked at once: only our fd (and QEMU's) keep it."""
+        fd, path = tempfile.mkstemp(prefix="irqlab-disk-", suffix=".raw", dir=DISK_DIR)
+        os.unlink(path)
+        os.ftruncate(fd, size)
+        self._disk_fd = fd
 
     def request_stop(self) -> None:
         """Ask the sender to stop sending; it still resolves the packets in flight
@@ -312,7 +398,12 @@ class NetGuest(ProcessTarget):
         """The sender, then QEMU, then the network; the sender's exit code."""
         code = super().stop(timeout_s)   # the sender, the memfd, the scratch directory
         if self._qemu is not None:
+            if self.disk is not None and self._qemu.poll() is None:
+                self.disk_io = qemu_io_bytes(self._qemu.proc.pid)
             self._qemu.stop(timeout_s)
+        if self._disk_fd >= 0:
+            os.close(self._disk_fd)
+            self._disk_fd = -1
         if self._network_up:
             self._network_up = False
             self.network.teardown()

@@ -29,7 +29,8 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
 # What gives a capability a hook may require (RunHook.requires), for the error a user
 # gets when the chosen target lacks it.
 CAPABILITIES: dict[str, str] = {"xen-dom0": "--target xen --xen-dom0 linux",
-                                 "guest-net": "--target net --net tap"}
+                                 "guest-net": "--target net --net tap",
+                                 "guest-disk": "--target net"}
 
 # Built-in suites: name -> targets in the order they run.
 SUITES: dict[str, tuple[str, ...]] = {"all": ("native", "guest", "linux-guest")}

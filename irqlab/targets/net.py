@@ -23,8 +23,8 @@ from irqlab.knobs.netns import NetnsNetwork
 from irqlab.runner.accel import AccelPlan, plans_for
 from irqlab.runner.hostinfo import qemu_version
 from irqlab.runner.machines import machine_for
-from irqlab.runner.net import (REPLY_TIMEOUT_NS, GuestNetwork, NetdevSetting, NetGuest,
-                               UserNetwork)
+from irqlab.runner.net import (REPLY_TIMEOUT_NS, DiskSetting, GuestDisk, GuestNetwork,
+                               InGuestDiskLoad, NetdevSetting, NetGuest, UserNetwork)
 from irqlab.runner.process import ProcessTarget
 from irqlab.samples.multiring import layout_bytes
 from irqlab.samples.net import NetSource
@@ -68,9 +68,11 @@ class NetOptions(TargetOptions):
     rt_fallback: bool = False
 
     def capabilities(self) -> frozenset[str]:
-        """"guest-net": a network of the run's own that loads may join to reach the
-        guest (the tap mode's namespace; QEMU's user network has none)."""
-        return frozenset({"guest-net"}) if self.net == "tap" else frozenset()
+        """"guest-disk": a guest with a disk its loads run on (both modes);
+        "guest-net": a network of the run's own that loads may join to reach the guest
+        (the tap mode's namespace; QEMU's user network has none)."""
+        return frozenset({"guest-disk", "guest-net"} if self.net == "tap"
+                         else {"guest-disk"})
 
 
 class NetTarget(Target):
@@ -135,6 +137,20 @@ class NetTarget(Target):
             s.not_applicable_to(f"--net {cfg.options.net}")
         return UserNetwork()
 
+    def disk(self, cfg: Any) -> GuestDisk | None:
+        """The guest's disk when a knob or a load of the run asks for one; the knobs
+        set its back end, the load what the guest does on it."""
+        settings = [h for h in cfg.hooks if isinstance(h, DiskSetting)]
+        loads = [h for h in cfg.hooks if isinstance(h, InGuestDiskLoad)]
+        if not settings and not loads:
+            return None
+        disk = GuestDisk()
+        for s in settings:
+            s.apply_to_disk(disk)
+        if loads:
+            disk.load_args = loads[0].diskio_args()
+        return disk
+
     def spawn(self, cfg: Any, plan: AccelPlan, name: str,
               extra_qemu_args: list[str]) -> ProcessTarget:
         opts: NetOptions = cfg.options
@@ -145,7 +161,7 @@ class NetTarget(Target):
                         max_duration_ns=bound_ns + _SENDER_BACKSTOP_NS,
                         priority=opts.priority, rt_fallback=opts.rt_fallback,
                         inject_delay_ns=opts.inject_delay_ns,
-                        inject_every=opts.inject_every,
+                        inject_every=opts.inject_every, disk=self.disk(cfg),
                         extra_qemu_args=list(extra_qemu_args), name=name,
                         layout_bytes=layout_bytes)
 
@@ -156,9 +172,12 @@ class NetTarget(Target):
 
     def process_metadata(self, process: ProcessTarget) -> dict[str, Any]:
         assert isinstance(process, NetGuest)
-        return {"network": {**process.network.metadata(),
-                            "sender_argv": process.sender_argv,
-                            "qemu_exit_code": process.qemu_exit_code()}}
+        out: dict[str, Any] = {"network": {**process.network.metadata(),
+                                           "sender_argv": process.sender_argv,
+                                           "qemu_exit_code": process.qemu_exit_code()}}
+        if process.disk is not None:
+            out["guest_disk"] = {**process.disk.metadata(), "qemu_io": process.disk_io}
+        return out
 
     def boot_failure_detail(self, process: ProcessTarget) -> str:
         text = f"serial: {process.serial().strip()[-300:]!r}"

@@ -14,6 +14,8 @@
  * and what it needs; Debian builds them as modules), gives the first
  * non-loopback interface the address irqlab.net=A.B.C.D/PREFIX, brings it and
  * lo up, and runs /irqlab-echo with those options instead of the probe.
+ * With irqlab.disk=OPT;VALUE;... it first starts /irqlab-diskio with those
+ * options (the guest-disk load, on the virtio-blk disk) and leaves it running.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -38,6 +40,7 @@
 
 #define PROBE_PATH		"/irqlab-native"
 #define ECHO_PATH		"/irqlab-echo"
+#define DISKIO_PATH		"/irqlab-diskio"
 #define MODULE_DIR		"/lib/modules"
 #define MODULE_ORDER		MODULE_DIR "/load-order"
 #define NETDEV_WAIT_MS		10000	/* virtio-net probes asynchronously */
@@ -265,6 +268,27 @@ static int net_setup(char *cmdline)
 	return err;
 }
 
+/* start_diskio - run DISKIO_PATH with irqlab.disk=... from @cmdline in the background; 0 or -errno */
+static int start_diskio(char *cmdline)
+{
+	char *argv[MAX_ARGS + 2];
+	int argc = 0;
+	pid_t pid;
+
+	argv[argc++] = DISKIO_PATH;
+	argc += probe_args(cmdline, "irqlab.disk=", argv + argc, MAX_ARGS);
+	argv[argc] = NULL;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		execv(DISKIO_PATH, argv);
+		say(DISKIO_PATH, strerror(errno));
+		_exit(127);
+	}
+	return 0;
+}
+
 int main(void)
 {
 	static char cmdline[CMDLINE_BYTES];
@@ -287,6 +311,14 @@ int main(void)
 		if (err) {
 			say("network set-up failed", strerror(-err));
 			end_vm(EXIT_ERROR_VALUE);
+		}
+		if (strstr(cmdline, "irqlab.disk=")) {
+			static char disk_copy[CMDLINE_BYTES];
+
+			memcpy(disk_copy, cmdline, sizeof(cmdline));
+			err = start_diskio(disk_copy);
+			if (err)
+				say("cannot start the disk load", strerror(-err));
 		}
 		prog = ECHO_PATH;
 		argv[argc++] = ECHO_PATH;

@@ -38,6 +38,10 @@ def _cli(*argv: str, tmp_path: Path) -> subprocess.CompletedProcess:
     (["--load", "net-flood"], "load:net-flood needs --target net --net tap"),
     (["--net", "tap", "--load", "net-flood:tool=iperf3"], "needs an iperf3 server in the guest"),
     (["--net", "tap", "--load", "net-flood:tool=sockperf,rate=0"], "rate"),
+    (["--load", "guest-disk:mode=trim"], "mode 'trim': use randrw, read, write"),
+    (["--load", "guest-disk:block=1000"], "block 1000 must be a multiple of 512"),
+    (["--load", "guest-disk:cpus=0"], "cpus= does not apply"),
+    (["--aio", "posix"], "aio 'posix': use threads, native or io_uring"),
 ])
 def test_bad_net_options_exit_2_in_one_line(argv, needle, tmp_path):
     res = _cli(*argv, tmp_path=tmp_path)
@@ -57,3 +61,12 @@ def test_net_options_reach_the_target_typed():
         ("tap", 256, 5_000_000, 100, "auto")
     assert cfg.params()["net"] == "tap" and cfg.params()["payload_bytes"] == 256
     assert [h.name for h in cfg.hooks] == ["knob:vhost"]
+
+
+def test_guest_disk_load_needs_the_net_target(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "run", "--target",
+                          "guest", "--load", "guest-disk", "--db", str(tmp_path / "t.db")],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert "load:guest-disk needs --target net" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1

@@ -148,3 +148,24 @@ def test_net_flood_runs_in_the_namespace_and_reaches_the_guest(db, guest_kernel)
     tap = meta["network"]["tap_counters"]
     assert tap["to_guest_packets"] > 3 * 2000 and tap["from_guest_packets"] > 3 * 2000
     assert not (NETNS_DIR / meta["network"]["namespace"]).exists()
+
+
+def test_guest_disk_load_through_the_aio_and_iothread_knobs(db, guest_kernel):
+    # Seed 003's block path: the guest does O_DIRECT I/O on its virtio-blk disk, which
+    # QEMU serves with aio=native in an iothread; the round trips go on beside it.
+    res = run_cli(["run", "--target", "net", "--accel", "tcg", "--samples", "2000",
+                   "--window", "1s", "--aio", "native", "--iothread", "on",
+                   "--load", "guest-disk", "--json", "--name", "disk"], db, timeout=60)
+    assert res.code == 0, res.stderr + res.stdout[-2000:]
+    s, meta = res.summary, _meta(db, "disk")
+    assert s["status"] == "ok" and s["samples"] + s["lost"] == meta["net"]["sent"] == 2000
+    hooks = meta["hooks"]
+    assert hooks["knob:aio"]["status"] == hooks["knob:iothread"]["status"] == "applied"
+    load = hooks["load:guest-disk"]
+    assert load["status"] == "ok" and load["started_in_guest"]
+    assert load["qemu_disk_io"]["write_bytes"] > 1 << 20     # the guest really wrote
+    drive = meta["qemu_argv"][meta["qemu_argv"].index("-drive") + 1]
+    assert "aio=native" in drive and "cache.direct=on" in drive
+    assert "virtio-blk-pci,drive=irqlab-disk,iothread=irqlab-io" in meta["qemu_argv"]
+    # The disk was an unlinked file: nothing of it is left.
+    assert not list(Path("/var/tmp").glob("irqlab-disk-*"))

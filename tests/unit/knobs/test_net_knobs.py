@@ -74,3 +74,22 @@ def test_vhost_has_nothing_to_serve_on_user_networking_or_other_targets():
     assert other.metadata()["status"].startswith("not applicable here: only --target net")
     off = make_knob("vhost", "off")
     assert off.netdev_options() == {"vhost": "off"} and off.metadata()["status"] == "applied"
+
+
+def test_disk_knobs_set_the_guest_disk_back_end():
+    from irqlab.runner.net import GuestDisk
+    disk = GuestDisk()
+    aio, iothread = make_knob("aio", "io_uring"), make_knob("iothread", "on")
+    aio.apply_to_disk(disk)
+    iothread.apply_to_disk(disk)
+    assert aio.metadata()["status"] == iothread.metadata()["status"] == "applied"
+    assert disk.qemu_args(7) == [
+        "-drive", "file=/proc/self/fd/7,if=none,id=irqlab-disk,format=raw,cache.direct=on,"
+                  "aio=io_uring",
+        "-object", "iothread,id=irqlab-io",
+        "-device", "virtio-blk-pci,drive=irqlab-disk,iothread=irqlab-io"]
+    # Without a disk to take them (any other target), they say why.
+    other = make_knob("aio", "native")
+    other.after_start(None)
+    assert other.metadata()["status"].startswith("not applicable here: this run's VM has "
+                                                 "no disk")
