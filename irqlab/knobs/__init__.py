@@ -9,7 +9,7 @@ from __future__ import annotations
 from irqlab.knobs.base import NOT_APPLICABLE, Knob
 from irqlab.knobs.block import AioKnob, IothreadKnob
 from irqlab.knobs.kvm import CpuPmKnob, HaltPollGlobalKnob, HaltPollKnob
-from irqlab.knobs.net import VhostKnob
+from irqlab.knobs.net import QueuesKnob, VhostKnob
 from irqlab.knobs.vcpu import PinKnob, PrioKnob, VcpusKnob
 from irqlab.knobs.xen import (Credit2CapKnob, Credit2RatelimitKnob, Credit2WeightKnob,
                               CpupoolKnob, CreditRatelimitKnob, CreditTsliceKnob,
@@ -19,7 +19,7 @@ KNOBS: dict[str, type[Knob]] = {k.key: k for k in (
     PinKnob, PrioKnob, VcpusKnob, CpuPmKnob, HaltPollKnob, HaltPollGlobalKnob, AioKnob,
     IothreadKnob, RtdsPeriodKnob, RtdsBudgetKnob, CpupoolKnob, Credit2WeightKnob,
     Credit2CapKnob, Credit2RatelimitKnob, CreditTsliceKnob, CreditRatelimitKnob,
-    VhostKnob)}
+    VhostKnob, QueuesKnob)}
 
 # Run options users may try to pass as knobs: point them at the option.
 RUN_OPTION_KNOBS = {"idle": "--idle hlt|poll", "period": "--period DUR"}

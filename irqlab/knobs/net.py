@@ -1,10 +1,11 @@
-"""Knobs of the guest's network back end (``--target net``): vhost-net.
+"""Knobs of the guest's network back end (``--target net``): vhost-net, queue pairs.
 
 ``vhost=on`` moves virtio-net's data path from QEMU's main loop into the kernel's vhost
 worker thread (``-netdev tap,vhost=on``): the path seed 003 measured. It needs a tap
 back end and the host's ``/dev/vhost-net`` (CONFIG_VHOST_NET); where either is missing
 the knob is recorded "not applicable here" with the reason and the run goes on without
-it, never silently.
+it, never silently. ``queues=N`` gives the tap and the guest's virtio-net N queue pairs
+(``-netdev tap,queues=N`` and ``mq=on,vectors=2N+2``); QEMU's user network has one.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 from typing import Any
 
 from irqlab.knobs.base import Knob
-from irqlab.knobs.values import parse_onoff
+from irqlab.knobs.values import parse_int, parse_onoff
 from irqlab.runner.net import NetdevSetting
 
 VHOST_NET_DEV = "/dev/vhost-net"
@@ -58,3 +59,31 @@ class VhostKnob(Knob, NetdevSetting):
         if self.status == "requested":   # no network asked: not a net target's tap
             self.not_applicable("only --target net --net tap has a network back end "
                                 "vhost can serve")
+
+
+class QueuesKnob(Knob, NetdevSetting):
+    key = "queues"
+    metavar = "N"
+    help = "virtio-net queue pairs of the guest's tap (--target net --net tap)"
+
+    def parse(self, value: str) -> None:
+        self.queues = parse_int(value, 1, 16, "queues")
+
+    def netdev_options(self) -> dict[str, str]:
+        self.status = "applied"
+        return {"queues": str(self.queues)}
+
+    def device_options(self) -> dict[str, str]:
+        if self.queues == 1:
+            return {}
+        # one vector per queue, plus config and control (virtio-net's rule)
+        return {"mq": "on", "vectors": str(2 * self.queues + 2)}
+
+    def not_applicable_to(self, what: str) -> None:
+        self.not_applicable(f"QEMU's user network has one queue; {what} has no tap "
+                            f"(use --net tap)")
+
+    def after_start(self, ctx: Any) -> None:
+        if self.status == "requested":
+            self.not_applicable("only --target net --net tap has a tap whose queues "
+                                "this sets")

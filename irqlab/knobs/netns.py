@@ -113,25 +113,30 @@ class NetnsNetwork(GuestNetwork):
     _fd: int = -1
     _entry: int | None = None
     _netdev_extra: dict[str, str] = field(default_factory=dict)
+    _device_extra: dict[str, str] = field(default_factory=dict)
     _error: str | None = None
     _counters: dict[str, int] | None = None
 
     def setup(self) -> None:
         """Journal, then create: namespace, bridge with the host address, tap on it."""
+        for s in self.settings:
+            self._netdev_extra.update(s.netdev_options())
+            self._device_extra.update(s.device_options())
+        # QEMU opens a persistent tap with the flags it was made with: several queues
+        # need a multi_queue tap, one queue a plain one.
+        multi = ["multi_queue"] if int(self._netdev_extra.get("queues", "1")) > 1 else []
         self.name = f"irqlab-{os.getpid()}-{next(_counter)}"
         self._entry = journal().add("netns", name=self.name, pid=os.getpid())
         _ip("netns", "add", self.name)
         ns = ("-n", self.name)
         _ip(*ns, "link", "set", "lo", "up")
         _ip(*ns, "link", "add", BRIDGE, "type", "bridge")
-        _ip(*ns, "tuntap", "add", "dev", TAP, "mode", "tap")
+        _ip(*ns, "tuntap", "add", "dev", TAP, "mode", "tap", *multi)
         _ip(*ns, "link", "set", TAP, "master", BRIDGE)
         _ip(*ns, "addr", "add", f"{HOST_ADDR}/{PREFIX}", "dev", BRIDGE)
         _ip(*ns, "link", "set", BRIDGE, "up")
         _ip(*ns, "link", "set", TAP, "up")
         self._fd = os.open(NETNS_DIR / self.name, os.O_RDONLY | os.O_CLOEXEC)
-        for s in self.settings:
-            self._netdev_extra.update(s.netdev_options())
 
     def enter(self) -> Callable[[], None]:
         """Join the namespace (in a child, before exec)."""
@@ -155,7 +160,7 @@ class NetnsNetwork(GuestNetwork):
         extra = "".join(f",{k}={v}" for k, v in self._netdev_extra.items())
         return ["-netdev", f"tap,id={NETDEV_ID},ifname={TAP},script=no,downscript=no"
                            f"{extra}",
-                "-device", virtio_net_device()]
+                "-device", virtio_net_device(self._device_extra)]
 
     def teardown(self) -> None:
         """Delete the namespace's name (QEMU and the sender are stopped). A load still
@@ -183,7 +188,8 @@ class NetnsNetwork(GuestNetwork):
         out: dict[str, Any] = {
             "mode": self.mode, "namespace": self.name, "bridge": BRIDGE, "tap": TAP,
             "sender_addr": f"{HOST_ADDR}/{PREFIX}", "guest_addr": self.guest_cidr(),
-            "netdev_options": dict(self._netdev_extra)}
+            "netdev_options": dict(self._netdev_extra),
+            "device_options": dict(self._device_extra)}
         if self._counters is not None:
             out["tap_counters"] = self._counters
         if self._error:

@@ -97,6 +97,11 @@ class NetdevSetting(ABC):
     def not_applicable_to(self, what: str) -> None:
         """This run's network has no such back end (``what`` names it, "--net user")."""
 
+    def device_options(self) -> dict[str, str]:
+        """virtio-net-pci options the setting needs beside its -netdev ones (asked
+        after :meth:`netdev_options`); most need none."""
+        return {}
+
 
 @dataclass
 class GuestDisk:
@@ -218,8 +223,9 @@ def sender_argv(dest: str, port: int, mem_fd: int, *, period_ns: int, payload_by
     return argv
 
 
-def virtio_net_device(extra: str = "") -> str:
+def virtio_net_device(options: dict[str, str] | None = None) -> str:
     """The guest's NIC; no option ROM (qboot loads none, and it saves reading one)."""
+    extra = "".join(f",{k}={v}" for k, v in (options or {}).items())
     return f"virtio-net-pci,netdev={NETDEV_ID},romfile={extra}"
 
 

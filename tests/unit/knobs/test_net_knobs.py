@@ -93,3 +93,24 @@ def test_disk_knobs_set_the_guest_disk_back_end():
     other.after_start(None)
     assert other.metadata()["status"].startswith("not applicable here: this run's VM has "
                                                  "no disk")
+
+
+def test_queues_sets_the_tap_and_the_nic(tmp_path, monkeypatch, root):
+    monkeypatch.setenv("IRQLAB_STATE_DIR", str(tmp_path))
+    knob = make_knob("queues", "4")
+    net = NetnsNetwork(settings=[knob])
+    net.setup()
+    try:
+        flags = subprocess.run(["ip", "-n", net.name, "-d", "link", "show", "irqtap0"],
+                               capture_output=True, text=True).stdout
+        assert "multi_queue" in flags          # QEMU opens it with 4 queues
+        netdev, device = net.qemu_netdev()[1], net.qemu_netdev()[3]
+    finally:
+        net.teardown()
+    assert netdev.endswith(",queues=4") and device.endswith(",mq=on,vectors=10")
+    assert knob.metadata()["status"] == "applied"
+    user = make_knob("queues", "2")
+    user.not_applicable_to("--net user")
+    assert "user network has one queue" in user.metadata()["status"]
+    with pytest.raises(ValueError):
+        make_knob("queues", "0")
