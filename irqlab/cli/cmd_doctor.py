@@ -126,6 +126,32 @@ def _images() -> Check:
                  None if ok else f"{SETUP} (downloads and unpacks them, installs nothing)")
 
 
+def _net() -> Check:
+    """--target net: its programs, the guest kernel's virtio modules, iproute2 for tap
+    mode; vhost-net said as a fact (the knob reports it not applicable without it)."""
+    import shutil
+    from irqlab.knobs.net import vhost_net_missing
+    from irqlab.runner.linux_guest import find_kernel
+    from irqlab.runner.net import DISKIO, ECHO, NETSEND, net_modules_dir
+    kernel = find_kernel()
+    missing = [p.name for p in (NETSEND, ECHO, DISKIO) if not p.exists()]
+    if missing:
+        return Check("net", False, f"not built: {', '.join(missing)}",
+                     "make -C probes/native")
+    if kernel is None or not (net_modules_dir(kernel) / "load-order").exists():
+        return Check("net", False, "no virtio-net modules for the Linux guest kernel",
+                     f"scripts/fetch-linux-net.sh (or {SETUP})")
+    vhost = vhost_net_missing()
+    if not shutil.which("ip"):
+        tap = "--net tap needs iproute2's `ip` (apt-get install iproute2)"
+    elif os.geteuid() != 0:
+        tap = "--net tap needs root (it creates a network namespace and a tap)"
+    else:
+        tap = "--net tap ready"
+    return Check("net", True, f"--target net ready (--net user); {tap}; vhost: "
+                              f"{'available' if vhost is None else vhost}")
+
+
 def _store(ref: str | None) -> Callable[[], Check]:
     def check() -> Check:
         from irqlab.store import StoreError, is_url, open_store
@@ -158,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
               _tool("stress_ng", "stress-ng", "stress-ng", "cpu/cache/memory loads"),
               _tool("fio", "fio", "fio", "io load"),
               _postgresql,
-              _probes, _fast_path, _images, _store(args.db)]
+              _probes, _fast_path, _images, _net, _store(args.db)]
     results = [c() for c in checks]
     for r in results:
         if args.json:
