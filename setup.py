@@ -28,6 +28,12 @@ PARTS = [
      "irqlab/_bin/probes/native/build/irqlab-native"),
     (["-C", "probes/native"], "probes/native/build/irqlab-init",
      "irqlab/_bin/probes/native/build/irqlab-init"),
+    (["-C", "probes/native"], "probes/native/build/irqlab-netsend",
+     "irqlab/_bin/probes/native/build/irqlab-netsend"),
+    (["-C", "probes/native"], "probes/native/build/irqlab-echo",
+     "irqlab/_bin/probes/native/build/irqlab-echo"),
+    (["-C", "probes/native"], "probes/native/build/irqlab-diskio",
+     "irqlab/_bin/probes/native/build/irqlab-diskio"),
     (["-C", "irqlab/native"], "irqlab/native/build/libirqlab.so",
      "irqlab/native/build/libirqlab.so"),
 ]
