@@ -9,9 +9,9 @@ space, sockperf's own definition), and ``sockperf ping-pong --full-rtt`` against
 responders on one CPU and the senders on another (``taskset``; our sender's two threads
 with ``--cpu``), so the sides differ only in the programs: left to the scheduler, the
 placement of three threads against sockperf's two decided the result (a wake-up across
-CPUs costs ~15 us on the development VM, measured). Round trips in ns, percentiles by nearest rank over
-every packet (sockperf's ``--full-log``). Goal: median p50 ratio ours/sockperf <= 1.0
-(the sender adds nothing to what it measures).
+CPUs costs ~15 us on the development VM, measured). Round trips in ns, percentiles by
+nearest rank over every packet (sockperf's ``--full-log``). Goal: median p50 ratio
+ours/sockperf <= 1.0 (the sender adds nothing to what it measures).
 """
 
 from __future__ import annotations

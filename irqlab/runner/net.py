@@ -435,7 +435,3 @@ class NetGuest(ProcessTarget):
 
     def qemu_exit_code(self) -> int | None:
         return self._qemu.poll() if self._qemu else None
-
-    @property
-    def mem_paths(self) -> list[str]:
-        return [self.mem_path]

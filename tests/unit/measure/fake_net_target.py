@@ -14,13 +14,12 @@ import subprocess
 from typing import Any
 
 from irqlab.runner.accel import AccelPlan
-from irqlab.runner.net import ECHO, NETSEND, free_udp_port, sender_argv
+from irqlab.runner.net import ECHO, NETSEND, RING_CAPACITY, free_udp_port, sender_argv
 from irqlab.runner.process import ChildProcess, ProcessTarget
 from irqlab.samples.multiring import layout_bytes
 from irqlab.samples.net import NetSource
 from irqlab.samples.source import SampleSource
 from irqlab.targets.net import NetTarget
-from irqlab.runner.net import RING_CAPACITY
 
 
 def build_net_programs() -> None:
