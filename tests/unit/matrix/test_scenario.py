@@ -74,9 +74,19 @@ def test_builtin_scenarios_load():
     from pathlib import Path
     files = sorted(Path(__file__).resolve().parents[3].joinpath("scenarios").glob("*.toml"))
     assert len(files) >= 3
+    from irqlab.runner.xen import find_xen
+    xen = find_xen("rtds", "amd64")
+    rtds_here = xen is not None and "rtds" in (xen.schedulers() or ("rtds",))
     for f in files:
-        scn = load_scenario(f)
-        assert scn.cells() and f.read_text().startswith("# Mirrors seed")
+        assert f.read_text().startswith("# Mirrors seed")
+        try:
+            scn = load_scenario(f)
+        except ScenarioError as exc:
+            # The one refusal that depends on the host: Debian's Xen has no RTDS, and the
+            # scenario is refused up front (before any cell runs) with the fix.
+            assert not rtds_here and "build-xen-rtds.sh" in str(exc), exc
+            continue
+        assert scn.cells()
 
 
 PAIRED = GOOD.replace('load = ["none", "cpu:cpus=1"]',
