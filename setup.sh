@@ -93,6 +93,7 @@ scripts/fetch-xen.sh || log "Xen hypervisor not fetched: --target xen unavailabl
 # --xen-dom0 linux: Debian's xen-utils-4.17 (+ libraries), busybox-static and the cached
 # kernel's Xen modules, unpacked into the cache (never installed on the host).
 scripts/fetch-xen-dom0.sh || log "dom0 toolstack not fetched: --xen-dom0 linux unavailable"
+scripts/fetch-xen-dom0.sh arm64 || log "arm64 dom0 not fetched: --xen-dom0 linux --arch arm64 unavailable"
 lava/fetch-schema.sh || log "LAVA schemas not fetched: lava/ is checked by its own test only"
 scripts/fetch-u-boot.sh || log "U-Boot for QEMU not fetched: the labgrid U-Boot test skips"
 

@@ -7,7 +7,12 @@
 # ${XDG_CACHE_HOME:-~/.cache}/irqlab/xen-dom0/<arch>/root; nothing is installed on the
 # host. Idempotent: a complete cache (.complete) is kept.
 #
-#   scripts/fetch-xen-dom0.sh [amd64]
+# arm64 (`--arch arm64`): the same packages for arm64, plus what the host cannot lend an
+# arm64 dom0 (glibc, libgcc, libuuid, zlib, libfdt, which arm64's libxenguest needs) and
+# the arm64 kernel itself (its vmlinuz, a raw Image, as <arch>/vmlinuz), of the same
+# version as the cached amd64 kernel. Needs the arm64 dpkg architecture (setup.sh adds it).
+#
+#   scripts/fetch-xen-dom0.sh [amd64|arm64]
 set -euo pipefail
 
 ARCH=${1:-amd64}
@@ -18,12 +23,19 @@ XEN_PKGS=(xen-utils-4.17 xen-utils-common xenstore-utils libxencall1 libxenevtch
 	  libxenforeignmemory1 libxengnttab1 libxenmisc4.17 libxenstore4 libxentoollog1
 	  libxenhypfs1 libxendevicemodel1 libxentoolcore1)
 OTHER_PKGS=(libyajl2 busybox-static)
+# An amd64 dom0 takes glibc & co. from the host; an arm64 one cannot.
+ARM64_PKGS=(libc6 libgcc-s1 libuuid1 zlib1g libfdt1)
 
 log() { printf '[fetch-xen-dom0] %s\n' "$*"; }
 
 [[ -f $DEST/.complete ]] && exit 0
-if [[ $ARCH != amd64 ]]; then
-	log "only amd64 is supported (the Linux dom0 was verified on x86 under TCG only)"
+if [[ $ARCH != amd64 && $ARCH != arm64 ]]; then
+	log "unknown architecture $ARCH: amd64 or arm64"
+	exit 1
+fi
+if [[ $ARCH != "$(dpkg --print-architecture)" ]] && \
+   ! dpkg --print-foreign-architectures | grep -qx "$ARCH"; then
+	log "$ARCH is not a dpkg architecture here: run 'dpkg --add-architecture $ARCH && apt-get update' (as root), then retry"
 	exit 1
 fi
 kernel=$(readlink "$CACHE/linux/vmlinuz" || true)
@@ -32,13 +44,16 @@ if [[ -z $kver ]]; then
 	log "no cached Linux kernel ($CACHE/linux/vmlinuz): run ./setup.sh --install-only first"
 	exit 1
 fi
+kver=${kver%-amd64}-$ARCH        # the same Debian kernel version, built for $ARCH
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 pkgs=()
 for p in "${XEN_PKGS[@]}"; do
 	pkgs+=("$p:$ARCH=$XEN_VERSION")
 done
-for p in "${OTHER_PKGS[@]}"; do
+extra=("${OTHER_PKGS[@]}")
+[[ $ARCH == arm64 ]] && extra+=("${ARM64_PKGS[@]}")
+for p in "${extra[@]}"; do
 	pkgs+=("$p:$ARCH")
 done
 pkgs+=("linux-image-$kver:$ARCH")
@@ -58,7 +73,11 @@ for deb in "$tmp"/*.deb; do
 		dpkg-deb --fsys-tarfile "$deb" |
 			tar -x -C "$DEST/modules" --wildcards --strip-components=7 \
 			    "./lib/modules/$kver/kernel/drivers/xen/*.ko"
-		echo "$kver" >"$DEST/modules/kernel-version" ;;
+		echo "$kver" >"$DEST/modules/kernel-version"
+		if [[ $ARCH == arm64 ]]; then
+			# dom0's kernel (amd64's is setup.sh's cached linux/vmlinuz)
+			dpkg-deb --fsys-tarfile "$deb" | tar -xO "./boot/vmlinuz-$kver" >"$DEST/vmlinuz"
+		fi ;;
 	*)
 		dpkg-deb -x "$deb" "$DEST/root" ;;
 	esac

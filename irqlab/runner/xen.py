@@ -48,6 +48,7 @@ from irqlab.runner.fdt import Domain, FdtError, Module, xen_tree
 from irqlab.runner.machines import DEBUG_EXIT_PORT
 from irqlab.runner.process import ProcessTarget
 from irqlab.runner.qemu import GuestConfig, base_argv, memfd_backend, probe_cmdline
+from irqlab.runner import xen_dom0_arm64 as arm64_dom0
 from irqlab.runner.xen_dom0 import (REPORT_MARK, Dom0Plan, build_dom0_initramfs,
                                     dom0_kernel, reports_metadata)
 
@@ -220,7 +221,9 @@ def xen_cmdline(domain: str, sched: str, opts: dict[str, str], arch: str = "arm6
     # finished that long before anyone measures; --xen-opt bootscrub=idle brings it back.
     base["bootscrub"] = "false"
     if linux_dom0:
-        base["dom0_mem"] = f"{LINUX_DOM0_MEM},max:{LINUX_DOM0_MEM}"
+        # Arm's dom0_mem is a size only (no max:): Xen allocates it 1:1 at boot.
+        base["dom0_mem"] = (f"{LINUX_DOM0_MEM},max:{LINUX_DOM0_MEM}" if arch == "x86_64"
+                            else LINUX_DOM0_MEM)
         base["dom0_max_vcpus"] = "1"
     elif domain == "dom0":
         base["dom0_mem"] = f"{DOM0_MEM},max:{DOM0_MEM}" if arch == "x86_64" else DOM0_MEM
@@ -352,8 +355,11 @@ class XenGuest(ProcessTarget):
         if self.x86:
             # SeaBIOS (QEMU's default): qboot does not boot a multiboot Xen on q35.
             return base + X86_MACHINE + X86_TCG_CPU
-        gic = self.config.gic or 3
-        base += ["-M", f"virt,virtualization=on,gic-version={gic}"]
+        return base + self._arm64_machine()
+
+    def _arm64_machine(self) -> list[str]:
+        """virt with EL2 for Xen, and the accelerator and CPU."""
+        base = ["-M", f"virt,virtualization=on,gic-version={self.config.gic or 3}"]
         if self.plan.accel == "kvm":
             # Xen needs EL2 in the guest: KVM with nested virtualisation (arm64 host).
             return base + ["-accel", "kvm", "-cpu", "host"]
@@ -430,20 +436,23 @@ class XenGuest(ProcessTarget):
         """QEMU's argv for Xen + Debian's Linux dom0 + irqlab's initramfs, with the
         ivshmem-plain device dom0 forwards the probe's ring into."""
         assert self.dom0 is not None
-        if not self.x86:
-            raise OSError("--xen-dom0 linux runs on x86_64 only")
         initrd = build_dom0_initramfs(workdir / "dom0.cpio", self.dom0,
                                       self.config.probe_path)
-        kernel = dom0_kernel().resolve()
-        modules = f"{kernel} {DOM0_CMDLINE},{initrd}"
         base = base_argv(self.config.machine.qemu, self.name, self.qemu_memory_mib(),
                          smp=self.pcpus)
-        return (base + X86_MACHINE + X86_TCG_CPU
-                + memfd_backend("irqlab-shm", str(SHM_BYTES), self.mem_fd)
-                + ["-device", "ivshmem-plain,memdev=irqlab-shm"]
-                + self.config.extra_qemu_args
+        shm = (memfd_backend("irqlab-shm", str(SHM_BYTES), self.mem_fd)
+               + ["-device", "ivshmem-plain,memdev=irqlab-shm"])
+        if not self.x86:
+            # arm64: Xen is the Image QEMU boots; dom0's kernel and initramfs are boot
+            # modules described under /chosen (irqlab.runner.xen_dom0_arm64).
+            return (base + self._arm64_machine() + shm + self.config.extra_qemu_args
+                    + ["-kernel", str(self.binary.path), "-append", self.cmdline]
+                    + arm64_dom0.module_argv(arm64_dom0.dom0_kernel().resolve(),
+                                             DOM0_CMDLINE, initrd))
+        kernel = dom0_kernel().resolve()
+        return (base + X86_MACHINE + X86_TCG_CPU + shm + self.config.extra_qemu_args
                 + ["-kernel", str(self.binary.path), "-append", self.cmdline,
-                   "-initrd", modules])
+                   "-initrd", f"{kernel} {DOM0_CMDLINE},{initrd}"])
 
     def start(self) -> None:
         """Build the tree and start QEMU; raises OSError with the reason."""

@@ -1,4 +1,5 @@
-"""A Linux dom0 with Xen's toolstack for ``--target xen --xen-dom0 linux`` (x86_64).
+"""A Linux dom0 with Xen's toolstack for ``--target xen --xen-dom0 linux`` (x86_64;
+arm64's differences are in irqlab.runner.xen_dom0_arm64).
 
 Xen boots Debian's Linux kernel as a PV dom0 with an initramfs irqlab writes per run
 (uncompressed newc, irqlab.runner.linux_guest's writer): busybox-static, Debian's Xen
@@ -78,15 +79,34 @@ XL_SCHED_SETTINGS: dict[str, tuple[str, str, str]] = {
 XL_SCHED_KEYS = tuple(XL_SCHED_SETTINGS)     # dom0 parameters are integers: the index
 
 
+@dataclass(frozen=True)
+class Dom0Arch:
+    """Where one architecture's dom0 pieces come from and go (x86_64 here, arm64 in
+    irqlab.runner.xen_dom0_arm64): the cache, the host, the initramfs, the probe's ring."""
+
+    deb_arch: str                    # Debian's name, the cache directory (amd64, arm64)
+    lib_dirs: tuple[str, ...]        # library directories under the cache's root/
+    host_lib_dirs: tuple[str, ...]   # host directories searched after them
+    image_lib_dir: str               # where the libraries go in the initramfs
+    interp: str                      # the ELF interpreter's path (host and initramfs)
+    interp_in_cache: bool            # interp taken from the cache's root/, not the host
+    cc: str                          # the compiler ringfwd is built with
+    ring_gpa: int                    # the probe's ring, guest-physical, in the domU
+
+
+X86_64_DOM0 = Dom0Arch("amd64", (DEB_LIB_DIR,), HOST_LIB_DIRS, "lib/x86_64-linux-gnu",
+                       INTERP, False, "gcc", RING_GPA)
+
+
 def dom0_cache_dir(arch: str = "amd64") -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     return Path(base) / "irqlab" / "xen-dom0" / arch
 
 
-def fetch_hint() -> str:
-    return ("run scripts/fetch-xen-dom0.sh (./setup.sh --install-only does) to fetch "
-            f"Debian's xen-utils-4.17, busybox-static and Xen modules into "
-            f"{dom0_cache_dir()}")
+def fetch_hint(arch: str = "amd64") -> str:
+    return (f"run scripts/fetch-xen-dom0.sh {arch} (./setup.sh --install-only does) to "
+            f"fetch Debian's xen-utils-4.17, busybox-static and Xen modules into "
+            f"{dom0_cache_dir(arch)}")
 
 
 def elf_needed(data: bytes) -> list[str]:
@@ -142,21 +162,21 @@ def resolve_libs(binaries: list[Path], search: list[Path]) -> dict[str, Path]:
     return found
 
 
-def build_ringfwd(cache: Path) -> Path:
+def build_ringfwd(cache: Path, arch: Dom0Arch = X86_64_DOM0) -> Path:
     """probes/xen-dom0/ringfwd.c compiled against the cached libxenforeignmemory (kept in
-    the cache, rebuilt when the source changes)."""
+    the cache, rebuilt when the source changes; cross-compiled for arm64)."""
     src = RINGFWD_SRC.read_bytes()
     digest = hashlib.sha256(src).hexdigest()[:16]
     out = cache / f"ringfwd-{digest}"
     if out.exists():
         return out
-    gcc = shutil.which("gcc")
+    gcc = shutil.which(arch.cc)
     if gcc is None:
-        raise FileNotFoundError("gcc not found (needed once to build ringfwd): apt-get "
-                                "install gcc, or run ./setup.sh --install-only")
+        raise FileNotFoundError(f"{arch.cc} not found (needed once to build ringfwd): "
+                                f"run ./setup.sh --install-only")
     tmp = out.with_suffix(".tmp")
     proc = subprocess.run([gcc, "-O2", "-Wall", "-o", str(tmp), str(RINGFWD_SRC),
-                           f"-L{cache / 'root' / DEB_LIB_DIR}",
+                           f"-L{cache / 'root' / arch.lib_dirs[0]}",
                            "-l:libxenforeignmemory.so.1", "-Wl,--allow-shlib-undefined"],
                           capture_output=True, text=True)
     if proc.returncode != 0:
@@ -202,6 +222,7 @@ class Dom0Plan:
     probe_cmdline: str
     domu_memory_mib: int = 32
     pcpus: int = 1
+    arch: Dom0Arch = X86_64_DOM0
     pin: str | None = None             # xl cpus= of the measured vCPU
     rtds_period_ns: int | None = None
     rtds_budget_ns: int | None = None
@@ -346,7 +367,7 @@ def init_script(plan: Dom0Plan) -> str:
     if plan.loads:
         s += ["( while :; do sleep 2; report_loads; done ) &"]
     s += [
-        f"ringfwd $domid {RING_GPA:#x} $shm {RINGFWD_POLL_US} 2> /irqlab/ringfwd.log || "
+        f"ringfwd $domid {plan.arch.ring_gpa:#x} $shm {RINGFWD_POLL_US} 2> /irqlab/ringfwd.log || "
         "fail ringfwd: $(tail -n 2 /irqlab/ringfwd.log | tr '\\n' ' ')",
         "say ringfwd $(tail -n 1 /irqlab/ringfwd.log)",
         "report_loads",
@@ -377,20 +398,21 @@ def kv(rest: str) -> dict[str, str]:
 def build_dom0_initramfs(dest: Path, plan: Dom0Plan, probe: Path,
                          cache: Path | None = None) -> Path:
     """Write dom0's initramfs (uncompressed newc); FileNotFoundError names the fix."""
-    cache = cache or dom0_cache_dir()
+    arch = plan.arch
+    cache = cache or dom0_cache_dir(arch.deb_arch)
     root = cache / "root"
     if not (cache / ".complete").exists():
-        raise FileNotFoundError(f"no dom0 toolstack cached: {fetch_hint()}")
-    ringfwd = build_ringfwd(cache)
+        raise FileNotFoundError(f"no dom0 toolstack cached: {fetch_hint(arch.deb_arch)}")
+    ringfwd = build_ringfwd(cache, arch)
     tools = [root / XEN_BIN_DIR / t for t in XEN_TOOLS] + [ringfwd]
-    search = [root / DEB_LIB_DIR] + [Path(d) for d in HOST_LIB_DIRS]
+    search = [root / d for d in arch.lib_dirs] + [Path(d) for d in arch.host_lib_dirs]
     libs = resolve_libs(tools, search)
     # glibc dlopen()s libgcc_s for pthread_cancel, which xl uses: not a DT_NEEDED.
     libs.update({n: p.resolve() for n in DLOPENED for p in
                  [next((d / n for d in search if (d / n).exists()), None)] if p})
     members: list[tuple[str, int, bytes]] = []
     dirs = ["bin", "dev", "proc", "sys", "tmp", "lib", "lib64", "lib/modules",
-            "lib/x86_64-linux-gnu", "usr", "usr/lib", "usr/lib/xen-4.17", XEN_BIN_DIR,
+            arch.image_lib_dir, "usr", "usr/lib", "usr/lib/xen-4.17", XEN_BIN_DIR,
             "irqlab", "etc", "etc/xen", "var", "run"]
     for d in dirs:
         members.append((d, stat.S_IFDIR | 0o755, b""))
@@ -405,13 +427,14 @@ def build_dom0_initramfs(dest: Path, plan: Dom0Plan, probe: Path,
     for t in tools:
         add(f"{XEN_BIN_DIR}/{t.name if t != ringfwd else 'ringfwd'}", t.read_bytes())
     for soname, path in libs.items():
-        add(f"lib/x86_64-linux-gnu/{soname}", path.read_bytes())
-    add(INTERP.lstrip("/"), Path(INTERP).resolve().read_bytes())
+        add(f"{arch.image_lib_dir}/{soname}", path.read_bytes())
+    interp = (root / arch.interp.lstrip("/")) if arch.interp_in_cache else Path(arch.interp)
+    add(arch.interp.lstrip("/"), interp.resolve().read_bytes())
     for m in XEN_MODULES:
         found = sorted((cache / "modules").rglob(f"{m}.ko"))
         if not found:
             raise FileNotFoundError(f"module {m}.ko missing in {cache / 'modules'}: "
-                                    f"{fetch_hint()}")
+                                    f"{fetch_hint(arch.deb_arch)}")
         add(f"lib/modules/{m}.ko", found[0].read_bytes(), 0o644)
     add("irqlab/probe.elf", probe.read_bytes(), 0o644)
     add("irqlab/probe.cfg", xl_config(plan, pin=plan.pin,

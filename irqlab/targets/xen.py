@@ -4,8 +4,9 @@ arm64: the probe as dom0 or as a dom0less domU, with an optional neighbour domU 
 same pCPU; x86_64: the probe as a PVH dom0. The host cannot map a Xen guest's RAM, so the
 probe answers through its console (framed lines, irqlab.samples.console).
 
-``--xen-dom0 linux`` (x86_64): Debian's Linux as dom0 with xl, the probe an xl-created
-PVH domU whose ring dom0 forwards to the host through ivshmem (irqlab.runner.xen_dom0);
+``--xen-dom0 linux`` (x86_64, or arm64): Debian's Linux as dom0 with xl, the probe an
+xl-created domU (PVH on x86) whose ring dom0 forwards to the host through ivshmem
+(irqlab.runner.xen_dom0, xen_dom0_arm64);
 dom0-side loads and Xen knobs found among the run's hooks are baked into dom0's init.
 """
 
@@ -22,8 +23,9 @@ from irqlab.runner.xen import (DEB_ARCH, NEIGHBOURS, XEN_DOMAINS, XEN_SCHEDS, Xe
                                XenOptions, binary_from_path, fetch_hint, find_xen,
                                parse_opts)
 from irqlab.knobs.vcpu import PinKnob
-from irqlab.runner.xen_dom0 import (DOMU_NAME, XL_SCHED_SETTINGS, Dom0Load, Dom0Plan,
-                                    InDom0Load, InDom0Setting, dom0_cache_dir)
+from irqlab.runner.xen_dom0 import (DOMU_NAME, X86_64_DOM0, XL_SCHED_SETTINGS, Dom0Load,
+                                    Dom0Plan, InDom0Load, InDom0Setting, dom0_cache_dir)
+from irqlab.runner.xen_dom0_arm64 import ARM64_DOM0
 from irqlab.runner.xen_dom0 import fetch_hint as dom0_fetch_hint
 from irqlab.samples.console import ConsoleReader
 from irqlab.samples.ring import RingReader
@@ -48,8 +50,9 @@ XEN_BINARY = Option("--xen-binary", "xen_binary", dict(
          "also sets it)"))
 XEN_DOM0 = Option("--xen-dom0", "xen_dom0", dict(
     choices=("none", "linux"),
-    help="linux: Debian's Linux as dom0 with xl, the probe an xl-created PVH domU "
-         "(x86_64; dom0 loads, --pin, rtds/cpupool knobs); none (default): no dom0 OS"))
+    help="linux: Debian's Linux as dom0 with xl, the probe an xl-created domU (x86_64 "
+         "by default, PVH; or --arch arm64; dom0 loads, --pin, rtds/cpupool knobs); none "
+         "(default): no dom0 OS"))
 XEN_PCPUS = Option("--xen-pcpus", "xen_pcpus", dict(
     type=int, metavar="N",
     help="physical CPUs of the emulated machine with --xen-dom0 linux (default 1: dom0 "
@@ -80,6 +83,8 @@ class XenProbeOptions(ProbeOptions):
         return frozenset({"xen-dom0"}) if self.dom0_linux else frozenset()
 
 
+# Where each architecture's dom0 pieces are (irqlab.runner.xen_dom0, xen_dom0_arm64).
+DOM0_ARCH = {"x86_64": X86_64_DOM0, "arm64": ARM64_DOM0}
 # Memory of the emulated machine's parts with a Linux dom0 (MiB).
 DOM0_LINUX_MEM_MIB = 384
 DOMU_MEM_MIB = 32
@@ -100,7 +105,7 @@ class XenTarget(Target):
 
     def configure(self, given: dict[str, Any], period_ns: int) -> XenProbeOptions:
         dom0 = given.get("xen_dom0", "none")
-        # The Linux dom0 is verified on x86 only: it is that architecture's default then.
+        # The Linux dom0 came to x86 first: it stays that option's default architecture.
         arch = given.get("arch", "x86_64" if dom0 == "linux" else "arm64")
         base = probe_options(given, period_ns, arch)
         pcpus = given.get("xen_pcpus")
@@ -114,10 +119,6 @@ class XenTarget(Target):
         domain = given.get("xen_domain")
         neighbour = given.get("neighbour", "none")
         if dom0 == "linux":
-            if arch != "x86_64":
-                raise TargetUsageError("--xen-dom0 linux runs on x86_64 only (arm64's "
-                                       "Linux dom0 was not verified here): use --arch "
-                                       "x86_64")
             if domain == "dom0" or neighbour != "none":
                 raise TargetUsageError("--xen-dom0 linux measures the probe as an xl-created"
                                        " domU: drop --xen-domain dom0 and --neighbour (use "
@@ -125,8 +126,10 @@ class XenTarget(Target):
             if base["accel"] == "kvm":
                 raise TargetUsageError("--xen-dom0 linux runs under TCG only here: use "
                                        "--accel tcg or auto")
-            if not (dom0_cache_dir() / ".complete").exists():
-                raise TargetUsageError(f"--xen-dom0 linux: {dom0_fetch_hint()}")
+            deb_arch = DEB_ARCH[arch]
+            if not (dom0_cache_dir(deb_arch) / ".complete").exists():
+                raise TargetUsageError(f"--xen-dom0 linux --arch {arch}: "
+                                       f"{dom0_fetch_hint(deb_arch)}")
         elif arch == "x86_64":
             # docs/xen.md: the x86 probe is a PVH dom0 (no dom0 Linux, so no xl for domUs),
             # and Xen needs VT-x/AMD-V inside its VM, which only TCG gives here.
@@ -202,7 +205,8 @@ class XenTarget(Target):
         A knob Xen cannot honour here is marked not applicable, with the reason."""
         opts: XenProbeOptions = cfg.options
         plan = Dom0Plan(probe_cmdline=opts.guest_config(cfg).cmdline(),
-                        domu_memory_mib=DOMU_MEM_MIB, pcpus=opts.xen_pcpus)
+                        domu_memory_mib=DOMU_MEM_MIB, pcpus=opts.xen_pcpus,
+                        arch=DOM0_ARCH[opts.arch])
         built = find_xen(opts.xen_sched, DEB_ARCH[opts.arch])
         scheds = (built.schedulers() if opts.xen_binary is None and built else None)
         for hook in cfg.hooks:

@@ -112,7 +112,8 @@ def test_target_refuses_what_it_cannot_do(tmp_path: Path) -> None:
     for args, words in (
             (["--target", "guest", "--load", "dom0-cpu"], "xen-dom0 linux"),
             (["--target", "xen", "--load", "domain-create:size=1G"], "this --target xen run has no such thing"),
-            (["--target", "xen", "--xen-dom0", "linux", "--arch", "arm64"], "x86_64 only"),
+            (["--target", "xen", "--xen-dom0", "linux", "--arch", "arm64", "--accel", "kvm"],
+             "TCG only"),
             (["--target", "xen", "--xen-pcpus", "2"], "needs --xen-dom0 linux"),
             (["--target", "xen", "--xen-dom0", "linux", "--load", "domain-create"],
              "needs size=")):
