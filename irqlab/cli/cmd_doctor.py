@@ -117,11 +117,15 @@ def _fast_path() -> Check:
 def _images() -> Check:
     from irqlab.runner.linux_guest import find_kernel
     from irqlab.runner.xen import find_xen
+    from irqlab.runner.xen_dom0 import dom0_cache_dir
     kernel = find_kernel()
     xen = [a for a in ("arm64", "amd64") if find_xen("credit2", a) is not None]
+    # --xen-dom0 linux: the toolstack, busybox and modules (arm64: its kernel too)
+    dom0 = [a for a in ("arm64", "amd64") if (dom0_cache_dir(a) / ".complete").exists()]
     parts = [f"Linux guest kernel {'cached' if kernel else 'missing'}",
-             f"Xen: {', '.join(xen) or 'none cached'}"]
-    ok = kernel is not None and len(xen) == 2
+             f"Xen: {', '.join(xen) or 'none cached'}",
+             f"Xen Linux dom0: {', '.join(dom0) or 'none cached'}"]
+    ok = kernel is not None and len(xen) == 2 and len(dom0) == 2
     return Check("images", ok, "; ".join(parts),
                  None if ok else f"{SETUP} (downloads and unpacks them, installs nothing)")
 
