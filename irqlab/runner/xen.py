@@ -27,6 +27,8 @@ with irqlab's initramfs (irqlab.runner.xen_dom0), which ``xl create``s the probe
 PVH domU and forwards its ring to the host through an ivshmem-plain device backed by a
 host memfd (:attr:`XenGuest.mem_path`). dom0's status lines (``irqlab-dom0: ...``) are
 collected from the console as they pass (:meth:`XenGuest.dom0_metadata`).
+arm64 with a Linux dom0: the same on ``virt`` with Debian's arm64 kernel and dom0 as
+``guest-loader`` boot modules (irqlab.runner.xen_dom0_arm64), ivshmem on virt's PCIe.
 
 A ProcessTarget (irqlab.runner.process) like QemuGuest, with its ``config``, so
 irqlab.measure runs it like any target.
