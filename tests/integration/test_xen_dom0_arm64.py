@@ -64,7 +64,8 @@ def test_arm64_domu_delivers_every_sample(run) -> None:
 def test_arm64_pin_and_credit2_weight_read_back_from_xl(run) -> None:
     _summary, meta, _stored = run
     # xl vcpu-list: Name ID VCPU CPU State Time Affinity(hard / soft): on pCPU 1, hard 1
-    name, domid, vcpu, cpu, _state, _time, hard, *_ = meta["xen"]["dom0"]["vcpu_list"].split()
+    vcpu_list = meta["xen"]["dom0"]["vcpu_list"].split()
+    name, domid, vcpu, cpu, _state, _time, hard, *_ = vcpu_list
     assert (name, domid, vcpu, cpu, hard) == ("irqlab-probe", "1", "0", "1", "1")
     weight = meta["hooks"]["knob:credit2_weight"]
     assert weight["status"] == "applied" and "irqlab-probe 1 512 " in weight["xl_reports"]

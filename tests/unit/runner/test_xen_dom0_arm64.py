@@ -32,7 +32,8 @@ def test_ring_is_at_xen_guest_ram_base_plus_the_probes_offset() -> None:
 def test_arm64_takes_nothing_from_the_hosts_x86_libraries() -> None:
     arch = a64.ARM64_DOM0
     assert arch.host_lib_dirs == () and arch.interp_in_cache
-    assert arch.interp == "/lib/ld-linux-aarch64.so.1" and arch.cc == "aarch64-linux-gnu-gcc"
+    assert arch.interp == "/lib/ld-linux-aarch64.so.1"
+    assert arch.cc == "aarch64-linux-gnu-gcc"
 
 
 def test_xen_cmdline_arm64_linux_dom0() -> None:
