@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-APT_PACKAGES=(qemu-system-x86 qemu-system-data gcc make python3 python3-venv python3-pip chromium rt-tests libc6-dev cpio gcc-aarch64-linux-gnu qemu-system-arm stress-ng fio trace-cmd device-tree-compiler postgresql sockperf iputils-ping)
+APT_PACKAGES=(qemu-system-x86 qemu-system-data gcc make python3 python3-venv python3-pip chromium rt-tests libc6-dev cpio gcc-aarch64-linux-gnu qemu-system-arm stress-ng fio trace-cmd device-tree-compiler postgresql sockperf iputils-ping flex bison dpkg-dev)
 run_after=1
 run_args=()
 while (($#)); do
@@ -81,8 +81,9 @@ scripts/fetch-linux-net.sh || log "virtio-net modules not fetched: --target net 
 
 # Xen (--target xen): Debian's xen-hypervisor-4.17-{arm64,amd64}, pinned, downloaded and
 # unpacked into ${XDG_CACHE_HOME:-~/.cache}/irqlab/xen (never installed on the host).
-# arm64 packages need the foreign architecture known to apt. RTDS/null: the optional
-# scripts/build-xen-rtds.sh (not run here; needs flex and bison).
+# arm64 packages need the foreign architecture known to apt. Debian builds Xen without
+# RTDS and null: scripts/build-xen-rtds.sh rebuilds the hypervisor alone from Debian's
+# source package with them (~1 min per architecture, once; cached).
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
 	log "adding dpkg architecture arm64 (for Debian's arm64 Xen hypervisor package)"
 	SUDO=""
@@ -90,6 +91,7 @@ if ! dpkg --print-foreign-architectures | grep -qx arm64; then
 	$SUDO dpkg --add-architecture arm64 && $SUDO apt-get update -qq || true
 fi
 scripts/fetch-xen.sh || log "Xen hypervisor not fetched: --target xen unavailable"
+scripts/build-xen-rtds.sh arm64 amd64 || log "Xen with RTDS/null not built: --xen-sched rtds|null and --knob cpupool=null unavailable"
 # --xen-dom0 linux: Debian's xen-utils-4.17 (+ libraries), busybox-static and the cached
 # kernel's Xen modules, unpacked into the cache (never installed on the host).
 scripts/fetch-xen-dom0.sh || log "dom0 toolstack not fetched: --xen-dom0 linux unavailable"
