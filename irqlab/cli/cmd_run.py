@@ -85,7 +85,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     output.add_argument("--name", default=None, help="run name (later commands accept it)")
     output.add_argument("--trace", action="store_true",
                         help="capture host kernel events (private tracefs instance) for "
-                             "`irqlab explain`")
+                             "`irqlab explain`; with --target xen --xen-dom0 linux, "
+                             "xentrace in dom0 instead")
     add_db_json(output)
 
 
@@ -165,9 +166,10 @@ def _check_common(args: argparse.Namespace, targets: list[str]) -> int | None:
     return duration_ns
 
 
-def build_hooks(args: argparse.Namespace, db: Path) -> list[Any]:
+def build_hooks(args: argparse.Namespace, db: Path, target: Any, options: Any) -> list[Any]:
     """The run hooks of one run, new objects each call: knobs, loads, then the trace
-    capture (what `irqlab run`, its suites and `irqlab matrix` all use)."""
+    capture the target provides (Target.trace_capture; what `irqlab run`, its suites and
+    `irqlab matrix` all use)."""
     try:
         hooks = hooks_from_args(args)
     except ValueError as exc:
@@ -176,8 +178,7 @@ def build_hooks(args: argparse.Namespace, db: Path) -> list[Any]:
         if is_url(db):
             raise UsageError("--trace keeps its capture beside a database file: use --db "
                              "FILE, then `irqlab push` the run to the lab store")
-        from irqlab.trace.capture import TraceHook
-        hooks.append(TraceHook(db, args.period))
+        hooks.append(target.trace_capture(options, db, args.period))
     return hooks
 
 
@@ -202,7 +203,7 @@ def run_configs(args: argparse.Namespace, db: Path | None = None) -> list:
         except TargetUsageError as exc:
             raise UsageError(str(exc) if suite is None else f"--target {name}: {exc}") \
                 from None
-        hooks = build_hooks(args, db)
+        hooks = build_hooks(args, db, get_target(name), options)
         for hook in hooks:
             # A hook that runs only somewhere (e.g. inside a Xen dom0) refuses the others.
             if hook.requires is not None and hook.requires not in options.capabilities():

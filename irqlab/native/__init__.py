@@ -1,6 +1,7 @@
 """irqlab's host-side C fast paths (rbdecode.c: ring-buffer pages; gaps.c: explain's
 switch-chain repair; stats.c: per-window reductions and histogram tally; lines.c: the
-sample lines of raw-sample logs), loaded with ctypes from ``build/libirqlab.so``.
+sample lines of raw-sample logs; xentrace.c: xentrace record headers), loaded with
+ctypes from ``build/libirqlab.so``.
 
 Why C: these are sequential walks (record headers, per-CPU switch pointers) that numpy can
 only do with many whole-array passes and temporaries; on a VM the first writes to fresh
@@ -34,6 +35,7 @@ _SIGNATURES: dict[str, list] = {
     "irq_last_event_before": [_P, _P, _I64, _P, _I64, _I64, _P, _P, _I64, _P, _P],
     "irq_stats_reduce": [_P, _P, _I64, _P, _P, _I64, _P],
     "irq_parse_prefixed_ints": [_P, _I64, _P, _I64, _P, _I64, _P],
+    "irq_xen_index": [_P, _I64, _P, _P, _P, _P, _P, _P, _I64, _P],
 }
 
 _lib: ctypes.CDLL | None = None

@@ -51,8 +51,9 @@ from irqlab.runner.machines import DEBUG_EXIT_PORT
 from irqlab.runner.process import ProcessTarget
 from irqlab.runner.qemu import GuestConfig, base_argv, memfd_backend, probe_cmdline
 from irqlab.runner import xen_dom0_arm64 as arm64_dom0
-from irqlab.runner.xen_dom0 import (REPORT_MARK, Dom0Plan, build_dom0_initramfs,
-                                    dom0_kernel, reports_metadata)
+from irqlab.runner.xen_dom0 import (REPORT_MARK, TRACE_SHM_BYTES, Dom0Plan,
+                                    Dom0TraceChannel, build_dom0_initramfs, dom0_kernel,
+                                    reports_metadata)
 
 XEN_SCHEDS = ("credit", "credit2", "rtds", "null")
 XEN_DOMAINS = ("dom0", "domU")
@@ -319,7 +320,7 @@ class _DomainStream:
 
 
 @dataclass
-class XenGuest(ProcessTarget):
+class XenGuest(ProcessTarget, Dom0TraceChannel):
     """QEMU running Xen with the probe (dom0 or a dom0less domU) and a neighbour."""
 
     config: GuestConfig
@@ -333,6 +334,7 @@ class XenGuest(ProcessTarget):
     dom0: Dom0Plan | None = None        # a Linux dom0 (--xen-dom0 linux)
     pcpus: int = 1
     _stream: _DomainStream | None = None
+    _trace_fd: int = -1                 # the xentrace channel's memfd (dom0 plan.trace)
 
     @property
     def x86(self) -> bool:
@@ -444,6 +446,11 @@ class XenGuest(ProcessTarget):
                          smp=self.pcpus)
         shm = (memfd_backend("irqlab-shm", str(SHM_BYTES), self.mem_fd)
                + ["-device", "ivshmem-plain,memdev=irqlab-shm"])
+        if self._trace_fd >= 0:
+            # --trace: a second ivshmem-plain device, xentrace's channel to the host
+            # (trcfwd in dom0 writes it; irqlab.xen.capture reads the memfd).
+            shm += (memfd_backend("irqlab-xtr", str(TRACE_SHM_BYTES), self._trace_fd)
+                    + ["-device", "ivshmem-plain,memdev=irqlab-xtr"])
         if not self.x86:
             # arm64: Xen is the Image QEMU boots; dom0's kernel and initramfs are boot
             # modules described under /chosen (irqlab.runner.xen_dom0_arm64).
@@ -467,9 +474,31 @@ class XenGuest(ProcessTarget):
                                     f"{self.config.machine.install_hint}")
         if self.dom0 is not None:
             self._create_memfd("irqlab-xen-ring", SHM_BYTES)
-        self._spawn(self.build(self._workdir("irqlab-xen-")))
+            if self.dom0.trace is not None:
+                self._trace_fd = os.memfd_create("irqlab-xentrace", 0)
+                os.ftruncate(self._trace_fd, TRACE_SHM_BYTES)
+        self._spawn(self.build(self._workdir("irqlab-xen-")),
+                    (self._trace_fd,) if self._trace_fd >= 0 else ())
         self._stream = _DomainStream(self._child.stdout.read_from, self.measured_domid,
                                      self.neighbour_domid)
+
+    @property
+    def trace_mem_path(self) -> str:
+        if self._trace_fd < 0:
+            raise OSError("this Xen run has no xentrace channel (a Linux dom0 with "
+                          "--trace has one)")
+        return f"/proc/self/fd/{self._trace_fd}"
+
+    def trace_clock_hz(self) -> int | None:
+        khz = ((self.dom0_metadata() or {}).get("xentrace_started") or {}).get("cpu_khz")
+        return int(khz) * 1000 if khz and khz.isdigit() else None
+
+    def stop(self, timeout_s: float = 5.0) -> int | None:
+        code = super().stop(timeout_s)
+        if self._trace_fd >= 0:
+            os.close(self._trace_fd)
+            self._trace_fd = -1
+        return code
 
     # -- the ProcessTarget interface, where Xen differs ----------------------------------
 

@@ -47,6 +47,10 @@ XEN_TOOLS = ("xl", "xenstored", "xenconsoled", "xen-init-dom0")
 # Modules, in load order: Debian builds the dom0 drivers the toolstack needs as modules.
 XEN_MODULES = ("xen-evtchn", "xen-gntdev", "xen-gntalloc", "xen-privcmd", "xenfs")
 RINGFWD_SRC = Path(__file__).resolve().parents[2] / "probes" / "xen-dom0" / "ringfwd.c"
+TRCFWD_SRC = RINGFWD_SRC.with_name("trcfwd.c")
+# The xentrace channel's BAR (a second ivshmem-plain device, --trace): a power of two as
+# ivshmem wants, and the size dom0's init tells it from the ring's (SHM_BYTES, 4 MiB).
+TRACE_SHM_BYTES = 16 << 20
 REPORT_MARK = "irqlab-dom0:"
 DOMU_NAME = "irqlab-probe"
 RING_GPA = 0x400000                    # the x86 probe's ring (probes/guest/x86_64/main.c)
@@ -162,27 +166,34 @@ def resolve_libs(binaries: list[Path], search: list[Path]) -> dict[str, Path]:
     return found
 
 
-def build_ringfwd(cache: Path, arch: Dom0Arch = X86_64_DOM0) -> Path:
-    """probes/xen-dom0/ringfwd.c compiled against the cached libxenforeignmemory (kept in
-    the cache, rebuilt when the source changes; cross-compiled for arm64)."""
-    src = RINGFWD_SRC.read_bytes()
+def build_dom0_tool(cache: Path, arch: Dom0Arch, src_path: Path,
+                    libs: tuple[str, ...] = ()) -> Path:
+    """A dom0 helper from probes/xen-dom0/ compiled (against the cached Xen libraries
+    ``libs``), kept in the cache and rebuilt when the source changes; cross-compiled for
+    arm64."""
+    src = src_path.read_bytes()
     digest = hashlib.sha256(src).hexdigest()[:16]
-    out = cache / f"ringfwd-{digest}"
+    out = cache / f"{src_path.stem}-{digest}"
     if out.exists():
         return out
     gcc = shutil.which(arch.cc)
     if gcc is None:
-        raise FileNotFoundError(f"{arch.cc} not found (needed once to build ringfwd): "
-                                f"run ./setup.sh --install-only")
+        raise FileNotFoundError(f"{arch.cc} not found (needed once to build "
+                                f"{src_path.stem}): run ./setup.sh --install-only")
     tmp = out.with_suffix(".tmp")
-    proc = subprocess.run([gcc, "-O2", "-Wall", "-o", str(tmp), str(RINGFWD_SRC),
-                           f"-L{cache / 'root' / arch.lib_dirs[0]}",
-                           "-l:libxenforeignmemory.so.1", "-Wl,--allow-shlib-undefined"],
+    link = ([f"-L{cache / 'root' / arch.lib_dirs[0]}"] + [f"-l:{lib}" for lib in libs]
+            + ["-Wl,--allow-shlib-undefined"]) if libs else []
+    proc = subprocess.run([gcc, "-O2", "-Wall", "-o", str(tmp), str(src_path)] + link,
                           capture_output=True, text=True)
     if proc.returncode != 0:
-        raise OSError(f"building ringfwd failed: {proc.stderr.strip()[-500:]}")
+        raise OSError(f"building {src_path.stem} failed: {proc.stderr.strip()[-500:]}")
     tmp.rename(out)
     return out
+
+
+def build_ringfwd(cache: Path, arch: Dom0Arch = X86_64_DOM0) -> Path:
+    """probes/xen-dom0/ringfwd.c against the cached libxenforeignmemory."""
+    return build_dom0_tool(cache, arch, RINGFWD_SRC, ("libxenforeignmemory.so.1",))
 
 
 class InDom0Load(ABC):
@@ -204,6 +215,38 @@ class InDom0Setting(ABC):
     @abstractmethod
     def not_applicable(self, reason: str) -> None:
         """Record why this Xen cannot honour it."""
+
+
+@dataclass(frozen=True)
+class Dom0Trace:
+    """xentrace in dom0 for the whole run (``--trace``, irqlab.xen.capture): its event
+    mask, per-CPU buffer (pages; Xen cannot resize it later) and poll interval."""
+
+    evt_mask: int
+    buffer_pages: int
+    poll_ms: int
+
+
+class InDom0Trace(ABC):
+    """A run hook that records xentrace in dom0 (irqlab.xen.capture.XentraceHook): the Xen
+    target finds it among the run's hooks and has dom0's init start xentrace."""
+
+    @abstractmethod
+    def dom0_trace(self) -> Dom0Trace:
+        """What dom0 runs xentrace with."""
+
+
+class Dom0TraceChannel(ABC):
+    """The process side of that capture: where the host reads what dom0 forwards."""
+
+    @property
+    @abstractmethod
+    def trace_mem_path(self) -> str:
+        """A path the host opens to map the xentrace channel (the second ivshmem BAR)."""
+
+    @abstractmethod
+    def trace_clock_hz(self) -> int | None:
+        """The records' cycle rate as dom0 reported it (None if it did not)."""
 
 
 @dataclass
@@ -232,6 +275,7 @@ class Dom0Plan:
     # "sched-credit2 -d …"); dom0 says `KEY ok <read-back>` or `KEY failed <why>`.
     xl_settings: list[tuple[str, str, str]] = field(default_factory=list)
     loads: list[Dom0Load] = field(default_factory=list)
+    trace: Dom0Trace | None = None      # xentrace recorded with the run (--trace)
 
 
 def xl_config(plan: Dom0Plan, name: str = DOMU_NAME, memory_mib: int | None = None,
@@ -314,12 +358,30 @@ def init_script(plan: Dom0Plan) -> str:
         "say ready uptime_cs=$(uptime_cs)",
         "say xl_info $(xl info | grep -E '^(xen_version|xen_scheduler|nr_cpus|free_memory)'"
         " | tr -s ' ' | tr '\\n' ';')",
-        # the ivshmem-plain device (1af4:1110): QEMU's view of the host memfd
-        "shm=''; for d in /sys/bus/pci/devices/*; do",
+        # the ivshmem-plain devices (1af4:1110): QEMU's view of the host memfds, the
+        # probe's ring and (with --trace) the xentrace channel, told apart by size
+        "shm=''; tshm=''; for d in /sys/bus/pci/devices/*; do",
         "  if [ \"$(cat $d/vendor)\" = 0x1af4 ] && [ \"$(cat $d/device)\" = 0x1110 ]; then",
-        "    echo 1 > $d/enable; shm=$d/resource2; fi; done",
+        f"    echo 1 > $d/enable; if [ $(stat -c %s $d/resource2) = {TRACE_SHM_BYTES} ]; "
+        "then tshm=$d/resource2; else shm=$d/resource2; fi; fi; done",
         "[ -n \"$shm\" ] || fail no ivshmem-plain device",
     ]
+    if plan.trace is not None:
+        # xentrace from before the domU exists to the end, its stdout through a fifo into
+        # trcfwd, which copies it into the channel (never Xen's console).
+        t = plan.trace
+        s += ["[ -n \"$tshm\" ] || fail no ivshmem-plain device for xentrace",
+              "mkfifo /irqlab/xentrace.fifo",
+              "trcfwd $tshm < /irqlab/xentrace.fifo 2> /irqlab/trcfwd.log & "
+              "echo $! > /irqlab/trcfwd.pid",
+              # (xentrace wants its output file named: it opens the fifo)
+              f"xentrace -D -e {t.evt_mask:#x} -S {t.buffer_pages} -s {t.poll_ms} "
+              "/irqlab/xentrace.fifo > /irqlab/xentrace.log 2>&1 & echo $! > "
+              "/irqlab/xentrace.pid",
+              # the records' clock: xl's cpu_mhz is Xen's cpu_khz (x86: the TSC; Arm:
+              # the generic timer), printed %d.%03d
+              "say xentrace started uptime_cs=$(uptime_cs) cpu_khz=$(xl info | "
+              "sed -n 's/^cpu_mhz *: *//p' | tr -d .)"]
     if pool:
         # A pool with the last pCPU only, under the requested scheduler.
         s += [f"last=$(( $(xl info | sed -n 's/^nr_cpus *: //p') - 1 ))",
@@ -370,6 +432,15 @@ def init_script(plan: Dom0Plan) -> str:
         f"ringfwd $domid {plan.arch.ring_gpa:#x} $shm {RINGFWD_POLL_US} 2> /irqlab/ringfwd.log || "
         "fail ringfwd: $(tail -n 2 /irqlab/ringfwd.log | tr '\\n' ' ')",
         "say ringfwd $(tail -n 1 /irqlab/ringfwd.log)",
+    ]
+    if plan.trace is not None:
+        # SIGINT: xentrace copies what Xen still holds, then exits; trcfwd sees EOF.
+        # (The host may stop QEMU first, once it has the probe's last record: the
+        # capture then ends at the channel's last bytes.)
+        s += ["kill -INT $(cat /irqlab/xentrace.pid); wait $(cat /irqlab/trcfwd.pid)",
+              "say xentrace $(tail -n 1 /irqlab/trcfwd.log) "
+              "$(tail -n 1 /irqlab/xentrace.log | tr -s ' ')"]
+    s += [
         "report_loads",
         "say end uptime_cs=$(uptime_cs)",
         # The host stops QEMU once it has the last record; idle until then.
@@ -404,7 +475,12 @@ def build_dom0_initramfs(dest: Path, plan: Dom0Plan, probe: Path,
     if not (cache / ".complete").exists():
         raise FileNotFoundError(f"no dom0 toolstack cached: {fetch_hint(arch.deb_arch)}")
     ringfwd = build_ringfwd(cache, arch)
-    tools = [root / XEN_BIN_DIR / t for t in XEN_TOOLS] + [ringfwd]
+    helpers = {"ringfwd": ringfwd}
+    names = XEN_TOOLS
+    if plan.trace is not None:
+        helpers["trcfwd"] = build_dom0_tool(cache, arch, TRCFWD_SRC)
+        names += ("xentrace",)
+    tools = [root / XEN_BIN_DIR / t for t in names] + list(helpers.values())
     search = [root / d for d in arch.lib_dirs] + [Path(d) for d in arch.host_lib_dirs]
     libs = resolve_libs(tools, search)
     # glibc dlopen()s libgcc_s for pthread_cancel, which xl uses: not a DT_NEEDED.
@@ -424,8 +500,9 @@ def build_dom0_initramfs(dest: Path, plan: Dom0Plan, probe: Path,
     add("init", init_script(plan).encode())
     add("etc/xen/xl.conf", b"# irqlab: xl's defaults\n", 0o644)
     add("bin/busybox", (root / "bin/busybox").read_bytes())
+    helper_names = {path: name for name, path in helpers.items()}
     for t in tools:
-        add(f"{XEN_BIN_DIR}/{t.name if t != ringfwd else 'ringfwd'}", t.read_bytes())
+        add(f"{XEN_BIN_DIR}/{helper_names.get(t, t.name)}", t.read_bytes())
     for soname, path in libs.items():
         add(f"{arch.image_lib_dir}/{soname}", path.read_bytes())
     interp = (root / arch.interp.lstrip("/")) if arch.interp_in_cache else Path(arch.interp)
@@ -487,4 +564,8 @@ def reports_metadata(text: str) -> dict[str, Any]:
             out["loads"] = kv(rest)
         elif key == "ringfwd":
             out["ringfwd"] = rest
+        elif key == "xentrace" and rest.startswith("started"):
+            out["xentrace_started"] = kv(rest)
+        elif key == "xentrace":
+            out["xentrace"] = rest
     return out

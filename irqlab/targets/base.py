@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from irqlab.runner.accel import AccelPlan
@@ -105,6 +106,13 @@ class Target(ABC):
         """Facts about the process recorded in the run's metadata (also after a failed
         boot): e.g. the hypervisor's version and command line."""
         return {}
+
+    def trace_capture(self, options: TargetOptions, db_path: Path, period_ns: int) -> Any:
+        """The run hook ``--trace`` adds: what records the events `irqlab explain` needs
+        and keeps them beside the database. Default: host kernel events around the
+        target's process (irqlab.trace.capture.TraceHook)."""
+        from irqlab.trace.capture import TraceHook
+        return TraceHook(db_path, period_ns)
 
     def boot_failure_detail(self, process: ProcessTarget) -> str:
         """What the console said, for a probe that did not start in time."""

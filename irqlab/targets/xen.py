@@ -24,7 +24,8 @@ from irqlab.runner.xen import (DEB_ARCH, NEIGHBOURS, XEN_DOMAINS, XEN_SCHEDS, Xe
                                parse_opts)
 from irqlab.knobs.vcpu import PinKnob
 from irqlab.runner.xen_dom0 import (DOMU_NAME, X86_64_DOM0, XL_SCHED_SETTINGS, Dom0Load,
-                                    Dom0Plan, InDom0Load, InDom0Setting, dom0_cache_dir)
+                                    Dom0Plan, InDom0Load, InDom0Setting, InDom0Trace,
+                                    dom0_cache_dir)
 from irqlab.runner.xen_dom0_arm64 import ARM64_DOM0
 from irqlab.runner.xen_dom0 import fetch_hint as dom0_fetch_hint
 from irqlab.samples.console import ConsoleReader
@@ -242,11 +243,22 @@ class XenTarget(Target):
                                             "Pool-0: use --xen-pcpus 2 or more")
                     else:
                         plan.cpupool_sched = value
+            elif isinstance(hook, InDom0Trace):
+                plan.trace = hook.dom0_trace()
             elif isinstance(hook, PinKnob):
                 # --pin: the measured domU's vCPU onto these pCPUs (xl cpus=), besides the
                 # knob's own pinning of QEMU's vCPU threads on the host.
                 plan.pin = hook.value
         return plan
+
+    def trace_capture(self, options: Any, db_path: Path, period_ns: int) -> Any:
+        """With a Linux dom0, xentrace in dom0 (irqlab.xen.capture): what delays a domU
+        is Xen's scheduling and hypercalls, not the host's kernel. Without one, the host
+        capture around QEMU (the default)."""
+        if options.dom0_linux:
+            from irqlab.xen.capture import XentraceHook
+            return XentraceHook(db_path)
+        return super().trace_capture(options, db_path, period_ns)
 
     def open_source(self, cfg: Any, process: ProcessTarget) -> SampleSource:
         if cfg.options.dom0_linux:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 MAGIC = b"IRQLTRC1\n"
+XENTRACE_MAGIC = b"IRQLXTR1\n"
 _CHUNK = struct.Struct("<II")
 
 
@@ -27,15 +28,22 @@ def trace_file_for(db_path: Path, run_id: int) -> Path:
     return trace_dir_for(db_path) / f"run-{run_id}.irqtrace.gz"
 
 
-def write_archive(path: Path, header: dict[str, Any], spool: BinaryIO) -> int:
-    """Write header + the spooled chunks (already in chunk layout); returns bytes written."""
+def xentrace_file_for(db_path: Path, run_id: int) -> Path:
+    """A Xen run's xentrace capture (irqlab.xen.capture), in the same directory."""
+    return trace_dir_for(db_path) / f"run-{run_id}.xentrace.gz"
+
+
+def write_archive(path: Path, header: dict[str, Any], spool: BinaryIO,
+                  magic: bytes = MAGIC) -> int:
+    """Write header + the spooled body (host captures: chunk layout; xentrace captures:
+    xentrace's bytes, ``magic`` XENTRACE_MAGIC); returns bytes written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".part")
     raw = json.dumps(header).encode()
     # Level 1: ring pages compress ~5-10x at >100 MB/s; higher levels cost much more
     # time for little gain, and this runs when the run stops.
     with gzip.open(tmp, "wb", compresslevel=1) as out:
-        out.write(MAGIC + struct.pack("<I", len(raw)) + raw)
+        out.write(magic + struct.pack("<I", len(raw)) + raw)
         spool.seek(0)
         while block := spool.read(1 << 20):
             out.write(block)

@@ -1,0 +1,97 @@
+"""A xentrace file as numpy columns, one row per record (the layout of irqlab.xen.records).
+
+The walk over record headers is sequential (each header gives the next record's offset),
+so it is done in C when irqlab/native is built (irq_xen_index, xentrace.c) and by
+:func:`irqlab.xen.records.iter_records` otherwise, which stays the reference (the unit
+tests compare both). Everything after the walk is whole-array numpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from irqlab import native
+from irqlab.xen.records import TRC_TRACE_CPU_CHANGE, iter_records
+
+HAS_TSC, INHERITED, WINDOW = 1, 2, 4      # flags bits (xentrace.c)
+
+
+@dataclass
+class RecordIndex:
+    """Columns of every record: byte offset, CPU, event id, extra words, flags, cycles."""
+
+    data: bytes
+    off: np.ndarray         # int64
+    cpu: np.ndarray         # int32
+    event: np.ndarray       # uint32
+    nextra: np.ndarray      # uint8
+    flags: np.ndarray       # uint8
+    tsc: np.ndarray         # uint64 (0 where no cycle count is known)
+    end: int                # where decoding stopped (len(data) unless truncated)
+
+    def __len__(self) -> int:
+        return len(self.off)
+
+    @property
+    def timed(self) -> np.ndarray:
+        """Records with a cycle count, own or inherited (not window headers)."""
+        return (self.flags & (HAS_TSC | INHERITED)) != 0
+
+    def extra(self, rows: np.ndarray, k: int) -> np.ndarray:
+        """Extra word ``k`` of the records ``rows`` (they must have more than k)."""
+        words = np.frombuffer(self.data, dtype="<u4", count=len(self.data) // 4)
+        at = (self.off[rows] + 4 + 8 * (self.flags[rows] & HAS_TSC)) // 4 + k
+        return words[at].astype(np.uint32)
+
+
+def index_records(data: bytes) -> RecordIndex:
+    """Index ``data`` (a whole xentrace file)."""
+    lib = native.lib()
+    if lib is not None:
+        return _index_native(lib, data)
+    return index_records_python(data)
+
+
+def _index_native(lib, data: bytes) -> RecordIndex:
+    cap = len(data) // 4 + 1          # a record is at least one word
+    off = np.empty(cap, np.int64)
+    cpu = np.empty(cap, np.int32)
+    event = np.empty(cap, np.uint32)
+    nextra = np.empty(cap, np.uint8)
+    flags = np.empty(cap, np.uint8)
+    tsc = np.empty(cap, np.uint64)
+    end = np.zeros(1, np.int64)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    n = lib.irq_xen_index(native.ptr(buf), len(data), native.ptr(off), native.ptr(cpu),
+                          native.ptr(event), native.ptr(nextra), native.ptr(flags),
+                          native.ptr(tsc), cap, native.ptr(end))
+    if n < 0:
+        raise ValueError(f"xentrace index failed ({n}): a CPU number beyond 4095?")
+    return RecordIndex(data, off[:n].copy(), cpu[:n].copy(), event[:n].copy(),
+                       nextra[:n].copy(), flags[:n].copy(), tsc[:n].copy(), int(end[0]))
+
+
+def index_records_python(data: bytes) -> RecordIndex:
+    """The reference: the same columns from iter_records."""
+    rows = []
+    end, window_end = 0, -1
+    for r in iter_records(data):
+        has = r.tsc is not None and not r.tsc_inherited
+        # iter_records' own rule for a window header (a look-alike inside a window is
+        # data of that window)
+        window = (r.event == TRC_TRACE_CPU_CHANGE and not has and len(r.extra) == 2
+                  and r.offset >= window_end)
+        if window:
+            window_end = r.offset + 12 + r.extra[1]
+        fl = WINDOW if window else (HAS_TSC if has else (INHERITED if r.tsc_inherited
+                                                          else 0))
+        rows.append((r.offset, r.cpu, r.event, len(r.extra), fl,
+                     0 if (window or r.tsc is None) else r.tsc))
+        size = 4 + 8 * has + 4 * len(r.extra)
+        end = r.offset + size
+    cols = list(zip(*rows)) if rows else [(), (), (), (), (), ()]
+    return RecordIndex(data, np.array(cols[0], np.int64), np.array(cols[1], np.int32),
+                       np.array(cols[2], np.uint32), np.array(cols[3], np.uint8),
+                       np.array(cols[4], np.uint8), np.array(cols[5], np.uint64), end)
