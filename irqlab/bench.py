@@ -143,6 +143,11 @@ def _bench_net(opts: dict[str, Any]) -> list[dict[str, Any]]:
     return bench_net(**opts.get("net", {}))
 
 
+def _bench_xentrace(opts: dict[str, Any]) -> list[dict[str, Any]]:
+    from irqlab.xen.bench import bench_xentrace
+    return bench_xentrace(**opts.get("xentrace", {}))
+
+
 def _bench_compare(opts: dict[str, Any]) -> list[dict[str, Any]]:
     from irqlab.reports.bench import bench_compare
     return bench_compare(**opts.get("compare", {}))
@@ -162,6 +167,7 @@ BENCHES: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
     "compare": _bench_compare,
     "lab-read": _bench_lab_read,
     "net": _bench_net,
+    "xentrace": _bench_xentrace,
 }
 DEFAULT_BENCHES = ("ingest", "stats", "rate")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from irqlab.cli.common import EXIT_OK, count, duration, renderer
 
@@ -40,6 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--compare-samples", type=count, default=10_000_000, metavar="N",
                    help="compare: samples of each of the two runs (default 10 M; the "
                         "in-memory baseline runs only up to 30 M)")
+    b.add_argument("--xentrace-minutes", type=float, default=10.0, metavar="MIN",
+                   help="xentrace: trace time of the input, a real TCG capture laid end to "
+                        "end (default 10)")
+    b.add_argument("--xentrace-file", type=Path, default=None, metavar="FILE",
+                   help="xentrace: the capture to lay end to end (default the fixture "
+                        "recorded under TCG, tests/fixtures/xen)")
     b.add_argument("--json", action="store_true", help="print JSON lines")
 
 
@@ -54,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
             "lab": {"samples": max(1, args.lab_samples)},
             "import": {"lines": max(1, args.import_lines)},
             "compare": {"samples": max(1, args.compare_samples)},
+            "xentrace": {"minutes": args.xentrace_minutes, "rounds": max(1, args.rounds // 2),
+                         "source": args.xentrace_file},
             "net": {"rounds": max(1, args.rounds), "duration_s": args.round_duration / 1e9}}
     figures = run_benchmarks(args.what or list(DEFAULT_BENCHES), opts)
     renderer(args).bench(figures)

@@ -13,6 +13,7 @@ from irqlab.cli import cmd_check, cmd_compare, cmd_report
 from irqlab.cli import cmd_explain
 from irqlab.cli import cmd_import
 from irqlab.cli import cmd_model
+from irqlab.cli import cmd_xentrace
 from irqlab.cli import cmd_doctor, cmd_export, cmd_push
 from irqlab.cli import cmd_completion
 from irqlab.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_USAGE, Parser, UsageError
@@ -33,6 +34,7 @@ COMMANDS: list[tuple[str, Callable, Callable[[argparse.Namespace], int]]] = [
     ("explain", cmd_explain.register, cmd_explain.run),
     ("import", cmd_import.register, cmd_import.run),
     ("model", cmd_model.register, cmd_model.run),
+    ("xentrace", cmd_xentrace.register, cmd_xentrace.run),
     ("push", cmd_push.register, cmd_push.run),
     ("export", cmd_export.register, cmd_export.run),
     ("doctor", cmd_doctor.register, cmd_doctor.run),

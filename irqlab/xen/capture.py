@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import lzma
 import mmap
 import os
 import struct
@@ -217,11 +218,12 @@ def capture_facts(data: bytes) -> dict[str, Any]:
 
 def read_xentrace(path: str | Path) -> tuple[dict[str, Any] | None, bytes]:
     """(header, xentrace bytes) of a run's capture, or (None, bytes) of a plain xentrace
-    file as xentrace writes it (gzipped or not); ValueError when it is neither."""
+    file as xentrace writes it (as is, gzipped or xz-compressed)."""
     path = Path(path)
     with open(path, "rb") as f:
-        head = f.read(2)
-    opener = gzip.open if head == b"\x1f\x8b" else open
+        head = f.read(6)
+    opener = (gzip.open if head[:2] == b"\x1f\x8b" else
+              lzma.open if head == b"\xfd7zXZ\x00" else open)
     with opener(path, "rb") as f:
         magic = f.read(len(XENTRACE_MAGIC))
         if magic == XENTRACE_MAGIC:

@@ -15,8 +15,6 @@ the caller knows (x86: the TSC rate Xen printed; Arm: CNTFRQ, 62.5 MHz on QEMU v
 
 from __future__ import annotations
 
-import subprocess
-import shutil
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,17 +168,14 @@ def load(path: str | Path) -> Timeline:
 
 def xenalyze_summary(path: str | Path, cpu_hz: int | None = None,
                      timeout_s: float = 120.0) -> str | None:
-    """``xenalyze --summary`` of a capture when the tool is installed (Debian's
-    xen-utils), to keep beside our own summary; None when it is not available."""
-    tool = shutil.which("xenalyze") or next(
-        (p for p in Path("/usr/lib").glob("xen-*/bin/xenalyze")), None)
+    """``xenalyze --summary`` of a capture when the tool is found (irqlab.xen.xenalyze),
+    to keep beside our own summary; None when it is not available."""
+    from irqlab.xen.xenalyze import find_xenalyze
+
+    tool = find_xenalyze()
     if tool is None:
         return None
-    argv = [str(tool), "--summary"]
-    if cpu_hz:
-        argv.append(f"--cpu-hz={cpu_hz}")
-    proc = subprocess.run(argv + [str(path)], capture_output=True, text=True,
-                          timeout=timeout_s)
+    proc = tool.summary(Path(path), cpu_hz, timeout_s=timeout_s)
     return proc.stdout if proc.returncode == 0 else proc.stdout + proc.stderr
 
 

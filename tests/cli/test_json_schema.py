@@ -3,7 +3,8 @@ schema in docs/schema/ (docs/formats.md section 4).
 
 The lines are real output: a suite of the guest probe (TCG, icount, 300 samples) and the
 native probe, a one-cell matrix, list, show, compare, check, report, import of the
-fixtures, explain of a stored real capture, bench stats and model. One QEMU boot at a time.
+fixtures, explain of a stored real capture, bench stats, model and xentrace (a capture
+recorded under TCG). One QEMU boot at a time.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ ROOT = Path(__file__).parents[2]
 SCHEMAS = ROOT / "docs" / "schema"
 FIXTURES = ROOT / "tests" / "fixtures" / "import"
 CAPTURE = ROOT / "tests" / "unit" / "explain" / "data" / "idle_exit_unrecorded.irqtrace.gz"
+XENTRACE = ROOT / "tests" / "fixtures" / "xen" / "dom0-cpu.xentrace.xz"   # recorded under TCG
 # Types no test here can produce: push needs a lab store (PostgreSQL; tests/cli/test_push.py).
 NOT_PRODUCED_HERE = {"push"}
 
@@ -89,6 +91,7 @@ def outputs(tmp_path_factory, probe_built) -> dict[str, list[dict[str, Any]]]:
     if "doctor" in _commands():       # the machine check (a newer command)
         out["doctor"] = _no_db(["doctor", "--json"], ok=(0, 1))
     out["model"] = _no_db(["model", "rtds", "--period", "10ms", "--budget", "4ms", "--json"])
+    out["xentrace"] = _no_db(["xentrace", str(XENTRACE), "--tsc-hz", "2596146000", "--json"])
     out["bench"] = _no_db(["bench", "stats", "--stats-samples", "100000", "--json"])
     return out
 
@@ -135,7 +138,7 @@ def test_every_line_of_every_command_validates_against_its_schema(outputs):
     produced = set(seen)
     # The run was a suite: windows, summaries and the suite line; and the others.
     assert {"window", "summary", "suite", "cell", "run", "compare", "compare_run", "check",
-            "report", "import", "explain", "bench", "model"} <= produced
+            "report", "import", "explain", "bench", "model", "runstate", "hypercall"} <= produced
     schemas = {p.name.split(".")[0] for p in SCHEMAS.glob("*.schema.json")}
     absent = {"export", "doctor"} - _commands()       # a command this checkout does not have
     assert schemas - produced - NOT_PRODUCED_HERE - absent == set(), "a schema no output uses"
