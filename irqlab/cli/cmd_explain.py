@@ -18,8 +18,9 @@ NAME = "explain"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    e = sub.add_parser("explain", help="attribute latency spikes to host-side causes "
-                                       "(needs a run recorded with --trace)")
+    e = sub.add_parser("explain", help="attribute latency spikes to host-side causes, or "
+                                       "to Xen and its domains (needs a run recorded "
+                                       "with --trace)")
     e.add_argument("run", metavar="RUN", help="run id or name")
     pick = e.add_mutually_exclusive_group()
     pick.add_argument("--top", type=count, default=None, metavar="N",
@@ -57,6 +58,10 @@ def run(args: argparse.Namespace) -> int:
     if args.top == 0:
         raise UsageError("--top must be at least 1")
     _check_output_paths(args)
+    with open_store(db_path(args), read_only=True) as store:
+        xen = _xentrace_capture(store, args.run)
+    if xen is not None:
+        return _explain_xen(args, *xen)
     files: dict[str, dict[str, Any]] = {}
     with stage_progress(args) as progress:
         with open_store(db_path(args), read_only=True) as store:
@@ -76,6 +81,55 @@ def run(args: argparse.Namespace) -> int:
         print(json_line(out))
     else:
         print(render_text(res))
+        for line in written_lines(files):
+            print(line)
+    return EXIT_OK
+
+
+def _xentrace_capture(store: Any, ref: str) -> tuple[Any, Path, dict] | None:
+    """(run, its xentrace capture, its samples) when the run was recorded with xentrace
+    (a Xen run with a Linux dom0, irqlab.xen.capture), else None (host capture)."""
+    from irqlab.explain.run import _samples
+    from irqlab.store import StoreError
+
+    run = store.resolve(ref)
+    meta = ((run.metadata or {}).get("hooks") or {}).get("xentrace")
+    if meta is None:
+        return None
+    path = Path(meta.get("file") or "")
+    if not meta.get("file") or not path.exists():
+        raise StoreError(f"run {run.run_id} has no xentrace capture ({path} missing): "
+                         f"record one with `irqlab run --target xen --xen-dom0 linux "
+                         f"--trace`")
+    return run, path, _samples(store, run.run_id)
+
+
+def _explain_xen(args: argparse.Namespace, run: Any, path: Path, samples: dict) -> int:
+    """`irqlab explain` of a xentrace capture (irqlab.xen.explain), same output shape."""
+    from irqlab.explain.report import render_json
+    from irqlab.store import StoreError
+    from irqlab.xen.explain import as_json, explain_run
+
+    for opt, dest in OUTPUTS:
+        if dest != "perfetto" and getattr(args, dest):
+            raise UsageError(f"{opt} exports host kernel captures; run {run.run_id}'s is "
+                             f"xentrace: use --perfetto, `irqlab xentrace {path}` or "
+                             f"xenalyze")
+    try:
+        res = explain_run(run, path, samples, args.threshold, args.top, args.sample)
+    except ValueError as exc:
+        raise StoreError(str(exc)) from None
+    js = as_json(res)
+    files: dict[str, dict[str, Any]] = {}
+    if args.perfetto:
+        from irqlab.xen.perfetto import write_xen_perfetto
+        files["perfetto"] = _writing(args.perfetto,
+                                     lambda: write_xen_perfetto(res, args.perfetto))
+    if args.json:
+        js.update(files)
+        print(json_line(js))
+    else:
+        print(render_json(js))
         for line in written_lines(files):
             print(line)
     return EXIT_OK

@@ -10,10 +10,15 @@ def _us(ns: int) -> str:
 
 
 def render_text(res: Explained, max_samples: int = 50) -> str:
-    js = as_json(res)
+    return render_json(as_json(res), max_samples)
+
+
+def render_json(js: dict, max_samples: int = 50) -> str:
+    """The human form of an explain object (host captures and xentrace ones alike)."""
     c = js["clock"]
+    events = "xentrace records" if js.get("source") == "xentrace" else "host events"
     out = [f"run {js['run_id']}: {len(js['samples'])} samples ({js['selected_by']}), "
-           f"{js['events']} host events",
+           f"{js['events']} {events}",
            f"clock: {c['method']}; offset {c['offset_tick']} ticks, error bound "
            f"±{c['error_bound_ns']} ns ({c['anchors']} anchors"
            + (f", {c['msr_anchors']} kvm_msr anchors" if c.get("msr_anchors") else "") + ")"]

@@ -1,0 +1,550 @@
+"""``irqlab explain RUN`` for a Xen run recorded with xentrace (issue 15): each sample's
+window [deadline, handler entry] mapped onto xentrace's clock and attributed to what Xen
+and the other domains did, in the shape of the host explain (irqlab.explain).
+
+**Clock** (guest TSC of the probe domU -> Xen's cycle counter). Xen emulates RDTSC for
+the PVH domU here (no invariant TSC under QEMU TCG: tsc_mode default), and traces every
+emulated read with the value it returns (``hvm_rdtsc_intercept()`` ->
+``TRC_HVM_RDTSC``, two extra words = the guest TSC), at the Xen time of the exit. The
+probe's ISR reads the TSC first (probes/guest/x86_64: entry_tick), so a sample's entry
+tick equals one such record's value exactly. The value was computed while Xen handled
+that exit, i.e. between the exit's VMEXIT record and the RDTSC record, so each anchor
+bounds the offset (guest - Xen) on both sides: [value - t_rdtsc, value - t_vmexit]
+(under TCG that handling takes microseconds to tens of them). The handler entry is the
+middle of its anchor's range (error: half its width). The deadline (guest TSC) is placed
+between the two anchors whose values bracket it, interpolating the middles of their
+ranges: the emulated TSC follows Xen's system time, linear in its cycle counter between
+calibrations, but it drifts (tens of microseconds over seconds here), so the deadline's
+error is its distance to the ends of the two ranges' hull. The offset's move from the
+deadline to the entry (the guest's latency and the Xen window differ by it) is added: a
+sample's bound is the sum; the run's ``error_bound_ns`` is the largest over the explained
+samples, ``error_p50_ns`` their median. Anchors are only records made
+while the probe's vCPU ran (a created domain runs the probe too, with another offset).
+When Xen does not trap RDTSC (native TSC with an offset) there are no such records: the
+clock is then ``unmapped`` and every sample ``not traced`` (said, not guessed).
+
+**Attribution** over [deadline, entry] (Xen cycles), every cycle in exactly one cause:
+the probe vCPU's runstate intervals (irqlab.xen.summary's replay rules are not needed:
+the probe is known from its first runstate change), split where it was *runnable* or
+*blocked* by what ran on its pCPU meanwhile (another vCPU, idle), and inside another
+vCPU's run by a PV hypercall in flight: from its record to the vCPU's next PV record (the
+hypercall's return path, e.g. the iret to user space), the next scheduler record on that
+pCPU (the scheduler runs only at preemption points, so a vCPU it ran for is not inside a
+non-preemptible hypercall any more) or the end of its run. Only hypercalls that can hold a pCPU
+(LONG_HYPERCALLS) for at least HELD_MIN_NS make a cause of their own; the others are
+named in the sample's notes. Xen's V2
+hypercall records carry a sub-op only for grant_table_op, vcpu_op and sched_op
+(``__trace_hypercall``); memory_op's (populate_physmap ...) is not traced, which the name
+says. Running in the window is the guest's own time (interrupts off, the path to the
+handler) plus its exits: not blamed on Xen's scheduling. Uncovered time is
+"unexplained", always shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from irqlab.explain.attribute import UNEXPLAINED, Attribution, aggregate
+from irqlab.xen.capture import read_xentrace
+from irqlab.xen.index import HAS_TSC, INHERITED, RecordIndex, index_records
+from irqlab.xen.records import DOMID_IDLE, TRC_LOST_RECORDS
+from irqlab.xen.summary import CONTINUE_RUNNING, hypercall_name
+from irqlab.xen.timeline import vcpu_name
+
+TRC_RUNSTATE_MASK, TRC_RUNSTATE = 0x0FFFF00F, 0x00021001
+TRC_CONTINUE = 0x00021002
+TRC_HVM_RDTSC = 0x0008201A
+TRC_HVM_INJ_VIRQ = 0x00082004
+TRC_HVM_VMENTRY = 0x00081001
+TRC_HVM_VMEXIT, TRC_HVM_VMEXIT64 = 0x00081002, 0x00081102
+TRC_HVM_LAPIC_START_TIMER = 0x00084004
+TRC_DOM0_DOM_ADD, TRC_DOM0_DOM_REM = 0x00041001, 0x00041002
+PV_MAIN = 0x00200000
+PV_HYPERCALL_V2, PV_HYPERCALL_SUBCALL = 13, 14
+HYPERCALL_IRET = 23
+# __trace_hypercall(): ops whose first argument (the sub-op) Xen records, and its names
+# for the ones a latency spike is likely to show (xen/include/public/*.h).
+SUBOP_NAMES = {
+    20: {0: "map_grant_ref", 1: "unmap_grant_ref", 2: "setup_table", 3: "dump_table",
+         4: "transfer", 5: "copy"},
+    24: {0: "initialise", 1: "up", 2: "down", 3: "is_up", 4: "get_runstate_info",
+         6: "set_periodic_timer", 7: "stop_periodic_timer", 10: "set_singleshot_timer",
+         11: "stop_singleshot_timer"},
+    29: {0: "yield", 1: "block", 2: "shutdown", 3: "poll", 4: "remote_shutdown",
+         5: "shutdown_code", 6: "watchdog"},
+}
+NO_SUBOP = {12: "memory_op", 35: "sysctl", 36: "domctl"}
+# Hypercalls that can hold a pCPU for long (memory and domain management, batches; Xen
+# makes most of them preemptible through continuations, not all: seed 000's
+# populate_physmap). The others (stack_switch, set_segment_base, iret, vcpu_op timers,
+# xen_version ...) return within microseconds: a gap after one of them is the vCPU's own
+# code, which has no record of its own, so it is never taken as a hypercall in flight.
+LONG_HYPERCALLS = frozenset({1, 7, 12, 13, 20, 26, 33, 34, 35, 36, 37})
+
+# A hypercall in flight this long is a cause of its own (seed 000: populate_physmap held
+# a pCPU for up to a second); shorter ones are listed in the sample's notes, inside
+# "runnable while dNvM ran": between two of them the vCPU may be in its own code, which
+# the trace cannot tell apart from the hypercall's tail.
+HELD_MIN_NS = 500_000
+PROBE_RUNNING = "probe vCPU running (guest: its own code, interrupts off, exits)"
+PROBE_OFFLINE = "probe vCPU offline"
+PROBE_BLOCKED_IDLE = "probe vCPU blocked: Xen's timer not yet fired (pCPU idle)"
+
+
+def runnable_while(v: str) -> str:
+    return f"runnable while {v} ran"
+
+
+def blocked_while(v: str) -> str:
+    return f"blocked while {v} ran (timer not delivered)"
+
+
+def in_hypercall(v: str, call: str) -> str:
+    return f"{v} in hypercall {call} (probe waiting)"
+
+
+@dataclass
+class Interval:
+    state: str
+    start: int
+    end: int
+    cpu: int
+
+
+@dataclass
+class XenCapture:
+    """The parts of a capture explain needs, as arrays (Xen cycles)."""
+
+    header: dict[str, Any]
+    idx: RecordIndex
+    intervals: dict[tuple[int, int], list[Interval]]
+    runs: dict[int, tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]]   # per pCPU
+    pv: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+    first_tsc: int
+    last_tsc: int
+    lost: list[tuple[int, int, int]] = field(default_factory=list)   # (cpu, tsc, count)
+    events: int = 0
+    # every timed record in cycle order: its row in idx, event id, pCPU, cycles
+    order: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    ev: np.ndarray = field(default_factory=lambda: np.empty(0, np.uint32))
+    cpu: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
+    t: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+    def owner_at(self, cpu: int, t: np.ndarray) -> list[tuple[int, int] | None]:
+        starts, ends, who = self.runs.get(cpu, (np.empty(0, np.int64),) * 2 + ([],))
+        i = np.searchsorted(starts, t, side="right") - 1
+        return [who[k] if k >= 0 and t_ < ends[k] else None for k, t_ in zip(i.tolist(),
+                                                                                 t.tolist())]
+
+
+def load_capture(path: Path) -> XenCapture:
+    header, data = read_xentrace(path)
+    idx = index_records(data)
+    timed = np.flatnonzero((idx.flags & (HAS_TSC | INHERITED)) != 0)
+    tsc = idx.tsc[timed].astype(np.int64)
+    order = timed if (len(tsc) < 2 or (tsc[1:] >= tsc[:-1]).all()) else \
+        timed[np.lexsort((idx.off[timed], tsc))]
+    ev, cpu, t = idx.event[order], idx.cpu[order], idx.tsc[order].astype(np.int64)
+    first, last = (int(t.min()), int(t.max())) if len(t) else (0, 0)
+    # runstate intervals per vCPU, from each change to the next
+    rs = np.flatnonzero(((ev & TRC_RUNSTATE_MASK) == TRC_RUNSTATE) | (ev == TRC_CONTINUE))
+    words = idx.extra(order[rs], 0) if len(rs) else np.empty(0, np.uint32)
+    names = ("running", "runnable", "blocked", "offline")
+    open_: dict[tuple[int, int], tuple[str, int, int]] = {}
+    intervals: dict[tuple[int, int], list[Interval]] = {}
+    for k, pos in enumerate(rs.tolist()):
+        w, e, c, tt = int(words[k]), int(ev[pos]), int(cpu[pos]), int(t[pos])
+        key = (w >> 16, w & 0xFFFF)
+        if e == TRC_CONTINUE:
+            new = "running"
+        else:
+            new = names[(e >> 4) & 3]
+            if key not in open_:
+                old = names[(e >> 8) & 3]
+                open_[key] = (old, first, c)
+        prev = open_.get(key)
+        if prev is not None and tt > prev[1]:
+            intervals.setdefault(key, []).append(Interval(prev[0], prev[1], tt, prev[2]))
+        open_[key] = (new, tt, c)
+    for key, (state, since, c) in open_.items():
+        if last > since:
+            intervals.setdefault(key, []).append(Interval(state, since, last, c))
+    runs: dict[int, tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]] = {}
+    per_cpu: dict[int, list[tuple[int, int, tuple[int, int]]]] = {}
+    for key, ivs in intervals.items():
+        for iv in ivs:
+            if iv.state == "running":
+                per_cpu.setdefault(iv.cpu, []).append((iv.start, iv.end, key))
+    for c, lst in per_cpu.items():
+        lst.sort()
+        runs[c] = (np.array([x[0] for x in lst], np.int64),
+                   np.array([x[1] for x in lst], np.int64), [x[2] for x in lst])
+    # PV records per pCPU: time, minor, op, first argument (when recorded)
+    pvrows = np.flatnonzero((ev & 0x0FFF0000) == PV_MAIN)
+    pv: dict[int, tuple[np.ndarray, ...]] = {}
+    if len(pvrows):
+        minor = (ev[pvrows] & 0xFF).astype(np.int64)
+        has = idx.nextra[order[pvrows]] >= 1
+        op = np.full(len(pvrows), -1, np.int64)
+        arg = np.full(len(pvrows), -1, np.int64)
+        call = (np.isin(minor, (PV_HYPERCALL_V2, PV_HYPERCALL_SUBCALL))) & has
+        if call.any():
+            w0 = idx.extra(order[pvrows[call]], 0).astype(np.int64)
+            op[call] = w0 & 0xFFFFF
+            two = call.copy()
+            two[call] = (idx.nextra[order[pvrows[call]]] >= 2) & ((w0 >> 20) & 3 > 0)
+            if two.any():
+                arg[two] = idx.extra(order[pvrows[two]], 1).astype(np.int64)
+        for c in np.unique(cpu[pvrows]).tolist():
+            m = cpu[pvrows] == c
+            pv[c] = (t[pvrows][m], minor[m], op[m], arg[m])
+    lost = [(int(cpu[p]), int(t[p]), int(idx.extra(order[[p]], 0)[0]))
+            for p in np.flatnonzero(ev == TRC_LOST_RECORDS).tolist()
+            if idx.nextra[order[p]] >= 1]
+    return XenCapture(header or {}, idx, intervals, runs, pv, first, last, lost, len(idx),
+                      order, ev, cpu, t)
+
+
+def _records(cap: XenCapture, event: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(merged positions, cpu, tsc) of one event id."""
+    pos = np.flatnonzero(cap.ev == event)
+    return pos, cap.cpu[pos], cap.t[pos]
+
+
+@dataclass
+class XenClock:
+    method: str
+    anchors: int
+    entry_x: np.ndarray          # per sample, Xen cycles (-1: not found)
+    deadline_x: np.ndarray
+    error_x: np.ndarray          # per sample, cycles
+    offset_median: int
+    matched: int
+
+    def as_dict(self, hz: int, used: np.ndarray) -> dict[str, Any]:
+        err = self.error_x[used] if used.any() else np.zeros(1, np.int64)
+        return {"method": self.method, "offset_tick": self.offset_median,
+                "error_bound_ns": round(float(err.max()) * 1e9 / hz),
+                "error_p50_ns": round(float(np.median(err)) * 1e9 / hz),
+                "lower_tick": None, "upper_tick": None, "anchors": self.anchors,
+                "entries_matched": self.matched, "consistent": True,
+                "msr_anchors": 0, "eoi_anchors": 0, "bounds_by_source": {},
+                "uppers_dropped": 0, "candidates": [],
+                "causality": {"checked": 0, "violations": 0, "samples": []}}
+
+
+def fit_clock(cap: XenCapture, probe: tuple[int, int], deadline: np.ndarray,
+              entry: np.ndarray) -> XenClock:
+    """RDTSC anchors of the probe's vCPU (see the module doc)."""
+    pos, cpu, t = _records(cap, TRC_HVM_RDTSC)
+    n = len(entry)
+    none = XenClock("unmapped: no emulated-RDTSC record of the probe's vCPU (Xen did not "
+                    "trap its RDTSC)", 0, np.full(n, -1, np.int64),
+                    np.full(n, -1, np.int64), np.zeros(n, np.int64), 0, 0)
+    if not len(pos):
+        return none
+    order = cap.order
+    val = (cap.idx.extra(order[pos], 0).astype(np.uint64)
+           | cap.idx.extra(order[pos], 1).astype(np.uint64) << np.uint64(32)).astype(np.int64)
+    # the exit that asked for the value: the last VMEXIT record before it on that pCPU
+    exits = np.flatnonzero((cap.ev == TRC_HVM_VMEXIT) | (cap.ev == TRC_HVM_VMEXIT64))
+    exit_t = t.copy()
+    mine = np.zeros(len(pos), bool)
+    for c in np.unique(cpu).tolist():
+        m = np.flatnonzero(cpu == c)
+        mine[m] = [w == probe for w in cap.owner_at(c, t[m])]
+        ex = exits[cap.cpu[exits] == c]
+        k = np.searchsorted(ex, pos[m]) - 1
+        ok = k >= 0
+        exit_t[m[ok]] = cap.t[ex[k[ok]]]
+    val, t, exit_t = val[mine], t[mine], exit_t[mine]
+    if not len(val):
+        return none
+    k = np.argsort(val, kind="stable")
+    val, t, exit_t = val[k], t[k], exit_t[k]
+    # the value was computed between the exit record and the RDTSC record:
+    # offset (guest - Xen) in [val - t, val - exit_t]
+    lo, hi = val - t, val - exit_t
+    # entry: the record whose value is the entry tick; at the middle of its exit
+    i = np.searchsorted(val, entry)
+    i_ok = np.clip(i, 0, len(val) - 1)
+    hit = (i < len(val)) & (val[i_ok] == entry)
+    entry_x = np.where(hit, (t[i_ok] + exit_t[i_ok]) // 2, -1)
+    entry_err = np.where(hit, (t[i_ok] - exit_t[i_ok] + 1) // 2, 0)
+    # deadline: between the anchors whose values bracket it; the offset moves between
+    # them, so it lies in the hull of their two ranges (interpolated, the hull's extent
+    # from that is the bound)
+    j = np.searchsorted(val, deadline, side="right")
+    a = np.clip(j - 1, 0, len(val) - 1)
+    b = np.clip(j, 0, len(val) - 1)
+    span = np.maximum(val[b] - val[a], 1)
+    frac = np.clip((deadline - val[a]) / span, 0.0, 1.0)
+    mid_a, mid_b = (lo[a] + hi[a]) / 2, (lo[b] + hi[b]) / 2
+    off_d = np.round(mid_a + (mid_b - mid_a) * frac).astype(np.int64)
+    hull_lo, hull_hi = np.minimum(lo[a], lo[b]), np.maximum(hi[a], hi[b])
+    dl_err = np.maximum(off_d - hull_lo, hull_hi - off_d)
+    inside = (j > 0) & (j < len(val))
+    deadline_x = np.where(inside, deadline - off_d, -1)
+    # The window in Xen cycles differs from the latency in guest ticks by how far the
+    # offset moved from the deadline to the entry (Xen steps its system time at
+    # calibrations, and the emulated TSC follows): part of the sample's bound.
+    moved = np.abs((lo[i_ok] + hi[i_ok]) // 2 - off_d)
+    error_x = np.where(inside, dl_err + entry_err + np.where(hit, moved, 0), 0)
+    return XenClock("xentrace TRC_HVM_RDTSC anchors (the emulated RDTSC's returned value, "
+                    "between its VMEXIT and RDTSC records)",
+                    int(len(val)), entry_x, deadline_x, error_x,
+                    int(np.median((lo + hi) // 2)), int(hit.sum()))
+
+
+class XenExplainer:
+    """Asked about one window at a time (see the module doc)."""
+
+    def __init__(self, cap: XenCapture, probe: tuple[int, int]) -> None:
+        self.cap = cap
+        self.probe = probe
+        self.span = (cap.first_tsc, cap.last_tsc)
+        self.lost = [(c, t, t, f"xentrace: {n} records lost on pCPU {c}")
+                     for c, t, n in cap.lost]
+        ivs = cap.intervals.get(probe, [])
+        self.iv_start = np.array([iv.start for iv in ivs], np.int64)
+        self.ivs = ivs
+        self.virq = _records(cap, TRC_HVM_INJ_VIRQ)
+        self.vmentry = _records(cap, TRC_HVM_VMENTRY)
+        # scheduler activity per pCPU: the scheduler runs at preemption points only, so
+        # a hypercall is in flight until the vCPU's next PV record or the next of these
+        self.held_min = round(HELD_MIN_NS * (cap.header.get("tsc_hz") or 1e9) / 1e9)
+        sched = (cap.ev & 0x0FFF0000) == 0x00020000
+        self.sched_t = {c: cap.t[sched & (cap.cpu == c)] for c in cap.runs}
+
+    def _who(self, cpu: int, lo: int, hi: int) -> list[tuple[tuple[int, int] | None, int, int]]:
+        """Who ran on ``cpu`` in [lo, hi): (vcpu or None, start, end) pieces."""
+        starts, ends, who = self.cap.runs.get(cpu, (np.empty(0, np.int64),) * 2 + ([],))
+        out = []
+        k = max(int(np.searchsorted(starts, lo, side="right")) - 1, 0)
+        at = lo
+        while k < len(who) and starts[k] < hi:
+            s, e = max(int(starts[k]), lo), min(int(ends[k]), hi)
+            if e > s:
+                if s > at:
+                    out.append((None, at, s))
+                out.append((who[k], s, e))
+                at = max(at, e)
+            k += 1
+        if at < hi:
+            out.append((None, at, hi))
+        return out
+
+    def _hypercalls(self, cpu: int, v: tuple[int, int], lo: int, hi: int
+                    ) -> list[tuple[int, str, int, int]]:
+        """Hypercalls of ``v`` in flight on ``cpu`` within [lo, hi): (op, name, start,
+        end)."""
+        pv = self.cap.pv.get(cpu)
+        if pv is None:
+            return []
+        t, minor, op, arg = pv
+        # the hypercall before lo may still be running
+        a = max(int(np.searchsorted(t, lo, side="right")) - 1, 0)
+        b = int(np.searchsorted(t, hi, side="left"))
+        out = []
+        for k in range(a, b):
+            if minor[k] != PV_HYPERCALL_V2 or op[k] in (-1, HYPERCALL_IRET):
+                continue
+            nxt = int(t[k + 1]) if k + 1 < len(t) else hi
+            st = self.sched_t.get(cpu)
+            if st is not None:
+                j = int(np.searchsorted(st, t[k], side="right"))
+                if j < len(st):
+                    nxt = min(nxt, int(st[j]))
+            s, e = max(int(t[k]), lo), min(nxt, hi)
+            if e > s and self.cap.owner_at(cpu, np.array([int(t[k])]))[0] == v:
+                out.append((int(op[k]), _call_name(int(op[k]), int(arg[k])), s, e))
+        return out
+
+    def explain(self, seq: int, lo: int, hi: int, latency_tick: int, err: int
+                ) -> Attribution:
+        att = Attribution(seq, latency_tick, lo, hi)
+        if lo < 0 or hi < 0:
+            att.status, att.reason = "not traced", "its ticks map to no xentrace anchor"
+            return att
+        if lo < self.span[0] or hi > self.span[1]:
+            att.status, att.reason = "not traced", "outside the capture"
+            return att
+        if hi < lo:
+            att.notes.append(f"handler entry mapped {lo - hi} cycles before the deadline "
+                             f"(clock error bound {err} cycles): window empty")
+            hi = lo
+        causes: dict[str, int] = {}
+
+        def add(name: str, n: int) -> None:
+            if n > 0:
+                causes[name] = causes.get(name, 0) + n
+        covered = 0
+        k = max(int(np.searchsorted(self.iv_start, lo, side="right")) - 1, 0)
+        while k < len(self.ivs) and self.ivs[k].start < hi:
+            iv = self.ivs[k]
+            s, e = max(iv.start, lo), min(iv.end, hi)
+            k += 1
+            if e <= s:
+                continue
+            covered += e - s
+            if iv.state == "running":
+                add(PROBE_RUNNING, e - s)
+            elif iv.state == "offline":
+                add(PROBE_OFFLINE, e - s)
+            else:
+                # the pCPU it waits for: where it runs next (runnable) or last ran
+                nxt = next((x for x in self.ivs[k:] if x.state == "running"), None)
+                cpu = nxt.cpu if nxt is not None else iv.cpu
+                self._split(att, add, cpu, iv.state, s, e)
+        add(UNEXPLAINED, (hi - lo) - covered)
+        att.causes = causes
+        if UNEXPLAINED not in causes:
+            causes[UNEXPLAINED] = 0
+        if err:
+            att.notes.append(f"clock error bound of this deadline ±{err} cycles")
+        att.stages = self._stages(lo, hi)
+        return att
+
+    def _split(self, att: Attribution, add, cpu: int, state: str, s: int, e: int) -> None:
+        for v, a, b in self._who(cpu, s, e):
+            if v is None or v[0] == DOMID_IDLE:
+                add("runnable while the pCPU was idle (scheduler)" if state == "runnable"
+                    else PROBE_BLOCKED_IDLE, b - a)
+                continue
+            name = vcpu_name(v)
+            held = 0
+            for op, call, ha, hb in self._hypercalls(cpu, v, a, b):
+                if hb - ha >= self.held_min and op in LONG_HYPERCALLS:
+                    add(in_hypercall(name, call), hb - ha)
+                    held += hb - ha
+                else:
+                    att.notes.append(f"{name} made hypercall {call} meanwhile")
+            add(runnable_while(name) if state == "runnable" else blocked_while(name),
+                (b - a) - held)
+
+    def _stages(self, lo: int, hi: int) -> list[tuple[str, int]]:
+        """Timer path stages seen in the window (step 4 of the issue, where traced)."""
+        out = [("deadline", lo)]
+        for iv in self.ivs:
+            if iv.start > lo and iv.start <= hi and iv.state == "runnable":
+                out.append(("probe vCPU woken (runnable)", iv.start))
+                break
+        pos, _c, t = self.virq
+        i = int(np.searchsorted(t, lo))
+        if i < len(t) and t[i] <= hi:
+            out.append(("virtual interrupt injected", int(t[i])))
+            _p, _c2, te = self.vmentry
+            j = int(np.searchsorted(te, t[i]))
+            if j < len(te) and te[j] <= hi:
+                out.append(("guest entered", int(te[j])))
+        out.append(("handler entry", hi))
+        return sorted(out, key=lambda x: x[1])
+
+
+def _call_name(op: int, arg: int) -> str:
+    name = hypercall_name(op)
+    if op in SUBOP_NAMES and arg >= 0:
+        return f"{name}/{SUBOP_NAMES[op].get(arg, arg)}"
+    if op in NO_SUBOP:
+        return f"{name} (sub-op not traced)"
+    return name
+
+
+@dataclass
+class XenExplained:
+    run: Any
+    cap: XenCapture
+    clock: XenClock
+    samples: list[Attribution]
+    culprits: list[dict[str, Any]]
+    selected_by: str
+    hz: int
+    explainer: XenExplainer
+    used: np.ndarray
+    all_samples: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def ns(self, tick: int) -> int:
+        return round(tick * 1e9 / self.hz)
+
+
+def probe_vcpu(run_metadata: dict[str, Any]) -> tuple[int, int]:
+    domu = ((run_metadata.get("xen") or {}).get("dom0") or {}).get("domu") or {}
+    return (int(domu.get("domid", 1)), 0)
+
+
+def explain_samples(cap: XenCapture, probe: tuple[int, int], seq: np.ndarray,
+                    deadline: np.ndarray, entry: np.ndarray, idx: np.ndarray,
+                    hz: int) -> tuple[XenClock, list[Attribution], XenExplainer]:
+    """Map the selected samples ``idx`` and attribute them (the core, without a store)."""
+    clock = fit_clock(cap, probe, deadline[idx], entry[idx])
+    ex = XenExplainer(cap, probe)
+    atts = []
+    for k, i in enumerate(idx.tolist()):
+        lat_x = int(entry[i] - deadline[i])
+        atts.append(ex.explain(int(seq[i]), int(clock.deadline_x[k]), int(clock.entry_x[k]),
+                               lat_x, int(clock.error_x[k])))
+    return clock, atts, ex
+
+
+def as_json(res: XenExplained) -> dict[str, Any]:
+    """The ``{"type": "explain", ...}`` object, the host explain's keys (formats.md §9)."""
+    ns = res.ns
+    lo = res.cap.first_tsc
+    return {
+        "type": "explain", "version": 1, "run_id": res.run.run_id, "source": "xentrace",
+        "selected_by": res.selected_by, "clock": res.clock.as_dict(res.hz, res.used),
+        "events": res.cap.events, "events_missing": [], "events_never_fired": [],
+        "lost_records": sum(n for _c, _t, n in res.cap.lost),
+        "lost_regions": [{"cpu": c, "from_ns": ns(t - lo), "to_ns": ns(t - lo), "why": why}
+                         for c, t, _t2, why in res.explainer.lost],
+        "probe_vcpu": vcpu_name(res.explainer.probe),
+        "samples": [{
+            "seq": a.seq, "latency_ns": ns(a.latency_tick), "status": a.status,
+            "reason": a.reason,
+            "causes": [{"cause": k, "ns": ns(v),
+                        "pct": round(100 * v / a.latency_tick, 1) if a.latency_tick else None}
+                       for k, v in a.ranked()],
+            "irq_during_ns": {},
+            "stages": [{"stage": s, "at_ns": ns(t - a.start)} for s, t in a.stages],
+            "stages_missing": a.stages_missing, "notes": sorted(set(a.notes)),
+        } for a in res.samples],
+        "culprits": [{"cause": c["cause"], "total_ns": ns(c["total_tick"]),
+                      "worst_ns": ns(c["worst_tick"]), "samples": c["samples"]}
+                     for c in res.culprits],
+        "incomplete": sum(a.status == "incomplete" for a in res.samples),
+        "not_traced": sum(a.status == "not traced" for a in res.samples),
+        "unexplained_ns": sum(ns(a.causes.get(UNEXPLAINED, 0)) for a in res.samples),
+    }
+
+
+def explain_run(run: Any, path: Path, s: dict[str, np.ndarray], threshold_ns: int | None,
+                top: int | None, sample: int | None) -> XenExplained:
+    """A stored run (its samples ``s``: seq, deadline_tick, entry_tick) and its capture."""
+    cap = load_capture(path)
+    hz = int(cap.header.get("tsc_hz") or run.tick_hz)
+    seq = s["seq"].astype(np.int64)
+    dl = s["deadline_tick"].astype(np.int64)
+    en = s["entry_tick"].astype(np.int64)
+    lat = en - dl
+    tick_hz = int(run.tick_hz)
+    if sample is not None:
+        idx = np.flatnonzero(seq == sample)
+        if not len(idx):
+            raise ValueError(f"run {run.run_id} has no sample {sample}")
+        how = f"sample {sample}"
+    elif top is not None:
+        idx = np.argsort(-lat, kind="stable")[:top]
+        how = f"top {top}"
+    else:
+        thr = threshold_ns if threshold_ns is not None else (run.threshold_ns or 30_000)
+        idx = np.flatnonzero(lat * 1e9 / tick_hz > thr)
+        how = f"latency above {thr} ns"
+    probe = probe_vcpu(run.metadata)
+    clock, atts, ex = explain_samples(cap, probe, seq, dl, en, idx, hz)
+    used = np.array([a.status == "explained" for a in atts], bool)
+    return XenExplained(run, cap, clock, atts, aggregate(atts), how, hz, ex, used,
+                        {"seq": seq, "latency_tick": lat})
