@@ -64,4 +64,13 @@ def render_json(js: dict, max_samples: int = 50) -> str:
     for cul in js["culprits"][:10]:
         out.append(f"  {cul['cause']:<58} total {_us(cul['total_ns'])}  worst "
                    f"{_us(cul['worst_ns'])}  in {cul['samples']} samples")
+    if js.get("stage_summary"):
+        out.append("")
+        out.append("where the time goes (between stages, over the explained samples):")
+        out.append(f"  {'from -> to':<62} {'n':>6} {'p50':>12} {'p99':>12} {'max':>12}")
+        for st in js["stage_summary"]:
+            out.append(f"  {st['from'] + ' -> ' + st['to']:<62} {st['samples']:>6} "
+                       f"{_us(st['p50_ns'])} {_us(st['p99_ns'])} {_us(st['max_ns'])}")
+        for stage, why in (js.get("stages_not_traced") or {}).items():
+            out.append(f"  not traced: {stage}: {why}")
     return "\n".join(out)
