@@ -53,15 +53,16 @@ OUTPUTS = (("--dat", "dat"), ("--text", "text"), ("--perfetto", "perfetto"),
 
 def run(args: argparse.Namespace) -> int:
     from irqlab.explain.report import render_text
-    from irqlab.explain.run import as_json, capture_path, explain_run
+    from irqlab.explain.run import _samples, as_json, capture_path, explain_run
+    from irqlab.explain.stored import XENTRACE_HOOK, capture_kind, xentrace_path
 
     if args.top == 0:
         raise UsageError("--top must be at least 1")
     _check_output_paths(args)
     with open_store(db_path(args), read_only=True) as store:
-        xen = _xentrace_capture(store, args.run)
-    if xen is not None:
-        return _explain_xen(args, *xen)
+        run = store.resolve(args.run)
+        if capture_kind(run) == XENTRACE_HOOK:
+            return _explain_xen(args, run, xentrace_path(run), _samples(store, run.run_id))
     files: dict[str, dict[str, Any]] = {}
     with stage_progress(args) as progress:
         with open_store(db_path(args), read_only=True) as store:
@@ -84,24 +85,6 @@ def run(args: argparse.Namespace) -> int:
         for line in written_lines(files):
             print(line)
     return EXIT_OK
-
-
-def _xentrace_capture(store: Any, ref: str) -> tuple[Any, Path, dict] | None:
-    """(run, its xentrace capture, its samples) when the run was recorded with xentrace
-    (a Xen run with a Linux dom0, irqlab.xen.capture), else None (host capture)."""
-    from irqlab.explain.run import _samples
-    from irqlab.store import StoreError
-
-    run = store.resolve(ref)
-    meta = ((run.metadata or {}).get("hooks") or {}).get("xentrace")
-    if meta is None:
-        return None
-    path = Path(meta.get("file") or "")
-    if not meta.get("file") or not path.exists():
-        raise StoreError(f"run {run.run_id} has no xentrace capture ({path} missing): "
-                         f"record one with `irqlab run --target xen --xen-dom0 linux "
-                         f"--trace`")
-    return run, path, _samples(store, run.run_id)
 
 
 def _explain_xen(args: argparse.Namespace, run: Any, path: Path, samples: dict) -> int:

@@ -6,6 +6,7 @@ import argparse
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from irqlab.cli.cmd_compare import add_run_args
 from irqlab.cli.common import EXIT_OK, UsageError, db_path, renderer
@@ -30,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--svg", type=Path, default=None, metavar="DIR",
                    help="also write every plot as DIR/<name>.svg")
     p.add_argument("--title", default=None, help="report title")
+    p.add_argument("--no-explain", action="store_true",
+                   help="leave out 'Where the time goes' (by default runs recorded with "
+                        "--trace are explained from their capture, as `irqlab explain`)")
     p.add_argument("--json", action="store_true", help="print a JSON line of what was written")
 
 
@@ -60,6 +64,27 @@ def _write(path: Path, data: bytes | str) -> None:
                           f"path") from None
 
 
+def _explain(store: Any, runs: list[Any], args: argparse.Namespace,
+             progress: Any) -> dict[int, dict[str, Any] | str]:
+    """The explain object of every run recorded with a capture (--trace), or why it could
+    not be explained: the report says so rather than failing."""
+    from irqlab.explain.stored import capture_kind, explain_json
+    from irqlab.store import StoreError
+
+    out: dict[int, dict[str, Any] | str] = {}
+    if args.no_explain:
+        return out
+    for run in runs:
+        if capture_kind(run.row) is None:
+            continue
+        progress.stage(f"explaining run {run.run_id} from its capture")
+        try:
+            out[run.run_id] = explain_json(store, run.row, args.threshold)
+        except (StoreError, OSError, ValueError) as exc:
+            out[run.run_id] = str(exc)
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     if args.output is None and args.png is None and args.svg is None:
         raise UsageError("nothing to write: pass -o report.html, --png DIR or --svg DIR")
@@ -78,8 +103,9 @@ def run(args: argparse.Namespace) -> int:
         # The store stays open while plotting: big runs' samples are read from it.
         with open_store(db_path(args), read_only=True) as store:
             runs = load_runs(store, select_runs(store, args.runs))
+            explained = _explain(store, runs, args, progress)
             progress.stage(f"plotting {len(runs)} run(s)")
-            text, plots = build_report(runs, args.threshold, args.title)
+            text, plots = build_report(runs, args.threshold, args.title, explained)
         written: list[str] = []
         for folder, ext in ((args.png, "png"), (args.svg, "svg")):
             if folder is None:

@@ -8,7 +8,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from irqlab.explain.attribute import UNEXPLAINED, Attribution, Explainer, aggregate
+from irqlab.explain.attribute import (STAGE_ORDER, UNEXPLAINED, Attribution, Explainer,
+                                      aggregate, stage_summary)
 from irqlab.explain.clock import ClockMap, check_causality, fit_clock, refine_with_causality
 from irqlab.explain.load import Trace, load_capture
 from irqlab.store import Store, StoreError
@@ -153,4 +154,5 @@ def as_json(res: Explained) -> dict[str, Any]:
         "incomplete": sum(a.status == "incomplete" for a in res.samples),
         "not_traced": sum(a.status == "not traced" for a in res.samples),
         "unexplained_ns": sum(ns(a.causes.get(UNEXPLAINED, 0)) for a in res.samples),
+        "stage_summary": stage_summary(res.samples, ns, STAGE_ORDER),
     }

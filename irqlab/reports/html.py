@@ -156,7 +156,40 @@ def _windows_table(run: RunData) -> list[str]:
     return out
 
 
-def _run_section(run: RunData, plots: list[Plot]) -> list[str]:
+def _explain_section(js: dict[str, Any] | str) -> list[str]:
+    """Where the time goes: the explain object's stage steps and top culprits (or why the
+    run's capture could not be explained)."""
+    out = ["<h3>Where the time goes</h3>"]
+    if isinstance(js, str):
+        return out + [f'<p class="warn">Not explained: {esc(js)}</p>']
+    bound = format_ns((js.get("clock") or {}).get("error_bound_ns"), "sig3")
+    explained = len(js["samples"]) - js["incomplete"] - js["not_traced"]
+    out.append(f"<p>From the run's {esc(js.get('source', 'host trace'))} capture "
+               f"(<code>irqlab explain {js['run_id']}</code>): {esc(js['selected_by'])}, "
+               f"{explained} samples explained, {js['incomplete']} incomplete, "
+               f"{js['not_traced']} not traced; clock bound "
+               f"{esc(bound)}.</p>")
+    steps = js.get("stage_summary") or []
+    if steps:
+        out += _table(["from", "to", "samples", "p50", "p90", "p99", "max"], (
+            [esc(st["from"]), esc(st["to"]), str(st["samples"])]
+            + [esc(format_ns(st[k], "sig3"))
+               for k in ("p50_ns", "p90_ns", "p99_ns", "max_ns")]
+            for st in steps), left=2)
+    else:
+        out.append("<p>No stage of the path was traced for these samples.</p>")
+    for stage, why in (js.get("stages_not_traced") or {}).items():
+        out.append(f"<p>Not traced: {esc(stage)}: {esc(why)}</p>")
+    if js["culprits"]:
+        out += _table(["cause", "total", "worst", "samples"], (
+            [esc(c["cause"]), esc(format_ns(c["total_ns"], "sig3")),
+             esc(format_ns(c["worst_ns"], "sig3")), str(c["samples"])]
+            for c in js["culprits"][:10]))
+    return out
+
+
+def _run_section(run: RunData, plots: list[Plot],
+                 explained: dict[str, Any] | str | None = None) -> list[str]:
     out = [f'<section id="run-{run.run_id}"><h2>Run {esc(run.row.run_id)} '
            f'{esc(run.row.name)}</h2>']
     if run.row.emulated:
@@ -168,6 +201,8 @@ def _run_section(run: RunData, plots: list[Plot]) -> list[str]:
                   left=2, cls="meta")
     out.append("<h3>Summary</h3>")
     out += _table(["statistic", "value"], _summary_rows(run))
+    if explained is not None:
+        out += _explain_section(explained)
     out.append("<h3>Plots</h3>")
     out += [_img(p) for p in plots] or ["<p>No data to plot.</p>"]
     out.append("<h3>Windows</h3>")
@@ -195,8 +230,12 @@ def _compare_section(runs: list[RunData],
 
 
 def build_report(runs: list[RunData], threshold_ns: int | None = None,
-                 title: str | None = None) -> tuple[str, list[Plot]]:
-    """The HTML text and every plot in it (for --png/--svg)."""
+                 title: str | None = None,
+                 explained: dict[int, dict[str, Any] | str] | None = None
+                 ) -> tuple[str, list[Plot]]:
+    """The HTML text and every plot in it (for --png/--svg); ``explained``: per run id, its
+    explain object (or why it has none) for the runs recorded with a capture."""
+    explained = explained or {}
     plots: list[Plot] = []
     body: list[str] = []
     # Runs kept in the store are read once for the comparison, the tables and the plots.
@@ -209,7 +248,7 @@ def build_report(runs: list[RunData], threshold_ns: int | None = None,
     for run in runs:
         rp = run_plots(run)
         plots += rp
-        body += _run_section(run, rp)
+        body += _run_section(run, rp, explained.get(run.run_id))
     heading = title or "irqlab report: " + ", ".join(r.label for r in runs)
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     head = [

@@ -48,7 +48,8 @@ from typing import Any
 
 import numpy as np
 
-from irqlab.explain.attribute import UNEXPLAINED, Attribution, aggregate
+from irqlab.explain.attribute import (UNEXPLAINED, Attribution, aggregate,
+                                      stage_summary)
 from irqlab.xen.capture import read_xentrace
 from irqlab.xen.index import HAS_TSC, INHERITED, RecordIndex, index_records
 from irqlab.xen.records import DOMID_IDLE, TRC_LOST_RECORDS
@@ -501,28 +502,6 @@ STAGES_NOT_TRACED = {
 }
 
 
-def stage_summary(atts: list[Attribution], ns) -> list[dict[str, Any]]:
-    """Per step between consecutive stages: samples, p50/p90/p99/max (ns): where the time
-    goes, run-wide (nearest-rank percentiles over the explained samples that have both)."""
-    steps: dict[tuple[str, str], list[int]] = {}
-    for a in atts:
-        if a.status != "explained":
-            continue
-        for (s0, t0), (s1, t1) in zip(a.stages, a.stages[1:]):
-            steps.setdefault((s0, s1), []).append(t1 - t0)
-    rank = {name: k for k, name in enumerate(STAGE_ORDER)}
-    out = []
-    for (s0, s1), vals in sorted(steps.items(), key=lambda kv: (rank.get(kv[0][0], 9),
-                                                                rank.get(kv[0][1], 9))):
-        v = np.sort(np.array(vals, np.int64))
-
-        def q(p: float) -> int:
-            return ns(int(v[max(0, int(np.ceil(p * len(v))) - 1)]))
-        out.append({"from": s0, "to": s1, "samples": len(v), "p50_ns": q(0.5),
-                    "p90_ns": q(0.9), "p99_ns": q(0.99), "max_ns": ns(int(v[-1]))})
-    return out
-
-
 def as_json(res: XenExplained) -> dict[str, Any]:
     """The ``{"type": "explain", ...}`` object, the host explain's keys (formats.md §9)."""
     ns = res.ns
@@ -551,7 +530,7 @@ def as_json(res: XenExplained) -> dict[str, Any]:
         "incomplete": sum(a.status == "incomplete" for a in res.samples),
         "not_traced": sum(a.status == "not traced" for a in res.samples),
         "unexplained_ns": sum(ns(a.causes.get(UNEXPLAINED, 0)) for a in res.samples),
-        "stage_summary": stage_summary(res.samples, ns),
+        "stage_summary": stage_summary(res.samples, ns, STAGE_ORDER),
         "stages_not_traced": STAGES_NOT_TRACED,
     }
 

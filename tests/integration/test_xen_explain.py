@@ -5,8 +5,9 @@ The run: 2500 samples at 1 ms, dom0 creating (and destroying) a 256 MiB domain a
 the probe disabling interrupts for 2 ms across every 50th deadline. Checked on the real
 capture: it arrived whole through the ivshmem channel (complete, nothing lost); the
 xentrace summary equals xenalyze's; explain maps every sample, does not blame the
-injected irq-off samples on Xen (the probe's own running time comes first on >= 90 % of
-them: the rest were also preempted by dom0, which the trace shows), names a dom0
+injected irq-off samples on Xen (the probe's own running time comes first on every one
+that no other vCPU interrupted, and on >= 75 % of all: the rest were also descheduled
+for dom0, which the trace shows), names a dom0
 hypercall for a spike while the extra domain was created or destroyed, and writes a
 Perfetto trace that parses. Emulated latencies: functional evidence only.
 """
@@ -104,7 +105,15 @@ def test_explain_blames_the_right_parts(traced, tmp_path) -> None:
     injected = [s for q, s in samples.items() if flags.get(q, 0) & 1]
     assert len(injected) >= 2500 // INJECT_EVERY - 2
     top = Counter(s["causes"][0]["cause"] for s in injected)
-    assert top[PROBE_RUNNING] >= 0.9 * len(injected), top
+    # Xen may also deschedule the spinning vCPU (the trace then shows dom0 ran: true);
+    # where no other vCPU took a tenth of the window, the probe's own time must come first
+    alone = [s for s in injected
+             if sum(c["ns"] for c in s["causes"] if c["cause"].startswith(
+                 ("runnable while", "blocked while", "d0v"))) < 0.1 * s["latency_ns"]]
+    assert len(alone) >= 0.5 * len(injected), top
+    assert all(s["causes"][0]["cause"] == PROBE_RUNNING for s in alone), \
+        [s["causes"][:3] for s in alone if s["causes"][0]["cause"] != PROBE_RUNNING]
+    assert top[PROBE_RUNNING] >= 0.75 * len(injected), top
     # a spike while the extra domain was created or destroyed names a dom0 hypercall
     cap = load_capture(Path(meta["hooks"]["xentrace"]["file"]))
     (_p, _c, add), (_p2, _c2, rem) = (_records(cap, TRC_DOM0_DOM_ADD),
@@ -131,3 +140,18 @@ def test_explain_blames_the_right_parts(traced, tmp_path) -> None:
     names = {p.track_descriptor.name for p in trace.packet if p.HasField("track_descriptor")}
     assert "Xen pCPU 0: vCPU running" in names and any("spikes" in n for n in names)
     assert js["perfetto"]["spikes"] == len(samples)
+
+
+def test_report_says_where_the_time_goes(traced, tmp_path) -> None:
+    db, _s, _meta, _flags = traced
+    html = tmp_path / "r.html"
+    res = run_cli(["report", "traced", "-o", str(html), "--json"], db)
+    assert res.code == 0, res.stderr[-2000:]
+    text = html.read_text()
+    section = text[text.index("Where the time goes"):text.index("<h3>Plots</h3>")]
+    assert "virtual interrupt injected" in section and "guest entered" in section
+    assert "Not traced: physical timer interrupt in Xen" in section
+    assert "irqlab explain" in section and "Not explained" not in section
+    bare = tmp_path / "bare.html"
+    assert run_cli(["report", "traced", "-o", str(bare), "--no-explain"], db).code == 0
+    assert "Where the time goes" not in bare.read_text()
