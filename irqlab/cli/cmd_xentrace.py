@@ -40,16 +40,15 @@ def _hz(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from irqlab.xen.capture import read_xentrace
-    from irqlab.xen.index import index_records
     from irqlab.xen.records import TraceFormatError
-    from irqlab.xen.summary import summarize
+    from irqlab.xen.summary import summarize_data
 
     path: Path = args.file
     if not path.is_file():
         raise UsageError(f"{path}: no such file; give a xentrace file (e.g. "
                          f"<db>.traces/run-N.xentrace.gz)")
     try:
-        header, data = read_xentrace(path)
+        header, data = read_xentrace(path, mapped=True)
     except (OSError, EOFError, ValueError) as exc:
         raise UsageError(f"{path}: cannot read it ({exc}); give a xentrace file") from None
     hz = args.tsc_hz or (header or {}).get("tsc_hz")
@@ -57,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{path} does not say its cycle rate (a plain xentrace file): "
                          f"give --tsc-hz HZ (xl info's cpu_mhz x 1000000)")
     try:
-        summary = summarize(index_records(data))
+        summary = summarize_data(data)
     except (TraceFormatError, ValueError) as exc:
         raise UsageError(f"{path} is not a xentrace file ({exc})") from None
     if summary.first_tsc is None:

@@ -20,7 +20,6 @@ from rich.text import Text
 
 from irqlab.cli.safe_text import EscapeControls
 from irqlab.durations import format_ns
-from irqlab.reports import tables as compare_tables
 from irqlab.stats.fields import (IMPORTED_ROWS, LIST_TABLE, NOTE_FIELDS, SUITE_TABLE,
                                  SUMMARY_TABLE, WINDOW_TABLE, field)
 
@@ -125,6 +124,7 @@ class JsonRenderer(Renderer):
         self._emit(suite)
 
     def compare(self, model: dict[str, Any]) -> None:
+        from irqlab.reports import tables as compare_tables
         for obj in compare_tables.json_objects(model):
             self._emit(obj)
 
@@ -252,6 +252,9 @@ class HumanRenderer(Renderer):
                                markup=False)
 
     def compare(self, model: dict[str, Any]) -> None:
+        # Imported here: the compare tables pull in the store (DuckDB, Arrow: ~0.2 s),
+        # which commands that never compare need not pay.
+        from irqlab.reports import tables as compare_tables
         # Cells are Text objects: run names and tags are data, never rich markup.
         table = Table(title=Text(f"compare against run {model['baseline_run_id']} "
                                  f"(baseline)"))

@@ -1,6 +1,7 @@
 """irqlab's host-side C fast paths (rbdecode.c: ring-buffer pages; gaps.c: explain's
 switch-chain repair; stats.c: per-window reductions and histogram tally; lines.c: the
-sample lines of raw-sample logs; xentrace.c: xentrace record headers), loaded with
+sample lines of raw-sample logs; xentrace.c: xentrace record headers and the
+xenalyze --summary replay), loaded with
 ctypes from ``build/libirqlab.so``.
 
 Why C: these are sequential walks (record headers, per-CPU switch pointers) that numpy can
@@ -36,6 +37,9 @@ _SIGNATURES: dict[str, list] = {
     "irq_stats_reduce": [_P, _P, _I64, _P, _P, _I64, _P],
     "irq_parse_prefixed_ints": [_P, _I64, _P, _I64, _P, _I64, _P],
     "irq_xen_index": [_P, _I64, _P, _P, _P, _P, _P, _P, _I64, _P],
+    "irq_xen_summary": [_P, _P, _P, _P, _P, _P, _P, _P, _I64, _P, _P, _P, _P, _P, _P,
+                        _P],
+    "irq_xen_summary_raw": [_P, _I64, _P, _P, _P, _P, _P, _P, _P, _P],
 }
 
 _lib: ctypes.CDLL | None = None

@@ -216,14 +216,20 @@ def capture_facts(data: bytes) -> dict[str, Any]:
             "last_tsc": int(timed.max()) if len(timed) else None}
 
 
-def read_xentrace(path: str | Path) -> tuple[dict[str, Any] | None, bytes]:
+def read_xentrace(path: str | Path, mapped: bool = False
+                  ) -> tuple[dict[str, Any] | None, bytes | mmap.mmap]:
     """(header, xentrace bytes) of a run's capture, or (None, bytes) of a plain xentrace
-    file as xentrace writes it (as is, gzipped or xz-compressed)."""
+    file as xentrace writes it (as is, gzipped or xz-compressed). ``mapped``: a plain
+    uncompressed file is memory-mapped read-only instead of read (no copy of a file of
+    hundreds of MB; the map is a buffer like bytes for numpy and slicing)."""
     path = Path(path)
     with open(path, "rb") as f:
-        head = f.read(6)
+        head = f.read(len(XENTRACE_MAGIC))
+        if mapped and head[:2] != b"\x1f\x8b" and head[:6] != b"\xfd7zXZ\x00" \
+                and head != XENTRACE_MAGIC and path.stat().st_size > 0:
+            return None, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     opener = (gzip.open if head[:2] == b"\x1f\x8b" else
-              lzma.open if head == b"\xfd7zXZ\x00" else open)
+              lzma.open if head[:6] == b"\xfd7zXZ\x00" else open)
     with opener(path, "rb") as f:
         magic = f.read(len(XENTRACE_MAGIC))
         if magic == XENTRACE_MAGIC:

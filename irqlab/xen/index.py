@@ -55,22 +55,27 @@ def index_records(data: bytes) -> RecordIndex:
 
 
 def _index_native(lib, data: bytes) -> RecordIndex:
-    cap = len(data) // 4 + 1          # a record is at least one word
+    buf = np.frombuffer(data, dtype=np.uint8)
+    end = np.zeros(1, np.int64)
+    # A counting pass first (a tenth of the indexing's time): the columns are then
+    # allocated at their size, not at one record per word, and never copied.
+    cap = lib.irq_xen_index(native.ptr(buf), len(data), None, None, None, None, None,
+                            None, 0, native.ptr(end))
+    if cap < 0:
+        raise ValueError(f"xentrace index failed ({cap}): a CPU number beyond 4095?")
     off = np.empty(cap, np.int64)
     cpu = np.empty(cap, np.int32)
     event = np.empty(cap, np.uint32)
     nextra = np.empty(cap, np.uint8)
     flags = np.empty(cap, np.uint8)
     tsc = np.empty(cap, np.uint64)
-    end = np.zeros(1, np.int64)
-    buf = np.frombuffer(data, dtype=np.uint8)
     n = lib.irq_xen_index(native.ptr(buf), len(data), native.ptr(off), native.ptr(cpu),
                           native.ptr(event), native.ptr(nextra), native.ptr(flags),
                           native.ptr(tsc), cap, native.ptr(end))
     if n < 0:
         raise ValueError(f"xentrace index failed ({n}): a CPU number beyond 4095?")
-    return RecordIndex(data, off[:n].copy(), cpu[:n].copy(), event[:n].copy(),
-                       nextra[:n].copy(), flags[:n].copy(), tsc[:n].copy(), int(end[0]))
+    return RecordIndex(data, off[:n], cpu[:n], event[:n], nextra[:n], flags[:n], tsc[:n],
+                       int(end[0]))
 
 
 def index_records_python(data: bytes) -> RecordIndex:

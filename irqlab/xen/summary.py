@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from irqlab.xen.index import HAS_TSC, INHERITED, RecordIndex
+from irqlab import native
+from irqlab.xen.index import HAS_TSC, INHERITED, RecordIndex, index_records
 from irqlab.xen.records import DOMID_IDLE, TRC_LOST_RECORDS
 
 # xenalyze.c enum: running, runnable, blocked, offline (Xen's), then its own
@@ -66,6 +67,8 @@ HYPERCALL_NAMES = {
     34: "hvm_op", 35: "sysctl", 36: "domctl", 37: "kexec_op",
 }
 PV_HYPERCALL_MAX = 56               # xenalyze counts ops below this
+SLOTS_MAX = 4096                    # vCPUs the C replay holds (XS_MAX_SLOTS, xentrace.c)
+CPUS_MAX = 4096                     # pCPUs of a xentrace file (MAX_CPUS, xentrace.c)
 
 
 def hypercall_name(op: int) -> str:
@@ -134,10 +137,79 @@ def _merged_order(idx: RecordIndex) -> np.ndarray:
     return rows[np.lexsort((idx.off[rows], tsc))]
 
 
+class _Tables:
+    """The C replay's output arrays (irq_xen_summary*, xentrace.c), zeroed."""
+
+    def __init__(self) -> None:
+        self.keys = np.zeros(SLOTS_MAX, np.uint32)
+        self.cpus = np.zeros(CPUS_MAX, np.uint8)
+        self.acc = np.zeros((SLOTS_MAX, 7, 2), np.int64)
+        self.calls = np.zeros((SLOTS_MAX, PV_HYPERCALL_MAX), np.int64)
+        self.first_type = np.zeros(SLOTS_MAX, np.int8)
+        self.lost = np.zeros(1, np.int64)
+        self.span = np.zeros(2, np.int64)
+
+    def args(self) -> list[int]:
+        return [native.ptr(a) for a in (self.keys, self.cpus, self.acc, self.calls,
+                                        self.first_type, self.lost, self.span)]
+
+    def summary(self, n: int, records: int) -> XenSummary:
+        timed = int(self.span[0]) <= int(self.span[1])
+        out = XenSummary(records=records, lost_records=int(self.lost[0]),
+                         cpus=np.flatnonzero(self.cpus).tolist(),
+                         first_tsc=int(self.span[0]) if timed else None,
+                         last_tsc=int(self.span[1]) if timed else None)
+        for k in range(n):
+            key = (int(self.keys[k]) >> 16, int(self.keys[k]) & 0xFFFF)
+            out.runstates[key] = self.acc[k].tolist()
+            if self.first_type[k] == 1 and key[0] not in (DOMID_IDLE, DEFAULT_DOMAIN) \
+                    and self.calls[k].any():
+                out.hypercalls[key] = {int(op): int(self.calls[k, op])
+                                       for op in np.flatnonzero(self.calls[k])}
+        return out
+
+
+def summarize_data(data: bytes) -> XenSummary:
+    """:func:`summarize` of a whole xentrace file's bytes. When irqlab/native is built and
+    the file's records are in cycle order as written (one pCPU, or per-pCPU windows that
+    never go back), one C walk over the bytes does it all, without the record index;
+    otherwise the file is indexed and its records sorted first."""
+    lib = native.lib()
+    if lib is not None:
+        tables, records = _Tables(), np.zeros(1, np.int64)
+        buf = np.frombuffer(data, dtype=np.uint8)
+        n = lib.irq_xen_summary_raw(native.ptr(buf), len(data), *tables.args(),
+                                    native.ptr(records))
+        if n >= 0:
+            return tables.summary(n, int(records[0]))
+    return summarize(index_records(data))
+
+
 def summarize(idx: RecordIndex) -> XenSummary:
-    """Replay xenalyze's runstate and hypercall accounting (see the module doc)."""
+    """Replay xenalyze's runstate and hypercall accounting (see the module doc): in C
+    (irq_xen_summary, xentrace.c) when irqlab/native is built, else in Python
+    (:func:`summarize_python`, the reference the unit tests compare it with)."""
+    lib = native.lib()
+    if lib is None:
+        return summarize_python(idx)
+    rows = np.ascontiguousarray(_merged_order(idx), np.int64)
+    tables = _Tables()
+    n = lib.irq_xen_summary(
+        native.ptr(np.frombuffer(idx.data, dtype=np.uint8)), native.ptr(idx.off),
+        native.ptr(idx.cpu), native.ptr(idx.event), native.ptr(idx.nextra),
+        native.ptr(idx.flags), native.ptr(idx.tsc), native.ptr(rows), len(rows),
+        *tables.args())
+    if n < 0:                   # more vCPUs than the C table holds: the reference copes
+        return summarize_python(idx, rows)
+    return tables.summary(n, len(idx))
+
+
+def summarize_python(idx: RecordIndex, rows: np.ndarray | None = None) -> XenSummary:
+    """The reference replay in Python (numpy for the bulk); ``rows``: the timed records
+    in cycle order (computed when not given)."""
     out = XenSummary(records=len(idx))
-    rows = _merged_order(idx)
+    if rows is None:
+        rows = _merged_order(idx)
     if not len(rows):
         return out
     ev = idx.event[rows]
@@ -199,7 +271,8 @@ def summarize(idx: RecordIndex) -> XenSummary:
     for c, pc in pcpus.items():
         pc.current = (DEFAULT_DOMAIN, c)
     sched = np.flatnonzero((ev & TRC_SCHED_MIN_MASK) == TRC_SCHED_MIN)
-    sched = sched[np.isin(ev[sched] & 0xF, (RUNSTATE_CHANGE, CONTINUE_RUNNING))]
+    sched = sched[np.isin(ev[sched] & 0xF, (RUNSTATE_CHANGE, CONTINUE_RUNNING))
+                  & (idx.nextra[rows[sched]] >= 1)]      # (a cut record has no vCPU)
     lost = np.flatnonzero(ev == TRC_LOST_RECORDS)
     words = idx.extra(rows[sched], 0) if len(sched) else np.empty(0, np.uint32)
     # (position in merged order, kind) of the events that change who runs where
@@ -233,7 +306,9 @@ def summarize(idx: RecordIndex) -> XenSummary:
             update(pc.current, LOST, pc.last_tsc)
     _count_hypercalls(out, idx, rows, ev, cpu, cur_pos, cur_val)
     lost_rows = rows[lost]
-    out.lost_records = int(idx.extra(lost_rows, 0).sum()) if len(lost_rows) else 0
+    lost_rows = lost_rows[idx.nextra[lost_rows] >= 1]
+    out.lost_records = int(idx.extra(lost_rows, 0).astype(np.int64).sum()) \
+        if len(lost_rows) else 0
     return out
 
 

@@ -128,5 +128,9 @@ def test_channel_is_lossless_through_wraparounds(tmp_path: Path, trcfwd: Path,
     plain = tmp_path / "plain.trc"
     plain.write_bytes(data)
     assert read_xentrace(plain) == (None, data)
+    header, mapped = read_xentrace(plain, mapped=True)       # irqlab xentrace maps it
+    assert header is None and not isinstance(mapped, bytes) and mapped[:] == data
+    # a run's capture (gzip, with irqlab's header) is read, never mapped
+    assert read_xentrace(path, mapped=True) == read_xentrace(path)
     assert not [p for p in path.parent.iterdir() if p.name != path.name]   # no spool left
     os.unlink(path)
