@@ -42,6 +42,7 @@ handler) plus its exits: not blamed on Xen's scheduling. Uncovered time is
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,13 +144,14 @@ class XenCapture:
 
 
 def load_capture(path: Path) -> XenCapture:
-    header, data = read_xentrace(path)
+    header, data = read_xentrace(path, mapped=True)
     idx = index_records(data)
     timed = np.flatnonzero((idx.flags & (HAS_TSC | INHERITED)) != 0)
-    tsc = idx.tsc[timed].astype(np.int64)
+    tsc = idx.tsc[timed].view(np.int64)        # cycle counts stay below 2^63
     order = timed if (len(tsc) < 2 or (tsc[1:] >= tsc[:-1]).all()) else \
         timed[np.lexsort((idx.off[timed], tsc))]
-    ev, cpu, t = idx.event[order], idx.cpu[order], idx.tsc[order].astype(np.int64)
+    ev, cpu = idx.event[order], idx.cpu[order]
+    t = tsc if order is timed else idx.tsc[order].view(np.int64)
     first, last = (int(t.min()), int(t.max())) if len(t) else (0, 0)
     # runstate intervals per vCPU, from each change to the next
     rs = np.flatnonzero(((ev & TRC_RUNSTATE_MASK) == TRC_RUNSTATE) | (ev == TRC_CONTINUE))
@@ -192,7 +194,7 @@ def load_capture(path: Path) -> XenCapture:
         has = idx.nextra[order[pvrows]] >= 1
         op = np.full(len(pvrows), -1, np.int64)
         arg = np.full(len(pvrows), -1, np.int64)
-        call = (np.isin(minor, (PV_HYPERCALL_V2, PV_HYPERCALL_SUBCALL))) & has
+        call = ((minor == PV_HYPERCALL_V2) | (minor == PV_HYPERCALL_SUBCALL)) & has
         if call.any():
             w0 = idx.extra(order[pvrows[call]], 0).astype(np.int64)
             op[call] = w0 & 0xFFFFF
@@ -320,6 +322,33 @@ class XenExplainer:
         self.held_min = round(HELD_MIN_NS * (cap.header.get("tsc_hz") or 1e9) / 1e9)
         sched = (cap.ev & 0x0FFF0000) == 0x00020000
         self.sched_t = {c: cap.t[sched & (cap.cpu == c)] for c in cap.runs}
+        self.runnable_start = np.array([iv.start for iv in ivs if iv.state == "runnable"],
+                                       np.int64)
+        self.running_at = np.array([k for k, iv in enumerate(ivs) if iv.state == "running"],
+                                   np.int64)
+        self.calls = {c: self._calls_on(c) for c in cap.pv}
+
+    def _calls_on(self, cpu: int) -> tuple[np.ndarray, np.ndarray, dict, np.ndarray]:
+        """Per PV record of ``cpu``, once for every window: whether it starts a hypercall
+        that counts (a V2 record with its op, not iret), where that call ends at the
+        latest (the vCPU's next PV record or the pCPU's next scheduler record), and which
+        vCPU made it (a code of ``codes``, -1 none)."""
+        t, minor, op, _arg = self.cap.pv[cpu]
+        big = np.iinfo(np.int64).max
+        end = np.append(t[1:], big)
+        st = self.sched_t.get(cpu)
+        if st is not None and len(st):
+            j = np.searchsorted(st, t, side="right")
+            end = np.minimum(end, np.where(j < len(st), st[np.minimum(j, len(st) - 1)], big))
+        starts, ends, who = self.cap.runs.get(cpu, (np.empty(0, np.int64),) * 2 + ([],))
+        codes: dict[tuple[int, int], int] = {}
+        who_code = np.array([codes.setdefault(w, len(codes)) for w in who], np.int64)
+        i = np.searchsorted(starts, t, side="right") - 1
+        ok = i >= 0
+        ok[ok] = t[ok] < ends[i[ok]]
+        owner = np.where(ok, who_code[np.maximum(i, 0)] if len(who) else -1, -1)
+        counts = (minor == PV_HYPERCALL_V2) & (op != -1) & (op != HYPERCALL_IRET)
+        return counts, end, codes, owner
 
     def _who(self, cpu: int, lo: int, hi: int) -> list[tuple[tuple[int, int] | None, int, int]]:
         """Who ran on ``cpu`` in [lo, hi): (vcpu or None, start, end) pieces."""
@@ -344,26 +373,19 @@ class XenExplainer:
         """Hypercalls of ``v`` in flight on ``cpu`` within [lo, hi): (op, name, start,
         end)."""
         pv = self.cap.pv.get(cpu)
-        if pv is None:
+        if pv is None or v not in self.calls[cpu][2]:
             return []
-        t, minor, op, arg = pv
+        t, _minor, op, arg = pv
+        counts, end, codes, owner = self.calls[cpu]
         # the hypercall before lo may still be running
         a = max(int(np.searchsorted(t, lo, side="right")) - 1, 0)
         b = int(np.searchsorted(t, hi, side="left"))
-        out = []
-        for k in range(a, b):
-            if minor[k] != PV_HYPERCALL_V2 or op[k] in (-1, HYPERCALL_IRET):
-                continue
-            nxt = int(t[k + 1]) if k + 1 < len(t) else hi
-            st = self.sched_t.get(cpu)
-            if st is not None:
-                j = int(np.searchsorted(st, t[k], side="right"))
-                if j < len(st):
-                    nxt = min(nxt, int(st[j]))
-            s, e = max(int(t[k]), lo), min(nxt, hi)
-            if e > s and self.cap.owner_at(cpu, np.array([int(t[k])]))[0] == v:
-                out.append((int(op[k]), _call_name(int(op[k]), int(arg[k])), s, e))
-        return out
+        ks = a + np.flatnonzero(counts[a:b] & (owner[a:b] == codes[v]))
+        s = np.maximum(t[ks], lo)
+        e = np.minimum(end[ks], hi)
+        keep = e > s
+        return [(int(op[k]), _call_name(int(op[k]), int(arg[k])), int(x), int(y))
+                for k, x, y in zip(ks[keep].tolist(), s[keep].tolist(), e[keep].tolist())]
 
     def explain(self, seq: int, lo: int, hi: int, latency_tick: int, err: int
                 ) -> Attribution:
@@ -398,7 +420,8 @@ class XenExplainer:
                 add(PROBE_OFFLINE, e - s)
             else:
                 # the pCPU it waits for: where it runs next (runnable) or last ran
-                nxt = next((x for x in self.ivs[k:] if x.state == "running"), None)
+                r = int(np.searchsorted(self.running_at, k))
+                nxt = self.ivs[self.running_at[r]] if r < len(self.running_at) else None
                 cpu = nxt.cpu if nxt is not None else iv.cpu
                 self._split(att, add, cpu, iv.state, s, e)
         add(UNEXPLAINED, (hi - lo) - covered)
@@ -430,10 +453,9 @@ class XenExplainer:
     def _stages(self, lo: int, hi: int) -> list[tuple[str, int]]:
         """Timer path stages seen in the window (step 4 of the issue, where traced)."""
         out = [("deadline", lo)]
-        for iv in self.ivs:
-            if iv.start > lo and iv.start <= hi and iv.state == "runnable":
-                out.append(("probe vCPU woken (runnable)", iv.start))
-                break
+        w = int(np.searchsorted(self.runnable_start, lo, side="right"))
+        if w < len(self.runnable_start) and self.runnable_start[w] <= hi:
+            out.append(("probe vCPU woken (runnable)", int(self.runnable_start[w])))
         pos, _c, t = self.virq
         i = int(np.searchsorted(t, lo))
         if i < len(t) and t[i] <= hi:
@@ -446,6 +468,7 @@ class XenExplainer:
         return sorted(out, key=lambda x: x[1])
 
 
+@functools.lru_cache(maxsize=4096)
 def _call_name(op: int, arg: int) -> str:
     name = hypercall_name(op)
     if op in SUBOP_NAMES and arg >= 0:
