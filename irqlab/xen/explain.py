@@ -36,7 +36,11 @@ named in the sample's notes. Xen's V2
 hypercall records carry a sub-op only for grant_table_op, vcpu_op and sched_op
 (``__trace_hypercall``); memory_op's (populate_physmap ...) is not traced, which the name
 says. Running in the window is the guest's own time (interrupts off, the path to the
-handler) plus its exits: not blamed on Xen's scheduling. Uncovered time is
+handler) plus its exits: not blamed on Xen's scheduling. Time the probe was runnable
+without RTDS budget (a budget_burn record leaving none, until its budget_replenish) is
+the budget's; device IRQs Xen handled (TRC_HW_IRQ_HANDLED) are carved out of whatever
+their time was otherwise attributed to; the scheduler's own records in the window
+(credit2 decisions, RTDS burns) are counted in the notes. Uncovered time is
 "unexplained", always shown.
 """
 
@@ -95,6 +99,23 @@ HELD_MIN_NS = 500_000
 PROBE_RUNNING = "probe vCPU running (guest: its own code, interrupts off, exits)"
 PROBE_OFFLINE = "probe vCPU offline"
 PROBE_BLOCKED_IDLE = "probe vCPU blocked: Xen's timer not yet fired (pCPU idle)"
+PROBE_DEPLETED = "probe vCPU out of RTDS budget (runnable, waiting for its replenishment)"
+TRC_HW_IRQ_HANDLED = 0x00802008        # irq, low 32 bits of the cycles at entry, at exit
+TRC_SCHED_CLASS = 0x00022000
+# TRC_SCHED_CLASS_EVT(scheduler, event): the scheduler's id at bit 9 (public/trace.h);
+# event names from xen/common/sched/credit2.c and rt.c (Xen 4.17)
+SCHED_CLASS_NAMES = {0: "credit", 1: "credit2", 3: "arinc653", 4: "rtds", 5: "null"}
+SCHED_EVENT_NAMES = {
+    1: {1: "tick", 2: "runq_pos", 3: "credit_burn", 4: "credit_add", 5: "tickle_check",
+        6: "tickle", 7: "credit_reset", 8: "sched_tasklet", 9: "update_load",
+        10: "runq_assign", 11: "update_vcpu_load", 12: "update_runq_load", 13: "tickle_new",
+        14: "runq_max_weight", 15: "migrate", 16: "load_check", 17: "load_balance",
+        19: "picked_cpu", 20: "runq_candidate", 21: "schedule", 22: "ratelimit",
+        23: "runq_cand_check"},
+    4: {1: "tickle", 2: "runq_pick", 3: "budget_burn", 4: "budget_replenish",
+        5: "sched_tasklet", 6: "schedule"},
+}
+TRC_RTDS_BUDGET_BURN, TRC_RTDS_BUDGET_REPLENISH = 0x00022803, 0x00022804
 
 
 def runnable_while(v: str) -> str:
@@ -107,6 +128,17 @@ def blocked_while(v: str) -> str:
 
 def in_hypercall(v: str, call: str) -> str:
     return f"{v} in hypercall {call} (probe waiting)"
+
+
+def physical_irq(irq: int) -> str:
+    return f"Xen handling physical IRQ {irq}"
+
+
+def sched_event_name(ev: int) -> str:
+    """``credit2 tickle``, ``rtds budget_burn``, ... of a TRC_SCHED_CLASS event id."""
+    cls, n = (ev >> 9) & 7, ev & 0x1FF
+    return (f"{SCHED_CLASS_NAMES.get(cls, f'scheduler {cls}')} "
+            f"{SCHED_EVENT_NAMES.get(cls, {}).get(n, f'event {n}')}")
 
 
 @dataclass
@@ -327,6 +359,98 @@ class XenExplainer:
         self.running_at = np.array([k for k, iv in enumerate(ivs) if iv.state == "running"],
                                    np.int64)
         self.calls = {c: self._calls_on(c) for c in cap.pv}
+        self.irqs = self._physical_irqs()
+        self.depleted = self._depleted_spans()
+        cls = np.flatnonzero((cap.ev & 0x0FFFF000) == TRC_SCHED_CLASS)
+        self.sched_class = {c: (cap.t[cls[cap.cpu[cls] == c]], cap.ev[cls[cap.cpu[cls] == c]])
+                            for c in np.unique(cap.cpu[cls]).tolist()}
+
+    def _physical_irqs(self) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per pCPU, the device IRQs Xen handled: (start, end, irq), by start. The record
+        is written at the handler's exit with the low 32 bits of the cycle counter at its
+        entry and exit (do_IRQ, xen/arch/x86/irq.c): the length is their difference."""
+        pos = np.flatnonzero(self.cap.ev == TRC_HW_IRQ_HANDLED)
+        pos = pos[self.cap.idx.nextra[self.cap.order[pos]] >= 3]
+        out: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        if not len(pos):
+            return out
+        rows = self.cap.order[pos]
+        irq = self.cap.idx.extra(rows, 0).astype(np.int64)
+        length = ((self.cap.idx.extra(rows, 2).astype(np.int64)
+                   - self.cap.idx.extra(rows, 1).astype(np.int64)) & 0xFFFFFFFF)
+        end = self.cap.t[pos]
+        for c in np.unique(self.cap.cpu[pos]).tolist():
+            m = self.cap.cpu[pos] == c
+            k = np.argsort(end[m] - length[m], kind="stable")
+            out[c] = ((end[m] - length[m])[k], end[m][k], irq[m][k])
+        return out
+
+    def _depleted_spans(self) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) of the probe's spans without RTDS budget: from a budget_burn
+        record that leaves its budget at or below 0 to its next budget_replenish (rt.c's
+        burn_budget and rt_update_deadline; word 0 is unit | domain << 16, then the
+        budget left as a signed 64-bit ns)."""
+        want = self.probe[0] << 16 | self.probe[1]
+        ev, order = self.cap.ev, self.cap.order
+        pos = np.flatnonzero(((ev == TRC_RTDS_BUDGET_BURN) | (ev == TRC_RTDS_BUDGET_REPLENISH))
+                             & (self.cap.idx.nextra[order] >= 3))
+        if not len(pos):
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        pos = pos[self.cap.idx.extra(order[pos], 0) == want]
+        budget = (self.cap.idx.extra(order[pos], 1).astype(np.uint64)
+                  | self.cap.idx.extra(order[pos], 2).astype(np.uint64) << np.uint64(32)
+                  ).view(np.int64)
+        starts, ends, since = [], [], None
+        for e, t, b in zip(ev[pos].tolist(), self.cap.t[pos].tolist(), budget.tolist()):
+            if e == TRC_RTDS_BUDGET_BURN and b <= 0 and since is None:
+                since = t
+            elif e == TRC_RTDS_BUDGET_REPLENISH and since is not None:
+                starts.append(since)
+                ends.append(t)
+                since = None
+        if since is not None:
+            starts.append(since)
+            ends.append(self.cap.last_tsc)
+        return np.array(starts, np.int64), np.array(ends, np.int64)
+
+    def _irq_overlap(self, cpu: int, s: int, e: int) -> list[tuple[int, int]]:
+        """(irq, cycles) of the physical IRQs Xen handled on ``cpu`` within [s, e)."""
+        got = self.irqs.get(cpu)
+        if got is None:
+            return []
+        starts, ends, irq = got
+        k = int(np.searchsorted(ends, s, side="right"))
+        out = []
+        while k < len(starts) and starts[k] < e:
+            n = min(int(ends[k]), e) - max(int(starts[k]), s)
+            if n > 0:
+                out.append((int(irq[k]), n))
+            k += 1
+        return out
+
+    def _take_irqs(self, add, cpu: int, s: int, e: int, budget: int) -> int:
+        """Attribute the physical IRQ time within [s, e) (at most ``budget`` cycles) to
+        Xen's handling of them; how much was taken."""
+        taken = 0
+        for irq, n in self._irq_overlap(cpu, s, e):
+            n = min(n, budget - taken)
+            add(physical_irq(irq), n)
+            taken += n
+        return taken
+
+    def _sched_notes(self, cpu: int, lo: int, hi: int) -> list[str]:
+        """The scheduler's own records on ``cpu`` within the window, counted by name."""
+        got = self.sched_class.get(cpu)
+        if got is None:
+            return []
+        t, ev = got
+        a, b = int(np.searchsorted(t, lo)), int(np.searchsorted(t, hi))
+        if a >= b:
+            return []
+        names, counts = np.unique(ev[a:b], return_counts=True)
+        what = ", ".join(f"{sched_event_name(int(x))} x{int(n)}"
+                         for x, n in zip(names, counts))
+        return [f"scheduler records on pCPU {cpu} in the window: {what}"]
 
     def _calls_on(self, cpu: int) -> tuple[np.ndarray, np.ndarray, dict, np.ndarray]:
         """Per PV record of ``cpu``, once for every window: whether it starts a hypercall
@@ -406,6 +530,7 @@ class XenExplainer:
             if n > 0:
                 causes[name] = causes.get(name, 0) + n
         covered = 0
+        cpus: set[int] = set()
         k = max(int(np.searchsorted(self.iv_start, lo, side="right")) - 1, 0)
         while k < len(self.ivs) and self.ivs[k].start < hi:
             iv = self.ivs[k]
@@ -415,7 +540,8 @@ class XenExplainer:
                 continue
             covered += e - s
             if iv.state == "running":
-                add(PROBE_RUNNING, e - s)
+                cpus.add(iv.cpu)
+                add(PROBE_RUNNING, (e - s) - self._take_irqs(add, iv.cpu, s, e, e - s))
             elif iv.state == "offline":
                 add(PROBE_OFFLINE, e - s)
             else:
@@ -423,8 +549,15 @@ class XenExplainer:
                 r = int(np.searchsorted(self.running_at, k))
                 nxt = self.ivs[self.running_at[r]] if r < len(self.running_at) else None
                 cpu = nxt.cpu if nxt is not None else iv.cpu
-                self._split(att, add, cpu, iv.state, s, e)
+                cpus.add(cpu)
+                for a, b, out_of_budget in self._budget_pieces(iv.state, s, e):
+                    if out_of_budget:
+                        add(PROBE_DEPLETED, b - a)
+                    else:
+                        self._split(att, add, cpu, iv.state, a, b)
         add(UNEXPLAINED, (hi - lo) - covered)
+        for c in sorted(cpus):
+            att.notes.extend(self._sched_notes(c, lo, hi))
         att.causes = causes
         if UNEXPLAINED not in causes:
             causes[UNEXPLAINED] = 0
@@ -432,6 +565,26 @@ class XenExplainer:
             att.notes.append(f"clock error bound of this deadline ±{err} cycles")
         att.stages = self._stages(lo, hi)
         return att
+
+    def _budget_pieces(self, state: str, s: int, e: int) -> list[tuple[int, int, bool]]:
+        """[s, e) cut where the probe was out of RTDS budget (runnable only): (start,
+        end, out of budget) pieces in order."""
+        starts, ends = self.depleted
+        if state != "runnable" or not len(starts):
+            return [(s, e, False)]
+        out, at = [], s
+        k = int(np.searchsorted(ends, s, side="right"))
+        while k < len(starts) and starts[k] < e:
+            a, b = max(int(starts[k]), s), min(int(ends[k]), e)
+            if a > at:
+                out.append((at, a, False))
+            if b > a:
+                out.append((a, b, True))
+                at = b
+            k += 1
+        if at < e:
+            out.append((at, e, False))
+        return out
 
     def _split(self, att: Attribution, add, cpu: int, state: str, s: int, e: int) -> None:
         for v, a, b in self._who(cpu, s, e):
@@ -447,8 +600,9 @@ class XenExplainer:
                     held += hb - ha
                 else:
                     att.notes.append(f"{name} made hypercall {call} meanwhile")
-            add(runnable_while(name) if state == "runnable" else blocked_while(name),
-                (b - a) - held)
+            rest = (b - a) - held
+            rest -= self._take_irqs(add, cpu, a, b, rest)
+            add(runnable_while(name) if state == "runnable" else blocked_while(name), rest)
 
     def _stages(self, lo: int, hi: int) -> list[tuple[str, int]]:
         """Timer path stages seen in the window (step 4 of the issue, where traced)."""

@@ -82,3 +82,46 @@ def test_stages_sum_to_the_latency_within_the_clock_bound(explained) -> None:
         # guest ticks and Xen cycles run at the same rate here (both the TSC)
         assert abs(total - n) <= err + 2e-6 * hz, (a.seq, total, n, err)
         assert "virtual interrupt injected" in names and "guest entered" in names
+
+
+def _synthetic_rtds_capture(tmp_path: Path) -> Path:
+    """One pCPU, the probe d1v0 and dom0 d0v0: the probe runs out of RTDS budget at 990
+    (no extratime), is descheduled at 1000 while dom0 runs, is replenished at 5000 and
+    runs again at 6000; Xen handles IRQ 9 in [5200, 5500) and IRQ 4 in [6500, 6600)."""
+    from irqlab.xen.records import encode_record, encode_window
+    d1, d0 = 1 << 16, 0
+
+    def rs(key: int, old: int, new: int, t: int) -> bytes:
+        return encode_record(0x00021001 | old << 8 | new << 4, (key,), t)
+
+    def burn(key: int, budget: int, t: int) -> bytes:
+        b = budget & (2**64 - 1)
+        return encode_record(0x00022803, (key, b & 0xFFFFFFFF, b >> 32, 100, 0), t)
+
+    recs = b"".join([
+        encode_record(0x00021002, (d1,), 500),           # the probe ran from the start
+        burn(d1, 0, 990),                                # budget gone (no extratime)
+        rs(d1, 0, 1, 1000), rs(d0, 1, 0, 1000),          # probe runnable, dom0 runs
+        encode_record(0x00022804, (d1, 0, 16000, 0, 4000, 0), 5000),   # replenished
+        encode_record(0x00802008, (9, 5200, 5500), 5500),     # IRQ 9 handled by Xen
+        rs(d0, 0, 1, 6000), rs(d1, 1, 0, 6000),          # the probe runs again
+        encode_record(0x00802008, (4, 6500, 6600), 6600),
+        encode_record(0x00021002, (d1,), 9000),
+    ])
+    path = tmp_path / "rtds.trc"
+    path.write_bytes(encode_window(0, recs))
+    return path
+
+
+def test_rtds_budget_and_physical_irqs_named(tmp_path: Path) -> None:
+    from irqlab.xen.explain import (PROBE_DEPLETED, XenExplainer, physical_irq,
+                                    runnable_while)
+    cap = load_capture(_synthetic_rtds_capture(tmp_path))
+    att = XenExplainer(cap, (1, 0)).explain(7, 1000, 7000, 6000, 0)
+    assert att.status == "explained"
+    assert att.causes == {PROBE_DEPLETED: 4000, runnable_while("d0v0"): 700,
+                          physical_irq(9): 300, physical_irq(4): 100,
+                          PROBE_RUNNING: 900, UNEXPLAINED: 0}
+    assert sum(att.causes.values()) == 6000
+    notes = [n for n in att.notes if n.startswith("scheduler records on pCPU 0")]
+    assert notes and "rtds budget_replenish x1" in notes[0]
