@@ -191,8 +191,8 @@ def load_capture(path: Path) -> XenCapture:
     names = ("running", "runnable", "blocked", "offline")
     open_: dict[tuple[int, int], tuple[str, int, int]] = {}
     intervals: dict[tuple[int, int], list[Interval]] = {}
-    for k, pos in enumerate(rs.tolist()):
-        w, e, c, tt = int(words[k]), int(ev[pos]), int(cpu[pos]), int(t[pos])
+    for w, e, c, tt in zip(words.tolist(), ev[rs].tolist(), cpu[rs].tolist(),
+                           t[rs].tolist()):
         key = (w >> 16, w & 0xFFFF)
         if e == TRC_CONTINUE:
             new = "running"
