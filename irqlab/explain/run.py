@@ -8,10 +8,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from irqlab.explain.attribute import (STAGE_ORDER, UNEXPLAINED, Attribution, Explainer,
-                                      aggregate, stage_summary)
+from irqlab.explain.attribute import STAGE_ORDER, Attribution, Explainer, aggregate
 from irqlab.explain.clock import ClockMap, check_causality, fit_clock, refine_with_causality
 from irqlab.explain.load import Trace, load_capture
+from irqlab.explain.shape import attributed_json, select_samples
 from irqlab.store import Store, StoreError
 from irqlab.store.db import RunRow
 from irqlab.trace.archive import trace_file_for
@@ -93,18 +93,10 @@ def explain_run(store: Store, ref: str, threshold_ns: int | None = None,
     clock = fit_clock(trace, seq, en, run.accel or "", vcpu_tl, deadline=dl,
                       vcpu_tid=vcpu_tid)
     tick_hz = int(run.tick_hz)
-    if sample is not None:
-        idx = np.flatnonzero(seq == sample)
-        if not len(idx):
-            raise StoreError(f"run {run.run_id} has no sample {sample}")
-        how = f"sample {sample}"
-    elif top is not None:
-        idx = np.argsort(-lat, kind="stable")[:top]
-        how = f"top {top}"
-    else:
-        thr = threshold_ns if threshold_ns is not None else (run.threshold_ns or 30_000)
-        idx = np.flatnonzero(lat * 1e9 / tick_hz > thr)
-        how = f"latency above {thr} ns"
+    chosen = select_samples(seq, lat, tick_hz, run.threshold_ns, threshold_ns, top, sample)
+    if chosen is None:
+        raise StoreError(f"run {run.run_id} has no sample {sample}")
+    idx, how = chosen
     if vcpu_tl is not None:
         clock = refine_with_causality(clock, vcpu_tl, en)
     clock = check_causality(clock, seq, en)
@@ -138,21 +130,5 @@ def as_json(res: Explained) -> dict[str, Any]:
         "lost_regions": [{"cpu": c, "from_ns": ns(lo - res.explainer.span[0]),
                           "to_ns": ns(hi - res.explainer.span[0]), "why": why}
                          for c, lo, hi, why in res.explainer.lost],
-        "samples": [{
-            "seq": a.seq, "latency_ns": ns(a.latency_tick), "status": a.status,
-            "reason": a.reason,
-            "causes": [{"cause": k, "ns": ns(v),
-                        "pct": round(100 * v / a.latency_tick, 1) if a.latency_tick else None}
-                       for k, v in a.ranked()],
-            "irq_during_ns": {k: ns(v) for k, v in a.irq_during.items() if v},
-            "stages": [{"stage": s, "at_ns": ns(t - a.start)} for s, t in a.stages],
-            "stages_missing": a.stages_missing, "notes": sorted(set(a.notes)),
-        } for a in res.samples],
-        "culprits": [{"cause": c["cause"], "total_ns": ns(c["total_tick"]),
-                      "worst_ns": ns(c["worst_tick"]), "samples": c["samples"]}
-                     for c in res.culprits],
-        "incomplete": sum(a.status == "incomplete" for a in res.samples),
-        "not_traced": sum(a.status == "not traced" for a in res.samples),
-        "unexplained_ns": sum(ns(a.causes.get(UNEXPLAINED, 0)) for a in res.samples),
-        "stage_summary": stage_summary(res.samples, ns, STAGE_ORDER),
+        **attributed_json(res.samples, res.culprits, ns, STAGE_ORDER),
     }

@@ -53,8 +53,8 @@ from typing import Any
 
 import numpy as np
 
-from irqlab.explain.attribute import (UNEXPLAINED, Attribution, aggregate,
-                                      stage_summary)
+from irqlab.explain.attribute import UNEXPLAINED, Attribution, aggregate
+from irqlab.explain.shape import attributed_json, select_samples
 from irqlab.xen.capture import read_xentrace
 from irqlab.xen.index import HAS_TSC, INHERITED, RecordIndex, index_records
 from irqlab.xen.records import DOMID_IDLE, TRC_LOST_RECORDS
@@ -691,23 +691,7 @@ def as_json(res: XenExplained) -> dict[str, Any]:
         "lost_regions": [{"cpu": c, "from_ns": ns(t - lo), "to_ns": ns(t - lo), "why": why}
                          for c, t, _t2, why in res.explainer.lost],
         "probe_vcpu": vcpu_name(res.explainer.probe),
-        "samples": [{
-            "seq": a.seq, "latency_ns": ns(a.latency_tick), "status": a.status,
-            "reason": a.reason,
-            "causes": [{"cause": k, "ns": ns(v),
-                        "pct": round(100 * v / a.latency_tick, 1) if a.latency_tick else None}
-                       for k, v in a.ranked()],
-            "irq_during_ns": {},
-            "stages": [{"stage": s, "at_ns": ns(t - a.start)} for s, t in a.stages],
-            "stages_missing": a.stages_missing, "notes": sorted(set(a.notes)),
-        } for a in res.samples],
-        "culprits": [{"cause": c["cause"], "total_ns": ns(c["total_tick"]),
-                      "worst_ns": ns(c["worst_tick"]), "samples": c["samples"]}
-                     for c in res.culprits],
-        "incomplete": sum(a.status == "incomplete" for a in res.samples),
-        "not_traced": sum(a.status == "not traced" for a in res.samples),
-        "unexplained_ns": sum(ns(a.causes.get(UNEXPLAINED, 0)) for a in res.samples),
-        "stage_summary": stage_summary(res.samples, ns, STAGE_ORDER),
+        **attributed_json(res.samples, res.culprits, ns, STAGE_ORDER),
         "stages_not_traced": STAGES_NOT_TRACED,
     }
 
@@ -721,19 +705,11 @@ def explain_run(run: Any, path: Path, s: dict[str, np.ndarray], threshold_ns: in
     dl = s["deadline_tick"].astype(np.int64)
     en = s["entry_tick"].astype(np.int64)
     lat = en - dl
-    tick_hz = int(run.tick_hz)
-    if sample is not None:
-        idx = np.flatnonzero(seq == sample)
-        if not len(idx):
-            raise ValueError(f"run {run.run_id} has no sample {sample}")
-        how = f"sample {sample}"
-    elif top is not None:
-        idx = np.argsort(-lat, kind="stable")[:top]
-        how = f"top {top}"
-    else:
-        thr = threshold_ns if threshold_ns is not None else (run.threshold_ns or 30_000)
-        idx = np.flatnonzero(lat * 1e9 / tick_hz > thr)
-        how = f"latency above {thr} ns"
+    chosen = select_samples(seq, lat, int(run.tick_hz), run.threshold_ns, threshold_ns, top,
+                            sample)
+    if chosen is None:
+        raise ValueError(f"run {run.run_id} has no sample {sample}")
+    idx, how = chosen
     probe = probe_vcpu(run.metadata)
     clock, atts, ex = explain_samples(cap, probe, seq, dl, en, idx, hz)
     used = np.array([a.status == "explained" for a in atts], bool)
