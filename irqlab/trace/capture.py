@@ -38,6 +38,7 @@ from typing import Any
 
 from irqlab.samples.source import RingPeek
 from irqlab.trace.archive import spool_chunk, trace_file_for, write_archive
+from irqlab.trace.hook import CaptureHook
 from irqlab.trace.tracefs import (WANTED_EVENTS, Instance, TraceError, Tracefs, find_mount,
                                   mount_private, unmount_private)
 
@@ -160,7 +161,7 @@ def buffer_kb_for(period_ns: int) -> int:
     return int(min(65536, max(4096, per_s * 2 / 1024)))
 
 
-class TraceHook:
+class TraceHook(CaptureHook):
     """RunHook: capture a private tracefs instance around the VMM (see module doc)."""
 
     name = "trace"
@@ -203,17 +204,6 @@ class TraceHook:
             self.meta["problems"].append(f"tracing not started: {exc}")
             self._teardown()
             raise TraceError(f"--trace: {exc}") from exc
-
-    def metadata(self) -> dict[str, Any]:
-        return self.meta
-
-    def stop(self) -> None:
-        try:
-            self._finish()
-        except Exception as exc:       # a hook's stop must never raise
-            self.meta["problems"].append(f"stop: {type(exc).__name__}: {exc}")
-        finally:
-            self._teardown()
 
     # -- start --------------------------------------------------------------------------
     def _start(self, ctx: Any) -> None:

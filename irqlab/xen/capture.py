@@ -41,6 +41,7 @@ import numpy as np
 
 from irqlab.runner.xen_dom0 import Dom0Trace, Dom0TraceChannel, InDom0Trace
 from irqlab.trace.archive import XENTRACE_MAGIC, write_archive, xentrace_file_for
+from irqlab.trace.hook import CaptureHook
 from irqlab.xen.index import index_records
 from irqlab.xen.records import (TRC_DOM0OP, TRC_GEN, TRC_HVM, TRC_HW, TRC_LOST_RECORDS,
                                 TRC_MEM, TRC_PV, TRC_SCHED)
@@ -62,7 +63,7 @@ OFF_CAPACITY, OFF_HEAD, OFF_TAIL, OFF_STATE, OFF_STALLS = 8, 16, 24, 32, 40
 CHANNEL_STATES = {0: "running", 1: "done", 2: "error"}
 
 
-class XentraceHook(InDom0Trace):
+class XentraceHook(InDom0Trace, CaptureHook):
     """RunHook: xentrace in dom0, forwarded through ivshmem (see the module doc)."""
 
     name = "xentrace"
@@ -113,17 +114,6 @@ class XentraceHook(InDom0Trace):
         self._thread = threading.Thread(target=self._reader, daemon=True,
                                         name="irqlab-xentrace-reader")
         self._thread.start()
-
-    def metadata(self) -> dict[str, Any]:
-        return self.meta
-
-    def stop(self) -> None:
-        try:
-            self._finish()
-        except Exception as exc:      # a hook's stop must never raise
-            self.meta["problems"].append(f"stop: {type(exc).__name__}: {exc}")
-        finally:
-            self._teardown()
 
     # -- the channel --------------------------------------------------------------------
     def _u64(self, off: int) -> int:
