@@ -206,7 +206,7 @@ class UserNetwork(GuestNetwork):
 def sender_argv(dest: str, port: int, mem_fd: int, *, period_ns: int, payload_bytes: int,
                 packets: int, max_duration_ns: int, priority: int, rt_fallback: bool,
                 inject_delay_ns: int = 0, inject_every: int = 0,
-                timeout_ns: int = REPLY_TIMEOUT_NS) -> list[str]:
+                timeout_ns: int = REPLY_TIMEOUT_NS, icmp: bool = False) -> list[str]:
     """irqlab-netsend's command line (probes/native/netsend.c). It is bounded in count
     and in time whatever irqlab does: a run by samples sends exactly ``packets``;
     ``max_duration_ns`` is a backstop behind the run's own end."""
@@ -220,6 +220,8 @@ def sender_argv(dest: str, port: int, mem_fd: int, *, period_ns: int, payload_by
         argv += ["--inject-delay-ns", str(inject_delay_ns), "--inject-every", str(inject_every)]
     if rt_fallback:
         argv.append("--rt-fallback")
+    if icmp:
+        argv.append("--icmp")         # ICMP echo, answered by the guest kernel
     return argv
 
 
@@ -271,6 +273,7 @@ class NetGuest(ProcessTarget):
     rt_fallback: bool = False
     inject_delay_ns: int = 0
     inject_every: int = 0
+    echo: str = "user"               # "kernel": the guest kernel's ICMP echo answers
     memory_mib: int = 256
     kernel: Path | None = None
     disk: GuestDisk | None = None
@@ -298,6 +301,8 @@ class NetGuest(ProcessTarget):
     def guest_cmdline(self) -> str:
         """The kernel's command line: irqlab-init's echo mode (probes/native/init.c)."""
         echo = ["--port", str(RESPONDER_PORT), "--priority", str(self.priority)]
+        if self.echo == "kernel":
+            echo += ["--mode", "kernel"]
         if self.inject_every and self.inject_delay_ns:
             echo += ["--inject-delay-ns", str(self.inject_delay_ns),
                      "--inject-every", str(self.inject_every)]
@@ -324,7 +329,7 @@ class NetGuest(ProcessTarget):
                            max_duration_ns=self.max_duration_ns, priority=self.priority,
                            rt_fallback=self.rt_fallback,
                            inject_delay_ns=self.inject_delay_ns,
-                           inject_every=self.inject_every)
+                           inject_every=self.inject_every, icmp=self.echo == "kernel")
 
     def _check(self) -> tuple[Path, Path]:
         """The kernel and its virtio-net modules; FileNotFoundError naming the fix."""

@@ -25,7 +25,7 @@ _BLOCK = struct.Struct("<QII14QII64s")
 _BLOCK_FIELDS = ("sent", "replied", "timed_out", "send_errors", "late", "bad", "held",
                  "kernel_ts", "user_ts", "timeout_ns", "payload_bytes", "handshake_ns",
                  "inject_delay_ns", "inject_every")
-_B_KERNEL_TS, _B_LOOPBACK, _B_OWN_NETNS = 1, 2, 4
+_B_KERNEL_TS, _B_LOOPBACK, _B_OWN_NETNS, _B_ICMP = 1, 2, 4, 8
 
 
 class NetSource(MultiRingReader):
@@ -48,7 +48,7 @@ class NetSource(MultiRingReader):
         out.update(port=port, dest=dest.split(b"\0", 1)[0].decode("utf-8", "replace"),
                    kernel_timestamps=bool(flags & _B_KERNEL_TS),
                    loopback=bool(flags & _B_LOOPBACK),
-                   own_netns=bool(flags & _B_OWN_NETNS))
+                   own_netns=bool(flags & _B_OWN_NETNS), icmp=bool(flags & _B_ICMP))
         return out
 
     def ring_cpus(self) -> list[int]:

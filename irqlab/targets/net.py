@@ -3,7 +3,8 @@ back (an external event reaching a guest, seeds 003 and 004; docs/design.md, "Ne
 round trips").
 
 The guest is the ``linux-guest`` kernel with irqlab's initramfs in echo mode: a
-SCHED_FIFO responder (irqlab-echo) on virtio-net. The host sender (irqlab-netsend,
+SCHED_FIFO responder (irqlab-echo) on virtio-net, or with ``--echo kernel`` the guest
+kernel's own ICMP echo (no user space in the reply path; tap mode only). The host sender (irqlab-netsend,
 SCHED_FIFO, absolute schedule) sends a packet per period and writes each round trip as a
 sample into the native probe's ring format, so windows, summary, store and the read
 commands are those of every run. ``--net user``: QEMU's user network with a forward on
@@ -49,6 +50,11 @@ NET = Option("--net", "net", dict(
 PAYLOAD = Option("--payload", "payload", dict(
     type=count, metavar="BYTES",
     help=f"UDP payload of each packet, {PAYLOAD_MIN}-{PAYLOAD_MAX} (default 64)"))
+ECHO_MODES = ("user", "kernel")
+ECHO = Option("--echo", "echo", dict(
+    choices=ECHO_MODES,
+    help="who answers in the guest: user (irqlab's SCHED_FIFO UDP responder; default) "
+         "or kernel (the guest kernel's own ICMP echo, no user space; needs --net tap)"))
 INJECT_DELAY = Option("--inject-delay", "inject_delay", dict(
     type=duration, metavar="DUR",
     help="self-check: the guest holds the reply to every --inject-every'th packet for "
@@ -64,6 +70,7 @@ class NetOptions(TargetOptions):
     payload_bytes: int = 64
     inject_delay_ns: int = 0
     inject_every: int = 0
+    echo: str = "user"
     priority: int = 90
     rt_fallback: bool = False
 
@@ -78,7 +85,7 @@ class NetOptions(TargetOptions):
 class NetTarget(Target):
     name = "net"
     help = "UDP round trips from the host to a Linux guest on virtio-net"
-    options = (o.ACCEL, NET, PAYLOAD, INJECT_DELAY, o.INJECT_EVERY, o.PRIORITY,
+    options = (o.ACCEL, NET, ECHO, PAYLOAD, INJECT_DELAY, o.INJECT_EVERY, o.PRIORITY,
                o.RT_FALLBACK)
     why_not = {"icount": "round trips are timed on the host in real time; --icount "
                          "makes the guest's time virtual",
@@ -98,6 +105,14 @@ class NetTarget(Target):
         if (delay > 0) != (every > 0):
             raise TargetUsageError("--inject-delay and --inject-every go together, e.g. "
                                    "--inject-delay 5ms --inject-every 100")
+        echo, net = given.get("echo", "user"), given.get("net", "user")
+        if echo == "kernel" and net == "user":
+            raise TargetUsageError("--echo kernel needs --net tap: QEMU's user network "
+                                   "answers ICMP echo itself, so the guest would never "
+                                   "see the requests")
+        if echo == "kernel" and every:
+            raise TargetUsageError("--inject-delay needs --echo user: the guest kernel "
+                                   "answers ICMP echo at once and cannot hold a reply")
         if delay >= REPLY_TIMEOUT_NS:
             raise TargetUsageError(f"--inject-delay must be shorter than the reply timeout "
                                    f"({REPLY_TIMEOUT_NS // 1_000_000} ms), or every held "
@@ -109,7 +124,7 @@ class NetTarget(Target):
                                    f"holds more than {HELD_MAX} replies at once: inject "
                                    f"less often or hold shorter")
         return NetOptions(arch="x86_64", accel=given.get("accel", "auto"),
-                          net=given.get("net", "user"), payload_bytes=payload,
+                          net=net, payload_bytes=payload, echo=echo,
                           inject_delay_ns=delay, inject_every=every, priority=priority,
                           rt_fallback=rt_fallback)
 
@@ -161,7 +176,7 @@ class NetTarget(Target):
                         max_duration_ns=bound_ns + _SENDER_BACKSTOP_NS,
                         priority=opts.priority, rt_fallback=opts.rt_fallback,
                         inject_delay_ns=opts.inject_delay_ns,
-                        inject_every=opts.inject_every, disk=self.disk(cfg),
+                        inject_every=opts.inject_every, echo=opts.echo, disk=self.disk(cfg),
                         extra_qemu_args=list(extra_qemu_args), name=name,
                         layout_bytes=layout_bytes)
 

@@ -10,6 +10,10 @@
  * held reply waits in a queue, not in a sleep), so exactly the held packets
  * show the delay. Nothing is printed per packet. Runs until killed (the VM
  * is stopped by the host); exit 2 on bad usage, 1 on a set-up failure.
+ *
+ * --mode kernel (`--echo kernel`): no responder at all; the guest kernel answers the
+ * host's ICMP echo requests itself. It only makes sure the kernel does (its
+ * icmp_echo_ignore_all is 0) and then waits, so irqlab-init keeps the guest up.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -46,6 +50,7 @@ struct echo_opts {
 	int priority;
 	u64 inject_delay_ns;
 	u64 inject_every;
+	int kernel;		/* --mode kernel: the kernel's ICMP echo answers */
 };
 
 static struct echo_opts opt = { .port = NET_PORT, .priority = 90 };
@@ -82,7 +87,8 @@ static int parse_u64(const char *s, u64 *out)
 static void __attribute__((noreturn)) die_usage(const char *what, const char *val)
 {
 	fprintf(stderr, "irqlab-echo: error: %s %s (options: --addr A.B.C.D --port N "
-		"--priority N --inject-delay-ns D --inject-every N)\n", what, val ? val : "");
+		"--priority N --inject-delay-ns D --inject-every N --mode udp|kernel)\n", what,
+		val ? val : "");
 	exit(EXIT_USAGE);
 }
 
@@ -111,6 +117,10 @@ static void parse_args(int argc, char **argv)
 			if (parse_u64(val, &opt.inject_delay_ns) ||
 			    opt.inject_delay_ns > 10000000000ULL)
 				die_usage("--inject-delay-ns must be 0-10000000000, not", val);
+		} else if (!strcmp(a, "--mode")) {
+			if (strcmp(val, "udp") && strcmp(val, "kernel"))
+				die_usage("--mode must be udp or kernel, not", val);
+			opt.kernel = !strcmp(val, "kernel");
 		} else if (!strcmp(a, "--inject-every")) {
 			if (parse_u64(val, &opt.inject_every))
 				die_usage("--inject-every is not a count:", val);
@@ -294,11 +304,28 @@ static int serve(int fd)
 	}
 }
 
+/* kernel_echo - let the guest kernel answer ICMP echo and wait until the VM stops */
+static int kernel_echo(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/icmp_echo_ignore_all", "w");
+
+	if (!f || fputs("0\n", f) < 0 || fclose(f)) {
+		fprintf(stderr, "irqlab-echo: error: icmp_echo_ignore_all: %s\n",
+			strerror(errno));
+		return EXIT_RUNTIME;
+	}
+	fprintf(stderr, "irqlab-echo: the kernel answers ICMP echo; no responder\n");
+	for (;;)
+		pause();
+}
+
 int main(int argc, char **argv)
 {
 	int fd, err;
 
 	parse_args(argc, argv);
+	if (opt.kernel)
+		return kernel_echo();
 	setup_rt();
 	fd = open_socket();
 	if (fd < 0) {

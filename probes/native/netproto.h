@@ -50,6 +50,7 @@ _Static_assert(sizeof(struct net_pkt) == NET_PAYLOAD_MIN, "net_pkt");
 #define NET_B_KERNEL_TS		(1u << 0)	/* SO_TIMESTAMPING software stamps on */
 #define NET_B_LOOPBACK		(1u << 1)	/* destination is a loopback address */
 #define NET_B_OWN_NETNS		(1u << 2)	/* sender runs in its own network namespace */
+#define NET_B_ICMP		(1u << 3)	/* ICMP echo (--icmp): the guest kernel answers */
 
 struct net_block {
 	u64 magic;			/*   0 */

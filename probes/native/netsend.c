@@ -34,6 +34,7 @@
 #include <linux/errqueue.h>
 #include <linux/net_tstamp.h>
 #include <netinet/in.h>
+#include <netinet/ip_icmp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -109,6 +110,7 @@ struct options {
 	u64 inject_every;
 	u32 capacity;
 	int no_kernel_ts;
+	int icmp;		/* --icmp: the kernel's own echo answers */
 	int verbose;
 };
 
@@ -126,6 +128,8 @@ static int sock = -1;
 static struct sockaddr_storage dest_sa;
 static socklen_t dest_len;
 static int kernel_ts;			/* SO_TIMESTAMPING is on */
+/* --icmp: our packet follows an ICMP echo header (8 bytes) in every datagram */
+static size_t pkt_off;
 static u64 start_ns, end_ns;
 static u64 sent;			/* packets published by the sender thread */
 static u64 committed;			/* packets committed by the receiver thread */
@@ -224,6 +228,8 @@ static void usage(void)
 	       "  --inject-delay-ns D, --inject-every N\n"
 	       "                        the responder's self-check, recorded in the header\n"
 	       "  --no-kernel-ts        time in user space only (tests the fallback)\n"
+	       "  --icmp                ICMP echo requests (ping socket) answered by the\n"
+	       "                        guest kernel itself; only inside our own namespace\n"
 	       "  -v, --verbose         print the set-up on stderr\n"
 	       "exit: 0 done, 1 run-time failure, 2 usage, 3 RT priority refused\n",
 	       NET_PORT, NET_PAYLOAD_MIN, NET_PAYLOAD_MAX);
@@ -266,6 +272,9 @@ static void parse_args(int argc, char **argv)
 			exit(0);
 		} else if (!strcmp(a, "--rt-fallback")) {
 			opt.rt_fallback = 1;
+			takes = 0;
+		} else if (!strcmp(a, "--icmp")) {
+			opt.icmp = 1;
 			takes = 0;
 		} else if (!strcmp(a, "--no-kernel-ts")) {
 			opt.no_kernel_ts = 1;
@@ -540,14 +549,84 @@ static int thread_sched(void)
 	return 0;
 }
 
-/* open_socket - UDP socket connected to the responder; 0 or -errno */
+/*
+ * allow_ping - let every group open ICMP ping sockets in this network namespace
+ * (net.ipv4.ping_group_range, per namespace): only ever called inside the namespace
+ * irqlab made for the run, which is deleted with it; 0 or -errno
+ */
+static int allow_ping(void)
+{
+	static const char range[] = "0 2147483647\n";
+	int fd = open("/proc/sys/net/ipv4/ping_group_range", O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, range, sizeof(range) - 1);
+	close(fd);
+	return n == (ssize_t)sizeof(range) - 1 ? 0 : -EIO;
+}
+
+/* icmp_socket - an ICMP echo ("ping") socket for --icmp; the fd or -errno */
+static int icmp_socket(void)
+{
+	int proto = dest_sa.ss_family == AF_INET ? IPPROTO_ICMP : IPPROTO_ICMPV6;
+	int fd = socket(dest_sa.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, proto);
+
+	if (fd < 0 && errno == EACCES && own_netns() && !allow_ping())
+		fd = socket(dest_sa.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, proto);
+	if (fd < 0 && errno == EACCES)
+		return dir_fail(EACCES, "ICMP ping sockets are not allowed for this group "
+				"(net.ipv4.ping_group_range); irqlab changes that only in a "
+				"network namespace of its own (--net tap)");
+	if (fd < 0)
+		return dir_fail(errno, "ICMP socket: %s", strerror(errno));
+	return fd;
+}
+
+/* icmp_header - the echo request header in front of packet @seq (checksum and id: the kernel's) */
+static void icmp_header(u8 *buf, u64 seq)
+{
+	u16 seq16 = htons((u16)seq);
+
+	memset(buf, 0, pkt_off);
+	buf[0] = dest_sa.ss_family == AF_INET ? ICMP_ECHO : 128;	/* ICMP6_ECHO_REQUEST */
+	memcpy(buf + 6, &seq16, sizeof(seq16));
+}
+
+/*
+ * reply_pkt - our packet in the @n bytes of a received datagram at @buf when it is a
+ * reply: the responder's flag, or with --icmp an echo reply; else NULL
+ */
+static const struct net_pkt *reply_pkt(const u8 *buf, ssize_t n)
+{
+	const struct net_pkt *p = (const struct net_pkt *)(buf + pkt_off);
+	u8 echo_reply = dest_sa.ss_family == AF_INET ? ICMP_ECHOREPLY : 129;
+
+	if (n < 0 || (size_t)n < pkt_off + sizeof(*p) || p->magic != NET_MAGIC)
+		return NULL;
+	if (pkt_off)
+		return buf[0] == echo_reply ? p : NULL;
+	return (p->flags & NET_F_REPLY) ? p : NULL;
+}
+
+/* open_socket - UDP (or --icmp: ICMP echo) socket connected to the responder; 0 or -errno */
 static int open_socket(void)
 {
 	int rcvbuf = 4 << 20;
 
-	sock = socket(dest_sa.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (sock < 0)
-		return dir_fail(errno, "socket: %s", strerror(errno));
+	if (opt.icmp) {
+		pkt_off = 8;
+		nb->flags |= NET_B_ICMP;
+		((struct sockaddr_in *)&dest_sa)->sin_port = 0;	/* same offset in sin6 */
+		sock = icmp_socket();
+		if (sock < 0)
+			return sock;
+	} else {
+		sock = socket(dest_sa.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (sock < 0)
+			return dir_fail(errno, "socket: %s", strerror(errno));
+	}
 	/* replies of a long hold must not be dropped by a small buffer */
 	setsockopt(sock, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 	/* connected: the kernel hands us only the responder's datagrams */
@@ -586,7 +665,7 @@ static int stop_pending(const sigset_t *stopset)
 static int handshake(const sigset_t *stopset)
 {
 	static u8 buf[BUF_BYTES];
-	struct net_pkt *p = (struct net_pkt *)buf;
+	struct net_pkt *p = (struct net_pkt *)(buf + pkt_off);
 	u64 first_ns = monotonic_ns(), last_hello = 0, now_ns;
 	struct pollfd pfd = { .fd = sock, .events = POLLIN };
 
@@ -599,12 +678,14 @@ static int handshake(const sigset_t *stopset)
 					"the responder did not start", opt.dest, opt.port,
 					(unsigned long long)(opt.ready_timeout_ns / 1000000000ULL));
 		if (!last_hello || now_ns - last_hello >= HELLO_EVERY_NS) {
-			memset(buf, 0, opt.payload_bytes);
+			memset(buf, 0, pkt_off + opt.payload_bytes);
+			if (pkt_off)
+				icmp_header(buf, NET_SEQ_HELLO);
 			p->magic = NET_MAGIC;
 			p->seq = NET_SEQ_HELLO;
 			p->send_ns = now_ns;
 			/* refused (nothing listens yet) or unreachable: try again */
-			send(sock, buf, opt.payload_bytes, 0);
+			send(sock, buf, pkt_off + opt.payload_bytes, 0);
 			last_hello = now_ns;
 		}
 		if (poll(&pfd, 1, 10) <= 0)
@@ -617,8 +698,7 @@ static int handshake(const sigset_t *stopset)
 					break;
 				continue;	/* ECONNREFUSED of an early hello */
 			}
-			if ((size_t)n >= sizeof(*p) && p->magic == NET_MAGIC &&
-			    p->seq == NET_SEQ_HELLO && (p->flags & NET_F_REPLY)) {
+			if (reply_pkt(buf, n) && p->seq == NET_SEQ_HELLO) {
 				nb->handshake_ns = monotonic_ns() - first_ns;
 				return 0;
 			}
@@ -756,10 +836,10 @@ static void drain_errqueue(void)
 /* take_reply - match the reply of @n bytes in @buf (cmsgs in @msg) to its packet */
 static void take_reply(const u8 *buf, ssize_t n, struct msghdr *msg, u64 rx_user_ns)
 {
-	const struct net_pkt *p = (const struct net_pkt *)buf;
+	const struct net_pkt *p = reply_pkt(buf, n);
 	struct pending *e;
 
-	if ((size_t)n < sizeof(*p) || p->magic != NET_MAGIC || !(p->flags & NET_F_REPLY)) {
+	if (!p) {
 		nb->bad++;
 		return;
 	}
@@ -849,7 +929,7 @@ static void *receiver(void *arg)
 static void send_one(u64 seq, u32 flags, u8 *buf)
 {
 	struct pending *e = &table[seq & table_mask];
-	struct net_pkt *p = (struct net_pkt *)buf;
+	struct net_pkt *p = (struct net_pkt *)(buf + pkt_off);
 
 	e->seq = seq;
 	e->tx_kernel_ns = 0;
@@ -861,7 +941,9 @@ static void send_one(u64 seq, u32 flags, u8 *buf)
 	__atomic_store_n(&sent, seq + 1, __ATOMIC_RELEASE);
 	p->seq = seq;
 	p->send_ns = e->tx_user_ns;
-	if (send(sock, buf, opt.payload_bytes, 0) < 0) {
+	if (pkt_off)
+		icmp_header(buf, seq);
+	if (send(sock, buf, pkt_off + opt.payload_bytes, 0) < 0) {
 		nb->send_errors++;
 		__atomic_store_n(&e->state, PKT_SEND_FAILED, __ATOMIC_RELEASE);
 	}
@@ -881,7 +963,7 @@ static void *sender(void *arg)
 		goto out;
 	}
 	memset(buf, 0, sizeof(buf));
-	((struct net_pkt *)buf)->magic = NET_MAGIC;
+	((struct net_pkt *)(buf + pkt_off))->magic = NET_MAGIC;
 	__atomic_store_n(&ring.hdr->state, RING_RUNNING, __ATOMIC_RELEASE);
 	while (!READ_ONCE(stop_requested) && (!opt.count || seq < opt.count) &&
 	       (!end_ns || next_ns <= end_ns)) {

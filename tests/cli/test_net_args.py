@@ -42,6 +42,10 @@ def _cli(*argv: str, tmp_path: Path) -> subprocess.CompletedProcess:
     (["--load", "guest-disk:block=1000"], "block 1000 must be a multiple of 512"),
     (["--load", "guest-disk:cpus=0"], "cpus= does not apply"),
     (["--aio", "posix"], "aio 'posix': use threads, native or io_uring"),
+    (["--echo", "guest"], "argument --echo: invalid choice: 'guest'"),
+    (["--echo", "kernel"], "--echo kernel needs --net tap: QEMU's user network answers"),
+    (["--echo", "kernel", "--net", "tap", "--inject-delay", "5ms", "--inject-every", "100"],
+     "--inject-delay needs --echo user: the guest kernel answers ICMP echo at once"),
 ])
 def test_bad_net_options_exit_2_in_one_line(argv, needle, tmp_path):
     res = _cli(*argv, tmp_path=tmp_path)
@@ -70,3 +74,18 @@ def test_guest_disk_load_needs_the_net_target(tmp_path):
     assert res.returncode == 2
     assert "load:guest-disk needs --target net" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_echo_kernel_reaches_the_guest_and_the_sender(tmp_path):
+    from irqlab.runner.accel import AccelPlan
+    from irqlab.targets.net import NetTarget
+    args = build_parser().parse_args(["run", "--target", "net", "--net", "tap", "--echo",
+                                      "kernel", "--samples", "10"])
+    cfg = cmd_run.run_config(args)
+    assert cfg.options.echo == "kernel" and cfg.params()["echo"] == "kernel"
+    guest = NetTarget().spawn(cfg, AccelPlan("tcg", "test", True), "t", [])
+    # the guest runs no responder, the sender speaks ICMP echo
+    assert "irqlab.echo=--port;7010;--priority;90;--mode;kernel" in guest.guest_cmdline()
+    assert guest.build_sender_argv()[-1] == "--icmp"
+    default = cmd_run.run_config(build_parser().parse_args(["run", "--target", "net"]))
+    assert default.options.echo == "user"

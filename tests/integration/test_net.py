@@ -171,3 +171,20 @@ def test_guest_disk_load_through_the_aio_and_iothread_knobs(db, guest_kernel):
     assert "virtio-blk-pci,drive=irqlab-disk,iothread=irqlab-io" in meta["qemu_argv"]
     # The disk was an unlinked file: nothing of it is left.
     assert not list(Path("/var/tmp").glob("irqlab-disk-*"))
+
+
+def test_echo_kernel_the_guest_kernel_answers_icmp(db, guest_kernel):
+    res = run_cli(["run", "--target", "net", "--net", "tap", "--echo", "kernel", "--accel",
+                   "tcg", "--samples", "2000", "--window", "1s", "--json", "--name",
+                   "kernel-echo"], db, timeout=60)
+    assert res.code == 0, res.stderr + res.stdout[-2000:]
+    s, meta = res.summary, _meta(db, "kernel-echo")
+    net = meta["net"]
+    assert s["status"] == "ok" and s["samples"] + s["lost"] == net["sent"] == 2000
+    assert s["lost"] == 0 and net["timed_out"] == 0 and net["bad"] == 0
+    # ICMP echo requests, every reply an echo reply of the guest kernel (no responder
+    # runs: irqlab-echo --mode kernel only waits), timed by the kernel's stamps
+    assert net["icmp"] and net["own_netns"] and net["dest"] == "10.77.0.2"
+    assert net["replied"] == 2000 and net["kernel_ts"] == 2000
+    assert "--icmp" in meta["network"]["sender_argv"]
+    assert not (NETNS_DIR / meta["network"]["namespace"]).exists()
