@@ -54,7 +54,7 @@ OUTPUTS = (("--dat", "dat"), ("--text", "text"), ("--perfetto", "perfetto"),
 def run(args: argparse.Namespace) -> int:
     from irqlab.explain.report import render_text
     from irqlab.explain.run import _samples, as_json, capture_path, explain_run
-    from irqlab.explain.stored import XENTRACE_HOOK, capture_kind, xentrace_path
+    from irqlab.explain.stored import NET_PATH, XENTRACE_HOOK, capture_kind, xentrace_path
 
     if args.top == 0:
         raise UsageError("--top must be at least 1")
@@ -63,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
         run = store.resolve(args.run)
         if capture_kind(run) == XENTRACE_HOOK:
             return _explain_xen(args, run, xentrace_path(run), _samples(store, run.run_id))
+        if capture_kind(run) == NET_PATH:
+            return _explain_net(args, store, run)
     files: dict[str, dict[str, Any]] = {}
     with stage_progress(args) as progress:
         with open_store(db_path(args), read_only=True) as store:
@@ -115,6 +117,20 @@ def _explain_xen(args: argparse.Namespace, run: Any, path: Path, samples: dict) 
         print(render_json(js))
         for line in written_lines(files):
             print(line)
+    return EXIT_OK
+
+
+def _explain_net(args: argparse.Namespace, store: Any, run: Any) -> int:
+    """`irqlab explain` of a net run, along the packet's path (irqlab.explain.netpath)."""
+    from irqlab.explain.report import render_json
+    from irqlab.explain.stored import explain_net_json
+
+    for opt, dest in OUTPUTS:
+        if getattr(args, dest):
+            raise UsageError(f"{opt} is not written for net runs yet: run {run.run_id}'s "
+                             f"capture is explained along the packet's path; use --json")
+    js = explain_net_json(store, run, args.threshold, args.top, args.sample)
+    print(json_line(js) if args.json else render_json(js))
     return EXIT_OK
 
 

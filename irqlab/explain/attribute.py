@@ -66,7 +66,9 @@ class Attribution:
 class Explainer:
     """Everything derived once from a capture, then asked about one sample at a time."""
 
-    def __init__(self, trace: Trace, vcpu_tids: list[int] | None = None) -> None:
+    def __init__(self, trace: Trace, vcpu_tids: list[int] | None = None,
+                 other_tids: list[int] | None = None) -> None:
+        """``other_tids``: more threads to follow beside the VMM's (the net sender's)."""
         self.trace = trace
         hdr = trace.header
         self.vmm = {int(t): c for t, c in hdr.get("vmm_threads", {}).items()}
@@ -84,7 +86,8 @@ class Explainer:
                 for c in np.unique(self.switches["cpu"][inferred]).tolist()} \
                 if len(inferred) else {}
             self.threads: dict[int, ThreadTimeline] = thread_timelines(
-                trace, sorted(set(self.vmm) | set(self.vcpus)), end_ts, self.switches)
+                trace, sorted(set(self.vmm) | set(self.vcpus) | set(other_tids or ())), end_ts,
+                self.switches)
             self.runs: CpuRuns = cpu_runs(trace, self.switches)
             self.hard, self.soft = irqs.result()
         self.span = self._span()

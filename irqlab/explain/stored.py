@@ -19,14 +19,18 @@ from irqlab.xen.capture import XentraceHook
 # The hooks store their facts under their names in the run's metadata.
 XENTRACE_HOOK = XentraceHook.name
 HOST_TRACE_HOOK = TraceHook.name
+NET_PATH = "net"         # a host capture the net target recorded (TraceHook path_kind)
 
 
 def capture_kind(run: RunRow) -> str | None:
-    """``"xentrace"``, ``"trace"`` (host kernel) or None: what the run recorded."""
+    """``"xentrace"``, ``"net"`` (a host capture along a packet's path), ``"trace"``
+    (host kernel, timer path) or None: what the run recorded and how it is explained."""
     hooks = (run.metadata or {}).get("hooks") or {}
-    for kind in (XENTRACE_HOOK, HOST_TRACE_HOOK):
-        if hooks.get(kind) is not None:
-            return kind
+    if hooks.get(XENTRACE_HOOK) is not None:
+        return XENTRACE_HOOK
+    host = hooks.get(HOST_TRACE_HOOK)
+    if host is not None:
+        return NET_PATH if host.get("path") == NET_PATH else HOST_TRACE_HOOK
     return None
 
 
@@ -55,6 +59,22 @@ def explain_json(store: Any, run: RunRow, threshold_ns: int | None = None) -> di
         except ValueError as exc:
             raise StoreError(str(exc)) from None
         return as_json(res)
+    if kind == NET_PATH:
+        return explain_net_json(store, run, threshold_ns, None, None)
     from irqlab.explain.run import as_json as host_json
     from irqlab.explain.run import explain_run as host_explain
     return host_json(host_explain(store, str(run.run_id), threshold_ns=threshold_ns))
+
+
+def explain_net_json(store: Any, run: RunRow, threshold_ns: int | None, top: int | None,
+                     sample: int | None) -> dict[str, Any]:
+    """The explain object of a net run along the packet's path (irqlab.explain.netpath)."""
+    from irqlab.explain.load import load_capture
+    from irqlab.explain.netpath import as_json, explain_net_run
+    from irqlab.explain.run import _samples, capture_path
+    trace = load_capture(capture_path(store, run))
+    try:
+        return as_json(explain_net_run(run, trace, _samples(store, run.run_id), threshold_ns,
+                                       top, sample))
+    except ValueError as exc:
+        raise StoreError(str(exc)) from None

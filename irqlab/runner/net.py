@@ -298,6 +298,10 @@ class NetGuest(ProcessTarget):
         """QEMU (the vCPU knobs and the trace capture look at its threads)."""
         return self._qemu.proc if self._qemu else None
 
+    def peer_pids(self) -> list[int]:
+        """The sender: its threads send and receive every packet."""
+        return [self._child.proc.pid] if self._child is not None else []
+
     def guest_cmdline(self) -> str:
         """The kernel's command line: irqlab-init's echo mode (probes/native/init.c)."""
         echo = ["--port", str(RESPONDER_PORT), "--priority", str(self.priority)]

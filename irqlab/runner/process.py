@@ -125,6 +125,11 @@ class ProcessTarget:
         """The child (knobs and trace capture need its pid); None before start()."""
         return self._child.proc if self._child else None
 
+    def peer_pids(self) -> list[int]:
+        """Other host processes on the measured path (the net target's sender): a trace
+        capture records their threads beside the VMM's. None by default."""
+        return []
+
     @property
     def mem_path(self) -> str:
         return f"/proc/self/fd/{self.mem_fd}"

@@ -16,6 +16,7 @@ responder hold every Nth reply for D: exactly those samples carry the delay.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from irqlab.argtypes import count, duration
@@ -34,6 +35,10 @@ from irqlab.targets import options as o
 from irqlab.targets.base import Option, Target, TargetOptions, TargetUsageError
 
 NET_MODES = ("user", "tap")
+# A packet queued to a device (bridge, tap, lo) and received by one (include/trace/
+# events/net.h): where the round trip crosses the host's stack.
+NET_TRACE_EVENTS = (("net", "net_dev_queue"), ("net", "netif_receive_skb"),
+                    ("net", "netif_rx"))
 PAYLOAD_MIN, PAYLOAD_MAX = 32, 1472       # probes/native/netproto.h: one 1500-byte frame
 HELD_MAX = 256                            # replies the responder holds at once (echo.c)
 # A Linux kernel reaches init in ~1-2 s under real KVM; a software KVM backend hangs
@@ -193,6 +198,14 @@ class NetTarget(Target):
         if process.disk is not None:
             out["guest_disk"] = {**process.disk.metadata(), "qemu_io": process.disk_io}
         return out
+
+    def trace_capture(self, options: TargetOptions, db_path: Path, period_ns: int) -> Any:
+        """The host capture on CLOCK_MONOTONIC (the samples' own clock: they map onto it
+        exactly), with the packet's network events and the sender's threads, for the
+        explain along the packet's path (irqlab.explain.netpath)."""
+        from irqlab.trace.capture import TraceHook
+        return TraceHook(db_path, period_ns, clock="mono", extra_events=NET_TRACE_EVENTS,
+                         path_kind="net")
 
     def boot_failure_detail(self, process: ProcessTarget) -> str:
         text = f"serial: {process.serial().strip()[-300:]!r}"

@@ -168,13 +168,23 @@ class TraceHook(CaptureHook):
     requires = None          # any target: it traces the host around the target's process
 
     def __init__(self, db_path: Path, period_ns: int = 1_000_000,
-                 buffer_kb: int | None = None) -> None:
+                 buffer_kb: int | None = None, clock: str | None = None,
+                 extra_events: tuple[tuple[str, str], ...] = (),
+                 path_kind: str | None = None) -> None:
+        """``clock``: the trace clock to use instead of x86-tsc (e.g. "mono" when the
+        samples are CLOCK_MONOTONIC ns: then they map onto the trace exactly);
+        ``extra_events``: (system, event) pairs beyond WANTED_EVENTS; ``path_kind``:
+        recorded as ``path`` for explain to choose how to read the capture (e.g. "net")."""
         self.db_path = Path(db_path)
+        self.clock = clock
+        self.extra_events = tuple(extra_events)
         self.period_ns = period_ns
         self.buffer_kb = buffer_kb or buffer_kb_for(period_ns)
         self.fs: Tracefs | None = None
         self.inst: Instance | None = None
         self.meta: dict[str, Any] = {"enabled": [], "missing": [], "problems": []}
+        if path_kind:
+            self.meta["path"] = path_kind
         self._spool = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -212,11 +222,14 @@ class TraceHook(CaptureHook):
         threads = vmm_threads(pid)
         self.meta.update({"vmm_pid": pid, "vmm_threads": {str(t): c for t, c in threads.items()},
                           "vcpu_tids": [t for t, c in threads.items() if c.startswith("CPU ")]})
+        peers = {t: c for p in ctx.process.peer_pids() for t, c in vmm_threads(p).items()}
+        self.meta["peer_threads"] = {str(t): c for t, c in peers.items()}
         self._debugfs_start(pid)
         self.inst = inst = Instance(self.fs, f"irqlab-{os.getpid()}-{self.run_id}")
         self.meta["instance"] = str(inst.path)
         clocks = inst.read("trace_clock")
-        clock = "x86-tsc" if "x86-tsc" in clocks.split() or "[x86-tsc]" in clocks else "mono"
+        clock = self.clock or ("x86-tsc" if "x86-tsc" in clocks.split() or "[x86-tsc]" in clocks
+                               else "mono")
         inst.write("trace_clock", clock)
         self.meta["clock"] = clock
         inst.write("tracing_on", "0")
@@ -225,7 +238,7 @@ class TraceHook(CaptureHook):
         if err:
             self.meta["problems"].append(f"buffer_size_kb: {err}")
         cpus = set()
-        for tid in threads:
+        for tid in list(threads) + list(peers):
             try:
                 cpus |= os.sched_getaffinity(tid)
             except OSError:
@@ -246,7 +259,8 @@ class TraceHook(CaptureHook):
                                 "why_no_pid_filter": "sched_switch must show every task on "
                                 "the VMM's CPUs; event filters leave discarded events"}
         wanted = list(WANTED_EVENTS) + [("irq_vectors", e) for e in inst.events_of("irq_vectors")
-                                        if e.endswith(("_entry", "_exit"))]
+                                        if e.endswith(("_entry", "_exit"))] \
+            + list(self.extra_events)
         for system, event in wanted:
             if not inst.has_event(system, event):
                 self.meta["missing"].append(f"{system}:{event}")

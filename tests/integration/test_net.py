@@ -188,3 +188,36 @@ def test_echo_kernel_the_guest_kernel_answers_icmp(db, guest_kernel):
     assert net["replied"] == 2000 and net["kernel_ts"] == 2000
     assert "--icmp" in meta["network"]["sender_argv"]
     assert not (NETNS_DIR / meta["network"]["namespace"]).exists()
+
+
+def test_explain_follows_the_packet_path_and_blames_the_held_replies_on_the_guest(
+        db, guest_kernel, tmp_path):
+    """--trace on a net run: the host capture on CLOCK_MONOTONIC (the samples' clock),
+    the net events and the sender's threads; explain then puts the responder's held
+    replies (20 ms) inside the guest's step of the path, not on the host's stack."""
+    res = run_cli(["run", "--target", "net", "--net", "tap", "--accel", "tcg", "--samples",
+                   "2000", "--inject-delay", "20ms", "--inject-every", "100", "--trace",
+                   "--json", "--name", "net-traced"], db, timeout=90)
+    assert res.code == 0, res.stderr + res.stdout[-2000:]
+    meta = _meta(db, "net-traced")["hooks"]["trace"]
+    assert meta["clock"] == "mono" and meta["path"] == "net"
+    assert "net:net_dev_queue" in meta["enabled"]
+    assert "irqlab-netsend" in meta["peer_threads"].values()
+    ex = run_cli(["explain", "net-traced", "--threshold", "15ms", "--json"], db)
+    assert ex.code == 0, ex.stderr
+    (js,) = ex.lines
+    assert js["source"] == "net path" and js["clock"]["error_bound_ns"] == 0
+    held = [s for s in js["samples"] if s["status"] == "explained"]
+    assert len(held) >= 18                       # 20 held replies, the capture's ends aside
+    for s in held:
+        assert sum(c["ns"] for c in s["causes"]) == s["latency_ns"]
+    guest_first = [s for s in held if s["causes"][0]["cause"].startswith("guest:")]
+    assert len(guest_first) >= 0.9 * len(held), [s["causes"][:2] for s in held]
+    host_stack = [sum(c["ns"] for c in s["causes"] if c["cause"].startswith("host stack"))
+                  for s in held]
+    assert max(host_stack) < 5_000_000           # the 20 ms are not the host's path
+    steps = {(st["from"], st["to"]) for st in js["stage_summary"]}
+    assert ("sent", "QEMU woken") in steps or any(a == "sent" for a, _ in steps)
+    html = tmp_path / "net.html"
+    assert run_cli(["report", "net-traced", "-o", str(html)], db).code == 0
+    assert "Where the time goes" in html.read_text() and "QEMU woken" in html.read_text()
