@@ -94,20 +94,10 @@ class NetPathExplainer:
         self.vmm = set(self.ex.vmm)
         self.trace = trace
 
-    def _first(self, event: str, after: int, before: int, mask_fn) -> tuple[int, Any] | None:
-        t = self.trace.t(event)
-        if not len(t):
-            return None
-        ts = t["ts"].astype(np.int64)
-        lo, hi = int(np.searchsorted(ts, after, "left")), int(np.searchsorted(ts, before, "right"))
-        if lo >= hi:
-            return None
-        sel = np.flatnonzero(mask_fn(t, slice(lo, hi)))
-        if not len(sel):
-            return None
-        return int(ts[lo + sel[0]]), lo + sel[0]
-
-    def _last(self, event: str, after: int, before: int, mask_fn) -> tuple[int, Any] | None:
+    def _find(self, event: str, after: int, before: int, mask_fn,
+              last: bool = False) -> tuple[int, Any] | None:
+        """(time, row) of the first (or ``last``) ``event`` in [after, before] whose rows
+        pass ``mask_fn(table, slice)``; None when there is none."""
         t = self.trace.t(event)
         if not len(t):
             return None
@@ -116,7 +106,8 @@ class NetPathExplainer:
         sel = np.flatnonzero(mask_fn(t, slice(lo, hi))) if lo < hi else []
         if not len(sel):
             return None
-        return int(ts[lo + sel[-1]]), lo + sel[-1]
+        k = lo + int(sel[-1] if last else sel[0])
+        return int(ts[k]), k
 
     def _stages(self, a: int, b: int) -> list[tuple[str, int]]:
         st: list[tuple[str, int]] = [("sent", a)]
@@ -134,14 +125,14 @@ class NetPathExplainer:
                     t = int(ts[k])
                     if len(seen) == 2:
                         break
-        woke = self._first("sched_waking", t, b,
+        woke = self._find("sched_waking", t, b,
                            lambda tb, s: np.isin(tb["pid"][s], vmm))
         qemu_tid = None
         if woke is not None:
             t, row = woke
             qemu_tid = int(self.trace.t("sched_waking")["pid"][row])
             st.append(("QEMU woken", t))
-            run = self._first("sched_switch", t, b,
+            run = self._find("sched_switch", t, b,
                               lambda tb, s: tb["next_pid"][s] == qemu_tid)
             if run is not None:
                 t = run[0]
@@ -151,14 +142,15 @@ class NetPathExplainer:
         # the responder holds one, QEMU hands over other packets' replies meanwhile.)
         last: tuple[int, str] | None = None
         for event in RX_EVENTS if woke is not None else ():
-            got = self._last(event, t, b, lambda tb, s: np.isin(tb["common_pid"][s], vmm))
+            got = self._find(event, t, b, lambda tb, s: np.isin(tb["common_pid"][s], vmm),
+                             last=True)
             if got is not None and (last is None or got[0] > last[0]):
                 tb = self.trace.t(event)
                 last = (got[0], str(tb["name"][got[1]]) if "name" in tb.cols else "?")
         if last is not None:
             st.append((f"reply from the guest: {last[1]}", last[0]))
             t = last[0]
-        back = self._first("sched_waking", t, b,
+        back = self._find("sched_waking", t, b,
                            lambda tb, s: np.isin(tb["pid"][s], sender))
         if back is not None and any(s.startswith("reply") for s, _ in st):
             st.append(("sender woken", back[0]))
