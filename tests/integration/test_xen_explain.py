@@ -5,10 +5,9 @@ The run: 2500 samples at 1 ms, dom0 creating (and destroying) a 256 MiB domain a
 the probe disabling interrupts for 2 ms across every 50th deadline. Checked on the real
 capture: it arrived whole through the ivshmem channel (complete, nothing lost); the
 xentrace summary equals xenalyze's; explain maps every sample, does not blame the
-injected irq-off samples on Xen (the probe's own running time comes first on every one
-that no other vCPU interrupted, and on >= 75 % of all: the rest were also descheduled
-for dom0, which the trace shows), names a dom0
-hypercall for a spike while the extra domain was created or destroyed, and writes a
+injected irq-off samples on Xen (the probe's own 2 ms are charged to it on every one
+that no other vCPU interrupted, first on >= 90 % of those and on >= 75 % of all: the
+rest were also descheduled for dom0, which the trace shows), names a dom0 hypercall for a spike while the extra domain was created or destroyed, and writes a
 Perfetto trace that parses. Emulated latencies: functional evidence only.
 """
 
@@ -37,6 +36,7 @@ pytestmark = pytest.mark.integration
 
 X86 = MACHINES["x86_64"]
 INJECT_EVERY = 50
+INJECT_IRQOFF_NS = 2_000_000
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,8 @@ def traced(tmp_path_factory):
     db = tmp_path_factory.mktemp("xen-explain") / "irqlab.duckdb"
     res = run_cli(["run", "--target", "xen", "--xen-dom0", "linux", "--period", "1ms",
                    "--samples", "2500", "--load", "domain-create:size=256M,delay=1s",
-                   "--inject-irqoff", "2ms", "--inject-every", str(INJECT_EVERY),
+                   "--inject-irqoff", f"{INJECT_IRQOFF_NS // 1_000_000}ms",
+                   "--inject-every", str(INJECT_EVERY),
                    "--trace", "--name", "traced", "--json"], db, timeout=240)
     assert res.code == 0, res.stderr[-2000:]
     with Store(db, read_only=True) as st:
@@ -115,7 +116,15 @@ def test_explain_blames_the_right_parts(traced, tmp_path) -> None:
              if sum(c["ns"] for c in s["causes"] if c["cause"].startswith(
                  ("runnable while", "blocked while", "d0v"))) < 0.1 * s["latency_ns"]]
     assert len(alone) >= 0.5 * len(injected), top
-    assert all(s["causes"][0]["cause"] == PROBE_RUNNING for s in alone), \
+    # on every one of those the probe's own 2 ms are charged to the probe; Xen's timer may
+    # still have fired late before the spin began (seen once on a busy TCG host: 4.9 ms
+    # "blocked: Xen's timer not yet fired", then the probe's 2.2 ms), so first on >= 90 %
+    own_ns = {s["seq"]: sum(c["ns"] for c in s["causes"] if c["cause"] == PROBE_RUNNING)
+              for s in alone}
+    assert all(ns >= 0.8 * INJECT_IRQOFF_NS for ns in own_ns.values()), \
+        [s["causes"][:3] for s in alone if own_ns[s["seq"]] < 0.8 * INJECT_IRQOFF_NS]
+    first = [s for s in alone if s["causes"][0]["cause"] == PROBE_RUNNING]
+    assert len(first) >= 0.9 * len(alone), \
         [s["causes"][:3] for s in alone if s["causes"][0]["cause"] != PROBE_RUNNING]
     assert top[PROBE_RUNNING] >= 0.75 * len(injected), top
     # a spike while the extra domain was created or destroyed names a dom0 hypercall
