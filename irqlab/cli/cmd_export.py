@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 
 from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path
 from irqlab.store import open_store
+from irqlab.store.parquet import samples_writer
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
                 n = 0
                 # The partition column lives in the path (Hive style), not in the file.
                 schema = SAMPLE_SCHEMA.remove(SAMPLE_SCHEMA.get_field_index("run_id"))
-                with pq.ParquetWriter(part / "part-0.parquet", schema) as writer:
+                with samples_writer(part / "part-0.parquet", schema) as writer:
                     for batch in view.sample_batches(row.run_id):
                         writer.write_batch(batch.drop_columns(["run_id"]))
                         n += len(batch)

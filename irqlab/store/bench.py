@@ -86,9 +86,8 @@ def bench_push(samples: int = 10_000_000) -> list[dict[str, Any]]:
 
 
 def bench_export(samples: int = 10_000_000) -> list[dict[str, Any]]:
-    import pyarrow.parquet as pq
-
     from irqlab.api import SAMPLE_SCHEMA, StoreView
+    from irqlab.store.parquet import samples_writer
 
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "bench.duckdb"
@@ -96,7 +95,7 @@ def bench_export(samples: int = 10_000_000) -> list[dict[str, Any]]:
             rid = _synthetic_run(src, samples)
         with StoreView(Store(db, read_only=True)) as view:
             t0 = time.perf_counter()
-            with pq.ParquetWriter(Path(tmp) / "ours.parquet", SAMPLE_SCHEMA) as writer:
+            with samples_writer(Path(tmp) / "ours.parquet", SAMPLE_SCHEMA) as writer:
                 for batch in view.sample_batches(rid):
                     writer.write_batch(batch)
             ours_s = time.perf_counter() - t0

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from irqlab.store.db import StoreError
+from irqlab.store.parquet import samples_writer
 
 RECORD_SCHEMA = pa.schema([("seq", pa.uint64()), ("deadline_tick", pa.uint64()),
                            ("entry_tick", pa.uint64()), ("flags", pa.uint32()),
@@ -48,7 +49,7 @@ def write_samples_file(batches: Iterator[pa.RecordBatch], path: Path) -> int:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     count = 0
     try:
-        with pq.ParquetWriter(tmp, RECORD_SCHEMA) as writer:
+        with samples_writer(tmp, RECORD_SCHEMA) as writer:
             for batch in batches:
                 table = pa.Table.from_batches([batch]).select(RECORD_SCHEMA.names)
                 writer.write_table(table.cast(RECORD_SCHEMA),
