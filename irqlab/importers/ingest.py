@@ -98,6 +98,7 @@ def _store_streamed(store: Store, run: ParsedRun, run_id: int) -> SampleFigures:
         run.samples.finish(run)
         finished.append(True)
 
+    store.keep_samples_in_files(run_id)      # big by nature: sample files, not rows
     try:
         store.add_latency_stream(run_id, latencies())
         if not finished:

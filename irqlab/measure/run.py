@@ -26,6 +26,7 @@ from irqlab.stats import RunStats
 from irqlab.stats.percpu import PerCpuStats
 from irqlab.store import Store, StoreWriteError
 from irqlab.store.recover import writer_identity
+from irqlab.store.sample_files import FILES_MIN_SAMPLES_PER_WINDOW
 from irqlab.targets import get_target
 
 
@@ -98,6 +99,8 @@ class Run:
         self.run_id = self.store.create_run(self.name, self.cfg.target, self.cfg.params(),
                                             self.meta, tags=self.cfg.tags,
                                             suite=self.cfg.suite, cell=self.cfg.cell)
+        if self.cfg.window_ns // self.cfg.period_ns >= FILES_MIN_SAMPLES_PER_WINDOW:
+            self.store.keep_samples_in_files(self.run_id)   # big windows: sample files
 
     def boot(self, stop: StopFlag) -> bool:
         """Try the target's accelerators in order until the probe runs; False if none

@@ -149,6 +149,7 @@ def _synthetic_run(store: Store, name: str, n: int, seed: int) -> int:
     rid = store.create_run(name, "synthetic", {"window_ns": 1_000_000_000, "warmup": 1},
                            {}, status="ok")
     store.update_run(rid, tick_hz=1_000_000_000, threshold_ns=30_000)
+    store.keep_samples_in_files(rid)     # as an import or a fast run keeps them
     rng = np.random.default_rng(seed)
 
     def batches():

@@ -6,12 +6,14 @@ and answers quantiles in SQL, which later reports and ad-hoc user queries rely o
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime as dt
 import json
 import os
 import re
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -19,8 +21,9 @@ from typing import Any, Callable, Iterator
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from irqlab.store import share
+from irqlab.store import sample_files, share
 from irqlab.stats import LogHistogram
 from irqlab.stats.select import exact_figures
 from irqlab.store.quantiles import (LATENCY_SQL, StoredFigures, duckdb_quantiles,
@@ -188,6 +191,10 @@ def _sample_columns(run_id: int, records: np.ndarray) -> list[pa.Array]:
                                              "flags", "cpu"))]
 
 
+# Sample files being written at once by one stream (store/sample_files.py).
+_FILES_IN_FLIGHT = 2
+
+
 class SamplesUnordered(StoreError):
     """A run's samples are not stored in sequence order (read them sorted instead)."""
 
@@ -233,6 +240,8 @@ class Store:
         self._server: StoreServer | None = None
         self._released_at = float("-inf")
         self._memory_limit: str | None = None
+        # Runs whose samples this process writes to files (store/sample_files.py).
+        self._file_runs: set[int] = set()
         self._connect(read_only)
         try:
             if read_only or self.holder_pid is not None:
@@ -241,6 +250,8 @@ class Store:
                 self._migrate()
             if self.holder_pid is None:
                 self._close_dead_runs()
+            if not read_only and self.holder_pid is None:
+                self._remove_orphan_files()
             if not read_only and self.holder_pid is None and str(path) != ":memory:":
                 self._server = StoreServer(self.con, self.path)
             if not read_only and self.holder_pid is None:
@@ -325,6 +336,14 @@ class Store:
             if self.read_only:
                 self.con.close()
                 self._connect(read_only=True)
+
+    def _remove_orphan_files(self) -> None:
+        """Sample files no committed row names (store/sample_files.py): this process is
+        the one writer now, so none of them can still be on its way in."""
+        if str(self.path) == ":memory:":
+            return
+        rows = self._query("SELECT run_id, name FROM sample_files").fetchall()
+        sample_files.remove_orphans(self.path, {(int(r), str(n)) for r, n in rows})
 
     def release_memory(self) -> None:
         """Give back what DuckDB caches of data already written: it keeps every block a
@@ -571,9 +590,57 @@ class Store:
         finally:
             self.con.unregister("_irqlab_rows")
 
+    def keep_samples_in_files(self, run_id: int) -> bool:
+        """Write this run's samples to Parquet files beside the database instead of the
+        samples table (store/sample_files.py: for runs that write big batches). Call
+        before its first sample; returns False where files cannot be (in memory)."""
+        if str(self.path) == ":memory:":
+            return False
+        self._file_runs.add(int(run_id))
+        return True
+
+    def _add_files(self, run_id: int, batches: Iterator[pa.RecordBatch]) -> None:
+        """Write each batch (RECORD_SCHEMA) as a file of the run, then list them in
+        sample_files in one INSERT (the caller's transaction decides whether they land)."""
+        rows: list[tuple[int, int, int, str]] = []
+        # Files are encoded by pyarrow outside the GIL: writing batch k on a thread while
+        # the caller's iterator makes batch k+1 (an import parsing its file) overlaps the
+        # two; at most _FILES_IN_FLIGHT batches wait, so memory stays bounded.
+        pending: collections.deque[tuple[int, int, Future[str]]] = collections.deque()
+
+        def settle(keep: int) -> None:
+            while len(pending) > keep:
+                first, n, fut = pending.popleft()
+                rows.append((int(run_id), first, n, fut.result()))
+
+        with ThreadPoolExecutor(max_workers=_FILES_IN_FLIGHT,
+                                thread_name_prefix="irqlab-samples") as pool:
+            try:
+                for batch in batches:
+                    if batch.num_rows:
+                        pending.append((int(batch.column(0)[0].as_py()), batch.num_rows,
+                                        pool.submit(sample_files.write_file, self.path,
+                                                    run_id, batch)))
+                        settle(_FILES_IN_FLIGHT)
+                settle(0)
+            except (OSError, pa.ArrowException) as exc:
+                reason = _one_line(exc)
+                self.write_failed = self.write_failed or reason
+                raise StoreWriteError(f"cannot write to "
+                                      f"{sample_files.files_root(self.path)}: {reason}"
+                                      ) from None
+            finally:
+                for _first, _n, fut in pending:   # the iterator failed: stop what waits
+                    fut.cancel()
+        if rows:
+            self._write("INSERT INTO sample_files VALUES (?, ?, ?, ?)", rows, many=True)
+
     def add_samples(self, run_id: int, records: np.ndarray) -> None:
         """Append raw records (RECORD_DTYPE array) losslessly."""
         if len(records) == 0:
+            return
+        if run_id in self._file_runs:
+            self._add_files(run_id, iter([sample_files.record_batch(records)]))
             return
         table = pa.table(_sample_columns(run_id, records), schema=_SAMPLE_SCHEMA)
         self.con.register("_irqlab_batch", table)
@@ -587,6 +654,9 @@ class Store:
         INSERT that pulls them as it goes: inside a transaction, memory stays bounded
         (an INSERT per batch keeps every uncommitted row in memory, ~35 bytes each).
         An exception of the iterator is raised as it is."""
+        if run_id in self._file_runs:
+            self._add_files(run_id, (sample_files.record_batch(r) for r in batches))
+            return
         failure: list[BaseException] = []
 
         def arrow() -> Iterator[pa.RecordBatch]:
@@ -608,6 +678,15 @@ class Store:
         deadline_tick = origin, entry_tick = latency + origin, flags and cpu 0 (what
         ingest._records builds), in one streamed INSERT as add_sample_stream; the
         constant columns come from SQL, which saves DuckDB a fifth of the work."""
+        if run_id in self._file_runs:
+            self._add_files(run_id, (
+                pa.record_batch([np.arange(first, first + lat.size, dtype=np.uint64),
+                                 np.full(lat.size, origin, dtype=np.uint64),
+                                 (lat + origin).astype(np.uint64),
+                                 np.zeros(lat.size, np.uint32), np.zeros(lat.size, np.uint32)],
+                                schema=sample_files.RECORD_SCHEMA)
+                for first, origin, lat in batches))
+            return
         failure: list[BaseException] = []
 
         def arrow() -> Iterator[pa.RecordBatch]:
@@ -645,7 +724,27 @@ class Store:
                             end_seq: int) -> None:
         """Add `delta_tick` to the deadline and entry of a run's samples with
         first_seq <= seq < end_seq (latencies unchanged): a streamed import met a lower
-        latency than the origin it wrote them with allowed for."""
+        latency than the origin it wrote them with allowed for. Sample files are
+        rewritten: the new file replaces the old one's row, the old file is left to the
+        orphan sweep (the caller's transaction may still roll back)."""
+        files = self._files(run_id)
+        if files:
+            for first, n, name in files:
+                if first >= end_seq or first + n <= first_seq:
+                    continue
+                path = sample_files.file_path(self.path, run_id, name)
+                table = pq.read_table(path)
+                seq = table.column("seq").to_numpy()
+                inside = (seq >= first_seq) & (seq < end_seq)
+                shift = np.where(inside, np.uint64(delta_tick % (1 << 64)), np.uint64(0))
+                cols = [table.column(k).to_numpy() for k in sample_files.RECORD_SCHEMA.names]
+                cols[1] = cols[1] + shift            # u64 wrap-around: two's complement
+                cols[2] = cols[2] + shift
+                batch = pa.record_batch(cols, schema=sample_files.RECORD_SCHEMA)
+                self._write("DELETE FROM sample_files WHERE run_id = ? AND name = ?",
+                            [run_id, name])
+                self._add_files(run_id, iter([batch]))
+            return
         self._write("UPDATE samples SET deadline_tick = deadline_tick + ?, "
                     "entry_tick = entry_tick + ? WHERE run_id = ? AND seq >= ? AND seq < ?",
                     [delta_tick, delta_tick, run_id, first_seq, end_seq])
@@ -695,7 +794,31 @@ class Store:
             out.setdefault(series, []).append((lo, hi, int(n)))
         return out
 
+    def _files(self, run_id: int) -> list[tuple[int, int, str]]:
+        """(first_seq, samples, name) of the run's sample files in sequence order."""
+        return [(int(f), int(n), str(name)) for f, n, name in self._query(
+            "SELECT first_seq, samples, name FROM sample_files WHERE run_id = ? "
+            "ORDER BY first_seq", [run_id]).fetchall()]
+
+    def _samples_from(self, run_id: int) -> str:
+        """A FROM item of the run's raw records (seq, deadline_tick, entry_tick, flags,
+        cpu), in storage order: its files, or its rows of the samples table."""
+        files = self._files(run_id)
+        if files:
+            for _f, _c, name in files:
+                path = sample_files.file_path(self.path, run_id, name)
+                if not path.is_file():
+                    raise StoreError(
+                        f"run {run_id}'s samples file {path} is missing: "
+                        f"{sample_files.files_root(self.path)} belongs to {self.path}; "
+                        f"copy or restore it with the database file")
+            return sample_files.read_sql(self.path, run_id, (n for _f, _c, n in files))
+        return f"(SELECT * FROM samples WHERE run_id = {int(run_id)})"
+
     def sample_count(self, run_id: int) -> int:
+        files = self._files(run_id)
+        if files:
+            return sum(n for _f, n, _name in files)
         return int(self._query("SELECT count(*) FROM samples WHERE run_id = ?",
                                     [run_id]).fetchone()[0])
 
@@ -739,7 +862,7 @@ class Store:
     def _iter_latency(self, run_id: int, batch: int, with_deadline: bool, check: bool,
                       order: str) -> Iterator[Any]:
         cols = "entry_tick, deadline_tick" + (", seq" if check else "")
-        rel = self.con.sql(f"SELECT {cols} FROM samples WHERE run_id = {int(run_id)}{order}")
+        rel = self.con.sql(f"SELECT {cols} FROM {self._samples_from(run_id)}{order}")
         last_seq = -1
         for rb in rel.to_arrow_reader(batch):
             entry = rb.column(0).to_numpy().view(np.int64)
@@ -756,15 +879,15 @@ class Store:
 
     def _sample_query(self, select: str, run_id: int, tail: str = "") -> list[tuple]:
         """``SELECT {select} FROM (latency AS lat of the run's samples) {tail}``."""
-        return self._query(f"SELECT {select} FROM (SELECT {LATENCY_SQL} AS lat FROM samples "
-                           f"WHERE run_id = ?) AS s {tail}", [run_id]).fetchall()
+        return self._query(f"SELECT {select} FROM (SELECT {LATENCY_SQL} AS lat FROM "
+                           f"{self._samples_from(run_id)}) AS s {tail}").fetchall()
 
     def iter_samples_by_deadline(self, run_id: int, batch: int = 1_000_000
                                  ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """(deadline_tick, entry_tick, flags) as int64, in deadline order (the order the
         run's windows were made in), batch by batch: recomputing a dead run's figures."""
-        rel = self.con.sql("SELECT deadline_tick, entry_tick, flags FROM samples "
-                           f"WHERE run_id = {int(run_id)} ORDER BY deadline_tick, seq")
+        rel = self.con.sql("SELECT deadline_tick, entry_tick, flags FROM "
+                             f"{self._samples_from(run_id)} ORDER BY deadline_tick, seq")
         for rb in rel.to_arrow_reader(batch):
             yield (rb.column(0).to_numpy().astype(np.int64),
                    rb.column(1).to_numpy().astype(np.int64),
@@ -772,7 +895,7 @@ class Store:
 
     def iter_samples(self, run_id: int, batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
         """Raw records of a run in sequence order, as Arrow record batches."""
-        rel = self.con.sql("SELECT seq, deadline_tick, entry_tick, flags, cpu FROM samples "
-                           f"WHERE run_id = {int(run_id)} ORDER BY seq")
+        rel = self.con.sql("SELECT seq, deadline_tick, entry_tick, flags, cpu FROM "
+                             f"{self._samples_from(run_id)} ORDER BY seq")
         reader = rel.to_arrow_reader(batch)
         yield from reader

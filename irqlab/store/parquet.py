@@ -1,5 +1,6 @@
 """How irqlab writes samples to Parquet: one definition for the lab's samples files
-(``irqlab push --samples-dir``) and ``irqlab export --parquet``.
+(``irqlab push --samples-dir``), the local store's sample files (store/sample_files.py)
+and ``irqlab export --parquet``.
 
 Every sample column is an integer. Sequence numbers and deadlines grow by about one
 period per sample; latencies stay within a few bits of each other. DELTA_BINARY_PACKED
@@ -17,6 +18,12 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+# A run's raw records in a file (the lab's samples files, the local store's sample files):
+# the store's own columns and types, ticks unsigned 64-bit as in the ring.
+RECORD_SCHEMA = pa.schema([("seq", pa.uint64()), ("deadline_tick", pa.uint64()),
+                           ("entry_tick", pa.uint64()), ("flags", pa.uint32()),
+                           ("cpu", pa.uint32())])
 
 # LZ4 on top of the deltas: near free, and catches what the deltas leave (flag patterns).
 _COMPRESSION = "lz4"

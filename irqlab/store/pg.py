@@ -552,6 +552,11 @@ class PgStore:
             self._write("INSERT INTO histograms VALUES (%s, %s, %s, %s, %s)", rows,
                         many=True)
 
+    def keep_samples_in_files(self, run_id: int) -> bool:
+        """As Store.keep_samples_in_files: the lab store keeps samples in its table (or
+        in a --samples-dir file written at push), so never."""
+        return False
+
     def add_samples(self, run_id: int, records: np.ndarray) -> None:
         """Append raw records (RECORD_DTYPE array) losslessly, with COPY."""
         if len(records) == 0:

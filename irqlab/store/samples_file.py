@@ -26,11 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from irqlab.store.db import StoreError
-from irqlab.store.parquet import samples_writer
+from irqlab.store.parquet import RECORD_SCHEMA, samples_writer
 
-RECORD_SCHEMA = pa.schema([("seq", pa.uint64()), ("deadline_tick", pa.uint64()),
-                           ("entry_tick", pa.uint64()), ("flags", pa.uint32()),
-                           ("cpu", pa.uint32())])
 # Row groups of 1 M samples: a reader holds one at a time (bounded memory).
 ROW_GROUP_SAMPLES = 1 << 20
 # Where a reader looks when the recorded path is not mounted on its host at the same place.

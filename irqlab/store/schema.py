@@ -4,7 +4,7 @@ Each version is a list of statements applied in order to a database at the previ
 version; a new database gets them all. Never edit a released version: add the next one.
 """
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -75,5 +75,14 @@ MIGRATIONS: dict[int, list[str]] = {
         # may only bound the threshold crossings (a rounded percentage): NULL, never a guess.
         "ALTER TABLE windows ALTER COLUMN samples DROP NOT NULL",
         "ALTER TABLE windows ALTER COLUMN above_threshold DROP NOT NULL",
+    ],
+    4: [
+        # Runs that write big batches keep their samples in Parquet files beside the
+        # database, one row per file in sequence order (irqlab/store/sample_files.py).
+        """CREATE TABLE IF NOT EXISTS sample_files (
+            run_id BIGINT NOT NULL,
+            first_seq UBIGINT NOT NULL,
+            samples UBIGINT NOT NULL,
+            name VARCHAR NOT NULL)""",
     ],
 }

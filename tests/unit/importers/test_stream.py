@@ -74,6 +74,9 @@ def test_a_bad_line_is_located_and_nothing_lands(tmp_path):
         with pytest.raises(ImportFormatError, match=r"t\.txt:\d+: expected 'latency: N'"):
             store_runs(st, [(res.runs, run_names(res.runs, None))], {}, {})
         assert st.runs() == [] and st._query("SELECT count(*) FROM samples").fetchone() == (0,)
+        assert st._query("SELECT count(*) FROM sample_files").fetchone() == (0,)
+    with Store(db):                  # the files of the rolled-back import are swept
+        assert not list((tmp_path / "s.duckdb.samples").rglob("*.parquet"))
 
 
 def test_streamed_import_stores_what_the_in_memory_import_stores(tmp_path):
@@ -91,8 +94,9 @@ def test_streamed_import_stores_what_the_in_memory_import_stores(tmp_path):
             res = (stream_tscdeadline(path, opts, batch_samples=1000) if how == "stream"
                    else parse_file("tscdeadline", path, opts))
             [stored] = store_runs(st, [(res.runs, ["r"])], {}, {})
-            rows = st._query("SELECT seq, deadline_tick, entry_tick FROM samples "
-                             "ORDER BY seq").fetchall()
+            rows = [(int(s), int(d), int(e)) for b in st.iter_samples(stored.run_id)
+                    for s, d, e in zip(*(b.column(k).to_pylist()
+                                         for k in ("seq", "deadline_tick", "entry_tick")))]
             got[how] = (stored.summary, stored.samples_stored, rows)
     assert got["stream"] == got["memory"]
     assert got["stream"][0]["min_ns"] == -40_000 and got["stream"][1] == values.size

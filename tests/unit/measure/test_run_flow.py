@@ -12,6 +12,7 @@ import signal
 import threading
 from typing import Any
 
+import numpy as np
 import pytest
 
 from irqlab.measure import RunConfig, run
@@ -158,6 +159,32 @@ def test_process_exit_mid_run_fails_with_its_code_and_keeps_the_data(fake, store
     assert res.status == "failed"
     assert "QEMU exited with code 3 after 80 samples" in res.summary["message"]
     assert res.summary["samples"] == 80 and store.sample_count(res.run_id) == 80
+
+
+@pytest.mark.parametrize("behaviour", ["ok", "crash"])
+def test_big_windows_keep_their_samples_in_files(fake, store, behaviour):
+    # window / period >= FILES_MIN_SAMPLES_PER_WINDOW: the run's samples go to sample
+    # files (store/sample_files.py), every one of them, also when the probe dies
+    from irqlab.store.sample_files import FILES_MIN_SAMPLES_PER_WINDOW
+    fake(after=80)
+    res = run(_cfg(behaviour, window_ns=FILES_MIN_SAMPLES_PER_WINDOW * PERIOD_NS,
+                   samples=300 if behaviour == "ok" else None,
+                   duration_ns=None if behaviour == "ok" else 20_000_000_000),
+              store, Recorder())
+    want = 300 if behaviour == "ok" else 80
+    assert res.summary["samples"] == want
+    assert store.sample_count(res.run_id) == want
+    assert store._query("SELECT count(*) FROM samples WHERE run_id = ?",
+                        [res.run_id]).fetchone() == (0,)
+    assert store._files(res.run_id)
+    lat = np.concatenate(list(store.iter_latency(res.run_id, in_sequence=True)))
+    assert lat.size == want and int(lat.max()) == SPIKE_NS and int(lat.min()) == LATENCY_NS
+
+
+def test_small_windows_keep_the_table(fake, store):
+    fake()
+    res = run(_cfg(samples=300, duration_ns=None), store, Recorder())
+    assert store._files(res.run_id) == [] and store.sample_count(res.run_id) == 300
 
 
 def test_probe_error_state_fails_the_run(fake, store):

@@ -1,0 +1,122 @@
+"""Big runs' raw samples as Parquet files beside the DuckDB file (schema v4).
+
+Why: DuckDB compresses what it appends, and that is the slowest part of storing a sample:
+on this 2-core machine an INSERT of 10 M records took 0.7-0.9 s (11-14 M rows/s, 2.4
+bytes a row), the same records written as delta-encoded Parquet (store/parquet.py) 0.3 s
+(~30 M/s, 2.0 bytes a row), and DuckDB reads those files as fast as its own table. So a
+run that writes big batches (an import, a run at a high rate) keeps its samples in files
+``<db>.samples/run-<id>/<uuid>.parquet``, one per batch written, and the table
+``sample_files`` lists them in sequence order; a run never has samples in both places.
+A run at an ordinary rate keeps the ``samples`` table: a file per small window would cost
+more than it saves.
+
+Consistency is the table's: a file is written under a temporary name, fsynced and renamed
+before its row is inserted, in the same transaction as whatever the row goes with (a
+window, an import), so a committed row always names a whole file. A file whose row was
+never committed (a rolled-back import, a crash, a full disk) is an orphan; the process
+that next opens the store for writing removes them (it is then the only writer: DuckDB's
+file lock, store/share.py). A file replaced by a rewrite (``shift_sample_origin``) is left
+to that same sweep, since the rewrite commits or rolls back later.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from irqlab.store.parquet import RECORD_SCHEMA, samples_writer
+
+# A measured run keeps its samples in files when one window holds at least this many
+# (10 s windows at a period of 150 us or less): each window is then one file or more, of
+# a size where a file's fixed cost (open, footer, fsync: ~1 ms) is a few percent.
+FILES_MIN_SAMPLES_PER_WINDOW = 65_536
+
+
+def files_root(db_path: Path) -> Path:
+    """Where a database's sample files live: ``<db>.samples`` beside it."""
+    return db_path.with_name(db_path.name + ".samples")
+
+
+def run_dir(db_path: Path, run_id: int) -> Path:
+    return files_root(db_path) / f"run-{int(run_id)}"
+
+
+def file_path(db_path: Path, run_id: int, name: str) -> Path:
+    return run_dir(db_path, run_id) / name
+
+
+def record_batch(records: np.ndarray) -> pa.RecordBatch:
+    """RECORD_SCHEMA columns of raw records (RECORD_DTYPE)."""
+    return pa.record_batch([pa.array(records[k]) for k in RECORD_SCHEMA.names],
+                           schema=RECORD_SCHEMA)
+
+
+def write_file(db_path: Path, run_id: int, batch: pa.RecordBatch) -> str:
+    """Write one batch of a run's records as a new file, whole or not at all (temporary
+    name, fsync, rename, directory fsync); returns its name."""
+    folder = run_dir(db_path, run_id)
+    new_dir = not folder.is_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    if new_dir:
+        _fsync_dir(folder.parent)
+    name = f"{uuid.uuid4().hex}.parquet"
+    tmp = folder / f".{name}.tmp"
+    try:
+        with samples_writer(tmp, RECORD_SCHEMA) as writer:
+            writer.write_batch(batch)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, folder / name)
+        _fsync_dir(folder)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return name
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename or a new entry in ``folder`` durable."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_sql(db_path: Path, run_id: int, names: Iterable[str]) -> str:
+    """A FROM item reading the files in the order given (DuckDB keeps the list's order
+    and each file's row order: insertion order is preserved by default)."""
+    paths = ", ".join("'" + str(file_path(db_path, run_id, n)).replace("'", "''") + "'"
+                      for n in names)
+    return f"read_parquet([{paths}])"
+
+
+def remove_orphans(db_path: Path, registered: set[tuple[int, str]]) -> int:
+    """Remove files (and temporaries) of ``<db>.samples`` that no committed row names,
+    and run folders left empty; returns how many files went. Call only as the one writer."""
+    root = files_root(db_path)
+    if not root.is_dir():
+        return 0
+    removed = 0
+    for folder in root.iterdir():
+        if not folder.is_dir() or not folder.name.startswith("run-"):
+            continue
+        try:
+            run_id = int(folder.name[4:])
+        except ValueError:
+            continue
+        for f in folder.iterdir():
+            if (run_id, f.name) not in registered and f.is_file():
+                f.unlink(missing_ok=True)
+                removed += 1
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    return removed
