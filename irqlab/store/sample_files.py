@@ -38,8 +38,11 @@ FILES_MIN_SAMPLES_PER_WINDOW = 65_536
 
 
 def files_root(db_path: Path) -> Path:
-    """Where a database's sample files live: ``<db>.samples`` beside it."""
-    return db_path.with_name(db_path.name + ".samples")
+    """Where a database's sample files live: ``<db>.samples`` beside it, as an absolute
+    path (a process borrowing the store, store/share.py, may have another cwd than the
+    holder that runs its queries)."""
+    db = Path(os.path.abspath(db_path))
+    return db.with_name(db.name + ".samples")
 
 
 def run_dir(db_path: Path, run_id: int) -> Path:

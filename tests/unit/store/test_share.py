@@ -50,16 +50,22 @@ def _end(proc: subprocess.Popen) -> str:
     return out.strip()
 
 
-def test_reader_and_second_writer_work_through_the_holder(tmp_path):
+@pytest.mark.parametrize("in_files", [False, True])
+def test_reader_and_second_writer_work_through_the_holder(tmp_path, monkeypatch, in_files):
     db = tmp_path / "x.duckdb"
     holder = _holder(db)
+    if in_files:
+        # The holder runs our queries in its own cwd: sample files are named absolutely.
+        monkeypatch.chdir(tmp_path)
     try:
         with Store(db, read_only=True) as reader:
             assert reader.holder_pid == holder.pid
             assert [r.name for r in reader.runs()] == ["first"]
-        with Store(db) as writer:
+        with Store("x.duckdb" if in_files else db) as writer:
             assert writer.holder_pid == holder.pid
             rid = writer.create_run("second", "native", {"period_ns": 1000}, {"x": 1})
+            if in_files:
+                assert writer.keep_samples_in_files(rid)
             recs = np.zeros(50_000, RECORD_DTYPE)
             recs["seq"] = np.arange(50_000)
             recs["entry_tick"] = np.arange(50_000) * 3
@@ -84,6 +90,7 @@ def test_reader_and_second_writer_work_through_the_holder(tmp_path):
     with Store(db, read_only=True) as after:
         assert after.holder_pid is None
         assert [r.name for r in after.runs()] == ["first", "second"]
+        assert after.sample_count(2) == 50_000 and bool(after._files(2)) == in_files
 
 
 def test_rows_keep_duckdb_types_through_the_holder(tmp_path):
