@@ -232,8 +232,17 @@ class Run:
             self.status, self.message = "failed", _store_failed(exc)
         if self.store.write_failed is not None:
             summary["status"], summary["message"] = self.status, self.message
-        # The status last: if even this fails, the next start closes the run as `died`.
-        self.store.finish_run(self.run_id, self.status, summary, summary.get("message"))
+        # The status last: if even this fails (a disk full to the last block), the run
+        # row stays `running` and the next start closes it as `died`, with a summary from
+        # its stored samples; this run still reports what it measured.
+        try:
+            self.store.finish_run(self.run_id, self.status, summary, summary.get("message"))
+        except StoreWriteError as exc:
+            self.status = summary["status"] = "failed"
+            self.message = summary["message"] = (
+                f"{self.message or exc}; the run's status could not be stored either "
+                f"({exc}): the next irqlab command that opens {self.store.path} marks it "
+                f"died")
         return RunResult(self.run_id, self.status, summary, self.windows)
 
 
