@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from irqlab.stats.fields import SUMMARY_FIELDS
 from irqlab.store import PgStore, Store, is_url, open_store as _open
+from irqlab.store.arrow import numeric_array, numeric_view
 
 _NS_PER_S = 1_000_000_000
 
@@ -100,13 +101,13 @@ class StoreView:
         row = self._store.resolve(str(run))
         hz = row.tick_hz or _NS_PER_S         # imported in ns: no rate to convert with
         for b in self._store.iter_samples(row.run_id):
-            deadline = b.column("deadline_tick").to_numpy().astype(np.int64)
-            entry = b.column("entry_tick").to_numpy().astype(np.int64)
+            deadline = numeric_view(b.column("deadline_tick")).astype(np.int64)
+            entry = numeric_view(b.column("entry_tick")).astype(np.int64)
             # u64 counters: two's complement subtraction gives the signed latency.
             yield pa.record_batch([
-                pa.array(np.full(len(b), row.run_id, np.int64)), b.column("seq"),
-                b.column("cpu"), pa.array(ticks_to_ns_array(deadline, hz)),
-                pa.array(ticks_to_ns_array(entry - deadline, hz)), b.column("flags")],
+                numeric_array(np.full(len(b), row.run_id, np.int64)), b.column("seq"),
+                b.column("cpu"), numeric_array(ticks_to_ns_array(deadline, hz)),
+                numeric_array(ticks_to_ns_array(entry - deadline, hz)), b.column("flags")],
                 schema=SAMPLE_SCHEMA)
 
     def samples(self, run: int | str) -> pa.Table:

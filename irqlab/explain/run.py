@@ -13,6 +13,7 @@ from irqlab.explain.clock import ClockMap, check_causality, fit_clock, refine_wi
 from irqlab.explain.load import Trace, load_capture
 from irqlab.explain.shape import attributed_json, select_samples
 from irqlab.store import Store, StoreError
+from irqlab.store.arrow import numeric_view
 from irqlab.store.db import RunRow
 from irqlab.trace.archive import trace_file_for
 from irqlab.trace.ringbuf import heap_reuse
@@ -64,7 +65,7 @@ def _samples(store: Store, run_id: int) -> dict[str, np.ndarray]:
     batches = list(store.iter_samples(run_id))
     if not batches:
         raise StoreError(f"run {run_id} has no samples to explain")
-    return {k: np.concatenate([b.column(k).to_numpy() for b in batches])
+    return {k: np.concatenate([numeric_view(b.column(k)) for b in batches])
             for k in ("seq", "deadline_tick", "entry_tick", "cpu")}
 
 

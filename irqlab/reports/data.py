@@ -21,6 +21,7 @@ import numpy as np
 from irqlab.stats import quantile_rank, ticks_to_ns
 from irqlab.stats.fields import COMPARE_TABLE
 from irqlab.store import PgStore, Store
+from irqlab.store.arrow import numeric_view
 from irqlab.store.db import RunRow, SamplesUnordered
 from irqlab.store.quantiles import StoredFigures
 
@@ -186,13 +187,13 @@ def load_run(store: Store | PgStore, row: RunRow, raw: bool = True,
             return data
         lat, dl, fl = [], [], []
         for batch in store.iter_samples(row.run_id):
-            deadline = batch.column("deadline_tick").to_numpy().astype(np.int64)
-            entry = batch.column("entry_tick").to_numpy().astype(np.int64)
+            deadline = numeric_view(batch.column("deadline_tick")).astype(np.int64)
+            entry = numeric_view(batch.column("entry_tick")).astype(np.int64)
             # Two's complement subtraction of the u64 counters gives the signed latency
             # even across the top bit (docs/formats.md section 2).
             lat.append(entry - deadline)
             dl.append(deadline)
-            fl.append(batch.column("flags").to_numpy())
+            fl.append(numeric_view(batch.column("flags")))
         if lat:
             data.latency_tick = np.concatenate(lat)
             deadlines = np.concatenate(dl)

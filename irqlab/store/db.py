@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from irqlab.store import sample_files, share
+from irqlab.store.arrow import numeric_array, numeric_view
 from irqlab.stats import LogHistogram
 from irqlab.stats.select import exact_figures
 from irqlab.store.quantiles import (LATENCY_SQL, StoredFigures, duckdb_quantiles,
@@ -186,8 +187,8 @@ _LATENCY_SCHEMA = pa.schema([("seq", pa.uint64()), ("deadline_tick", pa.uint64()
 
 def _sample_columns(run_id: int, records: np.ndarray) -> list[pa.Array]:
     """The samples table's columns of raw records (RECORD_DTYPE) of one run."""
-    return [pa.array(np.full(len(records), run_id, dtype=np.int64)),
-            *(pa.array(records[k]) for k in ("seq", "deadline_tick", "entry_tick",
+    return [numeric_array(np.full(len(records), run_id, dtype=np.int64)),
+            *(numeric_array(records[k]) for k in ("seq", "deadline_tick", "entry_tick",
                                              "flags", "cpu"))]
 
 
@@ -680,11 +681,12 @@ class Store:
         constant columns come from SQL, which saves DuckDB a fifth of the work."""
         if run_id in self._file_runs:
             self._add_files(run_id, (
-                pa.record_batch([np.arange(first, first + lat.size, dtype=np.uint64),
-                                 np.full(lat.size, origin, dtype=np.uint64),
-                                 (lat + origin).astype(np.uint64),
-                                 np.zeros(lat.size, np.uint32), np.zeros(lat.size, np.uint32)],
-                                schema=sample_files.RECORD_SCHEMA)
+                pa.record_batch([numeric_array(c) for c in (
+                    np.arange(first, first + lat.size, dtype=np.uint64),
+                    np.full(lat.size, origin, dtype=np.uint64),
+                    (lat + origin).astype(np.uint64),
+                    np.zeros(lat.size, np.uint32), np.zeros(lat.size, np.uint32))],
+                    schema=sample_files.RECORD_SCHEMA)
                 for first, origin, lat in batches))
             return
         failure: list[BaseException] = []
@@ -694,9 +696,9 @@ class Store:
                 for first, origin, lat in batches:
                     if lat.size:
                         seq = np.arange(first, first + lat.size, dtype=np.uint64)
-                        yield pa.record_batch(
-                            [seq, np.full(lat.size, origin, dtype=np.uint64),
-                             (lat + origin).astype(np.uint64)], schema=_LATENCY_SCHEMA)
+                        yield pa.record_batch([numeric_array(c) for c in (
+                            seq, np.full(lat.size, origin, dtype=np.uint64),
+                            (lat + origin).astype(np.uint64))], schema=_LATENCY_SCHEMA)
             except BaseException as exc:
                 failure.append(exc)
                 raise
@@ -734,13 +736,15 @@ class Store:
                     continue
                 path = sample_files.file_path(self.path, run_id, name)
                 table = pq.read_table(path)
-                seq = table.column("seq").to_numpy()
+                seq = numeric_view(table.column("seq"))
                 inside = (seq >= first_seq) & (seq < end_seq)
                 shift = np.where(inside, np.uint64(delta_tick % (1 << 64)), np.uint64(0))
-                cols = [table.column(k).to_numpy() for k in sample_files.RECORD_SCHEMA.names]
+                cols = [numeric_view(table.column(k))
+                        for k in sample_files.RECORD_SCHEMA.names]
                 cols[1] = cols[1] + shift            # u64 wrap-around: two's complement
                 cols[2] = cols[2] + shift
-                batch = pa.record_batch(cols, schema=sample_files.RECORD_SCHEMA)
+                batch = pa.record_batch([numeric_array(c) for c in cols],
+                                        schema=sample_files.RECORD_SCHEMA)
                 self._write("DELETE FROM sample_files WHERE run_id = ? AND name = ?",
                             [run_id, name])
                 self._add_files(run_id, iter([batch]))
@@ -865,10 +869,10 @@ class Store:
         rel = self.con.sql(f"SELECT {cols} FROM {self._samples_from(run_id)}{order}")
         last_seq = -1
         for rb in rel.to_arrow_reader(batch):
-            entry = rb.column(0).to_numpy().view(np.int64)
-            deadline = rb.column(1).to_numpy().view(np.int64)
+            entry = numeric_view(rb.column(0)).view(np.int64)
+            deadline = numeric_view(rb.column(1)).view(np.int64)
             if check and rb.num_rows:
-                seq = rb.column(2).to_numpy()
+                seq = numeric_view(rb.column(2))
                 if int(seq[0]) < last_seq or (seq[1:] < seq[:-1]).any():
                     raise SamplesUnordered(f"run {run_id}: samples not stored in "
                                            f"sequence order")
@@ -889,9 +893,9 @@ class Store:
         rel = self.con.sql("SELECT deadline_tick, entry_tick, flags FROM "
                              f"{self._samples_from(run_id)} ORDER BY deadline_tick, seq")
         for rb in rel.to_arrow_reader(batch):
-            yield (rb.column(0).to_numpy().astype(np.int64),
-                   rb.column(1).to_numpy().astype(np.int64),
-                   rb.column(2).to_numpy().astype(np.int64))
+            yield (numeric_view(rb.column(0)).astype(np.int64),
+                   numeric_view(rb.column(1)).astype(np.int64),
+                   numeric_view(rb.column(2)).astype(np.int64))
 
     def iter_samples(self, run_id: int, batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
         """Raw records of a run in sequence order, as Arrow record batches."""

@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
+from irqlab.store.arrow import numeric_array, numeric_view
 from irqlab.store.db import RunRow, Store, StoreError, StoreWriteError
 from irqlab.stats.select import exact_figures
 from irqlab.store.quantiles import (LATENCY_SQL, StoredFigures, postgres_quantiles,
@@ -387,8 +388,8 @@ class PgStore:
             yield from f.iter_latency(batch, with_deadline)
             return
         for rb in self.iter_samples(run_id, batch):
-            entry = rb.column("entry_tick").to_numpy().view(np.int64)
-            deadline = rb.column("deadline_tick").to_numpy().view(np.int64)
+            entry = numeric_view(rb.column("entry_tick")).view(np.int64)
+            deadline = numeric_view(rb.column("deadline_tick")).view(np.int64)
             lat = entry - deadline
             yield (lat, deadline) if with_deadline else lat
 
@@ -445,9 +446,11 @@ class PgStore:
                     break
                 cols = np.array(rows, dtype=np.int64).T
                 yield pa.record_batch(
-                    [pa.array(cols[0].view(np.uint64)), pa.array(cols[1].view(np.uint64)),
-                     pa.array(cols[2].view(np.uint64)),
-                     pa.array(cols[3].astype(np.uint32)), pa.array(cols[4].astype(np.uint32))],
+                    [numeric_array(cols[0].view(np.uint64)),
+                     numeric_array(cols[1].view(np.uint64)),
+                     numeric_array(cols[2].view(np.uint64)),
+                     numeric_array(cols[3].astype(np.uint32)),
+                     numeric_array(cols[4].astype(np.uint32))],
                     names=["seq", "deadline_tick", "entry_tick", "flags", "cpu"])
         self.con.rollback()
 
@@ -569,7 +572,8 @@ class PgStore:
         made push 15x slower than the server); u64 ticks go in as the same 64 bits,
         signed (see the samples table)."""
         ints = [np.asarray(c).astype(np.uint64).view(np.int64) for c in cols]
-        table = pa.table([np.full(len(ints[0]), run_id, np.int64), *ints],
+        table = pa.table([numeric_array(c) for c in (np.full(len(ints[0]), run_id, np.int64),
+                                                     *ints)],
                          names=["run_id", *_SAMPLE_COLUMNS])
         buf = pa.BufferOutputStream()
         pa_csv.write_csv(table, buf, pa_csv.WriteOptions(include_header=False,
@@ -644,5 +648,5 @@ class PgStore:
     def _copy_samples(self, cur: Any, src: Store, run_id: int, lab_id: int) -> None:
         """Copy a run's samples a batch at a time (memory bounded by one batch)."""
         for batch in src.iter_samples(run_id):
-            self._copy_arrays(cur, lab_id, [batch.column(k).to_numpy()
+            self._copy_arrays(cur, lab_id, [numeric_view(batch.column(k))
                                             for k in _SAMPLE_COLUMNS])

@@ -29,6 +29,7 @@ from typing import Iterable
 import numpy as np
 import pyarrow as pa
 
+from irqlab.store.arrow import numeric_array
 from irqlab.store.parquet import RECORD_SCHEMA, samples_writer
 
 # A measured run keeps its samples in files when one window holds at least this many
@@ -55,7 +56,7 @@ def file_path(db_path: Path, run_id: int, name: str) -> Path:
 
 def record_batch(records: np.ndarray) -> pa.RecordBatch:
     """RECORD_SCHEMA columns of raw records (RECORD_DTYPE)."""
-    return pa.record_batch([pa.array(records[k]) for k in RECORD_SCHEMA.names],
+    return pa.record_batch([numeric_array(records[k]) for k in RECORD_SCHEMA.names],
                            schema=RECORD_SCHEMA)
 
 

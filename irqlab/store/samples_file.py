@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from irqlab.store.db import StoreError
+from irqlab.store.arrow import numeric_view
 from irqlab.store.parquet import RECORD_SCHEMA, samples_writer
 
 # Row groups of 1 M samples: a reader holds one at a time (bounded memory).
@@ -88,8 +89,8 @@ class SamplesFile:
         rule of irqlab.store.quantiles.LATENCY_SQL."""
         for rb in self.file.iter_batches(batch_size=batch,
                                          columns=["deadline_tick", "entry_tick"]):
-            deadline = rb.column(0).to_numpy().view(np.int64)
-            lat = rb.column(1).to_numpy().view(np.int64) - deadline
+            deadline = numeric_view(rb.column(0)).view(np.int64)
+            lat = numeric_view(rb.column(1)).view(np.int64) - deadline
             yield (lat, deadline) if with_deadline else lat
 
     def iter_by_deadline(self, batch: int = 1_000_000
@@ -102,9 +103,9 @@ class SamplesFile:
                                                 ("seq", "ascending")])
         table = table.take(order)
         for rb in table.to_batches(max_chunksize=batch):
-            yield (rb.column(1).to_numpy().view(np.int64),
-                   rb.column(2).to_numpy().view(np.int64),
-                   rb.column(3).to_numpy().astype(np.int64))
+            yield (numeric_view(rb.column(1)).view(np.int64),
+                   numeric_view(rb.column(2)).view(np.int64),
+                   numeric_view(rb.column(3)).astype(np.int64))
 
 
 def _locate(uri: str) -> Path:
