@@ -49,6 +49,7 @@ from irqlab.runner.accel import AccelPlan
 from irqlab.runner.fdt import Domain, FdtError, Module, xen_tree
 from irqlab.runner.machines import DEBUG_EXIT_PORT
 from irqlab.runner.process import ProcessTarget
+from irqlab.samples.layout import STATE_DONE, STATE_OFFSET
 from irqlab.runner.qemu import GuestConfig, base_argv, memfd_backend, probe_cmdline
 from irqlab.runner import xen_dom0_arm64 as arm64_dom0
 from irqlab.runner.xen_dom0 import (REPORT_MARK, TRACE_SHM_BYTES, Dom0Plan,
@@ -80,6 +81,10 @@ DOM0_MEM = "64M"
 LINUX_DOM0_MEM = "384M"             # Debian's kernel + busybox + xl: ~9 s to a shell
 LINUX_DOM0_SLACK_MIB = 256          # Xen itself, the probe domU, rounding
 DOM0_CMDLINE = "console=hvc0 earlyprintk=xen quiet"
+# With --trace, how long the host waits after the last sample for dom0 to finish the
+# capture (xentrace copies what Xen still holds, then trcfwd ends the channel) before it
+# stops QEMU: a few hundred ms when quiet; CI once saw a busy TCG host need more.
+TRACE_END_WAIT_S = 30.0
 SHM_BYTES = 4 << 20                 # ivshmem BAR: the probe's 2 MiB + 4 KiB ring, pow2
 # Modules in guest-physical RAM, clear of Xen (QEMU loads its Image near RAM base) and of
 # the tree QEMU places at the top of RAM; 2 MiB apart (the probe is ~22 KiB).
@@ -494,11 +499,29 @@ class XenGuest(ProcessTarget, Dom0TraceChannel):
         return int(khz) * 1000 if khz and khz.isdigit() else None
 
     def stop(self, timeout_s: float = 5.0) -> int | None:
+        if self._trace_fd >= 0:
+            self._await_trace_end()
         code = super().stop(timeout_s)
         if self._trace_fd >= 0:
             os.close(self._trace_fd)
             self._trace_fd = -1
         return code
+
+    def _await_trace_end(self) -> None:
+        """Let dom0 finish the xentrace capture before QEMU stops (else Xen's last
+        buffers, and ``complete``, are lost): only when the probe finished (its ring,
+        as dom0 forwards it, says done) and QEMU still runs, until dom0 reports the
+        capture's end, at most TRACE_END_WAIT_S. A run stopped early does not wait."""
+        if self.mem_fd < 0 or int.from_bytes(os.pread(self.mem_fd, 4, STATE_OFFSET),
+                                              "little") != STATE_DONE:
+            return
+        end = time.monotonic() + TRACE_END_WAIT_S
+        while (self._child is not None and self._child.proc.poll() is None
+               and time.monotonic() < end):
+            meta = self.dom0_metadata() or {}
+            if "xentrace" in meta or "fatal" in meta:
+                return
+            time.sleep(0.05)
 
     # -- the ProcessTarget interface, where Xen differs ----------------------------------
 
