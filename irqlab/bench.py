@@ -64,6 +64,7 @@ def _ingest_seconds(total: int, batch: int, files: bool) -> float:
                 work_s += time.perf_counter() - t0
             t0 = time.perf_counter()
             _, summary = stats.finish()
+            store.finish_run(rid, "ok", None)    # as the run flow: its last files land
             work_s += time.perf_counter() - t0
             stored = store.sample_count(rid)
     reader.close()

@@ -6,14 +6,12 @@ and answers quantiles in SQL, which later reports and ad-hoc user queries rely o
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import datetime as dt
 import json
 import os
 import re
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -192,9 +190,6 @@ def _sample_columns(run_id: int, records: np.ndarray) -> list[pa.Array]:
                                              "flags", "cpu"))]
 
 
-# Sample files being written at once by one stream (store/sample_files.py).
-_FILES_IN_FLIGHT = 2
-
 
 class SamplesUnordered(StoreError):
     """A run's samples are not stored in sequence order (read them sorted instead)."""
@@ -243,6 +238,8 @@ class Store:
         self._memory_limit: str | None = None
         # Runs whose samples this process writes to files (store/sample_files.py).
         self._file_runs: set[int] = set()
+        # Their files being written in the background, listed at the next settle point.
+        self._files_writer = sample_files.Writer(self.path)
         self._connect(read_only)
         try:
             if read_only or self.holder_pid is not None:
@@ -375,6 +372,13 @@ class Store:
                     self.con.execute(f"SET memory_limit = '{self._memory_limit}'")
 
     def close(self) -> None:
+        try:
+            self._list_files()
+        finally:
+            self._files_writer.close()
+            self._close_connection()
+
+    def _close_connection(self) -> None:
         if self._server is not None:
             # Another run writing through this process must land before the file closes.
             self._server.stop(on_wait=lambda n: notice and notice(
@@ -459,11 +463,16 @@ class Store:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        """All-or-nothing writes (an import either lands whole or not at all)."""
+        """All-or-nothing writes (an import either lands whole or not at all). Sample
+        files written before it are listed before it begins; those written inside it
+        are listed in it, or discarded with it."""
+        self._list_files()
         self._write("BEGIN TRANSACTION")
         try:
             yield
+            self._list_files()
         except BaseException:
+            self._files_writer.discard()
             with contextlib.suppress(duckdb.Error):
                 self.con.execute("ROLLBACK")
             raise
@@ -536,6 +545,7 @@ class Store:
                    message: str | None = None) -> None:
         if status not in RUN_STATUSES:
             raise ValueError(f"bad run status {status!r}")
+        self._list_files()                  # its last samples land before its status
         self.update_run(run_id, status=status, summary=summary, message=message,
                         ended_at=_utcnow())
 
@@ -602,46 +612,58 @@ class Store:
 
     def _add_files(self, run_id: int, batches: Iterator[pa.RecordBatch]) -> None:
         """Write each batch (RECORD_SCHEMA) as a file of the run, then list them in
-        sample_files in one INSERT (the caller's transaction decides whether they land)."""
-        rows: list[tuple[int, int, int, str]] = []
-        # Files are encoded by pyarrow outside the GIL: writing batch k on a thread while
-        # the caller's iterator makes batch k+1 (an import parsing its file) overlaps the
-        # two; at most _FILES_IN_FLIGHT batches wait, so memory stays bounded.
-        pending: collections.deque[tuple[int, int, Future[str]]] = collections.deque()
-
-        def settle(keep: int) -> None:
-            while len(pending) > keep:
-                first, n, fut = pending.popleft()
-                rows.append((int(run_id), first, n, fut.result()))
-
-        with ThreadPoolExecutor(max_workers=_FILES_IN_FLIGHT,
-                                thread_name_prefix="irqlab-samples") as pool:
-            try:
-                for batch in batches:
-                    if batch.num_rows:
-                        pending.append((int(batch.column(0)[0].as_py()), batch.num_rows,
-                                        pool.submit(sample_files.write_file, self.path,
-                                                    run_id, batch)))
-                        settle(_FILES_IN_FLIGHT)
-                settle(0)
-            except (OSError, pa.ArrowException) as exc:
-                reason = _one_line(exc)
-                self.write_failed = self.write_failed or reason
-                raise StoreWriteError(f"cannot write to "
-                                      f"{sample_files.files_root(self.path)}: {reason}"
-                                      ) from None
-            finally:
-                for _first, _n, fut in pending:   # the iterator failed: stop what waits
-                    fut.cancel()
+        sample_files in one INSERT (the caller's transaction decides whether they land).
+        Files are encoded on the writer's threads while the iterator makes the next
+        batch (an import parsing its file); memory stays bounded by FILES_IN_FLIGHT."""
+        self._list_files()
+        rows: list[sample_files.FileRow] = []
+        try:
+            for batch in batches:
+                if batch.num_rows:
+                    self._files_writer.submit(run_id, batch)
+                    rows += self._settle_files(sample_files.FILES_IN_FLIGHT)
+            rows += self._settle_files(0)
+        except BaseException:
+            self._files_writer.discard()   # the iterator failed: stop what waits
+            raise
         if rows:
             self._write("INSERT INTO sample_files VALUES (?, ?, ?, ?)", rows, many=True)
+
+    def _settle_files(self, keep: int) -> list[sample_files.FileRow]:
+        """Rows of the sample files written, waiting until at most ``keep`` are still
+        being written; a failed write (disk full) is raised as StoreWriteError."""
+        rows, failure = self._files_writer.settle(keep)
+        if failure is not None:
+            raise self._files_failed(failure)
+        return rows
+
+    def _files_failed(self, failure: BaseException) -> StoreWriteError:
+        reason = _one_line(failure)
+        self.write_failed = self.write_failed or reason
+        return StoreWriteError(f"cannot write to {sample_files.files_root(self.path)}: "
+                               f"{reason}")
+
+    def _list_files(self, keep: int = 0) -> None:
+        """List the sample files written since the last call (settle point: before a
+        transaction and its commit, a run's end, any read of samples, close); files
+        written before a failed one are listed, then the failure is raised."""
+        if not len(self._files_writer):
+            return
+        rows, failure = self._files_writer.settle(keep)
+        if rows:
+            self._write("INSERT INTO sample_files VALUES (?, ?, ?, ?)", rows, many=True)
+        if failure is not None:
+            raise self._files_failed(failure)
 
     def add_samples(self, run_id: int, records: np.ndarray) -> None:
         """Append raw records (RECORD_DTYPE array) losslessly."""
         if len(records) == 0:
             return
         if run_id in self._file_runs:
-            self._add_files(run_id, iter([sample_files.record_batch(records)]))
+            # Written in the background: the caller polls and computes the next batch
+            # meanwhile; listed at the next settle point (one batch may wait here).
+            self._files_writer.submit(run_id, sample_files.record_batch(records))
+            self._list_files(keep=1)
             return
         table = pa.table(_sample_columns(run_id, records), schema=_SAMPLE_SCHEMA)
         self.con.register("_irqlab_batch", table)
@@ -800,6 +822,7 @@ class Store:
 
     def _files(self, run_id: int) -> list[tuple[int, int, str]]:
         """(first_seq, samples, name) of the run's sample files in sequence order."""
+        self._list_files()
         return [(int(f), int(n), str(name)) for f, n, name in self._query(
             "SELECT first_seq, samples, name FROM sample_files WHERE run_id = ? "
             "ORDER BY first_seq", [run_id]).fetchall()]

@@ -21,10 +21,12 @@ to that same sweep, since the rewrite commits or rolls back later.
 
 from __future__ import annotations
 
+import collections
 import os
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -36,6 +38,10 @@ from irqlab.store.parquet import RECORD_SCHEMA, samples_writer
 # (10 s windows at a period of 150 us or less): each window is then one file or more, of
 # a size where a file's fixed cost (open, footer, fsync: ~1 ms) is a few percent.
 FILES_MIN_SAMPLES_PER_WINDOW = 65_536
+
+# Files being written at once (Writer): pyarrow encodes outside the GIL, so one thread
+# writes batch k while the caller makes batch k+1; two bound the memory held in waiting.
+FILES_IN_FLIGHT = 2
 
 
 def files_root(db_path: Path) -> Path:
@@ -101,6 +107,77 @@ def read_sql(db_path: Path, run_id: int, names: Iterable[str]) -> str:
     paths = ", ".join("'" + str(file_path(db_path, run_id, n)).replace("'", "''") + "'"
                       for n in names)
     return f"read_parquet([{paths}])"
+
+
+class FileRow(NamedTuple):
+    """A written file's row of the table sample_files."""
+    run_id: int
+    first_seq: int
+    samples: int
+    name: str
+
+
+class Writer:
+    """Writes a store's sample files on background threads, in the order submitted.
+
+    The store submits a batch and goes on (the run flow polls and computes statistics
+    for the next batch meanwhile: on 2 cores that overlap is what ingest's rate is
+    made of); ``settle`` waits for written files and hands back their rows, which the
+    store lists in its current transaction, so a committed row still names a whole
+    file. A failed write discards every file after it: a run's files stay a prefix."""
+
+    def __init__(self, db_path: Path) -> None:
+        self._db_path = db_path
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: collections.deque[tuple[int, int, int, Future[str]]] = \
+            collections.deque()
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def submit(self, run_id: int, batch: pa.RecordBatch) -> None:
+        """Start writing ``batch`` (RECORD_SCHEMA, not empty) as a new file of the run."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=FILES_IN_FLIGHT,
+                                            thread_name_prefix="irqlab-samples")
+        first = int(batch.column(0)[0].as_py())
+        self._pending.append((int(run_id), first, batch.num_rows,
+                              self._pool.submit(write_file, self._db_path, run_id, batch)))
+
+    def settle(self, keep: int = 0) -> tuple[list[FileRow], BaseException | None]:
+        """Wait until at most ``keep`` files are still being written; returns the rows
+        of those written, in order, and the first write's failure (OSError or an Arrow
+        error; the files after it are then discarded too)."""
+        rows: list[FileRow] = []
+        while len(self._pending) > keep:
+            run_id, first, n, fut = self._pending[0]
+            try:
+                name = fut.result()
+            except (OSError, pa.ArrowException) as exc:
+                self.discard()
+                return rows, exc
+            self._pending.popleft()
+            rows.append(FileRow(run_id, first, n, name))
+        return rows, None
+
+    def discard(self) -> None:
+        """Forget every file not settled yet: stop those not started, wait for those
+        being written and remove them (no row will name them)."""
+        while self._pending:
+            run_id, _first, _n, fut = self._pending.popleft()
+            if fut.cancel():
+                continue
+            try:
+                file_path(self._db_path, run_id, fut.result()).unlink(missing_ok=True)
+            except (OSError, pa.ArrowException):
+                pass                       # write_file removed its own temporary
+
+    def close(self) -> None:
+        """Discard what was not settled and stop the threads."""
+        self.discard()
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
 
 def remove_orphans(db_path: Path, registered: set[tuple[int, str]]) -> int:

@@ -10,7 +10,7 @@ import pytest
 
 from irqlab.samples.record import RECORD_DTYPE
 from irqlab.store import Store, StoreError, StoreWriteError
-from irqlab.store.sample_files import files_root, run_dir
+from irqlab.store.sample_files import Writer, files_root, record_batch, run_dir
 
 
 def _records(n: int, start: int = 0, seed: int = 0) -> np.ndarray:
@@ -95,7 +95,8 @@ def test_rolled_back_files_are_swept_by_the_next_writer(tmp_path) -> None:
         st.keep_samples_in_files(rid)
         st.add_samples(rid, _records(1000))
         with pytest.raises(RuntimeError), st.transaction():
-            st.add_samples(rid, _records(1000, 1000))
+            st.add_sample_stream(rid, iter([_records(1000, 1000)]))  # listed, rolled back
+            st.add_samples(rid, _records(1000, 2000))    # still being written: discarded
             raise RuntimeError("the window's transaction failed")
         assert st.sample_count(rid) == 1000
         assert len(list(run_dir(db, rid).iterdir())) == 2          # one is an orphan
@@ -133,8 +134,16 @@ def test_unwritable_files_are_a_store_write_error_and_committed_data_stays(tmp_p
         st.keep_samples_in_files(other)
         files_root(db).write_text("not a directory")              # where the files go
         with pytest.raises(StoreWriteError, match=r"cannot write to .*x\.duckdb\.samples"):
-            st.add_samples(other, _records(10))
+            with st.transaction():                 # a window: its commit waits for its files
+                st.add_samples(other, _records(10))
+                st.add_windows(other, [{"index": 0, "start_s": 0.0}])
         assert st.write_failed and st.sample_count(rid) == 10
+        assert st.windows(other) == [] and st.sample_count(other) == 0
+        # Outside a transaction the write goes on in the background: its failure is
+        # raised at the next point that lists files (here the run's end), never lost.
+        st.add_samples(other, _records(10))
+        with pytest.raises(StoreWriteError, match="Not a directory"):
+            st.finish_run(other, "ok", None)
 
 
 def test_a_missing_file_is_named_in_one_line(tmp_path) -> None:
@@ -157,3 +166,34 @@ def test_in_memory_stores_keep_the_table(tmp_path) -> None:
         assert not st.keep_samples_in_files(rid)
         st.add_samples(rid, _records(10))
         assert st.sample_count(rid) == 10
+
+
+def test_background_writes_land_at_every_settle_point_in_order(tmp_path) -> None:
+    db = tmp_path / "x.duckdb"
+    with Store(db) as st:
+        rid = st.create_run("r", "guest", {}, {})
+        st.keep_samples_in_files(rid)
+        for k in range(5):                       # more batches than the writer holds
+            st.add_samples(rid, _records(100, 100 * k))
+        assert st.sample_count(rid) == 500       # a read lists what was written
+        st.add_samples(rid, _records(100, 500))
+        st.add_samples(rid, _records(100, 600))
+    with Store(db, read_only=True) as st:        # close listed the last ones
+        assert _cat(st.iter_samples(rid), "seq").tolist() == list(range(700))
+
+
+def test_a_failed_write_keeps_the_files_before_it_and_discards_those_after(
+        tmp_path) -> None:
+    db = tmp_path / "x.duckdb"
+    run_dir(db, 2).parent.mkdir(parents=True)
+    run_dir(db, 2).write_text("not a directory")          # run 2's files cannot be
+    writer = Writer(db)
+    try:
+        for rid, start in ((1, 0), (2, 0), (1, 100), (1, 200)):
+            writer.submit(rid, record_batch(_records(100, start)))
+        rows, failure = writer.settle()
+        assert [(r.run_id, r.first_seq, r.samples) for r in rows] == [(1, 0, 100)]
+        assert isinstance(failure, OSError) and len(writer) == 0
+        assert [f.name for f in run_dir(db, 1).iterdir()] == [rows[0].name]
+    finally:
+        writer.close()
