@@ -35,6 +35,9 @@ class RunConfig:
     suite: str | None = None
     cell: dict[str, Any] | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    # Keys the caller adds to the run's stored metadata from its first row on (e.g.
+    # "series" of `irqlab run --repeat`); not parameters, so not in params().
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def for_target(cls, target: str = "guest", given: dict[str, Any] | None = None,
@@ -61,7 +64,7 @@ class RunConfig:
         out: dict[str, Any] = {}
         for obj in (self, self.options):
             for f in fields(obj):
-                if f.name in ("hooks", "options"):
+                if f.name in ("hooks", "options", "metadata"):
                     continue
                 val = getattr(obj, f.name)
                 out[f.name] = str(val) if isinstance(val, Path) else val

@@ -95,7 +95,7 @@ class Run:
                      **self.target.run_metadata(self.cfg), "accel_attempts": [],
                      "writer": writer_identity(),
                      # Global identity, so a lab store never mixes two hosts' run 1.
-                     "run_uuid": str(uuid.uuid4())}
+                     "run_uuid": str(uuid.uuid4()), **self.cfg.metadata}
         self.run_id = self.store.create_run(self.name, self.cfg.target, self.cfg.params(),
                                             self.meta, tags=self.cfg.tags,
                                             suite=self.cfg.suite, cell=self.cfg.cell)
