@@ -36,7 +36,7 @@ def add_run(store: Store, name: str, lat_ns: np.ndarray | None, *,
             window_ns: int = 1_000_000_000, tags: dict[str, str] | None = None,
             suite: str | None = None, status: str = "ok", raw: bool = True,
             tick_method: str = "cpuid-15", timer_mode: str = "tsc-deadline",
-            extra_meta: dict[str, Any] | None = None) -> int:
+            extra_meta: dict[str, Any] | None = None, lost: int | None = 0) -> int:
     """A finished run with windows, summary and (with ``raw``) raw samples."""
     meta = {"host": {"hostname": hostname, "kernel": kernel, "cpu_model": "Test CPU",
                      "cpus_online": 2, "host_is_virtual": False},
@@ -49,7 +49,7 @@ def add_run(store: Store, name: str, lat_ns: np.ndarray | None, *,
     store.update_run(rid, arch="x86_64", accel=accel, emulated=emulated, tick_hz=TICK_HZ,
                      period_ns=period_ns, threshold_ns=threshold_ns)
     summary: dict[str, Any] = {"type": "summary", "version": 1, "run_id": rid, "name": name,
-                               "samples": 0, "lost": 0, "overruns": 0, "injected": 0,
+                               "samples": 0, "lost": lost, "overruns": 0, "injected": 0,
                                "tick_hz": TICK_HZ, "period_ns": period_ns,
                                "threshold_ns": threshold_ns, "accel": accel,
                                "emulated": emulated, "status": status}
