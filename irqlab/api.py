@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
-from irqlab.stats.fields import SUMMARY_FIELDS
+from irqlab.stats.fields import SUMMARY_FIELDS, percentiles_from
 from irqlab.store import PgStore, Store, is_url, open_store as _open
 from irqlab.store.arrow import numeric_array, numeric_view
 
@@ -86,6 +86,8 @@ class StoreView:
         for f in SUMMARY_FIELDS:
             if f.key not in cols:
                 cols[f.key] = [(r.summary or {}).get(f.key) for r in rows]
+        # Runs stored before the key existed say it too (their histogram estimate).
+        cols["percentiles_from"] = [percentiles_from(r.summary or {}) for r in rows]
         return pa.table(cols)
 
     def windows(self, run: int | str) -> pa.Table:

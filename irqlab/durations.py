@@ -61,10 +61,11 @@ NS_STYLES: tuple[NsStyle, ...] = ("fixed", "sig3", "exact")
 def format_ns(ns: int | float | None, style: NsStyle = "fixed") -> str:
     """Human form of a latency (or duration) in ns; None is '—'.
 
-    * ``fixed`` (run summaries, `irqlab list/show`, suites): decimals fixed by the unit,
-      '930 ns', '9999 ns', '12.3 us', '2.01 ms', '1.50 s';
-    * ``sig3`` (compare tables, reports, checks, plots): three significant digits, so
-      columns line up: '29 ns', '5.00 us', '123 us', '2.01 ms';
+    * ``fixed`` (every latency figure, through ``format_latency``: run summaries,
+      `irqlab list/show`, suites, checks): decimals fixed by the unit, '930 ns',
+      '9999 ns', '12.3 us', '2.01 ms', '1.50 s';
+    * ``sig3`` (compare tables, reports, plots): three significant digits, so columns
+      line up: '29 ns', '5.00 us', '123 us', '2.01 ms';
     * ``exact`` (settings such as a period or threshold, in sentences): the shortest
       form, '30 us', '1 ms', '1.5 ms'; its number with the unit joined is a valid
       duration argument ('30us').
@@ -91,3 +92,13 @@ def format_ns(ns: int | float | None, style: NsStyle = "fixed") -> str:
     if style == "exact":
         return f"{ns / 1e6:g} ms" if ns >= 1_000_000 else f"{ns / 1e3:g} us"
     raise ValueError(f"unknown ns style {style!r}: choose from {', '.join(NS_STYLES)}")
+
+
+# Latency figures (min, percentiles, max ...) print in this one style, so one value reads
+# the same in the run's summary, show, list, suites and check (issue 27).
+LATENCY_STYLE: NsStyle = "fixed"
+
+
+def format_latency(ns: int | float | None) -> str:
+    """A latency figure as the commands print it: '819.4 us', '2.36 ms', '—' for None."""
+    return format_ns(ns, LATENCY_STYLE)

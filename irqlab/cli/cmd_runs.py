@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from irqlab.cli.common import EXIT_OK, add_db_json, db_path, renderer
-from irqlab.stats.fields import LIST_TABLE, make_summary
+from irqlab.stats.fields import LIST_TABLE, make_summary, percentiles_from
 from irqlab.store import open_store
 
 def register_list(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +25,8 @@ def _list_row(row) -> dict[str, Any]:
     figs = {c.key: s.get(c.key, 0 if c.key == "samples" else None) for c in LIST_TABLE}
     return {"run_id": row.run_id, "name": row.name, "started_at": row.started_at.isoformat(),
             "target": row.target, "accel": row.accel, "emulated": row.emulated,
-            "status": row.status, **figs, "source": row.source, "kind": row.kind}
+            "status": row.status, **figs, "source": row.source, "kind": row.kind,
+            "percentiles_from": percentiles_from(s)}
 
 def run_list(args: argparse.Namespace) -> int:
     # A missing database is an error, as in `show` (read_only refuses it, one line).

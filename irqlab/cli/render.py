@@ -19,9 +19,11 @@ from rich.table import Table
 from rich.text import Text
 
 from irqlab.cli.safe_text import EscapeControls
-from irqlab.durations import format_ns
-from irqlab.stats.fields import (IMPORTED_ROWS, LIST_TABLE, NOTE_FIELDS, SUITE_TABLE,
-                                 SUMMARY_TABLE, WINDOW_TABLE, field)
+from irqlab.durations import format_latency, format_ns
+from irqlab.stats.fields import (IMPORTED_ROWS, LIST_TABLE, NOTE_FIELDS,
+                                 PERCENTILES_EXACT, PERCENTILES_HISTOGRAM,
+                                 PERCENTILES_SOURCE, SUITE_TABLE, SUMMARY_TABLE,
+                                 WINDOW_TABLE, field, percentiles_from)
 
 EMULATED_BANNER = ("EMULATED: these latencies come from {accel}; they show the pipeline "
                    "works, not what hardware-assisted virtualisation or bare metal would give.")
@@ -58,15 +60,27 @@ def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
     for c in SUMMARY_TABLE:
         key, val = c.key, summary.get(c.key)
         if c.field.unit == "ns":
-            text = format_ns(val)
+            text = format_latency(val)
         elif key == "above_threshold" and val is None:
             text = above_bound_text(summary)
         elif key == "above_threshold" and summary.get("samples"):
-            text = f"{val} ({100.0 * val / summary['samples']:.4g}%) > {format_ns(summary['threshold_ns'])}"
+            text = (f"{val} ({100.0 * val / summary['samples']:.4g}%) > "
+                    f"{format_latency(summary['threshold_ns'])}")
         else:
             text = "—" if val is None else str(val)
         out.append((c.heading, text))
+    if summary.get("source") in (None, "irqlab") and percentiles_from(summary):
+        out.append(("percentiles", PERCENTILES_TEXT.get(percentiles_from(summary) or "",
+                                                        str(percentiles_from(summary)))))
     return out
+
+
+# How `irqlab run` / `show` name a summary's `percentiles_from`.
+PERCENTILES_TEXT = {
+    PERCENTILES_EXACT: "exact (nearest rank over the stored samples)",
+    PERCENTILES_HISTOGRAM: "histogram estimate (<= 1/128 above the exact value: the "
+                           "samples are not all stored)",
+    PERCENTILES_SOURCE: "as the source printed them"}
 
 
 class Renderer:
@@ -242,10 +256,11 @@ class HumanRenderer(Renderer):
                 extra = f" (baseline {f['baseline']:.4g} {f['unit']}, ratio {f['ratio']:.2f})"
             if "ours" in f and "cyclictest" in f:   # irqlab bench cyclictest, one round
                 o, c = f["ours"], f["cyclictest"]
-                extra = (f" — ours p50 {format_ns(o['p50_ns'])} p99 {format_ns(o['p99_ns'])} "
-                         f"max {format_ns(o['max_ns'])} (lost {o['lost']}); cyclictest "
-                         f"p50 {format_ns(c['p50_ns'])} p99 {format_ns(c['p99_ns'])} "
-                         f"max {format_ns(c['max_ns'])}")
+                extra = (f" — ours p50 {format_latency(o['p50_ns'])} "
+                         f"p99 {format_latency(o['p99_ns'])} "
+                         f"max {format_latency(o['max_ns'])} (lost {o['lost']}); cyclictest "
+                         f"p50 {format_latency(c['p50_ns'])} p99 {format_latency(c['p99_ns'])} "
+                         f"max {format_latency(c['max_ns'])}")
             elif "goal" in f and "met" in f:
                 extra = f" (goal <= {f['goal']}: {'met' if f['met'] else 'NOT met'})"
             self.console.print(f"{f['name']}: {f['value']:.4g} {f['unit']}{extra}",
@@ -421,7 +436,7 @@ SUITE_COLUMNS = [("target", "target"), ("accel", "accel"), ("status", "status")]
 def _value_text(val: Any, key: str) -> str:
     """A value of a summary key in a human table: latencies formatted, None as a dash."""
     if field(key).unit == "ns":
-        return format_ns(val)
+        return format_latency(val)
     return "—" if val is None else str(val)
 
 
@@ -436,8 +451,8 @@ def per_cpu_lines(summary: dict[str, Any]) -> list[str]:
     lines = []
     for c in summary.get("per_cpu") or []:
         lines.append(f"T:{c['cpu']:>3} (cpu {c['cpu']}) C:{c['samples']:>9} "
-                     f"Min:{format_ns(c['min_ns']):>9} P50:{format_ns(c['p50_ns']):>9} "
-                     f"P99:{format_ns(c['p99_ns']):>9} Max:{format_ns(c['max_ns']):>9} "
+                     f"Min:{format_latency(c['min_ns']):>9} P50:{format_latency(c['p50_ns']):>9} "
+                     f"P99:{format_latency(c['p99_ns']):>9} Max:{format_latency(c['max_ns']):>9} "
                      f"above thr:{c['above_threshold']:>6} lost:{c.get('lost', 0)} "
                      f"overruns:{c.get('overruns', 0)}")
     return lines
@@ -500,12 +515,13 @@ def imported_summary_lines(summary: dict[str, Any]) -> list[str]:
     for c in IMPORTED_ROWS:
         val = summary.get(c.key)
         if val is not None:
-            text = format_ns(val) if c.field.unit == "ns" else val
+            text = format_latency(val) if c.field.unit == "ns" else val
             lines.append(f"{c.heading}: {text}")
     for sname, fig in (summary.get("series") or {}).items():
-        lines.append(f"  {sname}: n {fig.get('samples')} min {format_ns(fig.get('min_ns'))} "
-                     f"mean {format_ns(fig.get('mean_ns'))} p50 {format_ns(fig.get('p50_ns'))} "
-                     f"p99 {format_ns(fig.get('p99_ns'))} max {format_ns(fig.get('max_ns'))}"
+        lines.append(f"  {sname}: n {fig.get('samples')} min {format_latency(fig.get('min_ns'))} "
+                     f"mean {format_latency(fig.get('mean_ns'))} "
+                     f"p50 {format_latency(fig.get('p50_ns'))} "
+                     f"p99 {format_latency(fig.get('p99_ns'))} max {format_latency(fig.get('max_ns'))}"
                      + (f" overflow {fig['overflow']}" if fig.get("overflow") else ""))
     for f in NOTE_FIELDS:
         if summary.get(f.key):

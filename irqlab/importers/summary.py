@@ -20,7 +20,7 @@ import numpy as np
 
 from irqlab.importers.base import ParsedRun, Series
 from irqlab.stats import Moments, quantile_rank, ticks_to_ns
-from irqlab.stats.fields import PERCENTILE_FIELDS, make_summary
+from irqlab.stats.fields import PERCENTILE_FIELDS, make_summary, percentiles_from
 
 # (summary key, quantile) of each percentile, as importers match a source's percentiles.
 PCT_KEYS: tuple[tuple[str, float], ...] = tuple(
@@ -202,4 +202,5 @@ def build_summary(run: ParsedRun, run_id: int, name: str,
         out["notes"] = list(run.notes)
     out["import"] = {"format": run.source, "file": run.path, "line": run.line,
                      **run.provenance}
+    out["percentiles_from"] = percentiles_from(out)    # its percentile_source, in summary words
     return out

@@ -22,9 +22,10 @@ from irqlab.runner.hostinfo import host_info
 from irqlab.runner.process import ProcessTarget
 from irqlab.samples.layout import RingError, RingHeader
 from irqlab.samples.source import SampleSource
-from irqlab.stats import RunStats
+from irqlab.stats import RunStats, RunSummary
 from irqlab.stats.percpu import PerCpuStats
-from irqlab.store import Store, StoreWriteError
+from irqlab.store import Store, StoreError, StoreWriteError
+from irqlab.store.percentiles import per_cpu_exact, with_exact_percentiles
 from irqlab.store.recover import writer_identity
 from irqlab.store.sample_files import FILES_MIN_SAMPLES_PER_WINDOW
 from irqlab.targets import get_target
@@ -222,6 +223,7 @@ class Run:
             summary["per_cpu"] = self.per_cpu.summaries(
                 {r["cpu"]: {"lost": r["lost"], "overruns": r["overruns"]}
                  for r in self.per_ring})
+        self.exact_percentiles(summary, run_summary)
         try:
             if self.store.write_failed is None:
                 if run_summary is not None and run_summary.samples and hdr is not None:
@@ -244,6 +246,26 @@ class Run:
                 f"({exc}): the next irqlab command that opens {self.store.path} marks it "
                 f"died")
         return RunResult(self.run_id, self.status, summary, self.windows)
+
+    def exact_percentiles(self, summary: dict[str, Any], run_summary: RunSummary | None
+                          ) -> None:
+        """The run has ended and its samples are stored: its percentiles become the
+        exact nearest-rank values every reader recomputes (irqlab.store.percentiles),
+        replacing the live histogram's estimate. After a failed write the store lacks
+        samples: the estimate stays, marked ``percentiles_from: histogram``."""
+        if run_summary is None or not run_summary.samples or self.store.write_failed:
+            return
+        try:
+            with_exact_percentiles(self.store, self.run_id, summary, run_summary.histogram)
+            if self.per_cpu is not None and summary.get("per_cpu"):
+                per_cpu_exact(self.store, self.run_id, summary["per_cpu"],
+                              int(summary["tick_hz"]),
+                              {c: st.summary().histogram
+                               for c, st in self.per_cpu.stats.items()})
+        except StoreError as exc:
+            # Reading back failed (a file gone, an I/O error): the figures measured stay.
+            self.observer.on_notice(f"percentiles stay the live histogram's estimate: "
+                                    f"the stored samples could not be read ({exc})")
 
 
 def _store_failed(exc: StoreWriteError) -> str:

@@ -21,6 +21,7 @@ Views, tuples of Column (heading, field) in the order shown:
     WINDOW_TABLE, IMPORTED_ROWS, NOTE_FIELDS, CHECK_LIMITS
 Builder:
     SUMMARY_VERSION, make_summary, stats_figures
+    PERCENTILES_EXACT, PERCENTILES_HISTOGRAM, PERCENTILES_SOURCE, percentiles_from
 """
 
 from __future__ import annotations
@@ -34,6 +35,18 @@ if TYPE_CHECKING:       # run.py takes its percentiles from this catalog
     from .run import RunSummary
 
 SUMMARY_VERSION = 1
+
+# Values of the summary key ``percentiles_from`` (docs/formats.md section 4). A finished
+# run's percentiles are exact: nearest rank over its stored samples (Hyndman & Fan 1996
+# definition 1, irqlab.stats.quantile_rank), the figures every report recomputes. The log
+# histogram's estimate (<= 1/128 relative error, never under-reported) stays only where
+# the samples are not stored: a live run, a run whose store write failed. An imported
+# run says what its source allowed (its ``percentile_source``).
+PERCENTILES_EXACT = "exact"
+PERCENTILES_HISTOGRAM = "histogram"
+PERCENTILES_SOURCE = "source"
+_FROM_IMPORT = {"samples": PERCENTILES_EXACT, "histogram": PERCENTILES_HISTOGRAM,
+                "source": PERCENTILES_SOURCE}
 
 # "ns" latencies and durations (integer ns), "count" sample counts, "hz" a rate, "int"
 # ids and versions, "text", "bool".
@@ -109,6 +122,9 @@ SUMMARY_FIELDS: tuple[Field, ...] = (
     _latency("p9999_ns", "p99.99", 0.9999),
     Field("injected", "injected", "count", "count"),
     _meta("message", "message"),
+    # Where the percentiles come from (PERCENTILES_EXACT or PERCENTILES_HISTOGRAM): every
+    # reader shows one value per percentile, and says which kind it is.
+    _meta("percentiles_from", "percentiles"),
 )
 # Every imported summary adds these, after SUMMARY_FIELDS (docs/formats.md section 8).
 IMPORT_FIELDS: tuple[Field, ...] = (
@@ -226,13 +242,30 @@ def make_summary(run_id: int, name: str, values: Mapping[str, Any],
     return {f.key: given.get(f.key) for f in fields}
 
 
+def percentiles_from(summary: Mapping[str, Any]) -> str | None:
+    """Where a stored summary's percentiles come from: its ``percentiles_from``; for an
+    import, what its ``percentile_source`` says; a measured run stored before the key
+    existed (2026-11-26) has the live histogram's estimate. None: no percentiles."""
+    if summary.get("percentiles_from"):
+        return str(summary["percentiles_from"])
+    if summary.get("percentile_source"):
+        return _FROM_IMPORT.get(str(summary["percentile_source"]))
+    if summary.get("source") is None and summary.get("p50_ns") is not None:
+        return PERCENTILES_HISTOGRAM
+    return None
+
+
 def stats_figures(s: RunSummary | None, tick_hz: int | None) -> dict[str, Any]:
     """``samples``, ``above_threshold`` and every latency field of a run's statistics,
     latencies in ns; no statistics (or no samples, or no tick rate) gives 0, 0, None."""
     if s is None or tick_hz is None or s.samples == 0:
-        return {"samples": 0, "above_threshold": 0, **{f.key: None for f in LATENCY_FIELDS}}
+        return {"samples": 0, "above_threshold": 0, **{f.key: None for f in LATENCY_FIELDS},
+                "percentiles_from": None}
     out: dict[str, Any] = {"samples": s.samples, "above_threshold": s.above_threshold}
     for f in LATENCY_FIELDS:
         val = getattr(s, f.tick_attr)
         out[f.key] = None if val is None else ticks_to_ns(val, tick_hz)
+    # RunStats' percentiles are the histogram's; the run's end replaces them with exact
+    # ones from the stored samples (irqlab.store.percentiles).
+    out["percentiles_from"] = PERCENTILES_HISTOGRAM
     return out

@@ -21,6 +21,7 @@ import numpy as np
 
 from irqlab.stats import RunStats
 from irqlab.stats.fields import make_summary, stats_figures
+from irqlab.store.percentiles import with_exact_percentiles
 
 if TYPE_CHECKING:
     from irqlab.store.db import Store
@@ -115,6 +116,9 @@ def close_dead_run(store: "Store", run_id: int, meta: dict[str, Any]) -> str:
         "tick_hz": row.tick_hz, "period_ns": row.period_ns,
         "threshold_ns": row.threshold_ns, "injected": injected, "message": message,
         **stats_figures(summary_stats, row.tick_hz)})
+    if summary_stats is not None:
+        # Exact percentiles of the stored samples, as every finished run has.
+        with_exact_percentiles(store, run_id, summary, summary_stats.histogram)
     store.finish_run(run_id, "died", summary, message)
     return message
 
