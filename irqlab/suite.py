@@ -1,22 +1,91 @@
-"""Side by side: several targets measured one after another, stored as one suite.
+"""Side by side and replicates: several runs stored as one suite, or as series.
 
 ``irqlab run --target native,guest,linux-guest`` (or ``--target all``) runs each target
 with the same period, duration, window and threshold. Every run is an ordinary run in the
 store with ``suite`` = the suite's name and ``cell`` = {"target": ...}, so the suite can
 be reported later; the comparison rows (one per target) are what the CLI prints.
+
+``--repeat N`` makes N runs of each configuration, a *series* per configuration: each run
+is an ordinary run with the same name, tag ``series=<id>`` and metadata ``series`` =
+``{"id", "index", "count"}``. Several configurations' runs are interleaved, round by round
+(A1 B1 A2 B2 …), so slow drift of the host (temperature, frequency, other load) hits every
+configuration alike instead of biasing the one measured last: the practice of Kalibera &
+Jones, "Rigorous benchmarking in reasonable time" (ISMM 2013), and of hyperfine.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
+import secrets
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence, TypeVar
 
 from irqlab.measure import Observer, RunConfig, RunResult, run
+from irqlab.reports.select import SERIES_TAG
 from irqlab.stats.fields import SUITE_TABLE
 from irqlab.store import Store
 
 # Comparison columns: (heading, summary key), from the catalog (irqlab.stats.fields).
 COLUMNS: tuple[tuple[str, str], ...] = tuple((c.heading, c.key) for c in SUITE_TABLE)
+
+SERIES_VERSION = 1             # of the {"type": "series"} line (docs/formats.md)
+_ID_STEM_CHARS = 40            # a series id's readable part: the run name, cut
+
+T = TypeVar("T")
+
+
+def new_series_id(name: str) -> str:
+    """A short unique id: the run name made safe ([A-Za-z0-9._-], so it needs no quoting
+    in a shell or a selector) and 6 random hex digits (two series of one name differ)."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:_ID_STEM_CHARS]
+    return f"{stem or 'series'}-{secrets.token_hex(3)}"
+
+
+def in_series(cfg: RunConfig, series_id: str, index: int, count: int) -> RunConfig:
+    """``cfg`` as run ``index`` (1-based) of ``count`` of series ``series_id``: the tag and
+    the metadata every reader finds it by (a copy; hooks are the caller's to renew)."""
+    return dataclasses.replace(
+        cfg, tags={**cfg.tags, SERIES_TAG: series_id},
+        metadata={**cfg.metadata,
+                  SERIES_TAG: {"id": series_id, "index": index, "count": count}})
+
+
+def interleave(plans: Sequence[Sequence[T]]) -> list[T]:
+    """Round-robin over the configurations' runs: round 1 of each, then round 2, …
+    (a configuration with fewer runs left drops out of the later rounds)."""
+    rounds = max((len(p) for p in plans), default=0)
+    return [p[i] for i in range(rounds) for p in plans if i < len(p)]
+
+
+@dataclass
+class Series:
+    """The runs of one configuration made by one ``--repeat``."""
+
+    id: str
+    name: str
+    count: int
+    run_ids: list[int] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)
+
+    def add(self, result: RunResult) -> None:
+        self.run_ids.append(result.run_id)
+        self.statuses.append(result.status)
+
+    def json_object(self) -> dict[str, Any]:
+        """The ``{"type": "series", ...}`` line (docs/formats.md section 4)."""
+        return {"type": "series", "version": SERIES_VERSION, "id": self.id,
+                "name": self.name, "count": self.count, "run_ids": list(self.run_ids),
+                "statuses": list(self.statuses)}
+
+    def line(self, others: Sequence["Series"] = ()) -> str:
+        """One line for people: what was made and how to compare it."""
+        ok = sum(s == "ok" for s in self.statuses)
+        # Alone: "..." stands for what to hold it against (another series, a run).
+        refs = " ".join(f"series:{s.id}" for s in [self, *others]) if others \
+            else f"series:{self.id} ..."
+        return (f"series {self.id}: {len(self.run_ids)} runs (ok {ok}) — compare with: "
+                f"irqlab compare {refs}")
 
 
 @dataclass
@@ -24,20 +93,21 @@ class SuiteResult:
     name: str
     targets: list[str]
     results: list[RunResult] = field(default_factory=list)
+    repeat: int = 1
+    run_targets: list[str] = field(default_factory=list)   # target of each result
+    series: list[Series] = field(default_factory=list)     # one per target, if repeat > 1
+    stopped: bool = False          # Ctrl-C between two runs
 
     @property
     def status(self) -> str:
-        statuses = [r.status for r in self.results]
-        if "interrupted" in statuses:
-            return "interrupted"
-        if len(statuses) == len(self.targets) and all(s == "ok" for s in statuses):
-            return "ok"
-        return "failed"
+        statuses = [r.status for r in self.results] + ["interrupted"] * self.stopped
+        return suite_status(statuses, len(self.targets) * self.repeat)
 
     def rows(self) -> list[dict[str, Any]]:
-        """One comparison row per target that ran."""
+        """One comparison row per run (per target unless repeated), in run order."""
         out = []
-        for target, res in zip(self.targets, self.results):
+        targets = self.run_targets or self.targets
+        for target, res in zip(targets, self.results):
             s = res.summary
             # "lost" is also a column: update() keeps it in this place (JSON key order).
             row = {"target": target, "run_id": res.run_id, "status": res.status,
@@ -53,14 +123,57 @@ class SuiteResult:
                 "targets": self.targets, "rows": self.rows()}
 
 
+def suite_status(statuses: list[str], planned: int) -> str:
+    """``interrupted`` if a run was, ``ok`` if every planned run ran and ended ok, else
+    ``failed``: the exit status of a suite and of a series (130, 0, 1)."""
+    if "interrupted" in statuses:
+        return "interrupted"
+    if len(statuses) == planned and all(s == "ok" for s in statuses):
+        return "ok"
+    return "failed"
+
+
+def series_plan(cfgs: list[RunConfig], repeat: int,
+                renew: Callable[[RunConfig], RunConfig]) -> list[tuple[int, RunConfig]]:
+    """(configuration index, config) of every run, interleaved; with ``repeat`` > 1 each
+    configuration is a series of its own (its name fixed now, so all its runs share it).
+    ``renew`` gives a config new hook objects: a hook (a load, a capture) lives one run."""
+    if repeat == 1:
+        return list(enumerate(cfgs))
+    plans = []
+    for i, cfg in enumerate(cfgs):
+        series_id = new_series_id(cfg.name or cfg.target)
+        runs = [(i, in_series(cfg if k == 1 else renew(cfg), series_id, k, repeat))
+                for k in range(1, repeat + 1)]
+        plans.append(runs)
+    return interleave(plans)
+
+
 def run_suite(cfgs: list[RunConfig], store: Store, observer: Observer,
-              after_run: Callable[[RunResult], None] | None = None) -> SuiteResult:
+              after_run: Callable[[RunResult], None] | None = None, repeat: int = 1,
+              renew: Callable[[RunConfig], RunConfig] = lambda c: c) -> SuiteResult:
     """Run each config (one per target, made by the CLI with the targets' own rules and
-    their own hooks), in order; stops early only on Ctrl-C/SIGTERM."""
-    suite = SuiteResult(cfgs[0].suite or "suite", [c.target for c in cfgs])
-    for cfg in cfgs:
-        result = run(cfg, store, observer)
+    their own hooks) ``repeat`` times, interleaved; stops early only on Ctrl-C/SIGTERM
+    (what was stored stays). A single config with ``repeat`` > 1 is a plain series."""
+    suite = SuiteResult(cfgs[0].suite or "suite", [c.target for c in cfgs], repeat=repeat)
+    plan = series_plan(cfgs, repeat, renew)
+    if repeat > 1:
+        by_cfg: dict[int, Series] = {}
+        for i, cfg in plan:
+            meta = cfg.metadata[SERIES_TAG]
+            by_cfg.setdefault(i, Series(meta["id"], cfg.name or cfg.target, repeat))
+        suite.series = [by_cfg[i] for i in sorted(by_cfg)]
+    for i, cfg in plan:
+        try:
+            result = run(cfg, store, observer)
+        except KeyboardInterrupt:
+            # Ctrl-C between two runs (the run itself turns it into "interrupted").
+            suite.stopped = True
+            break
         suite.results.append(result)
+        suite.run_targets.append(cfg.target)
+        if suite.series:
+            suite.series[i].add(result)
         if after_run is not None:
             after_run(result)
         if result.status == "interrupted":

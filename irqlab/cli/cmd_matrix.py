@@ -17,6 +17,7 @@ from rich.table import Table
 
 from irqlab.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, db_path
 from irqlab.cli.common import db_ref
+from irqlab.cli.cmd_run import repeat_count
 from irqlab.cli.matrix import SUMMARY_COLUMNS, CellResult, run_matrix
 from irqlab.cli.render import json_line
 from irqlab.cli.scenario import ScenarioError, cell_id, load_scenario, value_text
@@ -35,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="results as a terminal table (default), markdown, csv or JSON lines")
     m.add_argument("--resume", action="store_true",
                    help="skip cells this scenario already completed in the database")
+    m.add_argument("--repeat", type=repeat_count, default=None, metavar="N",
+                   help="run each cell N times, interleaved (a series per cell); "
+                        "replaces the file's [run] repeat")
 
 
 class _Progress:
@@ -135,7 +139,7 @@ def render(results: list[CellResult], keys: list[str], fmt: str, title: str,
 
 def run(args: argparse.Namespace) -> int:
     try:
-        scn = load_scenario(args.file)
+        scn = load_scenario(args.file, repeat=args.repeat)
     except ScenarioError as exc:
         raise UsageError(str(exc)) from None
     progress = _Progress()

@@ -10,6 +10,8 @@ from typing import Any
 from irqlab.cli.common import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, add_db_json,
                                count, db_path, duration, renderer)
 from irqlab.cli.hook_options import add_arguments as add_hook_options, hooks_from_args
+from irqlab.cli.render import json_line
+from irqlab.cli.safe_text import printable
 from irqlab.store import is_url, open_store
 
 NAME = "run"
@@ -33,6 +35,9 @@ examples:
       own; every 100th reply held 5 ms by the guest (self-check)
   irqlab run --target guest,native --duration 10s
       two targets one after another, one comparison table
+  irqlab run --target native --repeat 5 --duration 10s --name base
+      a series of 5 runs of one configuration (run to run variation); then
+      `irqlab compare series:base series:other` holds two series against each other
   irqlab run --load cpu:cpus=1 --pin 1 --prio 80 --trace --name loaded
       with a CPU load and the vCPU pinned at SCHED_FIFO 80, host events captured
       for `irqlab explain loaded`
@@ -65,6 +70,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="run length (default 30s)")
     bound.add_argument("--samples", type=count, default=None, metavar="N",
                        help="stop after N samples")
+    timing.add_argument("--repeat", type=repeat_count, default=1, metavar="N",
+                        help="make N runs of each configuration, stored as a series "
+                             "(tag series=ID; select with series:ID); several targets' "
+                             "runs interleave, round by round (default 1)")
     timing.add_argument("--boot-timeout", type=duration, default=30_000_000_000,
                         metavar="DUR",
                         help="give up on an accelerator when the probe has not started (30s)")
@@ -231,12 +240,22 @@ def run_config(args: argparse.Namespace, db: Path | None = None):
     return cfgs[0]
 
 
+def repeat_count(text: str) -> int:
+    """argparse type of --repeat (and a scenario's repeat): a whole number, at least 1."""
+    n = count(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text.strip()} is too few: every configuration "
+                                         f"runs at least once; write 1 (the default) or "
+                                         f"more, e.g. --repeat 5")
+    return n
+
+
 def run(args: argparse.Namespace) -> int:
     from irqlab.measure import run as measure
 
     cfgs = run_configs(args)
     out = renderer(args)
-    if len(cfgs) > 1:
+    if len(cfgs) > 1 or args.repeat > 1:
         return _run_suite(cfgs, out, args)
     with open_store(db_path(args)) as store:
         try:
@@ -259,20 +278,47 @@ def _targets(text: str) -> str:
 
 
 def _run_suite(cfgs: list, out, args: argparse.Namespace) -> int:
-    """Several targets one after another (irqlab.suite), then one comparison table."""
+    """Several targets one after another, or one target's --repeat series, or both
+    (irqlab.suite: interleaved); then one comparison table if several targets, and one
+    line per series."""
     from irqlab.suite import run_suite
+
+    single = len(cfgs) == 1
+    if args.repeat > 1:
+        stamp = time.strftime('%Y%m%d-%H%M%S')
+        for cfg in cfgs:
+            # The default name has the time of each run: a series' runs share one.
+            cfg.name = cfg.name or f"{cfg.target}-{stamp}"
 
     def after_run(result) -> None:
         out.close()                      # ends this run's progress bar
-        if args.json:
-            out.summary(result.summary)  # one summary line per target
+        if args.json or single:
+            out.summary(result.summary)  # one summary per run (a suite: a table at the end)
 
-    with open_store(db_path(args)) as store:
+    db = db_path(args)
+    with open_store(db) as store:
         try:
-            suite = run_suite(cfgs, store, out, after_run=after_run)
+            suite = run_suite(cfgs, store, out, after_run=after_run, repeat=args.repeat,
+                              renew=lambda cfg: _renewed(cfg, args, db))
         finally:
             out.close()
-    out.suite(suite.json_object())
+    if not single:
+        out.suite(suite.json_object())
+    for i, series in enumerate(suite.series):
+        if args.json:
+            print(json_line(series.json_object()), flush=True)
+        else:
+            others = suite.series[:i] + suite.series[i + 1:]
+            print(printable(series.line(others), False), flush=True)
     if suite.status == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_OK if suite.status == "ok" else EXIT_FAIL
+
+
+def _renewed(cfg: Any, args: argparse.Namespace, db: Path) -> Any:
+    """``cfg`` with hook objects of its own: a hook (load, knob, capture) lives one run."""
+    import dataclasses
+
+    from irqlab.targets import get_target
+    return dataclasses.replace(cfg, hooks=build_hooks(args, db, get_target(cfg.target),
+                                                      cfg.options))

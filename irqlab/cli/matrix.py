@@ -3,6 +3,12 @@
 Each run gets ``suite`` = the scenario name, ``cell`` = the cell's keys and values, and
 tags: the cell's keys as text plus ``scenario`` = a digest of the file's [run] and [matrix]
 (a resumed matrix only reuses runs of the very same definition).
+
+With ``repeat = N`` in [run] each cell is a series of N runs (irqlab.suite: tag and
+metadata ``series``), the cells' runs interleaved round by round (A1 B1 A2 B2 …) so drift
+of the host hits every cell alike. A resumed matrix continues each cell's latest series of
+this definition: a cell is done when N runs of it ended ok; each missing one is run again
+under the index it fills.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from typing import Any, Protocol
 
 from irqlab.cli.scenario import Scenario, cell_id, parse_cell_args, value_text
 from irqlab.stats.fields import MATRIX_TABLE
+from irqlab.reports.select import SERIES_TAG
 from irqlab.store import Store
 
 # (heading, summary key) of the results table, from the catalog (irqlab.stats.fields).
@@ -36,6 +43,8 @@ class CellResult:
     summary: dict[str, Any]
     notes: list[str]
     resumed: bool = False
+    series: str | None = None      # with repeat > 1: the cell's series id
+    index: int | None = None       # ... and the run's index in it (1-based)
 
     def row(self) -> dict[str, Any]:
         """The JSON object of a cell: its keys, then its run's summary keys."""
@@ -44,6 +53,8 @@ class CellResult:
         for key, val in self.summary.items():
             if key not in out and key not in ("type", "version"):
                 out[key] = val
+        if self.series is not None:
+            out["series"], out["index"] = self.series, self.index
         out["resumed"] = self.resumed
         out["notes"] = self.notes
         return out
@@ -95,12 +106,35 @@ class _RunObserver:
         self.observer.notice(text)
 
 
-def run_matrix(scn: Scenario, store: Store, observer: MatrixObserver,
-               resume: bool = False) -> tuple[list[CellResult], bool]:
-    """Run the cells in order; returns (results in cell order, interrupted?)."""
+def _run_cell(scn: Scenario, cell: dict[str, Any], store: Store,
+              observer: MatrixObserver, series: tuple[str, int] | None = None) -> CellResult:
+    """One run of ``cell``; ``series`` = (id, index) when the matrix repeats its cells."""
     from irqlab.cli import cmd_run
     from irqlab.measure import run as measure
+    from irqlab.suite import in_series
 
+    # Hooks as `irqlab run` builds them (a cell's trace = true captures into this store).
+    cfg = cmd_run.run_config(parse_cell_args(scn, cell), store.path)
+    cfg.name = f"{scn.name}/{cell_id(cell)}"
+    cfg.suite = scn.name
+    cfg.cell = cell
+    cfg.tags = {**{k: value_text(v) for k, v in cell.items()},
+                "scenario": scn.digest[:16]}
+    if series is not None:
+        cfg = in_series(cfg, series[0], series[1], scn.repeat)
+    result = measure(cfg, store, _RunObserver(observer))
+    meta = store.resolve(str(result.run_id)).metadata
+    return CellResult(cell, result.run_id, result.status, result.summary, hook_notes(meta),
+                      series=None if series is None else series[0],
+                      index=None if series is None else series[1])
+
+
+def run_matrix(scn: Scenario, store: Store, observer: MatrixObserver,
+               resume: bool = False) -> tuple[list[CellResult], bool]:
+    """Run the cells in order; returns (results in cell order, interrupted?). With
+    ``repeat`` > 1: every run of every cell, interleaved (run_series)."""
+    if scn.repeat > 1:
+        return run_series(scn, store, observer, resume)
     cells = scn.cells()
     done = previous_results(store, scn) if resume else {}
     todo = [c for c in cells if _key(c) not in done]
@@ -112,21 +146,63 @@ def run_matrix(scn: Scenario, store: Store, observer: MatrixObserver,
     interrupted = False
     for index, cell in enumerate(todo):
         observer.cell_started(index, len(todo), cell)
-        # Hooks as `irqlab run` builds them (a cell's trace = true captures into this store).
-        cfg = cmd_run.run_config(parse_cell_args(scn, cell), store.path)
-        cfg.name = f"{scn.name}/{cell_id(cell)}"
-        cfg.suite = scn.name
-        cfg.cell = cell
-        cfg.tags = {**{k: value_text(v) for k, v in cell.items()},
-                    "scenario": scn.digest[:16]}
-        result = measure(cfg, store, _RunObserver(observer))
-        meta = store.resolve(str(result.run_id)).metadata
-        res = CellResult(cell, result.run_id, result.status, result.summary,
-                         hook_notes(meta))
+        res = _run_cell(scn, cell, store, observer)
         results[_key(cell)] = res
         observer.cell_done(res)
-        if result.status == "interrupted":
+        if res.status == "interrupted":
             interrupted = True
             break
     ordered = [results[_key(c)] for c in cells if _key(c) in results]
+    return ordered, interrupted
+
+
+def previous_series(store: Store, scn: Scenario) -> dict[str, tuple[str, dict[int, CellResult]]]:
+    """Per cell (its key): the id of its latest series of this very definition and that
+    series' runs that ended ok, by index."""
+    runs = [r for r in store.runs()
+            if r.suite == scn.name and r.tags.get("scenario") == scn.digest[:16]
+            and r.cell is not None and r.tags.get(SERIES_TAG)]
+    latest = {_key(r.cell): r.tags[SERIES_TAG] for r in runs}   # run-id order: last wins
+    out: dict[str, tuple[str, dict[int, CellResult]]] = {k: (v, {}) for k, v in latest.items()}
+    for r in runs:
+        index = (r.metadata.get(SERIES_TAG) or {}).get("index")
+        series_id, ok = out[_key(r.cell)]
+        if r.tags[SERIES_TAG] == series_id and r.status == "ok" and isinstance(index, int):
+            ok[index] = CellResult(r.cell, r.run_id, r.status, r.summary or {},
+                                   hook_notes(r.metadata), resumed=True,
+                                   series=series_id, index=index)
+    return out
+
+
+def run_series(scn: Scenario, store: Store, observer: MatrixObserver,
+               resume: bool = False) -> tuple[list[CellResult], bool]:
+    """Every cell ``scn.repeat`` times, interleaved round by round (irqlab.suite);
+    returns (each cell's runs by index, cells in order; interrupted?)."""
+    from irqlab.suite import interleave, new_series_id
+
+    cells = scn.cells()
+    done = previous_series(store, scn) if resume else {}
+    results: dict[str, list[CellResult]] = {}
+    plans = []
+    for cell in cells:
+        series_id, ok = done.get(_key(cell)) or (new_series_id(f"{scn.name}/{cell_id(cell)}"),
+                                                 {})
+        results[_key(cell)] = [ok[i] for i in sorted(ok) if i <= scn.repeat]
+        plans.append([(cell, series_id, i) for i in range(1, scn.repeat + 1) if i not in ok])
+    todo = interleave(plans)
+    total = len(cells) * scn.repeat
+    if resume and total > len(todo):
+        observer.notice(f"resuming {scn.name}: {total - len(todo)} of {total} runs "
+                        f"({len(cells)} cells x {scn.repeat}) already done")
+    interrupted = False
+    for n, (cell, series_id, index) in enumerate(todo):
+        observer.cell_started(n, len(todo), cell)
+        res = _run_cell(scn, cell, store, observer, (series_id, index))
+        results[_key(cell)].append(res)
+        observer.cell_done(res)
+        if res.status == "interrupted":
+            interrupted = True
+            break
+    ordered = [res for c in cells
+               for res in sorted(results[_key(c)], key=lambda r: (r.index, r.run_id or 0))]
     return ordered, interrupted

@@ -29,6 +29,9 @@ TOP_KEYS = ("name", "description", "run", "matrix")
 FORBIDDEN = {"db": "pass --db to `irqlab matrix`", "json": "use `irqlab matrix --format json`",
              "name": "runs are named <scenario>/<cell> by the matrix",
              "knob": "write the knob's own name, e.g. prio = 80"}
+# Options [run] may set but [matrix] may not vary.
+MATRIX_FORBIDDEN = {"repeat": "put repeat = N in [run]: every cell is then run N times, "
+                              "the cells' runs interleaved"}
 _KEY_RE = re.compile(r'^\s*"?([A-Za-z0-9_.+-]+)"?\s*=')
 PAIR_SEP = "+"
 _TABLE_RE = re.compile(r"^\s*\[\s*([A-Za-z0-9_.-]+)\s*\]")
@@ -89,6 +92,11 @@ class Scenario:
             out.append(cell)
         return out
 
+    @property
+    def repeat(self) -> int:
+        """Runs of each cell (``repeat = N`` in [run], checked by load_scenario)."""
+        return int(self.run.get("repeat", 1))
+
     def argv(self, cell: dict[str, Any]) -> list[str]:
         """``irqlab run`` arguments for one cell (cell values override [run])."""
         _parser, options = _run_parser()
@@ -141,8 +149,9 @@ def _find_lines(text: str) -> dict[tuple[str, str], int]:
     return lines
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and check a scenario file; raises ScenarioError naming line and key."""
+def load_scenario(path: str | Path, repeat: int | None = None) -> Scenario:
+    """Read and check a scenario file; raises ScenarioError naming line and key.
+    ``repeat`` (``irqlab matrix --repeat``) replaces the file's [run] repeat."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -172,6 +181,8 @@ def load_scenario(path: str | Path) -> Scenario:
     for table, val in (("run", run), ("matrix", matrix)):
         if not isinstance(val, dict):
             raise err("", table, f"must be a table: [{table}]")
+    if repeat is not None:
+        run = {**run, "repeat": repeat}
     parser, options = _run_parser()
 
     def check(table: str, key: str, val: Any, name: str | None = None) -> None:
@@ -200,6 +211,9 @@ def load_scenario(path: str | Path) -> Scenario:
     for key, vals in matrix.items():
         if not isinstance(vals, list) or not vals:
             raise err("matrix", key, "must be a non-empty list, e.g. [\"hlt\", \"poll\"]")
+        for name_ in key.split(PAIR_SEP):
+            if name_.replace("-", "_") in MATRIX_FORBIDDEN:
+                raise err("matrix", key, MATRIX_FORBIDDEN[name_.replace("-", "_")])
         if PAIR_SEP not in key:
             for val in vals:
                 check("matrix", key, val)
@@ -220,8 +234,7 @@ def load_scenario(path: str | Path) -> Scenario:
                 check("matrix", key, item, name_)
     scn = Scenario(name=name, path=path, run=run, matrix=matrix,
                    description=str(data.get("description", "")), lines=lines,
-                   digest=hashlib.sha256(json.dumps([run, matrix], sort_keys=True,
-                                                    default=str).encode()).hexdigest())
+                   digest=_digest(run, matrix))
     # Whole cells: options that are fine alone may clash together (run_config's checks).
     from irqlab.cli import cmd_run
     from irqlab.cli.common import UsageError
@@ -234,6 +247,14 @@ def load_scenario(path: str | Path) -> Scenario:
             raise ScenarioError(f"{where}: cell {cell_id(cell) or '(single)'}: {exc}") \
                 from None
     return scn
+
+
+def _digest(run: dict[str, Any], matrix: dict[str, Any]) -> str:
+    """SHA-256 of the definition; repeat = 1 is the default, left out so a file that
+    states it resumes the runs of one that does not (and older stores' digests hold)."""
+    run = {k: v for k, v in run.items() if not (k == "repeat" and str(v).strip() == "1")}
+    return hashlib.sha256(json.dumps([run, matrix], sort_keys=True,
+                                     default=str).encode()).hexdigest()
 
 
 def parse_cell_args(scn: Scenario, cell: dict[str, Any]) -> argparse.Namespace:

@@ -1,7 +1,9 @@
 """Run selectors shared by ``compare``, ``report`` and ``check``.
 
 A selector is a run id, a run name (the latest run of that name), ``tag:KEY=VALUE`` (every
-run with that tag) or ``suite:NAME`` (every run of that suite or matrix), in run-id order.
+run with that tag), ``suite:NAME`` (every run of that suite or matrix) or ``series:ID``
+(every run of the series ``irqlab run --repeat`` made, tag ``series=ID``; ``series:NAME``
+with a run name: the runs of the latest series of runs named NAME), in run-id order.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from irqlab.store.db import RunRow
 
 TAG_PREFIX = "tag:"
 SUITE_PREFIX = "suite:"
+SERIES_PREFIX = "series:"
+SERIES_TAG = "series"      # the runs.tags (and runs.metadata) key of irqlab.suite's series
 
 
 def select_runs(store: Store, refs: list[str]) -> list[RunRow]:
     """Runs named by ``refs`` in the order given; a run selected twice appears once."""
     if not refs:
-        raise StoreError("no run given: name runs by id, name, tag:KEY=VALUE or suite:NAME "
-                         "(`irqlab list` shows them)")
+        raise StoreError("no run given: name runs by id, name, tag:KEY=VALUE, suite:NAME or "
+                         "series:ID (`irqlab list` shows them)")
     chosen: list[RunRow] = []
     seen: set[int] = set()
     for ref in refs:
@@ -45,4 +49,30 @@ def _select_one(store: Store, ref: str) -> list[RunRow]:
             raise StoreError(f"no run belongs to suite {name!r} in {store.path}: "
                              f"`irqlab list --json` shows the runs")
         return rows
+    if ref.startswith(SERIES_PREFIX):
+        return _series(store, ref[len(SERIES_PREFIX):])
     return [store.resolve(ref)]
+
+
+def _series(store: Store, key: str) -> list[RunRow]:
+    """The runs of series ``key``; else, ``key`` being a run name, of the latest series
+    of runs of that name (the one its highest run id belongs to)."""
+    if not key:
+        raise StoreError("bad selector 'series:': write series:ID or series:NAME, e.g. "
+                         "series:base-1a2b3c (`irqlab list` shows the series)")
+    runs = store.runs()
+    rows = [r for r in runs if r.tags.get(SERIES_TAG) == key]
+    if rows:
+        return rows
+    named = [r for r in runs if r.name == key]
+    in_series = [r for r in named if r.tags.get(SERIES_TAG)]
+    if in_series:
+        latest = max(in_series, key=lambda r: r.run_id).tags[SERIES_TAG]
+        return [r for r in runs if r.tags.get(SERIES_TAG) == latest]
+    if named:
+        raise StoreError(f"the runs named {key!r} in {store.path} are no series (made "
+                         f"without --repeat): select them by id or name, or make a series "
+                         f"with `irqlab run --repeat N --name {key}`")
+    raise StoreError(f"no series {key!r} in {store.path} (neither a series id nor a run "
+                     f"name): `irqlab list` shows the series ids; `irqlab run --repeat N` "
+                     f"makes one")
