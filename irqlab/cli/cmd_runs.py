@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from irqlab.cli.common import EXIT_OK, add_db_json, db_path, renderer
+from irqlab.reports.select import SERIES_TAG, select_runs
 from irqlab.stats.fields import LIST_TABLE, make_summary, percentiles_from
 from irqlab.store import open_store
 
@@ -15,7 +16,9 @@ def register_list(sub: argparse._SubParsersAction) -> None:
 
 def register_show(sub: argparse._SubParsersAction) -> None:
     sh = sub.add_parser("show", help="show one stored run")
-    sh.add_argument("run", metavar="RUN", help="run id or name (latest run of that name)")
+    sh.add_argument("run", metavar="RUN", help="run id or name (latest run of that name); "
+                                               "tag:KEY=VALUE, suite:NAME or series:ID show "
+                                               "each of their runs")
     add_db_json(sh)
 
 def _list_row(row) -> dict[str, Any]:
@@ -26,7 +29,9 @@ def _list_row(row) -> dict[str, Any]:
     return {"run_id": row.run_id, "name": row.name, "started_at": row.started_at.isoformat(),
             "target": row.target, "accel": row.accel, "emulated": row.emulated,
             "status": row.status, **figs, "source": row.source, "kind": row.kind,
-            "percentiles_from": percentiles_from(s)}
+            "percentiles_from": percentiles_from(s),
+            # irqlab run --repeat: the series this run belongs to (null: a single run).
+            "series": row.tags.get(SERIES_TAG)}
 
 def run_list(args: argparse.Namespace) -> int:
     # A missing database is an error, as in `show` (read_only refuses it, one line).
@@ -37,8 +42,15 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_show(args: argparse.Namespace) -> int:
     with open_store(db_path(args), read_only=True) as store:
-        row = store.resolve(args.run)
-        windows = store.windows(row.run_id)
+        # A selector of several runs (series:ID …) shows each, in run-id order.
+        shown = [(row, store.windows(row.run_id)) for row in select_runs(store, [args.run])]
+    out = renderer(args)
+    for row, windows in shown:
+        _show(out, row, windows)
+    return EXIT_OK
+
+
+def _show(out, row, windows: list[dict[str, Any]]) -> None:
     # A run without a summary (still running) shows every summary key, unknown ones None.
     summary = row.summary or make_summary(row.run_id, row.name, {
         "target": row.target, "arch": row.arch, "accel": row.accel,
@@ -58,10 +70,13 @@ def run_show(args: argparse.Namespace) -> int:
               "probe": f"build {probe.get('build_id')} timer {probe.get('timer_mode')} "
                        f"ticks {probe.get('tick_hz')} Hz ({probe.get('tick_method')})",
               "qemu command": " ".join(meta.get("qemu_argv", [])) or "—"}
+    series = meta.get(SERIES_TAG)
+    if isinstance(series, dict):
+        detail["series"] = (f"{series.get('id')} (run {series.get('index')} of "
+                            f"{series.get('count')})")
     if row.source != "irqlab":
         detail = _imported_detail(row)
-    renderer(args).run_detail(summary, detail, windows)
-    return EXIT_OK
+    out.run_detail(summary, detail, windows)
 
 
 def _imported_detail(row) -> dict[str, Any]:
