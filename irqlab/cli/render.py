@@ -228,7 +228,9 @@ class HumanRenderer(Renderer):
         for c in LIST_TABLE:
             table.add_column(c.heading)
         for r in rows:
-            table.add_row(str(r["run_id"]), Text(r["name"]), r["started_at"][:19],
+            # A run of a series (irqlab run --repeat) names it under its own name.
+            name = r["name"] + (f" [series {r['series']}]" if r.get("series") else "")
+            table.add_row(str(r["run_id"]), Text(name), r["started_at"][:19],
                           Text(r["target"]), Text(r["accel"] or "—"), Text(r["status"]),
                           *(_value_text(r[c.key], c.key) for c in LIST_TABLE))
         self.console.print(table)
