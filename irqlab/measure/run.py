@@ -15,7 +15,7 @@ from typing import Any
 from irqlab import __version__
 from irqlab.measure.boot import StopFlag, boot
 from irqlab.measure.config import Observer, RunConfig, RunContext, RunResult
-from irqlab.measure.stream import emit_window, stream
+from irqlab.measure.stream import DurationBound, emit_window, stream
 from irqlab.measure.summary import build_summary, histogram_rows, probe_meta
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.hostinfo import host_info
@@ -164,10 +164,16 @@ class Run:
         """Stream samples into statistics and the store until the run ends."""
         assert self.process and self.source and self.stats and self.hdr
         stall_s = self.cfg.stall_timeout_s or self.target.stall_timeout_s(self.cfg)
-        self.status, self.message, self.injected = stream(
-            self.cfg, self.process, self.source, self.stats, self.store, self.run_id,
-            self.observer, self.windows, stop, self.hdr.tick_hz, stall_s,
-            per_cpu=self.per_cpu)
+        # --duration: the deadlines within it of the first, on every target.
+        bound = DurationBound.for_run(self.cfg, self.hdr.tick_hz)
+        try:
+            self.status, self.message, self.injected = stream(
+                self.cfg, self.process, self.source, self.stats, self.store, self.run_id,
+                self.observer, self.windows, stop, self.hdr.tick_hz, stall_s,
+                per_cpu=self.per_cpu, bound=bound)
+        finally:
+            if bound is not None:
+                self.meta["duration_bound"] = bound.metadata()
 
     def stop(self) -> None:
         """Read the source one last time and close it, stop the process (only the one we

@@ -22,6 +22,65 @@ _POLL_S = 0.02
 _FLUSH_RECORDS = 200_000
 
 
+class DurationBound:
+    """``--duration D`` as one rule for every target: a run holds the samples whose
+    deadline lies within D of the first sample's deadline, ``[first, first + D)`` in the
+    probe's own ticks, so D at period P gives D / P samples (fewer only for skipped
+    periods) whatever the target's own stop does.
+
+    Wall time cannot be that rule: a target's first samples may wait in its buffer while
+    the host boots it, and a source hands samples over in bursts (console frames,
+    dom0's copy), so the samples read by a wall-clock instant are not those of D (Xen:
+    895-897 samples for 8 s at 10 ms, issue 27). Sources deliver deadlines in order
+    (docs/design.md step 10), so the first sample at or past the end proves every sample
+    within D has been read: the run can stop then."""
+
+    def __init__(self, duration_ns: int, tick_hz: int) -> None:
+        self.span_tick = max(1, duration_ns * tick_hz // 1_000_000_000)
+        self.first_tick: int | None = None
+        self.last_tick: int | None = None      # newest deadline kept
+        self.reached = False                   # a sample at or past the end was read
+        self.after_end = 0                     # samples read past the end, not counted
+        self.ended_by = "deadline"
+
+    @classmethod
+    def for_run(cls, cfg: RunConfig, tick_hz: int) -> DurationBound | None:
+        """The bound of a run given a duration (None for a run by sample count)."""
+        if cfg.duration_ns is None or cfg.samples is not None:
+            return None
+        return cls(cfg.duration_ns, tick_hz)
+
+    def metadata(self) -> dict[str, Any]:
+        """The run's ``duration_bound`` (docs/formats.md section 5)."""
+        return {"first_deadline_tick": self.first_tick, "span_tick": self.span_tick,
+                "samples_after_end": self.after_end,
+                "ended_by": self.ended_by if self.reached or self.ended_by != "deadline"
+                else None}
+
+    def keep(self, deadline_tick: np.ndarray) -> np.ndarray | None:
+        """Mask of the deadlines within the bound (None: all of them)."""
+        if not deadline_tick.size:
+            return None
+        deadlines = deadline_tick.astype(np.int64)
+        if self.first_tick is None:
+            self.first_tick = int(deadlines[0])
+        inside = (deadlines - self.first_tick) < self.span_tick
+        if inside.any():
+            self.last_tick = max(self.last_tick or self.first_tick,
+                                 int(deadlines[inside].max()))
+        if inside.all():
+            return None
+        self.reached = True
+        self.after_end += int(inside.size - np.count_nonzero(inside))
+        return inside
+
+    def fraction(self) -> float:
+        """How much of D the kept deadlines cover (progress)."""
+        if self.first_tick is None or self.last_tick is None:
+            return 0.0
+        return min(1.0, (self.last_tick - self.first_tick + 1) / self.span_tick)
+
+
 def emit_window(w: WindowStats, tick_hz: int, store: Store, run_id: int,
                 observer: Observer, windows: list[dict[str, Any]],
                 samples: np.ndarray | None = None) -> None:
@@ -41,15 +100,20 @@ def emit_window(w: WindowStats, tick_hz: int, store: Store, run_id: int,
 def stream(cfg: RunConfig, guest: ProcessTarget, reader: SampleSource, stats: RunStats,
            store: Store, run_id: int, observer: Observer, windows: list[dict[str, Any]],
            stop: StopFlag, tick_hz: int, stall_s: float,
-           per_cpu: PerCpuStats | None = None) -> tuple[str, str | None, int]:
+           per_cpu: PerCpuStats | None = None,
+           bound: DurationBound | None = None) -> tuple[str, str | None, int]:
     """Poll the samples until the run ends; returns (status, message, injected count).
     ``stall_s``: the watchdog, no sample for this long fails the run. A failed store
-    write (disk full) stops the run: ``failed``, what was stored before kept."""
+    write (disk full) stops the run: ``failed``, what was stored before kept.
+
+    A run given a duration passes its :class:`DurationBound` (``DurationBound.for_run``):
+    the samples kept are its, and the run ends when it is reached; the wall clock (the
+    duration plus ``stall_s``) and a target's own count stay as backstops."""
     target = cfg.target_samples()
     wall_end = None
-    if target is None and cfg.duration_ns is not None:
-        wall_end = time.monotonic() + cfg.duration_ns / 1e9
-    wall_start = time.monotonic()
+    if bound is not None and target is None:
+        # Under --icount the guest's own count ends the run (guest time is virtual).
+        wall_end = time.monotonic() + cfg.duration_ns / 1e9 + stall_s
     last_sample_at = time.monotonic()
     pending: list[np.ndarray] = []      # read, not stored yet, in window order
     pending_n = 0
@@ -67,6 +131,11 @@ def stream(cfg: RunConfig, guest: ProcessTarget, reader: SampleSource, stats: Ru
             recs = batch.records
             if target is not None and done + len(recs) > target:
                 recs = recs[:target - done]
+            inside = bound.keep(recs["deadline_tick"]) if bound is not None else None
+            if inside is not None:
+                recs = recs[inside]     # past first deadline + duration: not counted
+            if not len(recs):
+                return len(batch)
             closed = stats.add(recs["deadline_tick"].astype(np.int64),
                                recs["entry_tick"].astype(np.int64)
                                - recs["deadline_tick"].astype(np.int64))
@@ -122,14 +191,22 @@ def stream(cfg: RunConfig, guest: ProcessTarget, reader: SampleSource, stats: Ru
             now = time.monotonic()
             if got:
                 last_sample_at = now
-            if target is not None:
-                observer.on_progress(done / target, f"{done}/{target} samples")
-                if done >= target:
+            if bound is not None:
+                observer.on_progress(bound.fraction(), f"{done} samples")
+                if bound.reached:
                     break
-            elif wall_end is not None:
-                observer.on_progress(min(1.0, (now - wall_start) / (wall_end - wall_start)),
-                                     f"{done} samples")
-                if now >= wall_end:
+                if wall_end is not None and now >= wall_end:
+                    bound.ended_by = "wall clock"
+                    observer.on_notice(
+                        f"stopped by the wall clock: the duration and {stall_s:.0f} s "
+                        f"more passed while the samples' deadlines covered only "
+                        f"{bound.fraction():.0%} of it (a guest clock slower than the "
+                        f"host's?)")
+                    break
+            if target is not None:
+                if bound is None:
+                    observer.on_progress(done / target, f"{done}/{target} samples")
+                if done >= target:
                     break
             if stop.signum is not None:
                 status = "interrupted"

@@ -36,6 +36,7 @@ class FakeOptions(TargetOptions):
     behaviour: str = "ok"          # ok | hang | crash | probe-error
     after: int = 100               # samples before it hangs or crashes
     broken_accels: tuple[str, ...] = ()   # accelerators under which it never boots
+    backlog: int = 0               # samples written at once on start (a buffered boot)
 
 
 class FakeProcess(ProcessTarget):
@@ -66,6 +67,12 @@ class FakeProcess(ProcessTarget):
     def _produce(self) -> None:
         assert self.ring is not None
         n = 0
+        if self.opts.backlog:
+            # Samples the probe took while the host was still booting it: they wait in
+            # the ring (a console's buffer) and are read at once.
+            first = np.arange(1, self.opts.backlog + 1, dtype=np.int64) * self.period_ns
+            self.ring.write(first, first + LATENCY_NS)
+            n = self.opts.backlog
         while not self._stop.wait(self.period_ns / 1e9):
             if self.opts.behaviour != "ok" and n >= self.opts.after:
                 if self.opts.behaviour == "crash":
@@ -102,15 +109,16 @@ class FakeTarget(Target):
     help = "a thread writing a synthetic ring (tests only)"
     options = (BEHAVIOUR,)
 
-    def __init__(self, broken_accels: tuple[str, ...] = (), after: int = 100) -> None:
-        self.broken_accels, self.after = broken_accels, after
+    def __init__(self, broken_accels: tuple[str, ...] = (), after: int = 100,
+                 backlog: int = 0) -> None:
+        self.broken_accels, self.after, self.backlog = broken_accels, after, backlog
         self.processes: list[FakeProcess] = []
 
     def configure(self, given: dict[str, Any], period_ns: int) -> FakeOptions:
         if period_ns < 100_000:
             raise TargetUsageError("the fake probe needs --period 100us or more")
         return FakeOptions(behaviour=given.get("fake_behaviour", "ok"), after=self.after,
-                           broken_accels=self.broken_accels)
+                           broken_accels=self.broken_accels, backlog=self.backlog)
 
     def accel_plans(self, cfg: Any) -> list[AccelPlan]:
         return [AccelPlan("kvm", "kvm", False), AccelPlan("tcg", "tcg", True)]

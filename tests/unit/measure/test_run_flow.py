@@ -114,6 +114,23 @@ def test_bounded_run_measures_every_sample(fake, store):
     assert store.sample_count(res.run_id) == 300
 
 
+def test_duration_keeps_the_deadlines_within_it_of_the_first(fake, store):
+    # 150 samples wait in the ring when the host starts reading (a probe that ran while
+    # it booted): a wall-clock duration counted them on top. The duration bounds
+    # deadlines: [first, first + 300 ms) is 300 periods.
+    fake(backlog=150)
+    obs = Recorder()
+    res = run(_cfg(duration_ns=300 * PERIOD_NS), store, obs)
+    s = res.summary
+    assert res.status == "ok", s["message"]
+    assert (s["samples"], s["lost"]) == (300, 0)
+    assert [w["samples"] for w in obs.windows] == [100, 100, 100]
+    assert store.sample_count(res.run_id) == 300
+    deadlines = np.concatenate([d for d, _, _ in store.iter_samples_by_deadline(
+        res.run_id)])
+    assert np.array_equal(deadlines, np.arange(1, 301) * PERIOD_NS)
+
+
 def test_accelerator_fallback_records_the_failed_attempt(fake, store):
     fake(broken_accels=("kvm",))
     obs = Recorder()
