@@ -15,8 +15,9 @@ from irqlab.reports.tables import csv_lines, markdown_lines
 from irqlab.store import default_db_path, open_store
 
 FORMATS = ("human", "markdown", "csv", "json")
-RUN_HELP = ("run id, name (latest run of that name), tag:KEY=VALUE or suite:NAME; "
-            "the first run is the baseline")
+RUN_HELP = ("run id, name (latest run of that name), tag:KEY=VALUE, suite:NAME or "
+            "series:ID (the runs of an `irqlab run --repeat` series; series:NAME: the "
+            "latest series of runs named NAME); the first run is the baseline")
 
 
 def add_run_args(p: argparse.ArgumentParser) -> None:
