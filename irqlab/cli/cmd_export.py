@@ -20,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--parquet", required=True, type=Path, metavar="DIR",
                    help="dataset directory: DIR/samples/run_id=N/*.parquet (Hive "
                         "partitions: DuckDB's read_parquet, pandas.read_parquet and "
-                        "pyarrow.dataset read it whole) and DIR/runs.parquet")
+                        "pyarrow.dataset read it whole), DIR/runs.parquet and "
+                        "DIR/summaries.parquet")
     add_db_json(p)
 
 
@@ -51,6 +52,11 @@ def run(args: argparse.Namespace) -> int:
             ids = {r.run_id for r in rows}
             pq.write_table(runs.filter([i in ids for i in runs.column("run_id").to_pylist()]),
                            tmp / "runs.parquet")
+            # Their summaries as stored (the percentiles every command shows, with
+            # percentiles_from): a reader of the dataset needs no second computation.
+            sums = view.summaries()
+            pq.write_table(sums.filter([i in ids for i in sums.column("run_id").to_pylist()]),
+                           tmp / "summaries.parquet")
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
