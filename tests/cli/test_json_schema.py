@@ -93,6 +93,10 @@ def outputs(tmp_path_factory, probe_built) -> dict[str, list[dict[str, Any]]]:
     out["model"] = _no_db(["model", "rtds", "--period", "10ms", "--budget", "4ms", "--json"])
     out["xentrace"] = _no_db(["xentrace", str(XENTRACE), "--tsc-hz", "2596146000", "--json"])
     out["bench"] = _no_db(["bench", "stats", "--stats-samples", "100000", "--json"])
+    # A --repeat series (native, fast; after the runs the others select by id).
+    out["run (series)"] = _cli(["run", "--target", "native", "--rt-fallback", "--samples",
+                                "100", "--window", "50ms", "--repeat", "2", "--name", "rep",
+                                "--json"], db)
     return out
 
 
@@ -138,7 +142,8 @@ def test_every_line_of_every_command_validates_against_its_schema(outputs):
     produced = set(seen)
     # The run was a suite: windows, summaries and the suite line; and the others.
     assert {"window", "summary", "suite", "cell", "run", "compare", "compare_run", "check",
-            "report", "import", "explain", "bench", "model", "runstate", "hypercall"} <= produced
+            "report", "import", "explain", "bench", "model", "runstate", "hypercall",
+            "series"} <= produced
     schemas = {p.name.split(".")[0] for p in SCHEMAS.glob("*.schema.json")}
     absent = {"export", "doctor"} - _commands()       # a command this checkout does not have
     assert schemas - produced - NOT_PRODUCED_HERE - absent == set(), "a schema no output uses"
