@@ -228,7 +228,7 @@ class HumanRenderer(Renderer):
         for c in LIST_TABLE:
             table.add_column(c.heading)
         for r in rows:
-            # A run of a series (irqlab run --repeat) names it under its own name.
+            # A run of a series (irqlab run --repeat): its series id after its name.
             name = r["name"] + (f" [series {r['series']}]" if r.get("series") else "")
             table.add_row(str(r["run_id"]), Text(name), r["started_at"][:19],
                           Text(r["target"]), Text(r["accel"] or "—"), Text(r["status"]),
