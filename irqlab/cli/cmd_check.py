@@ -1,7 +1,9 @@
 """``irqlab check RUN --max 30us [--p99.9 20us] [--above-threshold 0] [--junit FILE]``.
 
-A CI gate: exit 0 when every limit holds, 1 when one is exceeded, 2 when the arguments
-are wrong or a run cannot be judged (unknown, failed, no samples).
+A CI gate: exit 0 when every gate and limit holds; 1 when one fails (a limit exceeded, a
+run that did not end ok, lost samples over --max-lost, an emulated run under
+--require-hardware, too few samples for a percentile limit); 2 when the arguments are
+wrong or a run cannot be judged (unknown, no samples) and no gate already failed it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from pathlib import Path
 from irqlab.cli.cmd_compare import add_run_args
 from irqlab.cli.common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, count, db_path,
                                duration, renderer)
-from irqlab.reports.check import LIMITS, CheckResult, evaluate, junit_xml, result_lines
+from irqlab.reports.check import (LIMITS, CheckResult, Gates, evaluate, junit_xml,
+                                  result_lines)
 from irqlab.reports.data import load_runs
 from irqlab.reports.select import select_runs
 from irqlab.store import StoreError, open_store
@@ -25,8 +28,12 @@ def _dest(name: str) -> str:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="pass/fail a run against latency limits (CI gate)",
-                       description="Exit 0 when every limit holds, 1 when one is exceeded, "
-                                   "2 on a usage or data error. Limits are maxima.")
+                       description="Exit 0 when every gate and limit holds, 1 when one "
+                                   "fails, 2 on a usage or data error. Limits are maxima. "
+                                   "Gates: the run ended ok, lost at most --max-lost "
+                                   "samples, has enough samples for each percentile limit "
+                                   "(p99.9: 1000), and with --require-hardware was not "
+                                   "emulated.")
     add_run_args(p)
     for name, _key, unit in LIMITS:
         if unit == "ns":
@@ -36,6 +43,15 @@ def register(sub: argparse._SubParsersAction) -> None:
             p.add_argument(f"--{name}", dest=_dest(name), type=count, default=None,
                            metavar="N", help="highest allowed count of samples above the "
                                              "threshold")
+    p.add_argument("--max-lost", type=count, default=0, metavar="N",
+                   help="most lost samples allowed (default 0; a run that did not count "
+                        "them, e.g. an import, is not failed: the gate is skipped, said)")
+    p.add_argument("--allow-interrupted", action="store_true",
+                   help="judge a run that did not end ok (interrupted, died, failed, "
+                        "running) on the samples it has instead of failing it")
+    p.add_argument("--require-hardware", action="store_true",
+                   help="fail runs that were emulated (TCG, software KVM) or not known "
+                        "to run on hardware")
     p.add_argument("--junit", type=Path, default=None, metavar="FILE",
                    help="write JUnit XML for CI systems")
     p.add_argument("--json", action="store_true", help="print one JSON line per run")
@@ -62,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
         # The store stays open: big runs' samples are read from it while checking.
         with open_store(db_path(args), read_only=True) as store:
             runs = load_runs(store, select_runs(store, args.runs))
-            results = [evaluate(r, limits, args.threshold) for r in runs]
+            gates = Gates(allow_interrupted=args.allow_interrupted,
+                          max_lost=args.max_lost, require_hardware=args.require_hardware)
+            results = [evaluate(r, limits, args.threshold, gates) for r in runs]
     except StoreError as exc:
         # CI still gets a JUnit file saying why nothing could be checked.
         failed = CheckResult(0, " ".join(args.runs), error=str(exc))
@@ -72,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
     out = renderer(args)
     for res in results:
         out.check(res.to_dict(), result_lines(res))
-    if any(r.error for r in results):
+    # A run that cannot be judged is a data error (2), unless a gate already failed it:
+    # a failed run without samples is a failed check, as CI should see it.
+    if any(r.error and not r.gate_failed for r in results):
         return EXIT_USAGE
     return EXIT_OK if all(r.passed for r in results) else EXIT_FAIL

@@ -14,7 +14,8 @@ def test_pass_and_fail_say_which_limit_and_by_how_much(store):
     assert not bad.passed
     assert [o["passed"] for o in bad.outcomes] == [True, False]
     assert bad.outcomes[1]["excess"] == 4990
-    assert bad.outcomes[1]["text"] == "FAIL p99.9 9.99 us > 5.00 us: over by 4.99 us (+99.8%)"
+    # Printed as the run summary and `irqlab show` print it (format_ns 'fixed').
+    assert bad.outcomes[1]["text"] == "FAIL p99.9 9990 ns > 5000 ns: over by 4990 ns (+99.8%)"
     assert result_lines(bad)[0] == "FAIL run 1 base: 1/2 limits met"
 
 
@@ -33,6 +34,7 @@ def test_summary_only_and_empty_runs(store, tmp_path):
         add_run(st, "empty", None, status="failed")
         err = evaluate(load_run(st, st.resolve("empty")), [("max", 1)])
     assert err.error and "failed" in err.error and not err.passed
+    assert err.gate_failed and err.gates[0]["gate"] == "status"
 
 
 def test_junit_xml_is_valid_and_escapes_run_names(store):
@@ -40,10 +42,14 @@ def test_junit_xml_is_valid_and_escapes_run_names(store):
     results = [evaluate(r, [("max", 30_000), ("p99", 1_000)]) for r in runs]
     root = ET.fromstring(junit_xml(results, 0.5))
     assert root.tag == "testsuites"
-    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("4", "3", "0")
+    # Per run: the gates status, lost and samples (a percentile limit), then the limits.
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("10", "3", "0")
     suites = root.findall("testsuite")
-    assert suites[1].get("name") == "irqlab check run 5 <script>alert(1)</script>"
+    assert suites[1].get("name") == "<script>alert(1)</script>"
     cases = suites[0].findall("testcase")
-    assert [c.get("name") for c in cases] == ["max <= 30.0 us", "p99 <= 1.00 us"]
-    assert cases[0].find("failure") is None
-    assert "over by" in cases[1].find("failure").get("message")
+    assert [c.get("name") for c in cases] == ["status", "lost", "samples", "max", "p99"]
+    assert {c.get("classname") for c in cases} == {"irqlab.check.base"}
+    assert all(c.find("failure") is None for c in cases[:4])
+    assert "over by" in cases[4].find("failure").get("message")
+    props = {p.get("name"): p.get("value") for p in suites[0].iter("property")}
+    assert props["run_id"] == "1" and props["emulated"] == "false" and props["accel"] == "kvm"
