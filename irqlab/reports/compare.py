@@ -1,5 +1,9 @@
 """The compare table model: one row per run against the first (baseline) run.
 
+Runs of one series (`irqlab run --repeat`, tag ``series``) form a group; the noise test
+compares each group with the baseline's group, the run being the unit
+(irqlab.reports.noise). Ratios in the row stay each run's against the baseline run.
+
 The model is plain JSON-ready dicts (versioned) so every output format, terminal, markdown,
 csv, json and the HTML report, renders the same numbers.
 """
@@ -14,12 +18,16 @@ from irqlab.reports import noise
 from irqlab.reports.comparability import pair_warnings, run_warnings, threshold_warning
 from irqlab.reports.data import FROM_RAW, FROM_TEXT, NS_PER_S, RunData, figures
 from irqlab.reports.scan import scan_runs
+from irqlab.reports.select import SERIES_TAG
 from irqlab.durations import format_ns, parse_duration_ns
 from irqlab.models.rtds import rtds_bound
 from irqlab.stats.fields import RATIO_FIELDS
 
 COMPARE_VERSION = 1
 NA_NOISE = "n/a"
+# The key of a stored run's kept sample (StoredSamples.noise): the thinning does not
+# depend on the seed, so one sample serves every seed.
+NOISE_KEY = 0
 
 
 def _ratio(value: Any, base: Any) -> float | None:
@@ -28,19 +36,44 @@ def _ratio(value: Any, base: Any) -> float | None:
     return value / base
 
 
+def groups_of(runs: list[RunData]) -> list[list[int]]:
+    """Indices of runs by group, groups in order of their first run: the runs sharing
+    one `series` tag (replicates of `irqlab run --repeat`) form one group, adjacent or
+    not (a suite's interleaved series A1 B1 A2 B2 gives the groups A and B); a run
+    without the tag is a group of its own."""
+    out: list[list[int]] = []
+    by_series: dict[str, int] = {}
+    for i, run in enumerate(runs):
+        series = series_of(run)
+        if series is None or series not in by_series:
+            if series is not None:
+                by_series[series] = len(out)
+            out.append([i])
+        else:
+            out[by_series[series]].append(i)
+    return out
+
+
+def series_of(run: RunData) -> str | None:
+    return (run.row.tags or {}).get(SERIES_TAG)
+
+
 def build_compare(runs: list[RunData], threshold_ns: int | None = None,
                   seed: int = noise.DEFAULT_SEED,
                   resamples: int = noise.DEFAULT_RESAMPLES) -> dict[str, Any]:
-    """The table model; ``runs[0]`` is the baseline."""
+    """The table model; ``runs[0]`` is the baseline, its group the baseline group."""
     if not runs:
         raise ValueError("compare needs at least one run")
     # Runs kept in the store are read once for all of the below.
     scan_runs(runs, {threshold_ns}, noise_seeds(runs, seed))
     figs = [figures(r, threshold_ns) for r in runs]
     base, base_figs = runs[0], figs[0]
+    groups = groups_of(runs)
+    group_of = {i: g for g, members in enumerate(groups) for i in members}
+    noise_of = _group_noise(runs, figs, groups, seed, resamples)
     rows, warnings = [], []
-    base_sorted = None
-    for run, f in zip(runs, figs):
+    for i, (run, f) in enumerate(zip(runs, figs)):
+        g = group_of[i]
         row: dict[str, Any] = {
             "run_id": run.run_id, "name": run.row.name, "status": run.row.status,
             "accel": run.row.accel, "emulated": run.row.emulated, "source": run.row.source,
@@ -48,24 +81,12 @@ def build_compare(runs: list[RunData], threshold_ns: int | None = None,
             **{f"{r.stem}_ratio": _ratio(f.get(r.key), base_figs.get(r.key))
                for r in RATIO_FIELDS},
             "baseline": run is base,
+            "group": g, "series": series_of(run), "group_runs": len(groups[g]),
         }
         bound = rtds_server(run)
         if bound is not None:
             row["rtds_period_ns"], row["rtds_budget_ns"], row["rtds_bound_ns"] = bound
-        if run is base:
-            row["noise"] = None
-        elif base.has_raw and run.has_raw:
-            if base_sorted is None:
-                base_sorted = _noise_sample(base, seed)
-            run_sorted = _noise_sample(run, seed + 1)
-            results = [noise.compare_quantile(base_sorted, run_sorted, q, label, seed,
-                                              resamples) for q, label in noise.QUANTILES]
-            row["noise"] = {"test": "bootstrap", "results": [r.to_dict() for r in results],
-                            "beyond_noise": any(r.beyond_noise for r in results)}
-        else:
-            missing = [r.label for r in (base, run) if not r.has_raw]
-            row["noise"] = {"test": NA_NOISE, "reason": f"no raw samples for "
-                                                        f"{' and '.join(missing)}"}
+        row["noise"] = noise_of[g]
         rows.append(row)
         if run is not base:
             warnings.extend(pair_warnings(base, run))
@@ -79,27 +100,104 @@ def build_compare(runs: list[RunData], threshold_ns: int | None = None,
     return {"type": "compare", "version": COMPARE_VERSION, "baseline_run_id": base.run_id,
             "threshold_override_ns": threshold_ns, "rows": rows, "warnings": warnings,
             "noise_method": noise.method_text(seed, resamples),
-            "percentiles_note": _percentiles_note(sources)}
+            "percentiles_note": _percentiles_note(sources), "groups": len(groups)}
+
+
+def _group_noise(runs: list[RunData], figs: list[dict[str, Any]], groups: list[list[int]],
+                 seed: int, resamples: int) -> list[dict[str, Any] | None]:
+    """The noise object of each group against the baseline group (None for that one)."""
+    out: list[dict[str, Any] | None] = [None]
+    base = groups[0]
+    base_side = None
+    for members in groups[1:]:
+        counts = [len(base), len(members)]
+        if min(counts) >= 2:
+            out.append(_replicate_noise(figs, base, members))
+            continue
+        missing = [runs[i].label for i in base + members if not runs[i].has_raw]
+        if missing:
+            out.append({"test": NA_NOISE, "reason": f"no raw samples for "
+                                                    f"{' and '.join(missing)}",
+                        "replicates": counts,
+                        "verdict": "n/a: single runs need raw samples"})
+            continue
+        if base_side is None:
+            base_side = _block_side(runs, base)
+        run_side = _block_side(runs, members)
+        results = noise.block_bootstrap(base_side, run_side, seed, resamples)
+        beyond, text = noise.verdict(noise.TEST_SINGLE, results)
+        out.append({"test": noise.TEST_SINGLE, "results": [r.to_dict() for r in results],
+                    "beyond_noise": beyond, "verdict": text,
+                    "method": noise.row_method(noise.TEST_SINGLE, seed, resamples),
+                    "block_len": [base_side.block_len_samples, run_side.block_len_samples],
+                    "replicates": counts})
+    return out
+
+
+def _replicate_noise(figs: list[dict[str, Any]], base: list[int],
+                     members: list[int]) -> dict[str, Any]:
+    """Welch's t on each run's quantiles (the run is the unit)."""
+    results = []
+    samples = (sum(figs[i]["samples"] or 0 for i in base),
+               sum(figs[i]["samples"] or 0 for i in members))
+    for field in RATIO_FIELDS:
+        qa = [figs[i].get(field.key) for i in base]
+        qb = [figs[i].get(field.key) for i in members]
+        if any(v is None for v in qa + qb):
+            continue
+        results.append(noise.welch_log_ratio(qa, qb, field.label, samples=samples))
+    counts = [len(base), len(members)]
+    if not results:
+        return {"test": NA_NOISE, "reason": "a run has no percentiles", "replicates": counts,
+                "verdict": "n/a"}
+    beyond, text = noise.verdict(noise.TEST_REPLICATES, results)
+    return {"test": noise.TEST_REPLICATES, "results": [r.to_dict() for r in results],
+            "beyond_noise": beyond, "verdict": text,
+            "method": noise.row_method(noise.TEST_REPLICATES), "block_len": None,
+            "replicates": counts}
 
 
 def noise_seeds(runs: list[RunData], seed: int) -> dict[int, int]:
-    """The noise test's seed of each run with raw samples: the baseline's, then seed + 1
-    (build_compare's rule), when the baseline has raw samples."""
-    if not runs or not runs[0].has_raw:
+    """The runs whose samples the single-run bootstrap will read (run_id -> the key of
+    their kept sample): those of a group compared by the block bootstrap, i.e. when it
+    or the baseline group has one run."""
+    if not runs:
         return {}
-    return {r.run_id: seed if i == 0 else seed + 1 for i, r in enumerate(runs) if r.has_raw}
+    groups = groups_of(runs)
+    wanted: set[int] = set()
+    for members in groups[1:]:
+        if min(len(groups[0]), len(members)) < 2:
+            wanted.update(groups[0] + members)
+    if not all(runs[i].has_raw for i in wanted):
+        wanted = {i for i in wanted if runs[i].has_raw}
+    return {runs[i].run_id: NOISE_KEY for i in sorted(wanted)}
 
 
-def _noise_sample(run: RunData, seed: int) -> np.ndarray:
-    """The run's sorted (subsampled) latencies in ns for the noise test, read from the
+def _block_side(runs: list[RunData], members: list[int]) -> noise.BlockSide:
+    series = [_noise_sample(runs[i]) for i in members]
+    strides = [noise.thinning(_sample_count(runs[i])) for i in members]
+    return noise.BlockSide.of(series, strides)
+
+
+def _sample_count(run: RunData) -> int:
+    if run.stored is not None:
+        return run.stored.count
+    assert run.latency_tick is not None
+    return int(run.latency_tick.size)
+
+
+def _noise_sample(run: RunData) -> np.ndarray:
+    """The run's latencies in ns, time order, thinned for the bootstrap; read from the
     store batch by batch when the run keeps its samples there."""
     if run.stored is None:
-        return noise.prepare(run.latency_ns_float(), seed)
-    if seed in run.stored.noise:
-        return run.stored.noise[seed]
+        return noise.prepare(run.latency_ns_float())
+    if NOISE_KEY in run.stored.noise:
+        return run.stored.noise[NOISE_KEY]
     count, scale = run.stored.count, NS_PER_S / run.tick_hz
-    return run.stored.over_sequence(
-        lambda batches: noise.prepare_stream(batches, count, scale, seed))
+    got = run.stored.over_sequence(
+        lambda batches: noise.prepare_stream(batches, count, scale))
+    run.stored.noise[NOISE_KEY] = got
+    return got
 
 
 def rtds_server(run: RunData) -> tuple[int, int, int] | None:

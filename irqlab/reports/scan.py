@@ -65,7 +65,7 @@ def _scan(run: RunData, thresholds: set[int | None], seed: int | None, plots: bo
     stored = run.stored
     assert stored is not None
     n, scale = stored.count, NS_PER_S / run.tick_hz
-    picks = None if seed is None or seed in stored.noise else noise.positions(n, seed)
+    picks = None if seed is None or seed in stored.noise else noise.positions(n)
     plot_thr = (None if run.threshold_ns is None
                 else run.threshold_tick(run.threshold_ns))
     counted = [t for t in thresholds if t is not None]
@@ -121,7 +121,7 @@ def _scan(run: RunData, thresholds: set[int | None], seed: int | None, plots: bo
                                               exact.quantile_tick))
     if picks is not None:
         assert seed is not None
-        stored.noise[seed] = np.sort(np.concatenate(got["picked"]).astype(np.float64))
+        stored.noise[seed] = noise.joined(got["picked"])     # time order (blocks)
     if plots:
         stored.plot_data = PlotData(
             hist, got["top"], got["positive"],

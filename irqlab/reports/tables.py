@@ -8,6 +8,7 @@ import io
 from typing import Any
 
 from irqlab.durations import format_ns
+from irqlab.reports import noise
 from irqlab.reports.compare import COMPARE_VERSION
 from irqlab.stats.fields import COMPARE_TABLE, RATIO_FIELDS
 
@@ -44,13 +45,20 @@ CSV_FIELDS = (["run_id", "name", "status", "accel", "emulated"]
               + ["percentiles_from", "noise_test"]
               + [f"noise_{f.stem}_{part}" for f in RATIO_FIELDS
                  for part in ("ci_low", "ci_high", "p")]
-              + ["beyond_noise"])
+              + ["beyond_noise", "group", "series", "noise_verdict"])
 # The noise test names its quantiles by label ("p99.9"); csv columns use the key stem.
 _STEM_OF_LABEL = {f.label: f.stem for f in RATIO_FIELDS}
 
 
-def fmt_p(p: float) -> str:
+def fmt_p(p: float | None) -> str:
+    if p is None:
+        return "p n/a"
     return "p<0.001" if p < 0.001 else f"p={p:.2g}"
+
+
+def _tested(nz: dict[str, Any] | None) -> bool:
+    """A noise object with results (not n/a, not the baseline's None)."""
+    return bool(nz) and nz["test"] != "n/a" and bool(nz.get("results"))
 
 
 def noise_cell(row: dict[str, Any]) -> str:
@@ -58,11 +66,29 @@ def noise_cell(row: dict[str, Any]) -> str:
     nz = row.get("noise")
     if row.get("baseline"):
         return "baseline"
-    if not nz or nz["test"] != "bootstrap":
+    if row.get("group") == 0:
+        return "baseline group"
+    if not _tested(nz):
         return "n/a"
-    worst = min(nz["results"], key=lambda r: r["p_value"])
-    verdict = "beyond noise" if nz["beyond_noise"] else "within noise"
-    return f"{verdict} ({worst['quantile']} {fmt_p(worst['p_value'])})"
+    assert nz is not None
+    text = nz.get("verdict") or ("beyond noise" if nz["beyond_noise"] else "within noise")
+    if nz["test"] == noise.TEST_SINGLE:
+        return text
+    worst = min(nz["results"], key=lambda r: 2.0 if r["p_value"] is None else r["p_value"])
+    return f"{text} ({worst['quantile']} {fmt_p(worst.get('p_adjusted', worst['p_value']))})"
+
+
+def short_verdict(row: dict[str, Any]) -> str:
+    """One word or two for a terminal's noise column."""
+    nz = row.get("noise")
+    if row.get("baseline") or row.get("group") == 0:
+        return "baseline"
+    if not _tested(nz):
+        return "n/a"
+    assert nz is not None
+    if nz["beyond_noise"] is None:
+        return "re-run --repeat" if nz["test"] == noise.TEST_SINGLE else "n/a"
+    return "beyond" if nz["beyond_noise"] else "within"
 
 
 def cell(row: dict[str, Any], key: str, kind: str) -> str:
@@ -72,7 +98,7 @@ def cell(row: dict[str, Any], key: str, kind: str) -> str:
     if kind == "noise":
         return noise_cell(row)
     if kind == "verdict":
-        return noise_cell(row).split(" (")[0].replace(" noise", "")
+        return short_verdict(row)
     if kind == "above":
         if row.get("above_threshold") is None:
             return "—"
@@ -90,28 +116,53 @@ def cell(row: dict[str, Any], key: str, kind: str) -> str:
     return str(val)
 
 
+def _group_label(rows: list[dict[str, Any]]) -> str:
+    """`#4 name` for one run, `series S (3 runs: #4, #5, #6)` for a group."""
+    if len(rows) == 1:
+        return f"{rows[0]['run_id']} {rows[0]['name']}"
+    ids = ", ".join(f"#{r['run_id']}" for r in rows)
+    series = rows[0].get("series")
+    return f"series {series} ({len(rows)} runs: {ids})"
+
+
+def _result_text(r: dict[str, Any]) -> str:
+    if r["ratio"] is None:
+        return f"{r['quantile']} ratio undefined (a quantile <= 0), {fmt_p(r['p_value'])}"
+    level = r.get("confidence", 0.95)
+    return (f"{r['quantile']} ×{r['ratio']:.3g} ({level:.1%} CI {r['ci_low']:.3g}–"
+            f"{r['ci_high']:.3g}, {fmt_p(r['p_value'])})")
+
+
 def noise_lines(model: dict[str, Any]) -> list[str]:
-    """One line per compared run: each quantile's ratio, 95 % interval and p-value."""
-    base = next(r for r in model["rows"] if r["baseline"])
-    out = []
+    """One line per compared group of runs (a single run is a group of one): each
+    quantile's ratio, interval and p-value, the method's facts and the verdict."""
+    by_group: dict[int, list[dict[str, Any]]] = {}
     for row in model["rows"]:
-        nz = row.get("noise")
-        if row["baseline"] or not nz:
+        by_group.setdefault(row.get("group", 0 if row["baseline"] else row["run_id"]),
+                            []).append(row)
+    groups = list(by_group.values())
+    base = next(g for g in groups if any(r["baseline"] for r in g))
+    out = []
+    for rows in groups:
+        nz = rows[0].get("noise")
+        if rows is base or not nz:
             continue
-        head = f"{row['run_id']} {row['name']} vs {base['run_id']} {base['name']}: "
-        if nz["test"] != "bootstrap":
-            out.append(head + f"n/a ({nz['reason']})")
+        head = f"{_group_label(rows)} vs {_group_label(base)}: "
+        if not _tested(nz):
+            out.append(head + f"n/a ({nz.get('reason', 'no test')})")
             continue
-        parts = []
-        for r in nz["results"]:
-            if r["ratio"] is None:
-                parts.append(f"{r['quantile']} ratio undefined (baseline <= 0), "
-                             f"{fmt_p(r['p_value'])}")
-            else:
-                parts.append(f"{r['quantile']} ×{r['ratio']:.3g} (95% CI {r['ci_low']:.3g}–"
-                             f"{r['ci_high']:.3g}, {fmt_p(r['p_value'])})")
-        verdict = "beyond noise" if nz["beyond_noise"] else "within noise"
-        out.append(head + "; ".join(parts) + f": {verdict}")
+        facts = ""
+        if nz["test"] == noise.TEST_SINGLE:
+            blocks = nz.get("block_len") or []
+            facts = (f" [block bootstrap, blocks of {'/'.join(map(str, blocks))} samples; "
+                     f"run-to-run variation unknown from one run each]")
+        elif nz.get("replicates"):
+            nb, nr = nz["replicates"]
+            facts = f" [Welch's t over runs: {nb} vs {nr}]"
+        verdict = nz.get("verdict") or ("beyond noise" if nz["beyond_noise"]
+                                        else "within noise")
+        out.append(head + "; ".join(_result_text(r) for r in nz["results"])
+                   + f": {verdict}{facts}")
     return out
 
 
@@ -140,9 +191,9 @@ def markdown_lines(model: dict[str, Any]) -> list[str]:
                      + " |")
     lines.append("")
     lines.extend(f"- {_md(x)}" for x in notes_lines(model))
-    noise = noise_lines(model)
-    if noise:
-        lines += ["", "**Noise**", ""] + [f"- {_md(x)}" for x in noise]
+    noise_text = noise_lines(model)
+    if noise_text:
+        lines += ["", "**Noise**", ""] + [f"- {_md(x)}" for x in noise_text]
     if model["warnings"]:
         lines += ["", "**Warnings**", ""] + [f"- {_md(w['text'])}" for w in model["warnings"]]
     return lines
@@ -158,6 +209,7 @@ def _csv_row(row: dict[str, Any]) -> dict[str, Any]:
         out[f"noise_{key}_ci_high"] = r["ci_high"]
         out[f"noise_{key}_p"] = r["p_value"]
     out["beyond_noise"] = nz.get("beyond_noise")
+    out["noise_verdict"] = nz.get("verdict")
     return out
 
 
@@ -178,6 +230,7 @@ def json_objects(model: dict[str, Any]) -> list[dict[str, Any]]:
     head = {k: model[k] for k in ("type", "version", "baseline_run_id",
                                   "threshold_override_ns", "noise_method",
                                   "percentiles_note")}
+    head["groups"] = model.get("groups", len(model["rows"]))
     head["runs"] = len(model["rows"])
     out = [head]
     out += [{"type": "compare_run", "version": COMPARE_VERSION, **row}

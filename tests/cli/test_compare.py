@@ -1,8 +1,13 @@
 """`irqlab compare`: markdown / csv / json on deterministic runs, errors, a real run."""
 
 import csv
+from pathlib import Path
 
+import numpy as np
 import pytest
+
+from irqlab.store import Store
+from tests.unit.reports._runs import add_run
 
 from tests.cli._report_store import make_store
 from tests.conftest import run_cli
@@ -19,7 +24,7 @@ def test_markdown_table(rdb):
     lines = res.stdout.splitlines()
     assert lines[0].startswith("| run | samples | min | p50 | p99 | p99.9 | p99.99 | max |")
     assert lines[2].startswith("| 1 base | 10000 | 1 ns | 5.00 us | 9.90 us | 9.99 us |")
-    assert "| 2 | 2 | beyond noise (p50 p&lt;0.001) | raw |" in lines[3]
+    assert "| 2 | 2 | single runs: re-run with --repeat to judge | raw |" in lines[3]
     assert lines[4].endswith("| 1 | 1 | n/a | summary |")
     assert "- 4 summary-only vs 1 base: n/a (no raw samples for #4 summary-only)" in lines
 
@@ -40,11 +45,86 @@ def test_csv_and_json_by_tag(rdb):
 
 def test_human_table_and_errors(rdb):
     res = run_cli(["compare", "base", "double"], rdb)
-    assert res.code == 0 and "baseline" in res.stdout and "beyond" in res.stdout
-    assert "95% CI" in res.stdout and "percentile bootstrap" in res.stdout
+    assert res.code == 0 and "baseline" in res.stdout and "re-run --repeat" in res.stdout
+    assert "97.5% CI" in res.stdout and "block bootstrap" in res.stdout
+    (line,) = [x for x in res.stdout.splitlines() if x.startswith("2 double vs 1 base: ")]
+    assert line.endswith(": single runs: re-run with --repeat to judge [block bootstrap, "
+                         "blocks of 292/292 samples; run-to-run variation unknown from one "
+                         "run each]") and "beyond noise" not in line
     bad = run_cli(["compare", "base", "nope"], rdb)
     assert bad.code == 2 and "irqlab list" in bad.stderr
     assert run_cli(["compare", "base", "--format", "xml"], rdb).code == 2
+
+
+def _series_store(path: Path) -> Path:
+    """Series of 3 runs each (tag series=..., as `irqlab run --repeat 3` stores them):
+    A and B of one configuration (each run its own level, sd 3 %: run-to-run variation),
+    C 30 % slower; the runs interleaved A B C A B C A B C as a suite would measure them."""
+    rng = np.random.default_rng(27)
+    with Store(path) as st:
+        for index in range(1, 4):
+            for series, shift in (("A", 1.0), ("B", 1.0), ("C", 1.3)):
+                level = shift * float(np.exp(rng.normal(0, 0.03)))
+                lat = np.round(rng.lognormal(np.log(5_000), 0.4, 20_000) * level)
+                add_run(st, f"cfg-{series}", lat.astype(np.int64),
+                        tags={"series": series},
+                        extra_meta={"series": {"id": series, "index": index, "count": 3}})
+    return path
+
+
+@pytest.fixture(scope="module")
+def sdb(tmp_path_factory):
+    return _series_store(tmp_path_factory.mktemp("series") / "s.duckdb")
+
+
+def _noise_rows(res):
+    return [x for x in res.lines if x["type"] == "compare_run"]
+
+
+def test_series_are_compared_run_by_run(sdb):
+    res = run_cli(["compare", "series:A", "series:B", "series:C", "--json"], sdb)
+    assert res.code == 0, res.stderr
+    head, rows = res.lines[0], _noise_rows(res)
+    assert head["groups"] == 3 and len(rows) == 9          # one row per run, as before
+    assert [r["series"] for r in rows] == ["A"] * 3 + ["B"] * 3 + ["C"] * 3
+    assert [r["group"] for r in rows] == [0] * 3 + [1] * 3 + [2] * 3
+    assert all(r["noise"] is None for r in rows[:3]) and rows[0]["baseline"]
+    b, c = rows[3]["noise"], rows[6]["noise"]
+    assert b == rows[4]["noise"] == rows[5]["noise"]        # one verdict for the group
+    assert b["test"] == c["test"] == "welch-t" and b["replicates"] == [3, 3]
+    assert b["beyond_noise"] is False and b["verdict"] == "within noise"
+    assert c["beyond_noise"] is True and c["verdict"] == "beyond noise"
+    p50 = next(r for r in c["results"] if r["quantile"] == "p50")
+    assert 1.2 < p50["ratio"] < 1.4 and p50["ci_low"] > 1 and p50["df"] > 1
+    assert b["block_len"] is None and "Welch" in b["method"]
+
+
+def test_a_suite_s_interleaved_series_are_grouped_and_verdicts_are_short(sdb):
+    # Run-id order is A B C A B C ...: the groups still gather each series' runs.
+    res = run_cli(["compare", "1", "2", "3", "4", "5", "6", "7", "8", "9"], sdb)
+    assert res.code == 0, res.stderr
+    assert "series B (3 runs: #2, #5, #8) vs series A (3 runs: #1, #4, #7)" in res.stdout
+    assert "within noise [Welch's t over runs: 3 vs 3]" in res.stdout
+    assert ": beyond noise [Welch's t over runs: 3 vs 3]" in res.stdout
+    md = run_cli(["compare", "series:A", "series:C", "--format", "markdown"], sdb)
+    assert "| beyond noise (p50 p" in md.stdout and "| baseline group |" in md.stdout
+
+
+def test_single_runs_of_one_configuration_are_never_beyond_noise(sdb):
+    # A/A: single runs of A against single runs of B (same configuration).
+    for a, b in (("1", "2"), ("4", "5"), ("7", "8")):
+        res = run_cli(["compare", a, b, "--json"], sdb)
+        nz = _noise_rows(res)[1]["noise"]
+        assert nz["test"] == "bootstrap" and nz["replicates"] == [1, 1]
+        assert nz["beyond_noise"] is not True
+        assert nz["verdict"] in ("within noise",
+                                 "single runs: re-run with --repeat to judge")
+        assert all(isinstance(x, int) and x >= 1 for x in nz["block_len"])
+    # A series against one run: the single run decides, so the block bootstrap.
+    res = run_cli(["compare", "series:A", "3", "--json"], sdb)
+    nz = _noise_rows(res)[3]["noise"]
+    assert nz["test"] == "bootstrap" and nz["replicates"] == [3, 1]
+    assert nz["verdict"] == "single runs: re-run with --repeat to judge"
 
 
 @pytest.mark.integration

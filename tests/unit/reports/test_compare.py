@@ -19,8 +19,17 @@ def test_rows_ratios_and_noise_against_the_baseline(store):
     assert base["baseline"] and base["noise"] is None and base["p50_ratio"] == 1.0
     assert (double["p50_ns"], double["p999_ns"], double["max_ns"]) == (10000, 19980, 20000)
     assert double["p50_ratio"] == 2.0 and double["p999_ratio"] == 2.0
-    assert double["noise"]["test"] == "bootstrap" and double["noise"]["beyond_noise"]
-    assert summ["noise"] == {"test": "n/a", "reason": "no raw samples for #4 summary-only"}
+    # Single runs: a doubling is outside the block bootstrap's interval, but one run each
+    # cannot tell run-to-run variation, so the verdict is never "beyond noise".
+    nz = double["noise"]
+    assert nz["test"] == "bootstrap" and nz["beyond_noise"] is None
+    assert nz["verdict"] == "single runs: re-run with --repeat to judge"
+    assert nz["replicates"] == [1, 1] and all(b >= 1 for b in nz["block_len"])
+    assert all(r["ci_low"] > 1 and r["ratio"] == 2.0 for r in nz["results"])
+    assert summ["noise"]["test"] == "n/a"
+    assert summ["noise"]["reason"] == "no raw samples for #4 summary-only"
+    assert [r["group"] for r in m["rows"]] == [0, 1, 2]
+    assert all(r["series"] is None and r["group_runs"] == 1 for r in m["rows"])
     assert summ["percentiles_from"] == "summary"
     # Same host, kernel, accel, period and tick source: only the sample-count advice.
     assert {w["kind"] for w in m["warnings"]} == {"few samples"}
@@ -49,19 +58,22 @@ def test_markdown_is_a_table_with_notes_noise_and_escaped_names(store):
     assert lines[2] == ("| 1 base | 10000 | 1 ns | 5.00 us | 9.90 us | 9.99 us | 10.0 us | "
                         "10.0 us | 10.0 us | 0 | 0% | 1 | 1 | baseline | raw |")
     assert lines[3].startswith("| 2 double | 10000 | 2 ns | 10.0 us | 19.8 us | 20.0 us |")
-    assert "beyond noise (p50 p&lt;0.001)" in lines[3]
+    assert "single runs: re-run with --repeat to judge" in lines[3]
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in lines[4] and "<script>" not in lines[4]
     text = "\n".join(lines)
     assert "- percentiles: exact, from the raw samples (nearest rank)" in text
-    assert "**Noise**" in text and "percentile bootstrap" in text
+    assert "**Noise**" in text and "block bootstrap" in text
+    assert "run-to-run variation unknown" in text
 
 
 def test_csv_has_integer_ns_and_numeric_noise_fields(store):
     rows = list(csv.DictReader(csv_lines(_model(store, ["base", "double", "4"]))))
     assert [r["run_id"] for r in rows] == ["1", "2", "4"]
     assert rows[0]["p999_ns"] == "9990" and rows[0]["noise_test"] == "baseline"
-    assert rows[1]["p999_ratio"] == "2" and rows[1]["beyond_noise"] == "True"
-    assert float(rows[1]["noise_p50_ci_low"]) > 1.9 and float(rows[1]["noise_p50_p"]) < 1e-3
+    assert rows[1]["p999_ratio"] == "2" and rows[1]["beyond_noise"] == ""
+    assert rows[1]["noise_verdict"] == "single runs: re-run with --repeat to judge"
+    assert float(rows[1]["noise_p50_ci_low"]) > 1 and float(rows[1]["noise_p50_p"]) < 0.01
+    assert rows[1]["group"] == "1" and rows[1]["series"] == ""
     assert rows[2]["noise_test"] == "n/a" and rows[2]["noise_p50_p"] == ""
 
 
