@@ -38,6 +38,25 @@ def run_cli(args: list[str], db: Path, timeout: float = 300) -> CliResult:
     return CliResult(proc.returncode, lines, proc.stdout, proc.stderr)
 
 
+_INTEGRATION = Path(__file__).parent / "integration"
+
+
+def pytest_configure(config) -> None:
+    # (integration is registered in pyproject.toml)
+    config.addinivalue_line(
+        "markers", "emulated: boots QEMU (or Xen under QEMU); ./run-tests.sh --quick "
+                   "deselects it, with integration")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Every test under tests/integration is ``integration``, marked or not: the quick
+    set (./run-tests.sh --quick, ``-m "not integration and not emulated"``) never picks
+    one up because its module forgot ``pytestmark``."""
+    for item in items:
+        if _INTEGRATION in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)
+
+
 @pytest.fixture
 def db(tmp_path) -> Path:
     return tmp_path / "irqlab.duckdb"
