@@ -36,6 +36,7 @@ from typing import Any
 from irqlab.durations import format_ns
 from irqlab.reports.comparability import MIN_TAIL_SAMPLES
 from irqlab.reports.data import FROM_TEXT, RunData, figures
+from irqlab.reports.select import SERIES_TAG
 from irqlab.stats.fields import CHECK_LIMITS
 from irqlab.store.db import RunRow
 
@@ -157,7 +158,8 @@ def suite_name(row: RunRow) -> str:
         val = params[key]
         if (val != defaults.get(key)) if defaults is not None else val is not None:
             shown.append(_param(key, val))
-    shown += [f"{k}={v}" for k, v in sorted((row.tags or {}).items())]
+    # A series' tag names one series (a random id): runs of a configuration share the rest.
+    shown += [f"{k}={v}" for k, v in sorted((row.tags or {}).items()) if k != SERIES_TAG]
     return f"{row.target} ({', '.join(shown)})" if shown else str(row.target)
 
 

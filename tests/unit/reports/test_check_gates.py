@@ -115,3 +115,6 @@ def test_suite_name_is_the_name_or_the_configuration_of_a_default_name(tmp_path)
     # A target whose defaults cannot be made without options: every set parameter.
     serial = dataclasses.replace(rows[1], target="serial", name="serial-20261126-101010")
     assert suite_name(serial) == "serial (period=1ms, warmup=1, window=1000ms, cfg=a)"
+    # Runs of a --repeat series carry its (random) id as a tag: not part of the name.
+    tagged = dataclasses.replace(rows[1], tags={**rows[1].tags, "series": "g-1a2b3c"})
+    assert suite_name(tagged) == names[1]
