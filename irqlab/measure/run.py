@@ -24,7 +24,7 @@ from irqlab.samples.layout import RingError, RingHeader
 from irqlab.samples.source import SampleSource
 from irqlab.stats import RunStats, RunSummary
 from irqlab.stats.percpu import PerCpuStats
-from irqlab.store import Store, StoreError, StoreWriteError
+from irqlab.store import Store, StoreWriteError
 from irqlab.store.percentiles import per_cpu_exact, with_exact_percentiles
 from irqlab.store.recover import writer_identity
 from irqlab.store.sample_files import FILES_MIN_SAMPLES_PER_WINDOW
@@ -268,8 +268,9 @@ class Run:
                               int(summary["tick_hz"]),
                               {c: st.summary().histogram
                                for c, st in self.per_cpu.stats.items()})
-        except StoreError as exc:
-            # Reading back failed (a file gone, an I/O error): the figures measured stay.
+        except Exception as exc:  # noqa: BLE001 - whatever the store raised (a file
+            # gone, an I/O error, a driver's own error): the run's status and figures
+            # must still be stored, so the measured estimate stays, said aloud.
             self.observer.on_notice(f"percentiles stay the live histogram's estimate: "
                                     f"the stored samples could not be read ({exc})")
 
