@@ -63,6 +63,10 @@ def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
             text = format_latency(val)
         elif key == "above_threshold" and val is None:
             text = above_bound_text(summary)
+        elif key == "invalid" and val:
+            # issue 27: an entry before its deadline is a broken timer, never a latency.
+            text = (f"{val} (ISR entered before its deadline: not latencies, left out "
+                    f"of every figure here)")
         elif key == "above_threshold" and summary.get("samples"):
             text = (f"{val} ({100.0 * val / summary['samples']:.4g}%) > "
                     f"{format_latency(summary['threshold_ns'])}")

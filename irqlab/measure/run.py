@@ -166,14 +166,17 @@ class Run:
         stall_s = self.cfg.stall_timeout_s or self.target.stall_timeout_s(self.cfg)
         # --duration: the deadlines within it of the first, on every target.
         bound = DurationBound.for_run(self.cfg, self.hdr.tick_hz)
+        invalid: list[dict[str, int]] = []      # entries before their deadline
         try:
             self.status, self.message, self.injected = stream(
                 self.cfg, self.process, self.source, self.stats, self.store, self.run_id,
                 self.observer, self.windows, stop, self.hdr.tick_hz, stall_s,
-                per_cpu=self.per_cpu, bound=bound)
+                per_cpu=self.per_cpu, bound=bound, invalid_kept=invalid)
         finally:
             if bound is not None:
                 self.meta["duration_bound"] = bound.metadata()
+            if invalid:
+                self.meta["invalid_samples"] = invalid
 
     def stop(self) -> None:
         """Read the source one last time and close it, stop the process (only the one we

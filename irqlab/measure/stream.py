@@ -20,6 +20,8 @@ from irqlab.store import Store, StoreWriteError
 
 _POLL_S = 0.02
 _FLUSH_RECORDS = 200_000
+# Invalid samples (entry before deadline) kept as evidence in the run's metadata.
+INVALID_KEPT = 100
 
 
 class DurationBound:
@@ -101,14 +103,21 @@ def stream(cfg: RunConfig, guest: ProcessTarget, reader: SampleSource, stats: Ru
            store: Store, run_id: int, observer: Observer, windows: list[dict[str, Any]],
            stop: StopFlag, tick_hz: int, stall_s: float,
            per_cpu: PerCpuStats | None = None,
-           bound: DurationBound | None = None) -> tuple[str, str | None, int]:
+           bound: DurationBound | None = None,
+           invalid_kept: list[dict[str, int]] | None = None
+           ) -> tuple[str, str | None, int]:
     """Poll the samples until the run ends; returns (status, message, injected count).
     ``stall_s``: the watchdog, no sample for this long fails the run. A failed store
     write (disk full) stops the run: ``failed``, what was stored before kept.
 
     A run given a duration passes its :class:`DurationBound` (``DurationBound.for_run``):
     the samples kept are its, and the run ends when it is reached; the wall clock (the
-    duration plus ``stall_s``) and a target's own count stay as backstops."""
+    duration plus ``stall_s``) and a target's own count stay as backstops.
+
+    A sample whose ISR entry precedes its deadline is no latency: the statistics count
+    it ``invalid`` (irqlab.stats), and it is not stored among the samples, so every
+    reader of the stored samples sees the figures' samples; its first ``INVALID_KEPT``
+    records go to ``invalid_kept`` (the run's metadata) as evidence."""
     target = cfg.target_samples()
     wall_end = None
     if bound is not None and target is None:
@@ -136,23 +145,33 @@ def stream(cfg: RunConfig, guest: ProcessTarget, reader: SampleSource, stats: Ru
                 recs = recs[inside]     # past first deadline + duration: not counted
             if not len(recs):
                 return len(batch)
-            closed = stats.add(recs["deadline_tick"].astype(np.int64),
-                               recs["entry_tick"].astype(np.int64)
-                               - recs["deadline_tick"].astype(np.int64))
+            deadlines = recs["deadline_tick"].astype(np.int64)
+            # Two's complement difference of the u64 counters (docs/formats.md §2).
+            latencies = recs["entry_tick"].astype(np.int64) - deadlines
+            closed = stats.add(deadlines, latencies)
+            if per_cpu is not None:
+                per_cpu.add(recs["cpu"], deadlines, latencies)
+            done += len(recs)           # the probe's count (--samples) includes invalid
+            valid = latencies >= 0
+            if not valid.all():
+                keep_invalid(recs[~valid])
+                recs = recs[valid]      # counted invalid by the statistics, not stored
             pending.append(recs)
             pending_n += len(recs)
-            if per_cpu is not None:
-                per_cpu.add(recs["cpu"], recs["deadline_tick"].astype(np.int64),
-                            recs["entry_tick"].astype(np.int64)
-                            - recs["deadline_tick"].astype(np.int64))
             injected += int(np.count_nonzero(recs["flags"] & FLAG_INJECTED))
-            done += len(recs)
             for w in closed:
                 emit_window(w, tick_hz, store, run_id, observer, windows,
                             samples=take_window_samples(w.samples))
             if pending_n >= _FLUSH_RECORDS:
                 flush()
         return len(batch)
+
+    def keep_invalid(bad: np.ndarray) -> None:
+        if invalid_kept is None:
+            return
+        for r in bad[:max(0, INVALID_KEPT - len(invalid_kept))]:
+            invalid_kept.append({k: int(r[k]) for k in
+                                 ("seq", "deadline_tick", "entry_tick", "flags", "cpu")})
 
     def take_window_samples(n: int) -> np.ndarray | None:
         """The first samples of ``pending`` that make up a closing window of ``n``."""

@@ -18,11 +18,15 @@ def window_dict(w: WindowStats, tick_hz: int) -> dict[str, Any]:
     """A window as its JSON keys, latencies in integer ns."""
     def ns(v: float | int | None) -> int | None:
         return None if v is None else ticks_to_ns(v, tick_hz)
-    return {"index": w.index, "start_s": w.start_s, "samples": w.samples,
-            "mean_ns": ns(w.mean_tick), "stddev_ns": ns(w.stddev_tick),
-            "min_ns": ns(w.min_tick), "max_ns": ns(w.max_tick),
-            "above_threshold": w.above_threshold,
-            "global_min_ns": ns(w.global_min_tick), "global_max_ns": ns(w.global_max_tick)}
+    out = {"index": w.index, "start_s": w.start_s, "samples": w.samples,
+           "mean_ns": ns(w.mean_tick), "stddev_ns": ns(w.stddev_tick),
+           "min_ns": ns(w.min_tick), "max_ns": ns(w.max_tick),
+           "above_threshold": w.above_threshold,
+           "global_min_ns": ns(w.global_min_tick), "global_max_ns": ns(w.global_max_tick),
+           "invalid": w.invalid}
+    if w.invalid:
+        out["extra"] = {"invalid": w.invalid}     # the store keeps it in windows.extra
+    return out
 
 
 def build_summary(cfg: RunConfig, run_id: int, name: str, plan: AccelPlan | None,

@@ -6,7 +6,10 @@
  * reference (irqlab/stats/segments.py reduce_segments() + histogram.py LogHistogram.add())
  * computes with a dozen whole-array passes and temporaries: per guest-time window the
  * sample count, exact sum and sum of squares, min, max and count above the threshold,
- * and the log-linear histogram tally of every latency. Loaded with ctypes by
+ * and the log-linear histogram tally of every latency. A latency below the valid
+ * minimum (a run's: 0, an ISR entered before its deadline) is no latency: it is only
+ * counted as invalid in its window, and left out of every other figure and the tally.
+ * Loaded with ctypes by
  * irqlab/stats/native.py; the results must equal the numpy path's (tests compare them).
  *
  * Exactness: |v| <= 2^63, so a window's sum fits in an __int128 for any count below
@@ -34,6 +37,7 @@ enum {
 	PARAM_THRESHOLD_TICK,
 	PARAM_PRECISION_BITS,
 	PARAM_MAX_VALUE_BITS,
+	PARAM_VALID_MIN_TICK,	/* latencies below it are invalid (INT64_MIN: none) */
 	PARAM_COUNT,
 };
 
@@ -49,13 +53,16 @@ enum {
 	SEG_S2_LO,	/* sum of squares, unsigned 192 bits: low word */
 	SEG_S2_MID,
 	SEG_S2_HI,
+	SEG_INVALID,	/* samples below the valid minimum, in no other row */
 	SEG_ROWS,
 };
 
-/* struct seg_acc - the window being reduced */
+/* struct seg_acc - the window being reduced (min INT64_MAX, max INT64_MIN while
+ * count is 0: a window of invalid samples only is stored so) */
 struct seg_acc {
 	int64_t index;
 	int64_t count;
+	int64_t invalid;
 	int64_t min;
 	int64_t max;
 	int64_t above;
@@ -80,15 +87,17 @@ static void seg_store(const struct seg_acc *a, int64_t *seg, int64_t max_segment
 	row[SEG_S2_LO * max_segments] = (int64_t)(uint64_t)a->s2;
 	row[SEG_S2_MID * max_segments] = (int64_t)(uint64_t)(a->s2 >> 64);
 	row[SEG_S2_HI * max_segments] = (int64_t)a->s2_carry;
+	row[SEG_INVALID * max_segments] = a->invalid;
 }
 
-/* seg_start - reset accumulator @a for window @index, first value @v */
-static inline void seg_start(struct seg_acc *a, int64_t index, int64_t v)
+/* seg_start - reset accumulator @a for window @index */
+static inline void seg_start(struct seg_acc *a, int64_t index)
 {
 	a->index = index;
 	a->count = 0;
-	a->min = v;
-	a->max = v;
+	a->invalid = 0;
+	a->min = INT64_MAX;
+	a->max = INT64_MIN;
 	a->above = 0;
 	a->s1 = 0;
 	a->s2 = 0;
@@ -150,14 +159,31 @@ static inline void s2_add(struct seg_acc *a, unsigned __int128 sq)
 	a->s2_carry += a->s2 < sq;
 }
 
-/* block_reduce - fold @n (<= BLOCK_LEN) values of one window into accumulator @a */
-static void block_reduce(const int64_t *v, int64_t n, int64_t threshold_tick,
-			 struct seg_acc *a)
+/*
+ * block_reduce - fold @n (> 0, <= BLOCK_LEN) values of one window into accumulator
+ * @a; values below @valid_min are only counted invalid. Returns how many values were
+ * valid and points *@v at them (@kept holds them when some were not).
+ */
+static int64_t block_reduce(const int64_t **v_io, int64_t n, int64_t threshold_tick,
+			    int64_t valid_min, struct seg_acc *a, int64_t *kept)
 {
+	const int64_t *v = *v_io;
 	struct block_sums bs;
-	int64_t i;
+	int64_t i, m;
 
 	block_scan(v, n, threshold_tick, &bs);
+	if (bs.min < valid_min) {
+		/* Rare (the block's min says so for free): keep the valid ones, rescan. */
+		for (i = 0, m = 0; i < n; i++)
+			if (v[i] >= valid_min)
+				kept[m++] = v[i];
+		a->invalid += n - m;
+		*v_io = v = kept;
+		n = m;
+		if (!n)
+			return 0;
+		block_scan(v, n, threshold_tick, &bs);
+	}
 	a->count += n;
 	a->min = bs.min < a->min ? bs.min : a->min;
 	a->max = bs.max > a->max ? bs.max : a->max;
@@ -166,12 +192,13 @@ static void block_reduce(const int64_t *v, int64_t n, int64_t threshold_tick,
 		/* no wrap-around: n * 2^26 and n * 2^52 are below 2^63 */
 		a->s1 += (int64_t)bs.s1;
 		s2_add(a, bs.s2);
-		return;
+		return n;
 	}
 	for (i = 0; i < n; i++) {
 		a->s1 += v[i];
 		s2_add(a, (unsigned __int128)((__int128)v[i] * v[i]));
 	}
+	return n;
 }
 
 /* struct hist_layout - LogHistogram's bucket layout (irqlab/stats/histogram.py) */
@@ -283,25 +310,29 @@ static void window_span(int64_t origin_tick, int64_t window_tick, int64_t w,
  * @deadline_tick: n deadlines, in non-decreasing window order; NULL: all in window 0
  * @latency_tick: n latencies
  * @n: samples in the batch (> 0)
- * @params: origin, window, threshold ticks, histogram precision and max value bits
+ * @params: origin, window, threshold ticks, histogram precision and max value bits,
+ *	    valid minimum latency (see the top comment)
  * @hist: NULL, or the tally, added to: [underflow, unused, bucket 0 .. nb-1, overflow]
  * @max_segments: length of each row of @seg (at most this many windows are touched)
  * @seg: SEG_ROWS rows of @max_segments int64 (see the SEG_* enum)
  *
- * Returns the number of (non-empty, increasing) windows written to @seg; -EDOM when a
+ * Returns the number of (non-empty, increasing) windows written to @seg (a window of
+ * invalid samples only has count 0, min INT64_MAX, max INT64_MIN); -EDOM when a
  * deadline precedes the origin, -EINVAL when the window index goes back, -ENOSPC when
  * more than @max_segments windows are touched, -ERANGE on an unrepresentable index.
  * On error @hist may be partly updated: callers pass a scratch tally.
  */
-int64_t irq_stats_reduce(const int64_t *deadline_tick, const int64_t *latency_tick,
-			 int64_t n, const int64_t *params, int64_t *hist,
-			 int64_t max_segments, int64_t *seg)
+int64_t irq_stats_reduce_valid(const int64_t *deadline_tick, const int64_t *latency_tick,
+			       int64_t n, const int64_t *params, int64_t *hist,
+			       int64_t max_segments, int64_t *seg)
 {
 	const int64_t origin_tick = params[PARAM_ORIGIN_TICK];
 	const int64_t window_tick = params[PARAM_WINDOW_TICK];
 	const int64_t threshold_tick = params[PARAM_THRESHOLD_TICK];
 	const int p = (int)params[PARAM_PRECISION_BITS];
 	const int b = (int)params[PARAM_MAX_VALUE_BITS];
+	const int64_t valid_min = params[PARAM_VALID_MIN_TICK];
+	int64_t kept[BLOCK_LEN];
 	struct hist_layout lay;
 	struct seg_acc a;
 	int64_t low_tick, last_tick;	/* deadlines of the current window */
@@ -315,7 +346,7 @@ int64_t irq_stats_reduce(const int64_t *deadline_tick, const int64_t *latency_ti
 	w = deadline_tick ? window_of(deadline_tick[0], origin_tick, window_tick) : 0;
 	if (w < 0)
 		return w;
-	seg_start(&a, w, latency_tick[0]);
+	seg_start(&a, w);
 	window_span(origin_tick, window_tick, w, &low_tick, &last_tick);
 	while (start < n) {
 		/* Where the current window ends (guessed for sorted deadlines, then checked). */
@@ -335,9 +366,14 @@ int64_t irq_stats_reduce(const int64_t *deadline_tick, const int64_t *latency_ti
 				if (stop == start)
 					break;
 			}
-			block_reduce(latency_tick + start, stop - start, threshold_tick, &a);
-			if (hist)
-				hist_tally(latency_tick + start, stop - start, &lay, hist);
+			{
+				const int64_t *v = latency_tick + start;
+				int64_t m = block_reduce(&v, stop - start, threshold_tick,
+							 valid_min, &a, kept);
+
+				if (hist && m)
+					hist_tally(v, m, &lay, hist);
+			}
 			start = stop;
 		}
 		if (start >= n)
@@ -351,7 +387,7 @@ int64_t irq_stats_reduce(const int64_t *deadline_tick, const int64_t *latency_ti
 		if (nseg + 1 >= max_segments)
 			return -ENOSPC;
 		seg_store(&a, seg, max_segments, nseg++);
-		seg_start(&a, w, latency_tick[start]);
+		seg_start(&a, w);
 		window_span(origin_tick, window_tick, w, &low_tick, &last_tick);
 	}
 	seg_store(&a, seg, max_segments, nseg++);

@@ -125,6 +125,9 @@ SUMMARY_FIELDS: tuple[Field, ...] = (
     # Where the percentiles come from (PERCENTILES_EXACT or PERCENTILES_HISTOGRAM): every
     # reader shows one value per percentile, and says which kind it is.
     _meta("percentiles_from", "percentiles"),
+    # Samples whose ISR entry preceded their deadline: no latency, in no other figure
+    # (not even `samples`); None for imports (irqlab.stats.window).
+    Field("invalid", "invalid", "count", "count"),
 )
 # Every imported summary adds these, after SUMMARY_FIELDS (docs/formats.md section 8).
 IMPORT_FIELDS: tuple[Field, ...] = (
@@ -192,9 +195,9 @@ def _view(*specs: str | tuple[str, str],
 
 
 # The summary table of `irqlab run` / `irqlab show`.
-SUMMARY_TABLE = _view("samples", "lost", "overruns", "injected", "above_threshold",
-                      "min_ns", "mean_ns", "stddev_ns", "p50_ns", "p90_ns", "p99_ns",
-                      "p999_ns", "p9999_ns", "max_ns", "warm_max_ns")
+SUMMARY_TABLE = _view("samples", "lost", "overruns", "injected", "invalid",
+                      "above_threshold", "min_ns", "mean_ns", "stddev_ns", "p50_ns",
+                      "p90_ns", "p99_ns", "p999_ns", "p9999_ns", "max_ns", "warm_max_ns")
 # The HTML report's per-run summary: its figures recompute what raw samples allow
 # (reports/data.py), which does not include stddev and p90.
 REPORT_TABLE = tuple(c for c in SUMMARY_TABLE if c.key not in ("stddev_ns", "p90_ns"))
@@ -260,8 +263,9 @@ def stats_figures(s: RunSummary | None, tick_hz: int | None) -> dict[str, Any]:
     latencies in ns; no statistics (or no samples, or no tick rate) gives 0, 0, None."""
     if s is None or tick_hz is None or s.samples == 0:
         return {"samples": 0, "above_threshold": 0, **{f.key: None for f in LATENCY_FIELDS},
-                "percentiles_from": None}
-    out: dict[str, Any] = {"samples": s.samples, "above_threshold": s.above_threshold}
+                "percentiles_from": None, "invalid": s.invalid if s is not None else 0}
+    out: dict[str, Any] = {"samples": s.samples, "above_threshold": s.above_threshold,
+                           "invalid": s.invalid}
     for f in LATENCY_FIELDS:
         val = getattr(s, f.tick_attr)
         out[f.key] = None if val is None else ticks_to_ns(val, tick_hz)

@@ -190,7 +190,10 @@ class LogHistogram:
         self.counts += tally.counts
         self.underflow += tally.underflow
         self.overflow += tally.overflow
-        self.count += int(seg.count.sum())
+        added = int(seg.count.sum())
+        if not added:
+            return      # invalid samples only (stats.c left them out of the tally)
+        self.count += added
         self.sum += sum(seg.total.tolist())
         lo, hi = int(seg.min.min()), int(seg.max.max())
         self.min = lo if self.min is None else min(self.min, lo)

@@ -25,8 +25,11 @@ if TYPE_CHECKING:      # histogram.py imports this module
     from .moments import Moments
 
 # Rows of the C output (stats.c's SEG_* enum).
-_ROWS = 10
-(_INDEX, _COUNT, _MIN, _MAX, _ABOVE, _S1_LO, _S1_HI, _S2_LO, _S2_MID, _S2_HI) = range(_ROWS)
+_ROWS = 11
+(_INDEX, _COUNT, _MIN, _MAX, _ABOVE, _S1_LO, _S1_HI, _S2_LO, _S2_MID, _S2_HI,
+ _INVALID) = range(_ROWS)
+# The valid minimum that makes no sample invalid (stats.c PARAM_VALID_MIN_TICK).
+NO_VALID_MIN = -(1 << 63)
 
 
 @dataclass(slots=True)
@@ -72,12 +75,15 @@ def _exact_words(lo: np.ndarray, *high: np.ndarray, signed: bool) -> np.ndarray:
 
 def reduce_batch(deadlines: np.ndarray | None, latencies: np.ndarray, origin: int,
            window_tick: int, threshold_tick: int,
-           layout: HistogramLayout | None = None) -> tuple[Segments, Tally | None] | None:
+           layout: HistogramLayout | None = None,
+           valid_min: int | None = None) -> tuple[Segments, Tally | None] | None:
     """Per-window reductions of a non-empty int64 batch and its histogram tally (when
     `layout` is given); None when the C library is not usable.
 
-    `deadlines` None puts every sample in window 0 (a histogram-only batch). Raises
-    ValueError, as `reduce_segments` does, for samples out of window order.
+    `deadlines` None puts every sample in window 0 (a histogram-only batch). Latencies
+    below `valid_min` (None: no minimum) are only counted in `Segments.invalid`, as
+    `reduce_segments` does. Raises ValueError, as `reduce_segments` does, for samples
+    out of window order.
     """
     handle = native.lib()
     if handle is None:
@@ -92,10 +98,11 @@ def reduce_batch(deadlines: np.ndarray | None, latencies: np.ndarray, origin: in
     # Without a tally the layout is unused; LogHistogram's default passes the C checks.
     lay = layout or HistogramLayout(7, 40)
     params = np.array([origin, window_tick, threshold_tick, lay.precision_bits,
-                       lay.max_value_bits], dtype=np.int64)
+                       lay.max_value_bits,
+                       NO_VALID_MIN if valid_min is None else valid_min], dtype=np.int64)
     hist = np.zeros(layout.n_buckets + 3, dtype=np.int64) if layout else None
     seg = np.empty((_ROWS, max_segments), dtype=np.int64)
-    got = handle.irq_stats_reduce(
+    got = handle.irq_stats_reduce_valid(
         None if deadlines is None else native.ptr(deadlines), native.ptr(latencies), n,
         native.ptr(params), None if hist is None else native.ptr(hist), max_segments,
         native.ptr(seg))
@@ -111,7 +118,8 @@ def reduce_batch(deadlines: np.ndarray | None, latencies: np.ndarray, origin: in
         index=seg[_INDEX].copy(), count=seg[_COUNT].copy(), min=seg[_MIN].copy(),
         max=seg[_MAX].copy(), above=seg[_ABOVE].copy(),
         total=_exact_words(seg[_S1_LO].copy(), seg[_S1_HI], signed=True),
-        total_sq=_exact_words(seg[_S2_LO].copy(), seg[_S2_MID], seg[_S2_HI], signed=False))
+        total_sq=_exact_words(seg[_S2_LO].copy(), seg[_S2_MID], seg[_S2_HI], signed=False),
+        invalid=seg[_INVALID].copy())
     tally = None
     if hist is not None:
         tally = Tally(hist[2:-1], int(hist[0]), int(hist[-1]))

@@ -28,6 +28,8 @@ class RunSummary:
     `saturated_percentiles` names the p*_tick fields whose rank fell in the histogram's
     underflow (value = exact min) or overflow (value = exact max) bucket.
     warm_max_tick is the max over windows with index >= warmup_windows.
+    invalid counts the samples whose latency was below the valid minimum (entry before
+    deadline): they are in no other field, `samples` included.
     """
 
     samples: int
@@ -44,25 +46,31 @@ class RunSummary:
     above_threshold: int
     histogram: LogHistogram
     saturated_percentiles: tuple[str, ...] = ()
+    invalid: int = 0
 
 
 class RunStats:
-    """Streaming statistics of one run; feed batches with `add`, end with `finish`."""
+    """Streaming statistics of one run; feed batches with `add`, end with `finish`.
+
+    A latency below `valid_min` (default 0: an ISR entered before its deadline, which
+    no working timer does) is counted `invalid`, never as a latency."""
 
     def __init__(self, tick_hz: int, threshold_tick: int, window_tick: int,
-                 warmup_windows: int) -> None:
+                 warmup_windows: int, valid_min: int | None = 0) -> None:
         if warmup_windows < 0:
             raise ValueError(f"warmup_windows must be >= 0, got {warmup_windows}")
         self.tick_hz = int(tick_hz)
         self.threshold_tick = int(threshold_tick)
         self.window_tick = int(window_tick)
         self.warmup_windows = int(warmup_windows)
-        self._windower = Windower(tick_hz, window_tick, threshold_tick)
+        self.valid_min = valid_min
+        self._windower = Windower(tick_hz, window_tick, threshold_tick, valid_min)
         self._histogram = LogHistogram()
         # Exact whole-run moments are accumulated by the windower from the per-window
         # sums it already computes, saving a pass over every batch.
         self._moments: Moments = self._windower.totals
         self._above = 0
+        self._invalid = 0
         self._warm_max: int | None = None
         self._summary: RunSummary | None = None
 
@@ -76,11 +84,14 @@ class RunStats:
             return []
         # The C fast path reduces windows and tallies the histogram in one pass.
         fused = reduce_batch(deadlines, latencies, origin, self.window_tick,
-                             self.threshold_tick, self._histogram.layout)
+                             self.threshold_tick, self._histogram.layout, self.valid_min)
         if fused is None:
             seg = reduce_segments(deadlines, latencies, origin, self.window_tick,
-                                  self.threshold_tick)
+                                  self.threshold_tick, self.valid_min)
             windows = self._windower.add_segments(seg, origin)
+            if seg.invalid.any():
+                assert self.valid_min is not None
+                latencies = latencies[latencies >= self.valid_min]
             self._histogram.add(latencies)
         else:
             seg, tally = fused
@@ -108,7 +119,9 @@ class RunStats:
         # Threshold count and warm max come from the batch's window reductions: every
         # sample is in exactly one of them, so this is exact and costs nothing per sample.
         self._above += int(seg.above.sum())
-        warm = seg.index >= self.warmup_windows
+        self._invalid += int(seg.invalid.sum())
+        # A window of invalid samples only has no max (seg.max is INT64_MIN there).
+        warm = (seg.index >= self.warmup_windows) & (seg.count > 0)
         if warm.any():
             top = int(seg.max[warm].max())
             if self._warm_max is None or top > self._warm_max:
@@ -126,4 +139,5 @@ class RunStats:
         return RunSummary(samples=m.count, min_tick=m.min, mean_tick=m.mean,
                           stddev_tick=m.stddev, max_tick=m.max, warm_max_tick=self._warm_max,
                           above_threshold=self._above, histogram=h,
-                          saturated_percentiles=tuple(saturated), **values)
+                          saturated_percentiles=tuple(saturated), invalid=self._invalid,
+                          **values)

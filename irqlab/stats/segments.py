@@ -28,6 +28,9 @@ class Segments:
 
     `index` is strictly increasing. `total`/`total_sq` are int64 arrays when their
     values provably fit, else object arrays of Python ints; both are exact.
+    `invalid` counts the samples below the valid minimum (`reduce_segments`), which no
+    other field includes: a window of invalid samples only has count 0, min
+    INT64_MAX and max INT64_MIN (as the C path, stats.c, writes it).
     """
 
     index: np.ndarray
@@ -37,6 +40,7 @@ class Segments:
     above: np.ndarray
     total: np.ndarray
     total_sq: np.ndarray
+    invalid: np.ndarray
 
 
 def window_span(deadlines: np.ndarray, origin: int, window_tick: int) -> tuple[int, int]:
@@ -84,8 +88,17 @@ def segment_starts(deadlines: np.ndarray, origin: int,
 
 
 def reduce_segments(deadlines: np.ndarray, latencies: np.ndarray, origin: int,
-                    window_tick: int, threshold_tick: int) -> Segments:
-    """Split a non-empty batch by window and reduce each part (see `Segments`)."""
+                    window_tick: int, threshold_tick: int,
+                    valid_min: int | None = None) -> Segments:
+    """Split a non-empty batch by window and reduce each part (see `Segments`).
+
+    Latencies below `valid_min` (None: no minimum) are invalid: counted per window in
+    `invalid` and left out of every other figure."""
+    if valid_min is not None:
+        bad = latencies < valid_min
+        if bad.any():
+            return _reduce_with_invalid(deadlines, latencies, origin, window_tick,
+                                        threshold_tick, bad)
     n = latencies.size
     starts, index = segment_starts(deadlines, origin, window_tick)
     count = np.diff(starts, append=n)
@@ -109,7 +122,38 @@ def reduce_segments(deadlines: np.ndarray, latencies: np.ndarray, origin: int,
         # Rare: huge spikes in long windows; exact per-window path.
         total_sq = np.array([exact_sum_squares(latencies[s:s + c]) for s, c in pieces],
                             dtype=object)
-    return Segments(index, count, seg_min, seg_max, above, total, total_sq)
+    return Segments(index, count, seg_min, seg_max, above, total, total_sq,
+                    np.zeros(index.size, dtype=np.int64))
+
+
+def _reduce_with_invalid(deadlines: np.ndarray, latencies: np.ndarray, origin: int,
+                         window_tick: int, threshold_tick: int,
+                         bad: np.ndarray) -> Segments:
+    """`reduce_segments` of a batch with invalid samples (`bad`): the windows of the
+    whole batch, each reduced over its valid samples, with its invalid count."""
+    starts, index = segment_starts(deadlines, origin, window_tick)   # checks the order
+    of_sample = np.repeat(np.arange(index.size), np.diff(starts, append=latencies.size))
+    invalid = np.bincount(of_sample[bad], minlength=index.size).astype(np.int64)
+    nseg = index.size
+    count = np.zeros(nseg, dtype=np.int64)
+    seg_min = np.full(nseg, np.iinfo(np.int64).max, dtype=np.int64)
+    seg_max = np.full(nseg, np.iinfo(np.int64).min, dtype=np.int64)
+    above = np.zeros(nseg, dtype=np.int64)
+    total: np.ndarray = np.zeros(nseg, dtype=np.int64)
+    total_sq: np.ndarray = np.zeros(nseg, dtype=np.int64)
+    good = ~bad
+    if good.any():
+        sub = reduce_segments(deadlines[good], latencies[good], origin, window_tick,
+                              threshold_tick)
+        at = np.searchsorted(index, sub.index)
+        count[at], seg_min[at], seg_max[at], above[at] = (sub.count, sub.min, sub.max,
+                                                          sub.above)
+        if sub.total.dtype == object:
+            total = total.astype(object)
+        if sub.total_sq.dtype == object:
+            total_sq = total_sq.astype(object)
+        total[at], total_sq[at] = sub.total, sub.total_sq
+    return Segments(index, count, seg_min, seg_max, above, total, total_sq, invalid)
 
 
 def mean_stddev(count: np.ndarray, total: np.ndarray,

@@ -5,6 +5,10 @@ first_deadline_tick is the deadline of the very first sample. Windows are keyed 
 programmed deadline (guest time), not by host arrival time, so a window's content does
 not depend on how the host batched its reads. Gaps (e.g. the guest was descheduled
 for longer than a window) are emitted as windows with samples=0 so they stay visible.
+
+With a valid minimum (a run's is 0: an ISR cannot be entered before its deadline), a
+latency below it is no latency: the window counts it in `invalid` and leaves it out of
+`samples` and every latency figure (issue 27: a miscalibrated timer fired early).
 """
 
 from __future__ import annotations
@@ -19,6 +23,10 @@ from .exact import as_tick_array
 from .moments import Moments
 from .segments import Segments, mean_stddev, reduce_segments
 
+# The extremes of a window with no valid sample yet (as stats.c and segments.py give).
+_NO_MIN = int(np.iinfo(np.int64).max)
+_NO_MAX = int(np.iinfo(np.int64).min)
+
 
 @dataclass(slots=True)
 class WindowStats:
@@ -27,7 +35,9 @@ class WindowStats:
     mean/stddev are population statistics (ddof = 0). above_threshold counts samples
     with latency_tick > threshold_tick (strictly). global_min/max_tick are running
     extremes over all samples up to and including this window. start_s is guest time
-    since the first deadline: index * window_tick / tick_hz.
+    since the first deadline: index * window_tick / tick_hz. invalid counts the samples
+    below the valid minimum, which no other field includes (so samples may be 0 while
+    invalid is not).
     Not frozen (a frozen dataclass costs ~0.7 us more per window on the hot path);
     treat instances as read-only.
     """
@@ -42,6 +52,7 @@ class WindowStats:
     above_threshold: int
     global_min_tick: int | None
     global_max_tick: int | None
+    invalid: int = 0
 
 
 class Windower:
@@ -52,18 +63,20 @@ class Windower:
     A stall of k windows emits k empty windows (one object each).
     """
 
-    def __init__(self, tick_hz: int, window_tick: int, threshold_tick: int) -> None:
+    def __init__(self, tick_hz: int, window_tick: int, threshold_tick: int,
+                 valid_min: int | None = None) -> None:
         if tick_hz <= 0 or window_tick <= 0:
             raise ValueError("tick_hz and window_tick must be positive")
         self.tick_hz = int(tick_hz)
         self.window_tick = int(window_tick)
         self.threshold_tick = int(threshold_tick)
+        self.valid_min = valid_min             # None: every latency is valid
         self.first_deadline_tick: int | None = None
         self.totals = Moments()                # every sample added so far, exact
         # The window still collecting samples (never empty once it exists).
         self._open_index: int | None = None
-        self._n = self._s1 = self._s2 = self._above = 0
-        self._min = self._max = 0
+        self._n = self._s1 = self._s2 = self._above = self._invalid = 0
+        self._min, self._max = _NO_MIN, _NO_MAX
         self._global_min: int | None = None
         self._global_max: int | None = None
         self._finished = False
@@ -74,9 +87,10 @@ class Windower:
         if deadlines.size == 0:
             return []
         reduced = native.reduce_batch(deadlines, latencies, origin, self.window_tick,
-                                      self.threshold_tick)
+                                      self.threshold_tick, valid_min=self.valid_min)
         seg = (reduce_segments(deadlines, latencies, origin, self.window_tick,
-                               self.threshold_tick) if reduced is None else reduced[0])
+                               self.threshold_tick, self.valid_min)
+               if reduced is None else reduced[0])
         return self.add_segments(seg, origin)
 
     def check(self, deadline_tick: np.ndarray,
@@ -116,10 +130,11 @@ class Windower:
                 out.extend(self._gap(self._open_index, int(seg.index[k])))
             self._emit_complete(seg, k, last, out)
             self._open_index = int(seg.index[last])
-            self._n = self._s1 = self._s2 = self._above = 0
-            self._min, self._max = int(seg.min[last]), int(seg.max[last])
+            self._n = self._s1 = self._s2 = self._above = self._invalid = 0
+            self._min, self._max = _NO_MIN, _NO_MAX
             self._merge_open(seg, last)
         # Python-int sums: per-window int64 sums fit, their batch total might not.
+        # (A window of invalid samples only has min INT64_MAX: min() skips it.)
         self.totals.add_summary(int(seg.count.sum()), sum(seg.total.tolist()),
                                 sum(seg.total_sq.tolist()), int(seg.min.min()),
                                 int(seg.max.max()))
@@ -142,6 +157,7 @@ class Windower:
         self._min = min(self._min, int(seg.min[k]))
         self._max = max(self._max, int(seg.max[k]))
         self._above += int(seg.above[k])
+        self._invalid += int(seg.invalid[k])
 
     def _emit_complete(self, seg: Segments, start: int, stop: int,
                        out: list[WindowStats]) -> None:
@@ -149,6 +165,14 @@ class Windower:
         if start >= stop:
             return
         part = slice(start, stop)
+        if not seg.count[part].all():
+            # A window of invalid samples only (rare): one at a time, no latency figures.
+            for k in range(start, stop):
+                if k > start:
+                    out.extend(self._gap(int(seg.index[k - 1]), int(seg.index[k])))
+                out.append(self._single(seg, k))
+            out.extend(self._gap(int(seg.index[stop - 1]), int(seg.index[stop])))
+            return
         means, stddevs = mean_stddev(seg.count[part], seg.total[part], seg.total_sq[part])
         # Running extremes: prefix min/max over the batch, seeded with the history.
         gmin = np.minimum.accumulate(seg.min[part])
@@ -161,8 +185,8 @@ class Windower:
         columns = (index, [w * window_tick / tick_hz for w in index],
                    seg.count[part].tolist(), means, stddevs, seg.min[part].tolist(),
                    seg.max[part].tolist(), seg.above[part].tolist(), gmin.tolist(),
-                   gmax.tolist())
-        self._global_min, self._global_max = columns[-2][-1], columns[-1][-1]
+                   gmax.tolist(), seg.invalid[part].tolist())
+        self._global_min, self._global_max = columns[-3][-1], columns[-2][-1]
         if index[-1] - index[0] == len(index) - 1:
             # No empty window in between (the common case): one object per window.
             out.extend(map(WindowStats, *columns))
@@ -170,25 +194,39 @@ class Windower:
             previous = None
             for row in zip(*columns):
                 if previous is not None and row[0] > previous[0] + 1:
-                    out.extend(self._gap(previous[0], row[0], previous[-2], previous[-1]))
+                    out.extend(self._gap(previous[0], row[0], previous[-3], previous[-2]))
                 out.append(WindowStats(*row))
                 previous = row
         # Gap between the last complete window and the (new) open one.
         out.extend(self._gap(index[-1], int(seg.index[stop])))
 
+    def _single(self, seg: Segments, k: int) -> WindowStats:
+        """Segment k as a whole window (the running extremes updated)."""
+        self._open_index = int(seg.index[k])
+        self._n = self._s1 = self._s2 = self._above = self._invalid = 0
+        self._min, self._max = _NO_MIN, _NO_MAX
+        self._merge_open(seg, k)
+        return self._close()
+
     def _close(self) -> WindowStats:
         """Build the open window's stats and update the running extremes."""
         n, s1, lo, hi = self._n, self._s1, self._min, self._max
+        index = self._open_index
+        assert index is not None
+        if n == 0:
+            # Invalid samples only: no latency figure, the running extremes unchanged.
+            return WindowStats(index, index * self.window_tick / self.tick_hz, 0, None,
+                               None, None, None, 0, self._global_min, self._global_max,
+                               self._invalid)
         if self._global_min is None or lo < self._global_min:
             self._global_min = lo
         if self._global_max is None or hi > self._global_max:
             self._global_max = hi
         # Exact population variance with one rounding (moments.py); Python int division.
         stddev = math.sqrt((n * self._s2 - s1 * s1) / (n * n))
-        index = self._open_index
-        assert index is not None
         return WindowStats(index, index * self.window_tick / self.tick_hz, n, s1 / n, stddev,
-                           lo, hi, self._above, self._global_min, self._global_max)
+                           lo, hi, self._above, self._global_min, self._global_max,
+                           self._invalid)
 
     def _gap(self, after: int, before: int, global_min: int | None = None,
              global_max: int | None = None) -> list[WindowStats]:

@@ -26,6 +26,7 @@ from irqlab.targets.base import Option, Target, TargetOptions, TargetUsageError
 LATENCY_NS = 5_000          # every fake sample: deadline + 5 us (tick = 1 ns)
 SPIKE_EVERY = 50            # ... except every 50th: + 80 us
 SPIKE_NS = 80_000
+EARLY_NS = 1_748_808        # entered before the deadline (issue 27's Xen cell)
 
 BEHAVIOUR = Option("--fake-behaviour", "fake_behaviour", dict(
     choices=["ok", "hang", "crash", "probe-error"], help="how the fake probe ends"))
@@ -37,6 +38,7 @@ class FakeOptions(TargetOptions):
     after: int = 100               # samples before it hangs or crashes
     broken_accels: tuple[str, ...] = ()   # accelerators under which it never boots
     backlog: int = 0               # samples written at once on start (a buffered boot)
+    early_every: int = 0           # every Nth sample entered before its deadline
 
 
 class FakeProcess(ProcessTarget):
@@ -82,6 +84,8 @@ class FakeProcess(ProcessTarget):
                 return                   # "hang": nothing more, the process lives on
             deadline = np.array([(n + 1) * self.period_ns], dtype=np.int64)
             lat = SPIKE_NS if (n + 1) % SPIKE_EVERY == 0 else LATENCY_NS
+            if self.opts.early_every and (n + 1) % self.opts.early_every == 0:
+                lat = -EARLY_NS          # a timer that fired early (a bad calibration)
             self.ring.write(deadline, deadline + lat)
             n += 1
             if self.samples and n >= self.samples:
@@ -110,15 +114,17 @@ class FakeTarget(Target):
     options = (BEHAVIOUR,)
 
     def __init__(self, broken_accels: tuple[str, ...] = (), after: int = 100,
-                 backlog: int = 0) -> None:
+                 backlog: int = 0, early_every: int = 0) -> None:
         self.broken_accels, self.after, self.backlog = broken_accels, after, backlog
+        self.early_every = early_every
         self.processes: list[FakeProcess] = []
 
     def configure(self, given: dict[str, Any], period_ns: int) -> FakeOptions:
         if period_ns < 100_000:
             raise TargetUsageError("the fake probe needs --period 100us or more")
         return FakeOptions(behaviour=given.get("fake_behaviour", "ok"), after=self.after,
-                           broken_accels=self.broken_accels, backlog=self.backlog)
+                           broken_accels=self.broken_accels, backlog=self.backlog,
+                           early_every=self.early_every)
 
     def accel_plans(self, cfg: Any) -> list[AccelPlan]:
         return [AccelPlan("kvm", "kvm", False), AccelPlan("tcg", "tcg", True)]

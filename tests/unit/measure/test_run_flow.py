@@ -18,7 +18,8 @@ import pytest
 from irqlab.measure import RunConfig, run
 from irqlab.store import Store
 from irqlab.targets import TARGETS
-from tests.unit.measure.fake_target import LATENCY_NS, SPIKE_EVERY, SPIKE_NS, FakeTarget
+from tests.unit.measure.fake_target import (EARLY_NS, LATENCY_NS, SPIKE_EVERY, SPIKE_NS,
+                                            FakeTarget)
 
 PERIOD_NS = 1_000_000
 
@@ -129,6 +130,30 @@ def test_duration_keeps_the_deadlines_within_it_of_the_first(fake, store):
     deadlines = np.concatenate([d for d, _, _ in store.iter_samples_by_deadline(
         res.run_id)])
     assert np.array_equal(deadlines, np.arange(1, 301) * PERIOD_NS)
+
+
+def test_an_entry_before_its_deadline_is_invalid_never_a_latency(fake, store):
+    # Every 30th sample fired 1.75 ms early (issue 27): 10 of 300 are invalid, counted
+    # in their windows and the summary, in no latency figure and not among the samples.
+    fake(early_every=30)
+    obs = Recorder()
+    res = run(_cfg(samples=300, duration_ns=None), store, obs)
+    s = res.summary
+    assert res.status == "ok", s["message"]
+    assert (s["samples"], s["invalid"], s["lost"]) == (290, 10, 0)
+    assert s["min_ns"] == LATENCY_NS and s["max_ns"] == SPIKE_NS
+    assert [w["invalid"] for w in obs.windows] == [3, 3, 4]
+    assert [w["samples"] for w in obs.windows] == [97, 97, 96]
+    assert store.sample_count(res.run_id) == 290
+    lat = np.concatenate(list(store.iter_latency(res.run_id)))
+    assert lat.min() == LATENCY_NS
+    assert s["percentiles_from"] == "exact" and s["p50_ns"] == LATENCY_NS
+    meta = store.resolve(str(res.run_id)).metadata
+    early = meta["invalid_samples"]
+    assert [r["seq"] for r in early] == list(range(29, 300, 30))
+    assert all(r["entry_tick"] - r["deadline_tick"] == -EARLY_NS for r in early)
+    stored = store.windows(res.run_id)
+    assert [w["extra"]["invalid"] for w in stored] == [3, 3, 4]
 
 
 def test_accelerator_fallback_records_the_failed_attempt(fake, store):

@@ -48,7 +48,7 @@ def assert_same_run(fast, slow):
 
 def test_the_library_has_the_stats_kernel():
     assert native.lib() is not None, native.why_not()
-    assert hasattr(native.lib(), "irq_stats_reduce")
+    assert hasattr(native.lib(), "irq_stats_reduce_valid")
 
 
 @pytest.mark.parametrize("batch", [1, 7, 1000, 1023, 1025, 50_000])
@@ -140,3 +140,55 @@ def test_out_of_order_is_refused_alike(deadlines):
         return stats.finish()[1]
     fast, slow = both_ways(attempt)
     assert fast == slow and fast.samples == 2
+
+
+def test_invalid_samples_are_reduced_alike():
+    # Entries before their deadline (negative latencies) are counted invalid and left
+    # out of every figure and the tally, in both paths: scattered, in whole 1,024-sample
+    # blocks, and as the only samples of some windows (count 0 there).
+    rng = np.random.default_rng(27)
+    n = 30_000
+    deadlines = make_deadlines(rng, n, period=50, stall_every=4_000, stall_tick=100_000)
+    latencies = heavy_tailed(rng, n)
+    latencies[rng.random(n) < 0.02] = -rng.integers(1, 10**6, 1)[0]
+    latencies[5_000:7_100] = -3                       # whole blocks, whole windows
+    latencies[-1] = I64_MIN
+    origin = int(deadlines[0])
+    hist = LogHistogram()
+    seg, tally = reduce_batch(deadlines, latencies, origin, 1_000, 500, hist.layout,
+                              valid_min=0)
+    ref = reduce_segments(deadlines, latencies, origin, 1_000, 500, valid_min=0)
+    for name in ("index", "count", "min", "max", "above", "total", "total_sq",
+                 "invalid"):
+        assert [int(v) for v in getattr(seg, name)] == \
+            [int(v) for v in getattr(ref, name)], name
+    assert int(seg.invalid.sum()) == np.count_nonzero(latencies < 0)
+    assert int(seg.count.sum()) == np.count_nonzero(latencies >= 0)
+    assert (seg.count == 0).any()                     # windows of invalid samples only
+    native.set_enabled(False)
+    try:
+        hist.add(latencies[latencies >= 0])
+    finally:
+        native.set_enabled(True)
+    assert np.array_equal(tally.counts, hist.counts)
+    assert (tally.underflow, tally.overflow) == (0, hist.overflow)
+
+
+@pytest.mark.parametrize("batch", [1, 333, 1024, 30_000])
+def test_runs_with_invalid_windows_match(batch):
+    rng = np.random.default_rng(batch)
+    n = 6_000 if batch < 1000 else 30_000
+    deadlines = make_deadlines(rng, n, period=100, stall_every=9_000, stall_tick=40_000)
+    latencies = heavy_tailed(rng, n)
+    latencies[:120] = -7                  # the first windows: invalid samples only
+    latencies[2_000:2_300] = -1
+    fast, slow = both_ways(lambda: run_stats(deadlines, latencies, batch))
+    assert_same_run(fast, slow)
+    windows, summary = fast
+    assert summary.invalid == sum(w.invalid for w in windows) == \
+        np.count_nonzero(latencies < 0)
+    assert summary.samples == np.count_nonzero(latencies >= 0)
+    assert summary.min_tick == int(latencies[latencies >= 0].min()) >= 0
+    empty = [w for w in windows if w.samples == 0 and w.invalid]
+    assert empty and all(w.min_tick is None and w.mean_tick is None for w in empty)
+    assert windows[0].global_min_tick is None     # no latency before the first valid one

@@ -32,8 +32,12 @@ def _data(seed, n=200_000):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_summary_against_numpy(seed):
-    _, deadlines, latencies = _data(seed)
-    windows, s = _run(deadlines, latencies)
+    _, deadlines, all_latencies = _data(seed)
+    windows, s = _run(deadlines, all_latencies)
+    # An entry before its deadline (a negative latency) is invalid, never a latency.
+    valid = all_latencies >= 0
+    latencies, deadlines_valid = all_latencies[valid], deadlines[valid]
+    assert s.invalid == sum(w.invalid for w in windows) == np.count_nonzero(~valid) > 0
     ints = latencies.tolist()
     assert s.samples == latencies.size == sum(w.samples for w in windows)
     assert (s.min_tick, s.max_tick) == (latencies.min(), latencies.max())
@@ -41,7 +45,7 @@ def test_summary_against_numpy(seed):
     assert s.mean_tick == pytest.approx(latencies.mean(), rel=1e-12)
     assert s.stddev_tick == pytest.approx(latencies.std(ddof=0), rel=1e-9)
     assert s.above_threshold == np.count_nonzero(latencies > THRESHOLD)
-    index = (deadlines - deadlines[0]) // WINDOW
+    index = (deadlines_valid - deadlines[0]) // WINDOW
     assert s.warm_max_tick == latencies[index >= WARMUP].max()
     assert s.warm_max_tick < s.max_tick
     for name, q in PCTS.items():
