@@ -18,7 +18,17 @@
  * ticks (TMCCT, divide 1) against TSC ticks across all windows, so the
  * ratio does not depend on the PIT's own accuracy. Without a PIT (a Xen
  * PVH domain has none) and with a known TSC rate, the APIC count-down is
- * timed against the TSC alone over APIC_WINDOW_MS.
+ * timed against the TSC alone, over APIC_WINDOWS windows of APIC_WINDOW_MS,
+ * and the largest ratio is kept: Xen's default timer mode for HVM/PVH
+ * guests (delay_for_missed_ticks, xen/arch/x86/hvm/vpt.c pt_freeze_time)
+ * stops a descheduled vCPU's platform time, which the vLAPIC counts down
+ * in, while its TSC runs on. One 20 ms window taken while dom0 starved the
+ * domain's pCPU (issue 27: the domain-create cell) gave a ratio 17 % low,
+ * so every one-shot fired up to 1.75 ms before its deadline. A starved
+ * window can only lower the ratio; the largest is the least disturbed, and
+ * rounds the timer late, never early. Each TMCCT read is bracketed by TSC
+ * reads, the narrowest of APIC_SAMPLE_TRIES kept (a read that exits to the
+ * hypervisor and is descheduled there would move the midpoint).
  */
 #include "hw.h"
 #include "x86.h"
@@ -37,6 +47,8 @@
 #define PIT_WINDOWS		3
 #define PIT_MAX_POLLS		50000000u
 #define APIC_WINDOW_MS		20
+#define APIC_WINDOWS		5
+#define APIC_SAMPLE_TRIES	4
 
 #define TICK_HZ_MIN		1000000ULL		/* 1 MHz */
 #define TICK_HZ_MAX		100000000000ULL		/* 100 GHz */
@@ -60,6 +72,26 @@ static u32 apic_sample(u64 *tsc)
 
 	*tsc = a + (b - a) / 2;
 	return cnt;
+}
+
+/* apic_sample_tight - apic_sample() with the narrowest TSC bracket of a few */
+static u32 apic_sample_tight(u64 *tsc)
+{
+	u64 best = ~0ULL, a, b;
+	u32 cnt, out = 0;
+	int i;
+
+	for (i = 0; i < APIC_SAMPLE_TRIES; i++) {
+		a = rdtsc();
+		cnt = lapic_read(APIC_TMCCT);
+		b = rdtsc();
+		if (b - a < best) {
+			best = b - a;
+			out = cnt;
+			*tsc = a + (b - a) / 2;
+		}
+	}
+	return out;
 }
 
 /* plausible_hz - true if @hz is a believable counter rate */
@@ -190,23 +222,38 @@ out:
 	return ret;
 }
 
-/* tsc_apic_ratio - time a masked APIC count-down against @tsc_hz alone */
+/*
+ * tsc_apic_ratio - time a masked APIC count-down against @tsc_hz alone:
+ * the largest APIC/TSC ratio of APIC_WINDOWS windows (see the top comment)
+ */
 static int tsc_apic_ratio(u64 tsc_hz, struct apic_ratio *ratio)
 {
-	u64 s0, s1, end;
+	u64 s0 = 0, s1 = 0, end;
 	u32 a0, a1;
+	int i, ret = -EIO;
 
+	ratio->apic_delta = 0;
+	ratio->tsc_delta = 1;
 	lapic_write(APIC_LVT_TIMER, APIC_LVT_MASKED | TIMER_VECTOR);
-	lapic_write(APIC_TMICT, 0xffffffff);
-	a0 = apic_sample(&s0);
-	end = s0 + tsc_hz * APIC_WINDOW_MS / 1000;
-	while (rdtsc() < end)
-		cpu_relax();
-	a1 = apic_sample(&s1);
+	for (i = 0; i < APIC_WINDOWS; i++) {
+		lapic_write(APIC_TMICT, 0xffffffff);
+		a0 = apic_sample_tight(&s0);
+		end = s0 + tsc_hz * APIC_WINDOW_MS / 1000;
+		while (rdtsc() < end)
+			cpu_relax();
+		a1 = apic_sample_tight(&s1);
+		if (a0 <= a1 || s1 <= s0)
+			continue;	/* wrapped or stuck: not a window */
+		/* (a0 - a1) / (s1 - s0) > apic_delta / tsc_delta, in 128 bits */
+		if ((unsigned __int128)(a0 - a1) * ratio->tsc_delta >
+		    (unsigned __int128)ratio->apic_delta * (s1 - s0)) {
+			ratio->apic_delta = a0 - a1;
+			ratio->tsc_delta = s1 - s0;
+		}
+		ret = 0;
+	}
 	lapic_write(APIC_TMICT, 0);
-	ratio->apic_delta = a0 - a1;
-	ratio->tsc_delta = s1 - s0;
-	return a0 > a1 ? 0 : -EIO;
+	return ret;
 }
 
 /* tick_init - fill @ti; @need_apic also asks for the APIC/TSC ratio */
