@@ -82,8 +82,9 @@ def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
 # How `irqlab run` / `show` name a summary's `percentiles_from`.
 PERCENTILES_TEXT = {
     PERCENTILES_EXACT: "exact (nearest rank over the stored samples)",
-    PERCENTILES_HISTOGRAM: "histogram estimate (<= 1/128 above the exact value: the "
-                           "samples are not all stored)",
+    # A failed store write, or a run stored before 2026-11-26: compare/check/report
+    # give the exact values of whatever samples are stored.
+    PERCENTILES_HISTOGRAM: "histogram estimate (at most 1/128 above the exact value)",
     PERCENTILES_SOURCE: "as the source printed them"}
 
 
