@@ -22,11 +22,11 @@
  * and the largest ratio is kept: Xen's default timer mode for HVM/PVH
  * guests (delay_for_missed_ticks, xen/arch/x86/hvm/vpt.c pt_freeze_time)
  * stops a descheduled vCPU's platform time, which the vLAPIC counts down
- * in, while its TSC runs on. One 20 ms window taken while dom0 starved the
- * domain's pCPU (issue 27: the domain-create cell) gave a ratio 17 % low,
- * so every one-shot fired up to 1.75 ms before its deadline. A starved
- * window can only lower the ratio; the largest is the least disturbed, and
- * rounds the timer late, never early. Each TMCCT read is bracketed by TSC
+ * in, while its TSC runs on. Issue 27's domain-create cell (dom0 sharing
+ * the pCPU; entries up to 1.75 ms before 10 ms deadlines) fits one 20 ms
+ * window taken while the domain was descheduled: a ratio ~17 % low, every
+ * one-shot early by that share. A starved window can only lower the
+ * ratio; the largest is the least disturbed, and errs late, never early. Each TMCCT read is bracketed by TSC
  * reads, the narrowest of APIC_SAMPLE_TRIES kept (a read that exits to the
  * hypervisor and is descheduled there would move the midpoint).
  */
