@@ -5,6 +5,8 @@
 - stats: our streaming statistics against a plain numpy sort-based computation of the same
   statistics on the same data in the same process (goal: ratio > 1).
 - rate: the shortest probe period a TCG guest sustains with zero lost samples here.
+- noise: compare's noise verdict calibrated on real runs (irqlab/bench_noise.py): A/A
+  false "beyond noise" and detection of a 10 % shift, with 95 % Wilson intervals.
 """
 
 from __future__ import annotations
@@ -164,6 +166,11 @@ def _bench_xentrace(opts: dict[str, Any]) -> list[dict[str, Any]]:
     return bench_xentrace(**opts.get("xentrace", {}))
 
 
+def _bench_noise(opts: dict[str, Any]) -> list[dict[str, Any]]:
+    from irqlab.bench_noise import bench_noise
+    return bench_noise(**opts.get("noise", {}))
+
+
 def _bench_compare(opts: dict[str, Any]) -> list[dict[str, Any]]:
     from irqlab.reports.bench import bench_compare
     return bench_compare(**opts.get("compare", {}))
@@ -184,6 +191,7 @@ BENCHES: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
     "lab-read": _bench_lab_read,
     "net": _bench_net,
     "xentrace": _bench_xentrace,
+    "noise": _bench_noise,
 }
 DEFAULT_BENCHES = ("ingest", "stats", "rate")
 

@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    default=[], help=f"which figures, of {', '.join(BENCHES)} (default: "
                                     f"{' '.join(DEFAULT_BENCHES)}; cyclictest and net only "
                                     "when named: they run rounds x 2 (net: 3) x "
-                                    "--round-duration)")
+                                    "--round-duration; noise: pairs x 2 x K runs)")
     b.add_argument("--rounds", type=count, default=5, metavar="N",
                    help="cyclictest, net: rounds of (ours, the baseline) (default 5)")
     b.add_argument("--round-duration", type=duration, default=10_000_000_000, metavar="DUR",
@@ -47,7 +47,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--xentrace-file", type=Path, default=None, metavar="FILE",
                    help="xentrace: the capture to lay end to end (default the fixture "
                         "recorded under TCG, tests/fixtures/xen)")
+    b.add_argument("--pairs", type=count, default=20, metavar="N",
+                   help="noise: A/A and A/B pairs, each of two groups of runs (default 20)")
+    b.add_argument("--runs-per-side", type=count, default=3, metavar="K",
+                   help="noise: runs in each group of a pair (default 3; 1 = single runs, "
+                        "which are never called beyond noise)")
+    b.add_argument("--duration", type=duration, default=500_000_000, metavar="DUR",
+                   help="noise: length of each run (default 500ms)")
+    b.add_argument("--shift", type=_shift, default=1.10, metavar="FACTOR",
+                   help="noise: A/B multiplies B's latencies by this (default 1.10)")
+    b.add_argument("--period", type=duration, default=100_000, metavar="DUR",
+                   help="noise: probe period of each run (default 100us)")
+    b.add_argument("--target", choices=("native", "guest"), default="native",
+                   help="noise: what the runs measure (default native: this host, no VM "
+                        "to boot; guest boots QEMU for every run)")
     b.add_argument("--json", action="store_true", help="print JSON lines")
+
+
+def _shift(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 1.0 < value < 100.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a factor above 1, e.g. 1.10")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,7 +87,10 @@ def run(args: argparse.Namespace) -> int:
             "compare": {"samples": max(1, args.compare_samples)},
             "xentrace": {"minutes": args.xentrace_minutes, "rounds": max(1, args.rounds // 2),
                          "source": args.xentrace_file},
-            "net": {"rounds": max(1, args.rounds), "duration_s": args.round_duration / 1e9}}
+            "net": {"rounds": max(1, args.rounds), "duration_s": args.round_duration / 1e9},
+            "noise": {"pairs": max(1, args.pairs), "runs_per_side": max(1, args.runs_per_side),
+                      "duration_ns": args.duration, "period_ns": args.period,
+                      "target": args.target, "shift": args.shift}}
     figures = run_benchmarks(args.what or list(DEFAULT_BENCHES), opts)
     renderer(args).bench(figures)
     return EXIT_OK

@@ -35,15 +35,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="One row per run: samples, percentiles, max, warm max, "
                                    "above-threshold count, ratios to the first run, whether "
                                    "differences are beyond noise, and comparability "
-                                   "warnings.")
+                                   "warnings. Runs of one series (irqlab run --repeat) form "
+                                   "a group; groups of >= 2 runs are tested run by run "
+                                   "(Welch's t on each run's percentiles); single runs can "
+                                   "only be 'within noise' or told to re-run with --repeat.")
     add_run_args(p)
     p.add_argument("--format", choices=FORMATS, default="human",
                    help="human (terminal table), markdown, csv or json (JSON lines)")
     p.add_argument("--json", action="store_true", help="same as --format json")
     p.add_argument("--seed", type=count, default=noise.DEFAULT_SEED,
-                   help="seed of the bootstrap noise test (same seed, same answer)")
+                   help="seed of the single runs' block bootstrap (same seed, same answer)")
     p.add_argument("--resamples", type=count, default=noise.DEFAULT_RESAMPLES,
-                   help="bootstrap resamples of the noise test")
+                   help="resamples of the single runs' block bootstrap (groups of >= 2 runs "
+                        "use Welch's t: no resampling)")
 
 
 def choose_renderer(fmt: str) -> Renderer:

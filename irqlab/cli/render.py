@@ -258,6 +258,9 @@ class HumanRenderer(Renderer):
 
     def bench(self, figures: list[dict[str, Any]]) -> None:
         for f in figures:
+            if "text" in f:                 # a figure that says itself (bench noise)
+                self.console.print(f["text"], markup=False)
+                continue
             extra = ""
             if "baseline" in f:
                 extra = f" (baseline {f['baseline']:.4g} {f['unit']}, ratio {f['ratio']:.2f})"

@@ -8,7 +8,8 @@ objects and the CLI's renderers decide where they go. matplotlib is imported onl
 Modules:
     select         run selectors (ids, names, ``tag:k=v``, ``suite:NAME``)
     data           a run's data for reports: raw latencies in ns, exact percentiles
-    noise          bootstrap confidence intervals of quantile ratios between two runs
+    noise          is a difference beyond noise? runs as the unit (Welch's t), single
+                   runs by block bootstrap (never "beyond noise")
     comparability  warnings when runs are not comparable, with what to do about it
     compare        the compare table model (versioned JSON-ready dicts)
     tables         markdown / csv / json formatters of the compare model
