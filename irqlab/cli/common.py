@@ -5,12 +5,18 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from irqlab.argtypes import count as _count
 from irqlab.argtypes import duration  # noqa: F401 (the commands' types)
-from irqlab.cli.render import HumanRenderer, JsonRenderer, Renderer
 from irqlab.cli.safe_text import printable
-from irqlab.store import default_db_path, is_url
+from irqlab.store.location import default_db_path, is_url
+
+if TYPE_CHECKING:
+    from irqlab.cli.render import Renderer
+
+# Every command imports this module at parse time: it stays light (no rich, no store;
+# docs/design.md, "Start-up"); what needs more imports it inside the function using it.
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -66,4 +72,6 @@ def db_path(args: argparse.Namespace) -> str | Path:
 
 
 def renderer(args: argparse.Namespace) -> Renderer:
+    from irqlab.cli.render import HumanRenderer, JsonRenderer
+
     return JsonRenderer() if getattr(args, "json", False) else HumanRenderer()

@@ -1,59 +1,111 @@
-"""``irqlab`` entry point: one module per command, registered here."""
+"""``irqlab`` entry point: one module per command, registered here.
+
+Start-up (docs/design.md, "Start-up"): this module and the parser it builds import no
+command module but the one the command line names. Every command is listed below with
+its one-line help, so `irqlab --help` and `irqlab --version` import no command at all;
+`irqlab list` imports cmd_runs only, and cmd_runs imports the store only inside run().
+The full parser (completion, man page, tests) registers every command.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from irqlab import __version__
-from irqlab.cli import cmd_bench, cmd_matrix, cmd_run, cmd_runs
-from irqlab.cli import cmd_check, cmd_compare, cmd_report
-from irqlab.cli import cmd_explain
-from irqlab.cli import cmd_import
-from irqlab.cli import cmd_model
-from irqlab.cli import cmd_xentrace
-from irqlab.cli import cmd_doctor, cmd_export, cmd_push
-from irqlab.cli import cmd_completion
 from irqlab.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_USAGE, Parser, UsageError
 from irqlab.cli.safe_text import printable
-from irqlab.store import StoreError, StoreWriteError
-from irqlab.store import db as store_db
+from irqlab.store.errors import StoreError, StoreWriteError
 
-# (command name, register(subparsers), run(args) -> exit code)
-COMMANDS: list[tuple[str, Callable, Callable[[argparse.Namespace], int]]] = [
-    ("run", cmd_run.register, cmd_run.run),
-    ("list", cmd_runs.register_list, cmd_runs.run_list),
-    ("show", cmd_runs.register_show, cmd_runs.run_show),
-    ("bench", cmd_bench.register, cmd_bench.run),
-    ("matrix", cmd_matrix.register, cmd_matrix.run),
-    ("compare", cmd_compare.register, cmd_compare.run),
-    ("report", cmd_report.register, cmd_report.run),
-    ("check", cmd_check.register, cmd_check.run),
-    ("explain", cmd_explain.register, cmd_explain.run),
-    ("import", cmd_import.register, cmd_import.run),
-    ("model", cmd_model.register, cmd_model.run),
-    ("xentrace", cmd_xentrace.register, cmd_xentrace.run),
-    ("push", cmd_push.register, cmd_push.run),
-    ("export", cmd_export.register, cmd_export.run),
-    ("doctor", cmd_doctor.register, cmd_doctor.run),
-    ("completion", cmd_completion.register, cmd_completion.run),
-    ("manpage", cmd_completion.register_manpage, cmd_completion.run_manpage),
+
+class Command(NamedTuple):
+    name: str
+    # (module under irqlab.cli, its register(subparsers) function, its run(args) -> exit
+    # code function): imported only when this command is the one run or all are built.
+    entry: tuple[str, str, str]
+    # The line `irqlab --help` shows; the same text as the module's add_parser(help=...)
+    # (tests/cli/test_startup.py holds them equal).
+    help: str
+
+
+COMMANDS: list[Command] = [
+    Command("run", ("cmd_run", "register", "run"), "measure timer-interrupt latency"),
+    Command("list", ("cmd_runs", "register_list", "run_list"), "list stored runs"),
+    Command("show", ("cmd_runs", "register_show", "run_show"), "show one stored run"),
+    Command("bench", ("cmd_bench", "register", "run"),
+            "print performance figures (a benchmark, not a test)"),
+    Command("matrix", ("cmd_matrix", "register", "run"),
+            "run every cell of a scenario file (TOML) and tabulate the results"),
+    Command("compare", ("cmd_compare", "register", "run"), "compare stored runs in one table"),
+    Command("report", ("cmd_report", "register", "run"),
+            "write an HTML report (and/or plot files) of runs"),
+    Command("check", ("cmd_check", "register", "run"),
+            "pass/fail a run against latency limits (CI gate)"),
+    Command("explain", ("cmd_explain", "register", "run"),
+            "attribute latency spikes to host-side causes, or to Xen and its domains "
+            "(needs a run recorded with --trace)"),
+    Command("import", ("cmd_import", "register", "run"), "import other tools' results as runs"),
+    Command("model", ("cmd_model", "register", "run"),
+            "analytic latency bounds (e.g. Xen RTDS: 2(P-B))"),
+    Command("xentrace", ("cmd_xentrace", "register", "run"),
+            "per-vCPU runstates and hypercalls of a xentrace file (as xenalyze --summary "
+            "counts them)"),
+    Command("push", ("cmd_push", "register", "run"), "copy runs to a lab store on PostgreSQL"),
+    Command("export", ("cmd_export", "register", "run"),
+            "export runs' samples (ns) as a Parquet dataset"),
+    Command("doctor", ("cmd_doctor", "register", "run"),
+            "what works on this host, and the fix for what does not"),
+    Command("completion", ("cmd_completion", "register", "run"),
+            "print a shell completion script"),
+    Command("manpage", ("cmd_completion", "register_manpage", "run_manpage"),
+            "print the man page (roff; ./setup.sh installs it)"),
 ]
+_BY_NAME = {c.name: c for c in COMMANDS}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _entry(command: Command, which: int) -> Callable:
+    """Command's register (which=1) or run (which=2) function, its module imported."""
+    return getattr(importlib.import_module(f"irqlab.cli.{command.entry[0]}"),
+                   command.entry[which])
+
+
+def build_parser(only: str | None = None, every: bool = True) -> argparse.ArgumentParser:
+    """The parser. With ``every`` (the default) each command registers its options; else
+    only the command ``only`` (if any) does and the others are listed by name and help,
+    which is all `irqlab --help` and argparse's "invalid choice" message show."""
     parser = Parser(prog="irqlab", description="Interrupt latency lab.")
     parser.add_argument("--version", action="version", version=f"irqlab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for _name, register, _run in COMMANDS:
-        register(sub)
+    for command in COMMANDS:
+        if every or command.name == only:
+            _entry(command, 1)(sub)
+        else:
+            sub.add_parser(command.name, help=command.help)
     return parser
 
 
+def command_named(argv: Sequence[str]) -> str | None:
+    """The command a command line names: its first word that is not an option (the
+    top-level options, -h and --version, take no value)."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word if word in _BY_NAME else None
+    return None
+
+
+def _print_store_notice(text: str) -> None:
+    print(printable(f"irqlab: {text}", False), file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    name = command_named(argv)
+    args = build_parser(only=name, every=False).parse_args(argv)
     # Undo host changes and kill loads a crashed irqlab left behind (irqlab.knobs.journal).
     from irqlab.knobs.journal import replay_stale
     try:
@@ -63,9 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in undone:
         print(printable(f"irqlab: previous run died: {line}", False), file=sys.stderr)
     # Runs a dead irqlab left `running` are closed when a command opens the store.
-    store_db.notice = lambda text: print(printable(f"irqlab: {text}", False),
-                                         file=sys.stderr)
-    run = {name: fn for name, _reg, fn in COMMANDS}[args.command]
+    from irqlab.store import location
+    location.notice = _print_store_notice
+    run = _entry(_BY_NAME[args.command], 2)
     try:
         return run(args)
     except StoreWriteError as exc:

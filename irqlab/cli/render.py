@@ -10,13 +10,7 @@ import atexit
 import json
 import os
 import sys
-from typing import Any, TextIO
-
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, TextIO
 
 from irqlab.cli.safe_text import EscapeControls
 from irqlab.durations import format_latency, format_ns
@@ -24,6 +18,13 @@ from irqlab.stats.fields import (IMPORTED_ROWS, LIST_TABLE, NOTE_FIELDS,
                                  PERCENTILES_EXACT, PERCENTILES_HISTOGRAM,
                                  PERCENTILES_SOURCE, SUITE_TABLE, SUMMARY_TABLE,
                                  WINDOW_TABLE, field, percentiles_from)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
+# rich is imported inside the human renderer's methods, not here: commands import this
+# module for json_line and --json output, which need no rich (docs/design.md, "Start-up").
 
 EMULATED_BANNER = ("EMULATED: these latencies come from {accel}; they show the pipeline "
                    "works, not what hardware-assisted virtualisation or bare metal would give.")
@@ -161,6 +162,8 @@ class HumanRenderer(Renderer):
     """Rich terminal output: progress bar, seed-style window lines, summary table."""
 
     def __init__(self, console: Console | None = None) -> None:
+        from rich.console import Console
+
         # soft_wrap: a window line is data (seed-log shape); never break it.
         # Not a terminal (a log file, a pipe): tables as wide as they need, not 80 columns.
         self.console = console or Console(
@@ -172,6 +175,9 @@ class HumanRenderer(Renderer):
         self._task = None
 
     def on_started(self, info: dict[str, Any]) -> None:
+        from rich.markup import escape
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
         c = self.console
         c.print(f"run {info['run_id']} [bold]{escape(info['name'])}[/]: accel {info['accel']}, "
                 f"timer {info['timer_mode']}, idle {info['idle']}, "
@@ -195,6 +201,8 @@ class HumanRenderer(Renderer):
             self._progress.update(self._task, completed=fraction, description=detail)
 
     def on_notice(self, text: str) -> None:
+        from rich.text import Text
+
         self.console.print(Text(text, style="yellow"))   # foreign text: never markup
 
     def _stop_progress(self) -> None:
@@ -203,6 +211,9 @@ class HumanRenderer(Renderer):
             self._progress = None
 
     def summary(self, summary: dict[str, Any]) -> None:
+        from rich.table import Table
+        from rich.text import Text
+
         self._stop_progress()
         title = (f"run {summary['run_id']} {summary['name']} — {summary['status']} "
                  f"({summary.get('accel')}, period {format_ns(summary.get('period_ns'))})")
@@ -227,6 +238,9 @@ class HumanRenderer(Renderer):
                                + "[/]")
 
     def run_list(self, rows: list[dict[str, Any]]) -> None:
+        from rich.table import Table
+        from rich.text import Text
+
         table = Table()
         for col in ("id", "name", "started", "target", "accel", "status"):
             table.add_column(col)
@@ -242,6 +256,8 @@ class HumanRenderer(Renderer):
 
     def run_detail(self, summary: dict[str, Any], detail: dict[str, Any],
                    windows: list[dict[str, Any]]) -> None:
+        from rich.table import Table
+
         c = self.console
         for key, val in detail.items():
             c.print(f"{key}: {val}", markup=False)
@@ -279,6 +295,9 @@ class HumanRenderer(Renderer):
     def compare(self, model: dict[str, Any]) -> None:
         # Imported here: the compare tables pull in the store (DuckDB, Arrow: ~0.2 s),
         # which commands that never compare need not pay.
+        from rich.table import Table
+        from rich.text import Text
+
         from irqlab.reports import tables as compare_tables
         # Cells are Text objects: run names and tags are data, never rich markup.
         table = Table(title=Text(f"compare against run {model['baseline_run_id']} "
@@ -307,6 +326,8 @@ class HumanRenderer(Renderer):
             c.print(Text("WARNING: " + w["text"], style="yellow"))
 
     def check(self, result: dict[str, Any], lines: list[str]) -> None:
+        from rich.text import Text
+
         for line in lines:
             style = ("green" if line.lstrip().startswith("PASS") else
                      "red" if line.lstrip().startswith(("FAIL", "ERROR")) else "")
@@ -317,6 +338,8 @@ class HumanRenderer(Renderer):
             self.console.print(line, markup=False)
 
     def report(self, info: dict[str, Any]) -> None:
+        from rich.text import Text
+
         if info.get("path"):
             self.console.print(Text(f"wrote {info['path']} ({info['bytes'] / 1e6:.2f} MB, "
                                     f"{info['plots']} plots, {len(info['runs'])} runs) in "
@@ -326,6 +349,9 @@ class HumanRenderer(Renderer):
 
     def suite(self, suite: dict[str, Any]) -> None:
         """The side-by-side comparison: one row per target (irqlab.suite)."""
+        from rich.table import Table
+        from rich.text import Text
+
         self._stop_progress()
         table = Table(title=Text(f"suite {suite['suite']} — {suite['status']}"))
         for head in SUITE_COLUMNS:
@@ -369,8 +395,11 @@ class TerminalProgress(StageProgress):
     """rich bars and spinners on stderr (a terminal)."""
 
     def __init__(self, console: Console | None = None) -> None:
-        from rich.progress import (DownloadColumn, MofNCompleteColumn, SpinnerColumn,
-                                   TimeElapsedColumn)
+        from rich.console import Console
+        from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn,
+                                   SpinnerColumn, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
+
         self.console = console or Console(stderr=True, highlight=False)
         self._columns = {
             "bar": (TextColumn("{task.description}"), BarColumn(),
@@ -386,6 +415,8 @@ class TerminalProgress(StageProgress):
         atexit.register(self.close)
 
     def stage(self, name: str, total: float | None = None, unit: str = "") -> None:
+        from rich.progress import Progress
+
         self.close()
         kind = "spin" if total is None else "bytes" if unit == "bytes" else "bar"
         self._bar = Progress(*self._columns[kind], console=self.console, transient=True)

@@ -6,20 +6,39 @@ the probe applies them itself and nothing on the host needs restoring.
 
 from __future__ import annotations
 
-from irqlab.knobs.base import NOT_APPLICABLE, Knob
-from irqlab.knobs.block import AioKnob, IothreadKnob
-from irqlab.knobs.kvm import CpuPmKnob, HaltPollGlobalKnob, HaltPollKnob
-from irqlab.knobs.net import QueuesKnob, VhostKnob
-from irqlab.knobs.vcpu import PinKnob, PrioKnob, VcpusKnob
-from irqlab.knobs.xen import (Credit2CapKnob, Credit2RatelimitKnob, Credit2WeightKnob,
-                              CpupoolKnob, CreditRatelimitKnob, CreditTsliceKnob,
-                              RtdsBudgetKnob, RtdsPeriodKnob)
+from typing import Any
 
-KNOBS: dict[str, type[Knob]] = {k.key: k for k in (
-    PinKnob, PrioKnob, VcpusKnob, CpuPmKnob, HaltPollKnob, HaltPollGlobalKnob, AioKnob,
-    IothreadKnob, RtdsPeriodKnob, RtdsBudgetKnob, CpupoolKnob, Credit2WeightKnob,
-    Credit2CapKnob, Credit2RatelimitKnob, CreditTsliceKnob, CreditRatelimitKnob,
-    VhostKnob, QueuesKnob)}
+from irqlab.knobs.base import NOT_APPLICABLE, Knob
+
+
+def _knobs() -> dict[str, type[Knob]]:
+    """Every knob by key. Built on first use: the knob modules import the runners, and
+    every command imports irqlab.knobs.journal (so this package) to undo a crashed run's
+    changes; `irqlab list` must not pay for them (docs/design.md, "Start-up")."""
+    knobs = globals().get("KNOBS")
+    if knobs is not None:
+        return knobs
+    from irqlab.knobs.block import AioKnob, IothreadKnob
+    from irqlab.knobs.kvm import CpuPmKnob, HaltPollGlobalKnob, HaltPollKnob
+    from irqlab.knobs.net import QueuesKnob, VhostKnob
+    from irqlab.knobs.vcpu import PinKnob, PrioKnob, VcpusKnob
+    from irqlab.knobs.xen import (Credit2CapKnob, Credit2RatelimitKnob, Credit2WeightKnob,
+                                  CpupoolKnob, CreditRatelimitKnob, CreditTsliceKnob,
+                                  RtdsBudgetKnob, RtdsPeriodKnob)
+
+    knobs = globals()["KNOBS"] = {k.key: k for k in (
+        PinKnob, PrioKnob, VcpusKnob, CpuPmKnob, HaltPollKnob, HaltPollGlobalKnob, AioKnob,
+        IothreadKnob, RtdsPeriodKnob, RtdsBudgetKnob, CpupoolKnob, Credit2WeightKnob,
+        Credit2CapKnob, Credit2RatelimitKnob, CreditTsliceKnob, CreditRatelimitKnob,
+        VhostKnob, QueuesKnob)}
+    return knobs
+
+
+def __getattr__(name: str) -> Any:          # PEP 562: KNOBS on first use
+    if name == "KNOBS":
+        return _knobs()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Run options users may try to pass as knobs: point them at the option.
 RUN_OPTION_KNOBS = {"idle": "--idle hlt|poll", "period": "--period DUR"}
@@ -31,9 +50,9 @@ def make_knob(key: str, value: str) -> Knob | None:
     key = key.strip().replace("-", "_")
     if key in RUN_OPTION_KNOBS:
         raise ValueError(f"{key} is a run option, not a knob: use {RUN_OPTION_KNOBS[key]}")
-    cls = KNOBS.get(key)
+    cls = _knobs().get(key)
     if cls is None:
-        raise ValueError(f"unknown knob {key!r}; knobs: {', '.join(KNOBS)}")
+        raise ValueError(f"unknown knob {key!r}; knobs: {', '.join(_knobs())}")
     if str(value).strip().lower() in ("off", "none") and not cls.accepts_off:
         return None
     try:

@@ -8,8 +8,13 @@ with a run name: the runs of the latest series of runs named NAME), in run-id or
 
 from __future__ import annotations
 
-from irqlab.store import Store, StoreError
-from irqlab.store.db import RunRow
+from typing import TYPE_CHECKING
+
+from irqlab.store.errors import StoreError
+
+if TYPE_CHECKING:       # light: list, show and the parser import this (design.md "Start-up")
+    from irqlab.store import Store
+    from irqlab.store.db import RunRow
 
 TAG_PREFIX = "tag:"
 SUITE_PREFIX = "suite:"

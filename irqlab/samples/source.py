@@ -8,10 +8,12 @@ per CPU, no metadata, nothing to release at the end).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from irqlab.samples.layout import RingHeader
-from irqlab.samples.record import SampleBatch
+
+if TYPE_CHECKING:       # record imports numpy; the targets (and so the parser) import this
+    from irqlab.samples.record import SampleBatch
 
 
 class RingPeek(ABC):

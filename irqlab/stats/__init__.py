@@ -15,12 +15,36 @@ segments.py and histogram.py stay the numpy reference); irqlab.stats.select find
 percentiles of samples read again and again in batches (stored runs), in bounded memory.
 """
 
-from .format import format_percent, format_ticks, format_window_line
-from .histogram import LogHistogram, QuantileResult, quantile_rank
-from .moments import Moments
-from .run import PERCENTILES, RunStats, RunSummary
-from .units import round_half_away, ticks_to_ns
-from .window import WindowStats, Windower
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .format import format_percent, format_ticks, format_window_line
+    from .histogram import LogHistogram, QuantileResult, quantile_rank
+    from .moments import Moments
+    from .run import PERCENTILES, RunStats, RunSummary
+    from .units import round_half_away, ticks_to_ns
+    from .window import WindowStats, Windower
+
+# The public names load on first use (PEP 562 module __getattr__): importing
+# irqlab.stats.fields, the catalog the parser and renderers read, must not import numpy
+# (docs/design.md, "Start-up").
+_LAZY = {"format_percent": "format", "format_ticks": "format",
+         "format_window_line": "format", "LogHistogram": "histogram",
+         "QuantileResult": "histogram", "quantile_rank": "histogram", "Moments": "moments",
+         "PERCENTILES": "run", "RunStats": "run", "RunSummary": "run",
+         "round_half_away": "units", "ticks_to_ns": "units", "WindowStats": "window",
+         "Windower": "window"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "LogHistogram", "Moments", "PERCENTILES", "QuantileResult", "RunStats", "RunSummary",

@@ -29,8 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Mapping
 
-from .units import ticks_to_ns
-
 if TYPE_CHECKING:       # run.py takes its percentiles from this catalog
     from .run import RunSummary
 
@@ -266,6 +264,8 @@ def stats_figures(s: RunSummary | None, tick_hz: int | None) -> dict[str, Any]:
                 "percentiles_from": None, "invalid": s.invalid if s is not None else 0}
     out: dict[str, Any] = {"samples": s.samples, "above_threshold": s.above_threshold,
                            "invalid": s.invalid}
+    from .units import ticks_to_ns   # here: units imports numpy, the catalog must not
+
     for f in LATENCY_FIELDS:
         val = getattr(s, f.tick_attr)
         out[f.key] = None if val is None else ticks_to_ns(val, tick_hz)

@@ -14,14 +14,17 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from irqlab.store import sample_files, share
+from irqlab.store import location, sample_files, share
+# default_db_path moved to the light irqlab.store.location; kept importable from here.
+from irqlab.store.location import default_db_path  # noqa: F401
+from irqlab.store.errors import StoreError, StoreWriteError
 from irqlab.store.arrow import numeric_array, numeric_view
 from irqlab.stats import LogHistogram
 from irqlab.stats.select import exact_figures
@@ -40,14 +43,6 @@ _DUCKDB_CONFIG = {"autoload_known_extensions": False, "autoinstall_known_extensi
 def _utcnow() -> dt.datetime:
     """Naive UTC timestamp (the schema stores UTC in TIMESTAMP columns)."""
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-
-
-class StoreError(Exception):
-    """The database cannot be used as asked; the message says why and what to do."""
-
-
-class StoreWriteError(StoreError):
-    """A write failed (disk full, I/O error): what was committed before is kept."""
 
 
 def _file_kind(path: Path) -> str:
@@ -116,19 +111,6 @@ def _wait_s() -> float:
         return max(0.0, float(os.environ.get("IRQLAB_DB_WAIT_S", "10")))
     except ValueError:
         return 10.0
-
-
-# Where the store tells the user what it did on its own (dead runs closed); the CLI sets it.
-notice: Callable[[str], None] | None = None
-
-
-def default_db_path() -> Path:
-    """``$IRQLAB_DB``, else ``$XDG_DATA_HOME/irqlab/irqlab.duckdb`` (~/.local/share/...)."""
-    env = os.environ.get("IRQLAB_DB")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(Path.home(), ".local", "share")
-    return Path(base) / "irqlab" / "irqlab.duckdb"
 
 
 @dataclass
@@ -326,8 +308,8 @@ class Store:
             for run_id, meta in dead:
                 msg = f"run {run_id}: {close_dead_run(self, run_id, meta)}"
                 self.closed_dead.append(msg)
-                if notice is not None:
-                    notice(msg)
+                if location.notice is not None:
+                    location.notice(msg)
         except StoreWriteError:
             pass                     # e.g. a full disk: they stay `running` until next time
         finally:
@@ -381,7 +363,7 @@ class Store:
     def _close_connection(self) -> None:
         if self._server is not None:
             # Another run writing through this process must land before the file closes.
-            self._server.stop(on_wait=lambda n: notice and notice(
+            self._server.stop(on_wait=lambda n: location.notice and location.notice(
                 f"waiting for {n} other irqlab run(s) writing to {self.path} through this "
                 f"process"))
             self._server = None

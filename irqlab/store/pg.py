@@ -36,13 +36,14 @@ import pyarrow.csv as pa_csv
 
 from irqlab.store.arrow import numeric_array, numeric_view
 from irqlab.store.db import RunRow, Store, StoreError, StoreWriteError
+# is_url and URL_PREFIXES live in the light irqlab.store.location (kept importable here).
+from irqlab.store.location import URL_PREFIXES, is_url  # noqa: F401
 from irqlab.stats.select import exact_figures
 from irqlab.store.quantiles import (LATENCY_SQL, StoredFigures, postgres_quantiles,
                                     stored_figures)
 from irqlab.store.samples_file import SamplesFile, samples_path, write_samples_file
 
 PG_SCHEMA_VERSION = 2
-URL_PREFIXES = ("postgresql://", "postgres://")
 # Where a run's uuid comes from when its metadata has none (runs recorded before uuids,
 # imports): derived from where it was made, so pushing it again finds it.
 _UUID_NAMESPACE = uuid.UUID("6f1c9e0a-3b1e-4a7e-9d0c-2f4f1f8a6b10")
@@ -128,11 +129,6 @@ def pg_bindir() -> Path | None:
     return next((Path(d) for d in dirs if (Path(d) / "pg_ctl").exists()), None)
 
 
-def is_url(ref: str | Path | None) -> bool:
-    """Is ``ref`` (a --db value) a PostgreSQL URL rather than a file?"""
-    return isinstance(ref, str) and ref.startswith(URL_PREFIXES)
-
-
 def safe_url(url: str) -> str:
     """The URL without its password, for messages."""
     parts = urlsplit(url)
@@ -188,7 +184,7 @@ class PgStore:
         store does. Many hosts write here, so only a writer of this host's current boot
         can be judged (irqlab.store.recover.writer_gone); others stay as they are. A
         role that may not write leaves them for another open."""
-        from irqlab.store import db as store_db
+        from irqlab.store import location
         from irqlab.store.recover import close_dead_run, writer_gone
 
         with self.con.cursor() as cur:
@@ -204,8 +200,8 @@ class PgStore:
             except StoreWriteError:
                 return               # e.g. a full disk on the server: next time
             self.closed_dead.append(msg)
-            if store_db.notice is not None:
-                store_db.notice(msg)
+            if location.notice is not None:
+                location.notice(msg)
 
     def iter_samples_by_deadline(self, run_id: int, batch: int = 1_000_000
                                  ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
