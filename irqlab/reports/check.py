@@ -261,8 +261,7 @@ def _status_gate(row: RunRow, gates: Gates) -> dict[str, Any]:
     why = _WHY_NOT_OK.get(status, f"ended {status}")
     if gates.allow_interrupted:
         return _gate("status", True, status, "any (--allow-interrupted)",
-                     f"PASS status {status}: the run {why}; judged on the samples it has "
-                     f"(--allow-interrupted)")
+                     f"PASS status {status}: allowed by --allow-interrupted (the run {why})")
     msg = f" ({row.message})" if row.message else ""
     return _gate("status", False, status, "ok",
                  f"FAIL status {status}: the run {why}{msg}; rerun it to completion, or "
