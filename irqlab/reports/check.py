@@ -156,7 +156,9 @@ def suite_name(row: RunRow) -> str:
     shown = [] if not period else [_param("period_ns", period)]
     for key in sorted(set(params) - _NOT_CONFIG - {"period_ns"}):
         val = params[key]
-        if (val != defaults.get(key)) if defaults is not None else val is not None:
+        # Without known defaults every parameter that is set belongs to the name.
+        off_default = val is not None if defaults is None else val != defaults.get(key)
+        if off_default:
             shown.append(_param(key, val))
     # A series' tag names one series (a random id): runs of a configuration share the rest.
     shown += [f"{k}={v}" for k, v in sorted((row.tags or {}).items()) if k != SERIES_TAG]

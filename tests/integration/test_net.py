@@ -66,7 +66,10 @@ def _every_packet_accounted_for(s: dict, meta: dict) -> None:
     net = meta["net"]
     assert (s["status"], s["target"], s["accel"], s["emulated"]) == \
         ("ok", "net", "tcg", True)
-    assert s["samples"] + s["lost"] == net["sent"]
+    # --duration keeps the packets sent within 10 s of the first; those sent after it
+    # (until the host stopped the sender) are resolved too, and named, not counted.
+    after_end = meta["duration_bound"]["samples_after_end"]
+    assert s["samples"] + s["lost"] + after_end == net["sent"]
     assert s["lost"] == 0 and net["timed_out"] == 0 and net["send_errors"] == 0
     assert s["samples"] >= 9_000            # 10 s at 1 ms, a few periods of start-up aside
     assert s["tick_hz"] == 1_000_000_000 and 0 < s["min_ns"] <= s["p50_ns"] <= s["max_ns"]
@@ -89,12 +92,19 @@ def test_tap_mode_10s_self_check_and_nothing_left(db, tmp_path, guest_kernel):
                                 "--threshold", "20ms")
     _every_packet_accounted_for(s, meta)
     assert meta["net"]["own_netns"] and meta["net"]["dest"] == "10.77.0.2"
-    assert s["injected"] == s["above_threshold"] == meta["net"]["held"] >= 90
+    # Each held reply comes back marked (netproto.h NET_F_HELD), and the sender flags
+    # its sample injected (FLAG_INJECTED): exactly the replies the responder holds (every
+    # 100th packet), no other, whatever the noise; each of them shows the 20 ms.
     recs = stored_samples(db, s["run_id"])
     held = (recs["flags"] & FLAG_INJECTED) != 0
+    assert np.array_equal(held, (recs["seq"] + 1) % 100 == 0)
+    assert s["injected"] == np.count_nonzero(held) >= 90
+    assert s["injected"] <= meta["net"]["held"]      # the sender's count: after the end too
     lat = latency_ticks(recs)
-    assert np.array_equal(held, lat > 20_000_000)
-    assert np.all((recs["seq"][held] + 1) % 100 == 0)
+    assert lat[held].min() >= 20_000_000
+    # The self-check: the injected samples exceed the threshold; an unflagged sample
+    # above it would be a natural round trip as long (TCG on a busy host), told apart.
+    assert s["above_threshold"] == np.count_nonzero(lat > 20_000_000) >= s["injected"]
     # vhost: applied on a host with /dev/vhost-net, else said why, never dropped.
     vhost = meta["hooks"]["knob:vhost"]["status"]
     missing = vhost_net_missing()
