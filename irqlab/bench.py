@@ -7,6 +7,8 @@
 - rate: the shortest probe period a TCG guest sustains with zero lost samples here.
 - noise: compare's noise verdict calibrated on real runs (irqlab/bench_noise.py): A/A
   false "beyond noise" and detection of a 10 % shift, with 95 % Wilson intervals.
+- startup: wall time of `irqlab --version`, `--help`, `list`, `show` and `completion`
+  against `python -c 'import duckdb'` in the same rounds (irqlab/bench_startup.py).
 """
 
 from __future__ import annotations
@@ -171,6 +173,11 @@ def _bench_noise(opts: dict[str, Any]) -> list[dict[str, Any]]:
     return bench_noise(**opts.get("noise", {}))
 
 
+def _bench_startup(opts: dict[str, Any]) -> list[dict[str, Any]]:
+    from irqlab.bench_startup import bench_startup
+    return bench_startup(**opts.get("startup", {}))
+
+
 def _bench_compare(opts: dict[str, Any]) -> list[dict[str, Any]]:
     from irqlab.reports.bench import bench_compare
     return bench_compare(**opts.get("compare", {}))
@@ -192,6 +199,7 @@ BENCHES: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
     "net": _bench_net,
     "xentrace": _bench_xentrace,
     "noise": _bench_noise,
+    "startup": _bench_startup,
 }
 DEFAULT_BENCHES = ("ingest", "stats", "rate")
 

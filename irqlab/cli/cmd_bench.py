@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "when named: they run rounds x 2 (net: 3) x "
                                     "--round-duration; noise: pairs x 2 x K runs)")
     b.add_argument("--rounds", type=count, default=5, metavar="N",
-                   help="cyclictest, net: rounds of (ours, the baseline) (default 5)")
+                   help="cyclictest, net, startup: rounds of (ours, the baseline) "
+                        "(default 5)")
     b.add_argument("--round-duration", type=duration, default=10_000_000_000, metavar="DUR",
                    help="cyclictest, net: length of each side of a round (default 10s)")
     b.add_argument("--bench-cpu", type=count, default=None, metavar="CPU",
@@ -90,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
             "net": {"rounds": max(1, args.rounds), "duration_s": args.round_duration / 1e9},
             "noise": {"pairs": max(1, args.pairs), "runs_per_side": max(1, args.runs_per_side),
                       "duration_ns": args.duration, "period_ns": args.period,
-                      "target": args.target, "shift": args.shift}}
+                      "target": args.target, "shift": args.shift},
+            "startup": {"rounds": max(1, args.rounds)}}
     figures = run_benchmarks(args.what or list(DEFAULT_BENCHES), opts)
     renderer(args).bench(figures)
     return EXIT_OK

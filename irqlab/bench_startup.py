@@ -1,0 +1,128 @@
+"""``irqlab bench startup``: how long the CLI takes to answer, against importing DuckDB.
+
+Each figure is the wall time of a fresh process, as a shell starts it (fork, exec, the
+interpreter, irqlab's imports, the command, exit): `irqlab --version`, `--help`, `list`
+and `show RUN` on a small temporary store (one imported run of 10,000 samples), and
+`completion bash` (the shell completion call). The baseline is `python -c 'import
+duckdb'` in the same rounds: the least a command that reads the store must import.
+`python -c pass` is measured too, as the interpreter's own floor.
+
+Every round starts each command once, in an order rotated by one each round, so a load
+that comes and goes (other jobs on the machine) hits every command alike; the figures
+are the median of the rounds, with min and max (issue 28's goals: `--version` and
+`--help` <= 150 ms; `list`/`show` <= 1.5 x the baseline).
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+# What the `irqlab` console script runs (pyproject's [project.scripts]), so no PATH or
+# installed wrapper decides which irqlab is measured.
+_ENTRY = "import sys; from irqlab.cli.main import main; sys.exit(main())"
+_SAMPLES = 10_000                    # the small store's one run
+_BASELINE = "import duckdb"
+GOAL_MS = 150.0                      # --version and --help, issue 28
+GOAL_RATIO = 1.5                     # list and show against the baseline, issue 28
+
+
+def _commands(db: Path) -> dict[str, list[str]]:
+    """Name -> argv of every process measured (irqlab's and the two references)."""
+    irqlab = [sys.executable, "-c", _ENTRY]
+    return {"python -c pass": [sys.executable, "-c", "pass"],
+            "baseline": [sys.executable, "-c", _BASELINE],
+            "--version": [*irqlab, "--version"],
+            "--help": [*irqlab, "--help"],
+            "list": [*irqlab, "list", "--db", str(db)],
+            "show": [*irqlab, "show", "1", "--db", str(db)],
+            "completion": [*irqlab, "completion", "bash"]}
+
+
+def _wall_ms(argv: list[str]) -> float:
+    """Milliseconds from starting ``argv`` to its exit; RuntimeError when it fails (a
+    figure of a command that did not answer would be meaningless)."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, timeout=120)
+    elapsed = (time.perf_counter() - t0) * 1e3
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[3:] or argv)} exited {proc.returncode}: "
+                           f"{proc.stderr.strip()[-300:]}")
+    return elapsed
+
+
+def _small_store(tmp: Path) -> Path:
+    """A store of one run imported from a generated tscdeadline log, by `irqlab import`."""
+    from irqlab.reports.bench import write_log
+
+    log, db = tmp / "startup.txt", tmp / "startup.duckdb"
+    write_log(log, _SAMPLES)
+    subprocess.run([sys.executable, "-c", _ENTRY, "import", "tscdeadline", str(log),
+                    "--tick-hz", "2400000000", "--db", str(db), "--json"],
+                   check=True, stdout=subprocess.DEVNULL, timeout=300)
+    return db
+
+
+def measure(rounds: int) -> dict[str, list[float]]:
+    """Per command, its wall time in ms in each of ``rounds`` rounds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        commands = _commands(_small_store(Path(tmp)))
+        names = list(commands)
+        times: dict[str, list[float]] = {name: [] for name in names}
+        for i in range(rounds):
+            for name in names[i % len(names):] + names[:i % len(names)]:
+                times[name].append(_wall_ms(commands[name]))
+    return times
+
+
+def _goal(name: str, median_ms: float, baseline_ms: float) -> dict[str, Any]:
+    if name in ("--version", "--help"):
+        return {"goal_ms": GOAL_MS, "met": bool(median_ms <= GOAL_MS)}
+    if name in ("list", "show"):
+        return {"goal_ratio": GOAL_RATIO, "met": bool(median_ms <= GOAL_RATIO * baseline_ms)}
+    return {}
+
+
+def bench_startup(rounds: int = 7) -> list[dict[str, Any]]:
+    """One figure per command (median ms of ``rounds``; min, max, the baseline and the
+    ratio median / baseline median), and one for the baseline itself."""
+    times = measure(max(1, rounds))
+    base = statistics.median(times["baseline"])
+    floor = statistics.median(times["python -c pass"])
+    figures = []
+    for name, values in times.items():
+        med = statistics.median(values)
+        figure: dict[str, Any] = {
+            "name": f"startup {name}", "value": med, "unit": "ms",
+            "min_ms": min(values), "max_ms": max(values), "rounds_ms": values,
+            "rounds": len(values), "python_ms": floor}
+        if name == "baseline":
+            figure["command"] = f"python -c '{_BASELINE}'"
+        elif name != "python -c pass":
+            figure.update({"baseline": base, "baseline_name": f"python -c '{_BASELINE}'",
+                           "ratio": med / base, **_goal(name, med, base)})
+        figure["text"] = _text(figure)
+        figures.append(figure)
+    return figures
+
+
+def _text(f: dict[str, Any]) -> str:
+    """The human line: median (min-max, rounds), ratio to the baseline, the goal."""
+    line = (f"{f['name']}: {f['value']:.0f} ms median (min {f['min_ms']:.0f}, max "
+            f"{f['max_ms']:.0f}; {f['rounds']} rounds)")
+    if "ratio" in f:
+        line += f", {f['ratio']:.2f} x baseline ({f['baseline']:.0f} ms)"
+    if "goal_ms" in f:
+        line += f"; goal <= {f['goal_ms']:.0f} ms: {'met' if f['met'] else 'NOT met'}"
+    elif "goal_ratio" in f:
+        line += (f"; goal <= {f['goal_ratio']} x baseline: "
+                 f"{'met' if f['met'] else 'NOT met'}")
+    elif "command" in f:
+        line += f" = {f['command']}"
+    return line
