@@ -4,6 +4,7 @@ database both land (the first lends its connection: irqlab/store/share.py)."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -18,14 +19,16 @@ def _start_run(db, name: str, duration: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
-def _summary(proc: subprocess.Popen) -> dict:
+def _summary(proc: subprocess.Popen, code: int = 0) -> dict:
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
+    assert proc.returncode == code, err
     return [json.loads(x) for x in out.splitlines() if '"summary"' in x][-1]
 
 
 def test_list_during_a_run_and_two_runs_at_once(db):
-    first = _start_run(db, "first", "8s")
+    # The first run is stopped by SIGINT once the second has landed, not by its duration:
+    # an 8 s duration once had to outlast the second run's start-up on a loaded host.
+    first = _start_run(db, "first", "120s")
     # Wait until the first run holds the file (its run row exists).
     deadline = time.monotonic() + 60
     while True:
@@ -40,10 +43,11 @@ def test_list_during_a_run_and_two_runs_at_once(db):
     assert second.code == 0, second.stderr
     assert second.summary["status"] == "ok" and second.summary["samples"] > 0
     assert first.poll() is None, "the first run should still be measuring"
-    s1 = _summary(first)
-    assert s1["status"] == "ok" and s1["lost"] == 0
+    first.send_signal(signal.SIGINT)
+    s1 = _summary(first, code=130)
+    assert s1["status"] == "interrupted" and s1["lost"] == 0 and s1["samples"] > 0
     after = run_cli(["list", "--json"], db)
-    assert [(r["name"], r["status"]) for r in after.lines] == [("first", "ok"),
+    assert [(r["name"], r["status"]) for r in after.lines] == [("first", "interrupted"),
                                                                 ("second", "ok")]
     shown = run_cli(["show", "second", "--json"], db)
     assert shown.code == 0 and shown.summary["samples"] == second.summary["samples"]

@@ -23,7 +23,7 @@ from irqlab.explain.attribute import VCPU_STOPPED
 from irqlab.explain.run import explain_run
 from irqlab.store import Store
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 
 D_HOG_NS = 10_000_000
 D_STOP_NS = 50_000_000
@@ -211,11 +211,23 @@ def _check(res, intervals, label, d_ns):
     return affected, good, blamed_elsewhere, hz
 
 
+def _landed(res, intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The rounds that fell inside the capture: the run lasts 9 s of host time, and on a
+    loaded host the test's own sleeps stretch, so the last rounds may come after its end.
+    Compared with those, not with ROUNDS; at least half of them must land."""
+    hdr = res.trace.header
+    inside = [(a, b) for a, b in intervals
+              if hdr["mono_start"] <= a and b <= hdr["mono_stop"]]
+    assert len(inside) >= ROUNDS // 2, (len(inside), hdr["mono_start"], hdr["mono_stop"])
+    return inside
+
+
 def test_explain_names_the_fifo_hog_with_its_duration(interfered):
     res, hogs, _stops, hog_pid = interfered
+    landed = _landed(res, hogs)
     affected, good, elsewhere, hz = _check(
-        res, hogs, lambda k: k == f"preempted by irqlab-hog/{hog_pid}", D_HOG_NS)
-    assert affected >= ROUNDS * 0.75, (affected, res.clock)
+        res, landed, lambda k: k == f"preempted by irqlab-hog/{hog_pid}", D_HOG_NS)
+    assert affected >= len(landed) * 0.75, (affected, len(landed), res.clock)
     assert sum(g[0] for g in good) >= 0.95 * affected, [g for g in good if not g[0]]
     # Nothing large on samples without interference: < 50 us of hog blamed anywhere else.
     assert max(elsewhere)[0] < 50e-6 * hz, max(elsewhere)
@@ -223,9 +235,10 @@ def test_explain_names_the_fifo_hog_with_its_duration(interfered):
 
 def test_explain_names_the_stopped_vcpu_thread_with_its_duration(interfered):
     res, _hogs, stops, _ = interfered
-    affected, good, elsewhere, hz = _check(res, stops, lambda k: k == VCPU_STOPPED,
+    landed = _landed(res, stops)
+    affected, good, elsewhere, hz = _check(res, landed, lambda k: k == VCPU_STOPPED,
                                            D_STOP_NS)
-    assert affected >= ROUNDS * 0.75, (affected, res.clock)
+    assert affected >= len(landed) * 0.75, (affected, len(landed), res.clock)
     assert sum(g[0] for g in good) >= 0.95 * affected, [g for g in good if not g[0]]
     assert max(elsewhere)[0] < 50e-6 * hz, max(elsewhere)
 

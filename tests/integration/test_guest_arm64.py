@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -17,10 +18,10 @@ from irqlab.samples.ring import RingReader
 from irqlab.store import Store
 from tests.conftest import run_cli
 from tests.integration._helpers import (check_damaged_log_loses_exactly_its_frames,
-                                        latency_ticks, read_both_sinks, run_to_end,
-                                        stored_samples)
+                                        check_real_time_accounting, latency_ticks,
+                                        read_both_sinks, run_to_end, stored_samples)
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 
 ARM64 = MACHINES["arm64"]
 TICK_HZ = 62_500_000            # QEMU virt's CNTFRQ
@@ -137,9 +138,10 @@ def test_probe_error_is_reported_though_qemu_exits_0(arm64_probe):
 
 
 def test_real_time_tcg_duration(db, arm64_probe):
+    # (was: 1700 <= samples + overruns <= 2300: TCG's pace on a loaded host)
+    t0 = time.monotonic()
     res = run_cli(["run", "--arch", "arm64", "--accel", "tcg", "--period", "1ms",
                    "--duration", "2s", "--window", "1s", "--json"], db)
+    wall_s = time.monotonic() - t0
     assert res.code == 0, res.stderr
-    s = res.summary
-    assert s["accel"] == "tcg" and s["lost"] == 0
-    assert 1700 <= s["samples"] + s["overruns"] <= 2300
+    check_real_time_accounting(db, res.summary, 2.0, wall_s)

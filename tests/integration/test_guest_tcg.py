@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,8 +15,9 @@ import pytest
 from irqlab.samples.record import FLAG_INJECTED
 from irqlab.store import Store
 from tests.conftest import run_cli
+from tests.integration._helpers import check_real_time_accounting
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 
 
 def _raw(db, run_id: int) -> dict[str, np.ndarray]:
@@ -75,20 +77,22 @@ def test_injected_delays_show_in_exactly_the_injected_samples(db, probe_built):
     assert np.all(lat[~injected] < 100_000)
 
 
-def test_real_time_tcg_duration_gives_about_duration_over_period(db, probe_built):
+def test_real_time_tcg_duration_accounts_for_every_period(db, probe_built):
+    # (was: 2700 <= samples + overruns <= 3300 and 3 or 4 windows: TCG's pace on a
+    # loaded host, and the host's own delay to stop, moved both)
+    t0 = time.monotonic()
     res = run_cli(["run", "--accel", "tcg", "--period", "1ms", "--duration", "3s",
                    "--window", "1s", "--json"], db)
+    wall_s = time.monotonic() - t0
     assert res.code == 0, res.stderr
-    s = res.summary
-    assert s["accel"] == "tcg" and s["lost"] == 0
-    assert 2700 <= s["samples"] + s["overruns"] <= 3300
-    assert len(res.windows) in (3, 4)
+    check_real_time_accounting(db, res.summary, 3.0, wall_s)
+    assert sum(w["samples"] for w in res.windows) == res.summary["samples"]
 
 
 def _start_run(db, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "irqlab.cli.main", "run", "--accel", "tcg",
-                             "--period", "1ms", "--duration", "60s", "--json", "--db",
-                             str(db), *extra],
+                             "--period", "1ms", "--duration", "60s", "--window", "200ms",
+                             "--json", "--db", str(db), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -98,16 +102,16 @@ def _qemu_pids(run_id_hint: str = "irqlab-") -> list[int]:
     return [int(p) for p in out.split()]
 
 
-def _wait_for_samples(db_proc_pid: int, seconds: float = 30.0) -> list[int]:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        pids = [p for p in _qemu_pids() if os.getppid() != p]
-        children = [p for p in pids if _parent(p) == db_proc_pid]
-        if children:
-            time.sleep(2.0)  # let samples flow
-            return children
-        time.sleep(0.1)
-    raise AssertionError("QEMU did not start")
+def _wait_for_samples(proc: subprocess.Popen) -> tuple[list[int], int]:
+    """The run's QEMU, once its first window is stored (not after a fixed sleep: a loaded
+    host boots late), and that window's samples, which the run must keep."""
+    line = ""
+    while '"type": "window"' not in line:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+    children = [p for p in _qemu_pids() if _parent(p) == proc.pid]
+    assert children, "no QEMU of the run"
+    return children, json.loads(line)["samples"]
 
 
 def _parent(pid: int) -> int:
@@ -120,15 +124,15 @@ def _parent(pid: int) -> int:
 
 def test_killed_qemu_is_stored_as_failed_with_its_data(db, probe_built):
     proc = _start_run(db)
-    (qemu,) = _wait_for_samples(proc.pid)
+    (qemu,), stored = _wait_for_samples(proc)
     os.kill(qemu, signal.SIGKILL)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
-    summary = [x for x in map(__import__("json").loads, out.splitlines())
+    summary = [x for x in map(json.loads, out.splitlines())
                if x["type"] == "summary"][-1]
     assert summary["status"] == "failed"
     assert "QEMU exited with code -9" in summary["message"]
-    assert summary["samples"] > 0   # how many depends on host load; kept is the point
+    assert summary["samples"] >= stored > 0     # what was stored before the kill is kept
     with Store(db, read_only=True) as st:
         assert st.sample_count(summary["run_id"]) == summary["samples"]
         assert st.resolve(str(summary["run_id"])).status == "failed"
@@ -136,13 +140,13 @@ def test_killed_qemu_is_stored_as_failed_with_its_data(db, probe_built):
 
 def test_sigint_stops_cleanly_keeps_data_and_leaves_no_qemu(db, probe_built):
     proc = _start_run(db)
-    (qemu,) = _wait_for_samples(proc.pid)
+    (qemu,), stored = _wait_for_samples(proc)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    summary = [x for x in map(__import__("json").loads, out.splitlines())
+    summary = [x for x in map(json.loads, out.splitlines())
                if x["type"] == "summary"][-1]
-    assert summary["status"] == "interrupted" and summary["samples"] > 0
+    assert summary["status"] == "interrupted" and summary["samples"] >= stored > 0
     assert not os.path.exists(f"/proc/{qemu}")
     with Store(db, read_only=True) as st:
         assert st.sample_count(summary["run_id"]) == summary["samples"]
@@ -151,14 +155,14 @@ def test_sigint_stops_cleanly_keeps_data_and_leaves_no_qemu(db, probe_built):
 def test_watchdog_fails_a_hung_guest_and_keeps_its_data(db, probe_built):
     # 2 s: long enough that a loaded host's TCG hiccup does not trip it before SIGSTOP.
     proc = _start_run(db, "--stall-timeout", "2s")
-    (qemu,) = _wait_for_samples(proc.pid)
+    (qemu,), stored = _wait_for_samples(proc)
     os.kill(qemu, signal.SIGSTOP)  # the guest stops making progress
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
-    summary = [x for x in map(__import__("json").loads, out.splitlines())
+    summary = [x for x in map(json.loads, out.splitlines())
                if x["type"] == "summary"][-1]
     assert summary["status"] == "failed" and "watchdog" in summary["message"]
-    assert summary["samples"] > 0   # how many depends on host load; kept is the point
+    assert summary["samples"] >= stored > 0     # what was stored before the stall is kept
     assert not os.path.exists(f"/proc/{qemu}")
 
 

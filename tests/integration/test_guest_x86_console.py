@@ -20,7 +20,7 @@ from tests.integration._helpers import (check_damaged_log_loses_exactly_its_fram
                                         latency_ticks, read_both_sinks, run_to_end,
                                         stored_samples)
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 
 X86 = MACHINES["x86_64"]
 TICK_HZ = 1_000_000_000         # -icount shift=0: the TSC counts 1 GHz of virtual time

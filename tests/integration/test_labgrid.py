@@ -22,7 +22,7 @@ from irqlab.runner.process import die_with_parent
 from irqlab.store import Store
 from tests.conftest import run_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 
 labgrid = pytest.importorskip(
     "labgrid", reason="labgrid is not installed (./setup.sh installs irqlab[labgrid])")

@@ -16,7 +16,7 @@ from irqlab.runner.qemu import GuestConfig
 from irqlab.store import Store
 from tests.integration._helpers import run_to_end
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 
 LAVA = Path(__file__).resolve().parents[2] / "lava"
 

@@ -14,7 +14,7 @@ import pytest
 from irqlab.store import Store
 from tests.conftest import run_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 
 SCENARIO = """\
 # test matrix: 2 periods x 2 loads, deterministic TCG

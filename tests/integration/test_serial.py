@@ -25,10 +25,27 @@ from irqlab.targets.serial import BoardConsoleReader, SerialTarget
 from tests.conftest import run_cli
 from tests.integration._helpers import stored_samples
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 
 X86 = MACHINES["x86_64"]
-ATTACH_AFTER_S = 1.5        # the guest runs (and prints frames nobody reads) this long
+
+
+def _until_samples_flow(pty: str, timeout_s: float = 60.0) -> None:
+    """Read the board's console until it prints sample frames (~IQS, lines): the guest
+    runs and prints frames nobody stores before irqlab attaches. (A fixed 1.5 s sleep
+    did not always cover a loaded host's boot; the timeout is a hang guard.)"""
+    fd = os.open(pty, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    try:
+        seen, end = b"", time.monotonic() + timeout_s
+        while seen.count(b"~IQS,") < 2:
+            assert time.monotonic() < end, f"no sample frame on {pty}: {seen[-300:]!r}"
+            if select.select([fd], [], [], 0.5)[0]:
+                try:
+                    seen = (seen + os.read(fd, 65536))[-65536:]
+                except (BlockingIOError, OSError):
+                    time.sleep(0.05)
+    finally:
+        os.close(fd)
 
 
 class PtyBoard:
@@ -65,7 +82,7 @@ def board(probe_built):
 
 
 def test_late_attach_stores_exactly_the_samples_asked_none_lost(board, db):
-    time.sleep(ATTACH_AFTER_S)
+    _until_samples_flow(board.pty)
     t0 = time.monotonic()
     res = run_cli(["run", "--target", "serial", "--serial-port", board.pty,
                    "--samples", "3000", "--window", "1s", "--stall-timeout", "30s",
@@ -85,7 +102,7 @@ def test_late_attach_stores_exactly_the_samples_asked_none_lost(board, db):
 
 
 def test_board_unplugged_mid_run_fails_keeping_the_data(board, db):
-    time.sleep(ATTACH_AFTER_S)
+    _until_samples_flow(board.pty)
     cli = subprocess.Popen([sys.executable, "-m", "irqlab.cli.main", "run", "--target",
                             "serial", "--serial-port", board.pty, "--samples", "100000",
                             "--window", "1s", "--stall-timeout", "30s", "--json", "--db",

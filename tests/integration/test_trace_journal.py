@@ -16,7 +16,7 @@ import pytest
 
 from irqlab.trace.tracefs import find_tracefs
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 
 
 def _env(state: Path) -> dict[str, str]:

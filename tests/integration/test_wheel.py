@@ -16,6 +16,7 @@ from tests.conftest import DEFAULT_PROBE
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.emulated          # the installed irqlab runs the guest probe under TCG
 @pytest.mark.skipif(not DEFAULT_PROBE.exists(), reason="guest probe not built")
 def test_installed_wheel_runs_outside_the_checkout(tmp_path):
     wheels = tmp_path / "wheels"

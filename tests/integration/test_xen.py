@@ -10,7 +10,6 @@ from __future__ import annotations
 import shutil
 import struct
 import subprocess
-import time
 
 import pytest
 
@@ -19,7 +18,7 @@ from irqlab.runner.xen import cached_binaries
 from irqlab.store import Store
 from tests.conftest import run_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 
 ARM64 = MACHINES["arm64"]
 
@@ -82,8 +81,10 @@ def test_neighbour_on_the_same_pcpu(xen_ready, db, neighbour):
     assert xen["neighbour_started"] and xen["neighbour_domid"] == 2
     assert xen["qemu_cpus"] == 1                       # both domUs on one pCPU
     if neighbour == "console":
-        # Its frames flowed on the same console and none reached our decoder.
-        assert xen["neighbour_console_lines"] > 100
+        # Its frames flowed on the same console and none reached our decoder. (It prints
+        # as fast as TCG traps its console bytes: > 100 lines on a quiet host, so how
+        # many is the host's pace; 10 frames already interleave with ours.)
+        assert xen["neighbour_console_lines"] >= 10
 
 
 def test_binary_and_options_reach_xen_and_metadata(xen_ready, db, tmp_path):
@@ -120,11 +121,12 @@ def test_matrix_before_after_binaries(xen_ready, db, tmp_path):
 def test_xen_that_never_starts_fails_in_bounded_time(xen_ready, db, tmp_path):
     junk = tmp_path / "not-xen"
     junk.write_bytes(bytes(range(256)) * 256)
-    t0 = time.monotonic()
+    # Bounded by the 4 s asked, not the 30 s default: the message names the bound that
+    # ended the wait (measure/boot.py).
     res = _xen(db, "--xen-binary", str(junk), "--boot-timeout", "4s")
-    assert time.monotonic() - t0 < 20
     assert res.code == 1
-    assert "Xen printed nothing" in res.summary["message"]
+    msg = res.summary["message"]
+    assert "did not start within 4 s" in msg and "Xen printed nothing" in msg
     assert _meta(db, res.summary["run_id"])["xen"]["binary"]["path"] == str(junk)
 
 
@@ -138,10 +140,8 @@ def _silent_image(path):
 
 @pytest.mark.parametrize("domain", ["dom0", "domU"])
 def test_guest_that_never_prints_fails_with_xen_console(xen_ready, db, tmp_path, domain):
-    t0 = time.monotonic()
     res = _xen(db, "--xen-domain", domain, "--probe", str(_silent_image(tmp_path / "s")),
                "--boot-timeout", "4s")
-    assert time.monotonic() - t0 < 20
     assert res.code == 1
     msg = res.summary["message"]
     assert "did not start within 4 s" in msg and "(XEN)" in msg
@@ -157,11 +157,12 @@ def test_missing_scheduler_is_refused_or_reported(xen_ready, db, tmp_path):
     # Known build config without RTDS: refused before booting.
     res = _xen(db, "--xen-sched", "rtds", "--xen-binary", str(debian.path))
     assert res.code == 2 and "scripts/build-xen-rtds.sh" in res.stderr
-    # Unknown config: Xen says "Could not find scheduler" and the run stops at once.
-    t0 = time.monotonic()
+    # Unknown config: Xen says "Could not find scheduler" and the run stops at once, on
+    # that line (runner/xen.py exit_code), not when the 30 s boot timeout runs out.
     res = _xen(db, "--xen-sched", "rtds", "--xen-binary", str(copy))
-    assert res.code == 1 and time.monotonic() - t0 < 30
-    assert "Could not find scheduler" in res.summary["message"]
+    assert res.code == 1
+    msg = res.summary["message"]
+    assert "Could not find scheduler" in msg and "did not start within" not in msg
 
 
 @pytest.mark.parametrize("sched", ["rtds", "null"])

@@ -20,7 +20,7 @@ from irqlab.runner.xen_dom0 import dom0_cache_dir
 from irqlab.store import Store
 from tests.conftest import run_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 
 X86 = MACHINES["x86_64"]
 SAMPLES = 1500
@@ -68,9 +68,9 @@ def test_domu_probe_delivers_every_sample(runs) -> None:
         xen = meta["xen"]
         assert xen["dom0_os"] == "linux" and xen["sched_in_use"] == "credit2"
         assert xen["dom0"]["domu"]["domid"] == "1"
-        # boot to the domU's creation: ~17-24 s here (goal <= 30 s), with slack for a
-        # busy host
-        assert xen["boot_s"]["domu_created"] < 60
+        # boot to the domU's creation: ~17-24 s on a quiet host (goal <= 30 s). How long
+        # is TCG's pace, not a property of the run: only that it was recorded, in order.
+        assert 0 < xen["boot_s"]["dom0_ready"] < xen["boot_s"]["domu_created"], xen["boot_s"]
 
 
 def test_rtds_knob_recorded_not_applicable_under_credit2(runs) -> None:

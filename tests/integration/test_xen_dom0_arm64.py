@@ -21,7 +21,7 @@ from irqlab.runner.xen_dom0 import dom0_cache_dir
 from irqlab.store import Store
 from tests.conftest import run_cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 
 ARM64 = MACHINES["arm64"]
 SAMPLES = 1000
@@ -56,9 +56,9 @@ def test_arm64_domu_delivers_every_sample(run) -> None:
     xen = meta["xen"]
     assert (xen["arch"], xen["dom0_os"], xen["qemu_cpus"]) == ("arm64", "linux", 2)
     assert xen["dom0"]["domu"]["domid"] == "1" and xen["sched_in_use"] == "credit2"
-    # dom0 ready ~2.3 s and the domU created ~3.1 s after QEMU starts, here; the bound
-    # leaves room for a busy host
-    assert xen["boot_s"]["dom0_ready"] < xen["boot_s"]["domu_created"] < 60
+    # dom0 ready ~2.3 s and the domU created ~3.1 s after QEMU starts on a quiet host;
+    # how long is TCG's pace, not a property of the run: recorded, in order
+    assert 0 < xen["boot_s"]["dom0_ready"] < xen["boot_s"]["domu_created"], xen["boot_s"]
 
 
 def test_arm64_pin_and_credit2_weight_read_back_from_xl(run) -> None:

@@ -32,7 +32,7 @@ from irqlab.xen.explain import (PROBE_RUNNING, TRC_DOM0_DOM_ADD, TRC_DOM0_DOM_RE
 from tests.conftest import run_cli
 from tests.unit.xen.test_summary import assert_agree
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 
 X86 = MACHINES["x86_64"]
 INJECT_EVERY = 50
@@ -87,7 +87,7 @@ def test_xentrace_agrees_with_xenalyze(traced, tmp_path, monkeypatch) -> None:
 
 
 def test_explain_blames_the_right_parts(traced, tmp_path) -> None:
-    db, _s, meta, flags = traced
+    db, summary, meta, flags = traced
     pf = tmp_path / "xen.pftrace"
     res = run_cli(["explain", "traced", "--threshold", "0", "--json", "--perfetto",
                    str(pf)], db)
@@ -102,9 +102,16 @@ def test_explain_blames_the_right_parts(traced, tmp_path) -> None:
     assert all(st["p50_ns"] <= st["p99_ns"] <= st["max_ns"] for st in steps.values())
     samples = {s["seq"]: s for s in js["samples"] if s["status"] == "explained"}
     assert len(samples) >= 2400
-    # the probe's own irq-off injection is the guest's, not Xen's
+    # the probe's own irq-off injection is the guest's, not Xen's. Which targets the
+    # probe hit depends on the host: it skips an injection when it reaches the deadline
+    # too late (probe.c inject_irqoff, "missed"); a loaded TCG host saw 40 of 50. So
+    # compare with what was recorded: every injected sample sits on a target deadline,
+    # explain lists each one, and enough were hit for the proportions below to matter.
+    recorded = sorted(q for q, f in flags.items() if f & 1)
+    assert all((q + 1) % INJECT_EVERY == 0 for q in recorded), recorded
+    assert len(recorded) == summary["injected"] >= 2500 // INJECT_EVERY // 5, len(recorded)
     flagged = [s for s in js["samples"] if flags.get(s["seq"], 0) & 1]
-    assert len(flagged) >= 2500 // INJECT_EVERY - 2
+    assert sorted(s["seq"] for s in flagged) == recorded
     injected = [s for q, s in samples.items() if flags.get(q, 0) & 1]
     # (on a busy host one or two more than the capture's ends went unmapped once)
     assert len(injected) >= 0.9 * len(flagged), [(s["seq"], s["status"], s["reason"])

@@ -139,12 +139,14 @@ def _run(cfg_extra: dict, sysfs: Path, db: Path, interrupt_after: float | None =
     return result, seen, knob
 
 
+@pytest.mark.emulated          # boots the guest probe under TCG
 def test_restored_after_success(state, sysfs, tmp_path, probe_built):
     result, seen, knob = _run({"samples": 200}, sysfs, tmp_path / "a.duckdb")
     assert result.status == "ok"
     assert seen["during"] == "0" and sysfs.read_text() == "200000"
 
 
+@pytest.mark.emulated          # boots the guest probe under TCG
 def test_restored_after_failure(state, sysfs, tmp_path):
     bogus = tmp_path / "not-a-kernel.elf"
     bogus.write_bytes(b"\x7fELF garbage")
@@ -154,6 +156,7 @@ def test_restored_after_failure(state, sysfs, tmp_path):
     assert sysfs.read_text() == "200000" and knob.metadata()["restored"] is True
 
 
+@pytest.mark.emulated          # boots the guest probe under TCG
 def test_restored_after_sigint(state, sysfs, tmp_path, probe_built):
     result, seen, _knob = _run({"samples": None, "duration_ns": 60_000_000_000,
                                 "period_ns": 1_000_000, "icount": False},
@@ -187,7 +190,7 @@ def test_crash_journal_is_replayed_at_next_start(state, sysfs):
     actions = replay_stale()
     assert sysfs.read_text() == "200000"
     assert any("halt_poll_ns" in a for a in actions)
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + 30     # a hang guard: a loaded host reaps slowly
     while group_members(pgid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert group_members(pgid) == []

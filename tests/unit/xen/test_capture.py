@@ -106,7 +106,12 @@ def test_channel_is_lossless_through_wraparounds(tmp_path: Path, trcfwd: Path,
     hook.before_start()
     fwd = subprocess.Popen([str(trcfwd), str(shm)], stdin=subprocess.PIPE,
                            stderr=subprocess.PIPE)
-    time.sleep(0.05)          # trcfwd writes its magic before the hook maps the file
+    # trcfwd writes its magic before the hook maps the file: wait for it (a fixed 50 ms
+    # sleep raced a loaded host); 30 s is a hang guard
+    end = time.monotonic() + 30
+    while shm.read_bytes()[:8] != b"IRQLXTR1":
+        assert fwd.poll() is None and time.monotonic() < end, fwd.stderr.read()
+        time.sleep(0.005)
     hook.after_start(SimpleNamespace(run_id=3, process=FileChannel(shm)))
     writer = threading.Thread(target=lambda: (fwd.stdin.write(data), fwd.stdin.close()))
     writer.start()
