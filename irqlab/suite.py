@@ -18,10 +18,12 @@ from __future__ import annotations
 import dataclasses
 import re
 import secrets
+import signal
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, TypeVar
 
 from irqlab.measure import Observer, RunConfig, RunResult, run
+from irqlab.measure.boot import StopFlag
 from irqlab.reports.select import SERIES_TAG
 from irqlab.stats.fields import SUITE_TABLE
 from irqlab.store import Store
@@ -163,19 +165,55 @@ def run_suite(cfgs: list[RunConfig], store: Store, observer: Observer,
             meta = cfg.metadata[SERIES_TAG]
             by_cfg.setdefault(i, Series(meta["id"], cfg.name or cfg.target, repeat))
         suite.series = [by_cfg[i] for i in sorted(by_cfg)]
-    for i, cfg in plan:
-        try:
-            result = run(cfg, store, observer)
-        except KeyboardInterrupt:
-            # Ctrl-C between two runs (the run itself turns it into "interrupted").
-            suite.stopped = True
-            break
-        suite.results.append(result)
-        suite.run_targets.append(cfg.target)
-        if suite.series:
-            suite.series[i].add(result)
-        if after_run is not None:
-            after_run(result)
-        if result.status == "interrupted":
-            break
+    # Ctrl-C between two runs must stop the suite too, and must not land as an exception
+    # inside a store query (DuckDB turns it into "Query interrupted"): a flag of the
+    # suite's own holds it; each run installs its own handler while it runs.
+    with StopFlag() as stop:
+        for i, cfg in plan:
+            if stop.signum is not None:
+                suite.stopped = True
+                break
+            try:
+                result = run(cfg, store, _Forward(observer, stop))
+                suite.results.append(result)
+                suite.run_targets.append(cfg.target)
+                if suite.series:
+                    suite.series[i].add(result)
+                if after_run is not None:
+                    after_run(result)
+            except KeyboardInterrupt:
+                suite.stopped = True
+                break
+            if result.status == "interrupted":
+                break
     return suite
+
+
+class _Forward:
+    """A run's observer that passes on a Ctrl-C the suite's flag caught just before the
+    run installed its own handler (while it recorded its row): at the run's first
+    callback the signal is raised again, now for the run, which then stops."""
+
+    def __init__(self, observer: Observer, stop: StopFlag) -> None:
+        self.observer, self.stop, self.sent = observer, stop, False
+
+    def _forward(self) -> None:
+        if self.stop.signum is not None and not self.sent:
+            self.sent = True
+            signal.raise_signal(self.stop.signum)
+
+    def on_started(self, info: dict[str, Any]) -> None:
+        self._forward()
+        self.observer.on_started(info)
+
+    def on_window(self, window: dict[str, Any], line: str) -> None:
+        self._forward()
+        self.observer.on_window(window, line)
+
+    def on_progress(self, fraction: float, detail: str) -> None:
+        self._forward()
+        self.observer.on_progress(fraction, detail)
+
+    def on_notice(self, text: str) -> None:
+        self._forward()
+        self.observer.on_notice(text)

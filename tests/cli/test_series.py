@@ -3,6 +3,8 @@ native target (fast, no QEMU); the series: selector in compare and show; bad inp
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -171,3 +173,30 @@ def test_matrix_cli_repeat_replaces_the_file_s(db, tmp_path):
     scn = tmp_path / "rep.toml"
     scn.write_text(MATRIX)
     _one_line_usage_error(run_cli(["matrix", str(scn), "--repeat", "0"], db))
+
+
+def test_ctrl_c_stops_the_whole_series(db, native_built):
+    """SIGINT during the second run: exit 130, the series line lists what is stored."""
+    proc = subprocess.Popen([sys.executable, "-m", "irqlab.cli.main", "run", "--target",
+                             "native", "--repeat", "5", "--duration", "2s", "--window",
+                             "500ms", "--name", "cc", "--json", "--db", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    lines = []
+    for text in proc.stdout:          # the first run's summary: the second run starts
+        lines.append(json.loads(text))
+        if lines[-1]["type"] == "summary":
+            proc.send_signal(signal.SIGINT)
+            break
+    rest, err = proc.communicate(timeout=120)
+    lines += [json.loads(x) for x in rest.splitlines()]
+    assert proc.returncode == 130, err
+    summaries = [x for x in lines if x["type"] == "summary"]
+    found = [x for x in lines if x["type"] == "series"]
+    assert len(found) == 1, (err, lines[-1])
+    series = found[0]
+    assert series["run_ids"] == [s["run_id"] for s in summaries]
+    assert 1 <= len(series["run_ids"]) < 5 and series["statuses"][0] == "ok"
+    assert series["statuses"][1:] in ([], ["interrupted"])
+    with Store(db, read_only=True) as st:
+        assert [r.run_id for r in st.runs()] == series["run_ids"]
