@@ -155,7 +155,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     keys = list(scn.matrix)
-    render(results, keys, args.format, f"{scn.name}: {len(results)} cells, "
+    what = (f"{len(results)} cells" if scn.repeat == 1
+            else f"{len(scn.cells())} cells x {scn.repeat} runs")
+    render(results, keys, args.format, f"{scn.name}: {what}, "
                                        f"{time.monotonic() - started:.0f} s")
     if interrupted:
         print(f"irqlab matrix: interrupted; continue with `irqlab matrix {args.file} "
