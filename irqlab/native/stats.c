@@ -159,46 +159,41 @@ static inline void s2_add(struct seg_acc *a, unsigned __int128 sq)
 	a->s2_carry += a->s2 < sq;
 }
 
-/*
- * block_reduce - fold @n (> 0, <= BLOCK_LEN) values of one window into accumulator
- * @a; values below @valid_min are only counted invalid. Returns how many values were
- * valid and points *@v at them (@kept holds them when some were not).
- */
-static int64_t block_reduce(const int64_t **v_io, int64_t n, int64_t threshold_tick,
-			    int64_t valid_min, struct seg_acc *a, int64_t *kept)
+/* block_fold - add one block's reductions @bs of its @n values @v to accumulator @a */
+static inline void block_fold(const struct block_sums *bs, const int64_t *v, int64_t n,
+			      struct seg_acc *a)
 {
-	const int64_t *v = *v_io;
-	struct block_sums bs;
-	int64_t i, m;
+	int64_t i;
 
-	block_scan(v, n, threshold_tick, &bs);
-	if (bs.min < valid_min) {
-		/* Rare (the block's min says so for free): keep the valid ones, rescan. */
-		for (i = 0, m = 0; i < n; i++)
-			if (v[i] >= valid_min)
-				kept[m++] = v[i];
-		a->invalid += n - m;
-		*v_io = v = kept;
-		n = m;
-		if (!n)
-			return 0;
-		block_scan(v, n, threshold_tick, &bs);
-	}
 	a->count += n;
-	a->min = bs.min < a->min ? bs.min : a->min;
-	a->max = bs.max > a->max ? bs.max : a->max;
-	a->above += bs.above;
-	if (bs.min > -SMALL_BOUND && bs.max < SMALL_BOUND) {
+	a->min = bs->min < a->min ? bs->min : a->min;
+	a->max = bs->max > a->max ? bs->max : a->max;
+	a->above += bs->above;
+	if (bs->min > -SMALL_BOUND && bs->max < SMALL_BOUND) {
 		/* no wrap-around: n * 2^26 and n * 2^52 are below 2^63 */
-		a->s1 += (int64_t)bs.s1;
-		s2_add(a, bs.s2);
-		return n;
+		a->s1 += (int64_t)bs->s1;
+		s2_add(a, bs->s2);
+		return;
 	}
 	for (i = 0; i < n; i++) {
 		a->s1 += v[i];
 		s2_add(a, (unsigned __int128)((__int128)v[i] * v[i]));
 	}
-	return n;
+}
+
+/*
+ * keep_valid - copy the values of @v[0..n) not below @valid_min into @kept; returns
+ * how many (the rare path: out of line, so the common one stays tight)
+ */
+static __attribute__((noinline)) int64_t keep_valid(const int64_t *v, int64_t n,
+						    int64_t valid_min, int64_t *kept)
+{
+	int64_t i, m = 0;
+
+	for (i = 0; i < n; i++)
+		if (v[i] >= valid_min)
+			kept[m++] = v[i];
+	return m;
 }
 
 /* struct hist_layout - LogHistogram's bucket layout (irqlab/stats/histogram.py) */
@@ -368,11 +363,23 @@ int64_t irq_stats_reduce_valid(const int64_t *deadline_tick, const int64_t *late
 			}
 			{
 				const int64_t *v = latency_tick + start;
-				int64_t m = block_reduce(&v, stop - start, threshold_tick,
-							 valid_min, &a, kept);
+				int64_t m = stop - start;
+				struct block_sums bs;
 
-				if (hist && m)
-					hist_tally(v, m, &lay, hist);
+				block_scan(v, m, threshold_tick, &bs);
+				if (bs.min < valid_min) {
+					/* invalid values (the block's min says so for free) */
+					m = keep_valid(v, m, valid_min, kept);
+					a.invalid += stop - start - m;
+					v = kept;
+					if (m)
+						block_scan(v, m, threshold_tick, &bs);
+				}
+				if (m) {
+					block_fold(&bs, v, m, &a);
+					if (hist)
+						hist_tally(v, m, &lay, hist);
+				}
 			}
 			start = stop;
 		}
