@@ -39,6 +39,7 @@ class FakeOptions(TargetOptions):
     broken_accels: tuple[str, ...] = ()   # accelerators under which it never boots
     backlog: int = 0               # samples written at once on start (a buffered boot)
     early_every: int = 0           # every Nth sample entered before its deadline
+    slowdown: int = 1              # host time per period: a guest clock this much slower
 
 
 class FakeProcess(ProcessTarget):
@@ -75,7 +76,7 @@ class FakeProcess(ProcessTarget):
             first = np.arange(1, self.opts.backlog + 1, dtype=np.int64) * self.period_ns
             self.ring.write(first, first + LATENCY_NS)
             n = self.opts.backlog
-        while not self._stop.wait(self.period_ns / 1e9):
+        while not self._stop.wait(self.opts.slowdown * self.period_ns / 1e9):
             if self.opts.behaviour != "ok" and n >= self.opts.after:
                 if self.opts.behaviour == "crash":
                     self.code = 3
@@ -114,9 +115,9 @@ class FakeTarget(Target):
     options = (BEHAVIOUR,)
 
     def __init__(self, broken_accels: tuple[str, ...] = (), after: int = 100,
-                 backlog: int = 0, early_every: int = 0) -> None:
+                 backlog: int = 0, early_every: int = 0, slowdown: int = 1) -> None:
         self.broken_accels, self.after, self.backlog = broken_accels, after, backlog
-        self.early_every = early_every
+        self.early_every, self.slowdown = early_every, slowdown
         self.processes: list[FakeProcess] = []
 
     def configure(self, given: dict[str, Any], period_ns: int) -> FakeOptions:
@@ -124,7 +125,7 @@ class FakeTarget(Target):
             raise TargetUsageError("the fake probe needs --period 100us or more")
         return FakeOptions(behaviour=given.get("fake_behaviour", "ok"), after=self.after,
                            broken_accels=self.broken_accels, backlog=self.backlog,
-                           early_every=self.early_every)
+                           early_every=self.early_every, slowdown=self.slowdown)
 
     def accel_plans(self, cfg: Any) -> list[AccelPlan]:
         return [AccelPlan("kvm", "kvm", False), AccelPlan("tcg", "tcg", True)]

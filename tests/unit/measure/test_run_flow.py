@@ -132,6 +132,19 @@ def test_duration_keeps_the_deadlines_within_it_of_the_first(fake, store):
     assert np.array_equal(deadlines, np.arange(1, 301) * PERIOD_NS)
 
 
+def test_a_guest_clock_slower_than_the_host_is_ended_by_the_wall_clock(fake, store):
+    # Deadlines advance 1 ms per 5 ms of host time: 300 ms of them would take 1.5 s, so
+    # the host's clock (duration + stall timeout = 0.7 s) ends the run first, and says so.
+    fake(slowdown=5)
+    obs = Recorder()
+    res = run(_cfg(duration_ns=300 * PERIOD_NS, stall_timeout_s=0.4), store, obs)
+    assert res.status == "ok", res.summary["message"]
+    assert 0 < res.summary["samples"] < 300
+    bound = store.resolve(str(res.run_id)).metadata["duration_bound"]
+    assert bound["ended_by"] == "wall clock" and bound["samples_after_end"] == 0
+    assert any(n.startswith("stopped by the wall clock") for n in obs.notices)
+
+
 def test_an_entry_before_its_deadline_is_invalid_never_a_latency(fake, store):
     # Every 30th sample fired 1.75 ms early (issue 27): 10 of 300 are invalid, counted
     # in their windows and the summary, in no latency figure and not among the samples.
