@@ -53,7 +53,7 @@ class DurationBound:
         return cls(cfg.duration_ns, tick_hz)
 
     def metadata(self) -> dict[str, Any]:
-        """The run's ``duration_bound`` (docs/formats.md section 5)."""
+        """The run's metadata ``duration_bound`` (docs/formats.md section 4)."""
         return {"first_deadline_tick": self.first_tick, "span_tick": self.span_tick,
                 "samples_after_end": self.after_end,
                 "ended_by": self.ended_by if self.reached or self.ended_by != "deadline"
