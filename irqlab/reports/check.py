@@ -9,8 +9,8 @@ A check has two parts:
 * **limits** — maxima on its figures (``--max 30us``, ``--p99.9 20us`` ...).
 
 A run passes when every gate and every limit passes. Values are printed with the one
-formatter the run summary and ``irqlab show`` use (``irqlab.durations.format_ns``, style
-``fixed``), so ``check`` shows the same number as they do.
+formatter of latency figures the run summary and ``irqlab show`` use
+(``irqlab.durations.format_latency``), so ``check`` shows the same number as they do.
 
 JUnit XML follows the de-facto schema CI systems read (Jenkins, GitLab, GitHub actions
 reporters): <testsuites> holding one <testsuite> per run and one <testcase> per gate and
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from irqlab.durations import format_ns
+from irqlab.durations import format_latency, format_ns
 from irqlab.reports.comparability import MIN_TAIL_SAMPLES
 from irqlab.reports.data import FROM_TEXT, RunData, figures
 from irqlab.reports.select import SERIES_TAG
@@ -120,8 +120,8 @@ class CheckResult:
 
 
 def show_value(value: int | float, unit: str) -> str:
-    """A limit's value as the run summary and `irqlab show` print it (format_ns 'fixed')."""
-    return format_ns(value, "fixed") if unit == "ns" else str(value)
+    """A limit's value as the run summary and `irqlab show` print it (format_latency)."""
+    return format_latency(value) if unit == "ns" else str(value)
 
 
 def samples_needed(quantile: float) -> int:

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from irqlab.durations import format_ns
+from irqlab.durations import format_latency
 from irqlab.reports.check import Gates, evaluate, samples_needed, show_value, suite_name
 from irqlab.reports.data import load_run
 from irqlab.stats import quantile_rank
@@ -93,10 +93,11 @@ def test_too_few_samples_for_a_percentile_fails_naming_the_number(gdb):
 
 
 def test_values_print_as_the_run_summary_prints_them():
-    # The summary table (irqlab run / show) prints latencies with format_ns' default.
+    # The summary table (irqlab run / show) prints latencies with format_latency.
     assert any(c.key == "p999_ns" for c in SUMMARY_TABLE)
     for ns in (930, 9_999, 823_249, 2_012_345, 1_500_000_000):
-        assert show_value(ns, "ns") == format_ns(ns)
+        assert show_value(ns, "ns") == format_latency(ns)
+    assert show_value(823_249, "ns") == "823.2 us"
     assert show_value(12, "count") == "12"
 
 
