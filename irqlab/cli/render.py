@@ -360,10 +360,11 @@ class HumanRenderer(Renderer):
         for row in suite_rows(suite):
             table.add_row(*(Text(cell) for cell in row))
         self.console.print(table)
-        for row in suite["rows"]:
-            if row.get("emulated"):
-                self.console.print(Text(f"{row['target']}: " + EMULATED_BANNER.format(
-                    accel=row["accel"]), style="yellow"))
+        # Once per target and accel: a repeated suite (--repeat) has a row per run.
+        for target, accel in dict.fromkeys((r["target"], r["accel"]) for r in suite["rows"]
+                                           if r.get("emulated")):
+            self.console.print(Text(f"{target}: " + EMULATED_BANNER.format(accel=accel),
+                                    style="yellow"))
 
     def close(self) -> None:
         self._stop_progress()
