@@ -6,7 +6,8 @@ files").
 same, each holding a list: the cells are the cross product, in file order. A paired key
 names several keys joined by ``+`` and holds a list of value lists that go together
 (``"rtds_period+rtds_budget" = [["10ms", "4ms"], ["100us", "40us"]]``): a sweep of pairs,
-not their cross product. A scenario is
+not their cross product. ``repeat = N`` in ``[run]`` runs every cell N times (a series
+each, interleaved: irqlab.cli.matrix); ``[matrix]`` may not vary it. A scenario is
 turned into ``irqlab run`` arguments and parsed by that command's own parser, so a key means
 exactly what the option means. Every error names the file, the line and the key.
 """
