@@ -1,0 +1,49 @@
+"""`irqlab bench noise` on a tiny input: real native runs through the run flow, judged by
+compare's model; the figures say what was measured (no rate is asserted: it is the
+machine's, and the bench reports it, it does not test it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from irqlab.bench_noise import bench_noise
+from irqlab.reports import noise
+from irqlab.runner.native import NATIVE_PROBE
+
+pytestmark = pytest.mark.integration     # runs the native probe on this host
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[3] / "docs/schema/bench.schema.json")
+                    .read_text())
+
+
+@pytest.fixture(scope="module")
+def native_built():
+    if not NATIVE_PROBE.exists():
+        subprocess.run(["make", "-s", "-C", str(NATIVE_PROBE.parents[1])], check=True)
+
+
+@pytest.mark.parametrize("k", [2, 1])
+def test_bench_noise_figures(native_built, k):
+    aa, ab = bench_noise(pairs=2, runs_per_side=k, duration_ns=200_000_000)
+    assert aa["name"] == "noise A/A" and ab["name"] == "noise A/B (x1.1)"
+    for f in (aa, ab):
+        jsonschema.validate({"type": "bench", "version": 1, **f}, SCHEMA)
+        assert f["pairs"] == 2 and f["runs"] == 2 * 2 * k and f["runs_per_side"] == k
+        assert f["value"] == f["hits"] / 2
+        assert (f["ci_low"], f["ci_high"]) == noise.wilson_interval(f["hits"], 2)
+        assert f["samples_per_run"] > 100 and f["machine"]["cores"] >= 1
+        assert f["test"] == ("welch-t" if k > 1 else "bootstrap")
+        assert "95% Wilson" in f["text"] and f"{k} vs {k} runs" in f["text"]
+    if k == 1:
+        # Single runs are never called beyond noise, whatever the data.
+        assert aa["hits"] == ab["hits"] == 0 and len(aa["block_len"]) == 2
+    else:
+        # The power curve: the same pairs at every shift, as shares of the pairs.
+        assert set(ab["by_shift"]) == {"1.05", "1.1", "1.2", "1.3", "1.5", "2"}
+        assert all(v in (0.0, 0.5, 1.0) for v in ab["by_shift"].values())
+        assert ab["by_shift"]["1.1"] == ab["value"]
