@@ -13,6 +13,7 @@ from irqlab.store import Store
 from tests.conftest import DEFAULT_PROBE, run_cli
 
 
+@pytest.mark.emulated          # boots the guest probe under TCG
 @pytest.mark.skipif(not DEFAULT_PROBE.exists(), reason="guest probe not built")
 def test_export_reads_back_equal_to_the_store(tmp_path):
     db = tmp_path / "runs.duckdb"

@@ -126,6 +126,7 @@ def test_every_schema_is_a_valid_json_schema():
         assert schema["properties"]["type"]["const"] == path.name.split(".")[0]
 
 
+@pytest.mark.emulated          # its outputs fixture runs the guest under TCG
 def test_every_line_of_every_command_validates_against_its_schema(outputs):
     seen: dict[str, set[str]] = defaultdict(set)
     for command, lines in outputs.items():
@@ -149,6 +150,7 @@ def test_every_line_of_every_command_validates_against_its_schema(outputs):
     assert schemas - produced - NOT_PRODUCED_HERE - absent == set(), "a schema no output uses"
 
 
+@pytest.mark.emulated          # its outputs fixture runs the guest under TCG
 def test_a_cell_line_has_its_own_version_not_the_summary_s(outputs):
     (cell,) = outputs["matrix"]
     assert cell["type"] == "cell" and cell["version"] == 1 and cell["idle"] == "hlt"

@@ -48,7 +48,9 @@ def pg():
     server.stop()
 
 
-@pytest.fixture(scope="module", params=sorted(RUNS))
+@pytest.fixture(scope="module", params=[
+    pytest.param(k, marks=pytest.mark.emulated) if k == "guest-tcg" else k
+    for k in sorted(RUNS)])          # (emulated: ./run-tests.sh --quick leaves it out)
 def measured(request, tmp_path_factory):
     """(db, the run's printed summary): one real run of the target."""
     if request.param == "native":

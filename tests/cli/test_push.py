@@ -39,6 +39,7 @@ def _measure(db: Path, name: str) -> dict:
     return res.summary
 
 
+@pytest.mark.emulated          # boots the guest probe under TCG
 @pytest.mark.skipif(not DEFAULT_PROBE.exists(), reason="guest probe not built")
 def test_push_from_two_stores_then_compare_from_the_lab(pg, tmp_path):
     lab = pg.database("lab")
@@ -87,6 +88,7 @@ def test_a_server_that_is_not_there_is_one_line(tmp_path):
     assert "cannot connect to" in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.emulated          # boots the guest probe under TCG
 @pytest.mark.skipif(not DEFAULT_PROBE.exists(), reason="guest probe not built")
 def test_run_and_import_write_straight_into_the_lab_store(pg, tmp_path):
     lab = pg.database("direct")

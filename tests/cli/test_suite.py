@@ -47,6 +47,7 @@ def test_native_cpus_and_bad_arguments(db, native_built):
         assert r.code == 2, r.stderr
 
 
+@pytest.mark.emulated          # the guest half boots QEMU
 def test_suite_json_and_store(db, native_built):
     res = run_cli(["run", "--target", "native,guest", "--accel", "tcg", "--icount",
                    "--samples", "300", "--json", "--name", "side"], db)
@@ -68,6 +69,7 @@ def test_suite_json_and_store(db, native_built):
             assert row.suite == "side" and row.cell == {"target": summ["target"]}
 
 
+@pytest.mark.emulated          # the guest half boots QEMU
 def test_suite_human_table(db, native_built):
     proc = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "run", "--target",
                            "native,guest", "--accel", "tcg", "--icount", "--samples", "200",
