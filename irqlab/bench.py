@@ -24,7 +24,6 @@ from irqlab.samples.ring import RingReader
 from irqlab.samples.synthetic import SyntheticRing
 from irqlab.stats import RunStats
 from irqlab.stats.bench import bench_stats
-from irqlab.store import Store
 
 
 def bench_ingest(total: int = 20_000_000, batch: int = 1_000_000) -> list[dict[str, Any]]:
@@ -43,6 +42,8 @@ def bench_ingest(total: int = 20_000_000, batch: int = 1_000_000) -> list[dict[s
 def _ingest_seconds(total: int, batch: int, files: bool) -> float:
     """Seconds spent reading, computing statistics and storing `total` samples (the
     synthetic writer's time excluded)."""
+    from irqlab.store import Store   # DuckDB: only when a bench runs, not for the parser
+
     ring = SyntheticRing(capacity=1 << 21)
     reader = RingReader(ring.path)
     rng = np.random.default_rng(1)
@@ -100,6 +101,7 @@ def bench_rate(periods_ns: tuple[int, ...] = (1_000_000, 500_000, 200_000, 100_0
     """Shortest period a TCG guest sustains: no lost sample and at most 1 % of periods
     overrun (the guest re-armed too late), each step a real 3 s run, longest first."""
     from irqlab.measure import RunConfig, run
+    from irqlab.store import Store
 
     class _Quiet:
         def on_started(self, info): ...

@@ -11,15 +11,17 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from irqlab.cli.cmd_compare import add_run_args
 from irqlab.cli.common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, count, db_path,
                                duration, renderer)
-from irqlab.reports.check import (LIMITS, CheckResult, Gates, evaluate, junit_xml,
-                                  result_lines)
-from irqlab.reports.data import load_runs
 from irqlab.reports.select import select_runs
+from irqlab.stats.fields import CHECK_LIMITS
 from irqlab.store import StoreError, open_store
+
+if TYPE_CHECKING:       # reports.check imports numpy and the store: run() imports it
+    from irqlab.reports.check import CheckResult
 
 
 def _dest(name: str) -> str:
@@ -35,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "(p99.9: 1000), and with --require-hardware was not "
                                    "emulated.")
     add_run_args(p)
-    for name, _key, unit in LIMITS:
+    # reports.check.LIMITS, read from the catalog it is made of (no numpy, no store).
+    for name, unit in ((c.heading, c.field.unit) for c in CHECK_LIMITS):
         if unit == "ns":
             p.add_argument(f"--{name}", dest=_dest(name), type=duration, default=None,
                            metavar="DURATION", help=f"highest allowed {name}, e.g. 30us")
@@ -60,6 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _write_junit(path: Path | None, results: list[CheckResult], seconds: float) -> None:
     if path is None:
         return
+    from irqlab.reports.check import junit_xml
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(junit_xml(results, seconds))
@@ -68,6 +73,9 @@ def _write_junit(path: Path | None, results: list[CheckResult], seconds: float) 
 
 
 def run(args: argparse.Namespace) -> int:
+    from irqlab.reports.check import LIMITS, CheckResult, Gates, evaluate, result_lines
+    from irqlab.reports.data import load_runs
+
     limits = [(name, getattr(args, _dest(name))) for name, _k, _u in LIMITS
               if getattr(args, _dest(name)) is not None]
     if not limits:

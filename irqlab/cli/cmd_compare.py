@@ -8,10 +8,7 @@ from irqlab.cli.common import EXIT_OK, count, db_path, duration
 from irqlab.cli.common import db_ref
 from irqlab.cli.render import HumanRenderer, JsonRenderer, LinesRenderer, Renderer
 from irqlab.reports import noise
-from irqlab.reports.compare import build_compare
-from irqlab.reports.data import load_runs
 from irqlab.reports.select import select_runs
-from irqlab.reports.tables import csv_lines, markdown_lines
 from irqlab.store import default_db_path, open_store
 
 FORMATS = ("human", "markdown", "csv", "json")
@@ -51,6 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def choose_renderer(fmt: str) -> Renderer:
+    # The report modules read the store (DuckDB, Arrow): imported when used, not when
+    # the parser is built (docs/design.md, "Start-up").
+    from irqlab.reports.tables import csv_lines, markdown_lines
+
     if fmt == "json":
         return JsonRenderer()
     if fmt == "markdown":
@@ -61,6 +62,9 @@ def choose_renderer(fmt: str) -> Renderer:
 
 
 def run(args: argparse.Namespace) -> int:
+    from irqlab.reports.compare import build_compare
+    from irqlab.reports.data import load_runs
+
     # The store stays open: big runs' samples are read from it while comparing.
     with open_store(db_path(args), read_only=True) as store:
         runs = load_runs(store, select_runs(store, args.runs))

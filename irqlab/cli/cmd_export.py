@@ -7,11 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path
 from irqlab.store import open_store
-from irqlab.store.parquet import samples_writer
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import pyarrow.parquet as pq
+
     from irqlab.api import SAMPLE_SCHEMA, StoreView
+    from irqlab.store.parquet import samples_writer
 
     out: Path = args.parquet
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

@@ -8,8 +8,8 @@ from typing import Any
 
 from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path, renderer
 from irqlab.cli.render import file_size, stage_progress
-from irqlab.importers import (AUTO, FORMATS, ImportFormatError, ParseOptions, run_names,
-                              sniff, store_runs, stream_file)
+from irqlab.importers import (AUTO, FORMATS, ImportFormatError, ParseOptions, sniff,
+                              stream_file)
 from irqlab.importers.base import read_text
 from irqlab.importers.validate import MAX_TICK_HZ
 from irqlab.store import open_store
@@ -70,6 +70,8 @@ def _choose(fmt: str, path: Path) -> tuple[str, bool]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from irqlab.importers.ingest import run_names, store_runs   # the store: DuckDB, Arrow
+
     options = ParseOptions(tick_hz=args.tick_hz, skip_bad=args.skip_bad,
                            window_samples=args.window_samples)
     files: list[dict[str, Any]] = []

@@ -10,18 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
-from rich.table import Table
-
 from irqlab.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, db_path
 from irqlab.cli.common import db_ref
 from irqlab.cli.cmd_run import repeat_count
 from irqlab.cli.matrix import SUMMARY_COLUMNS, CellResult, run_matrix
 from irqlab.cli.render import json_line
 from irqlab.cli.scenario import ScenarioError, cell_id, load_scenario, value_text
-from irqlab.reports.tables import _md as md_cell   # the one markdown cell escaper
 from irqlab.store import open_store
 
 FORMATS = ("table", "markdown", "csv", "json")
@@ -45,6 +39,12 @@ class _Progress:
     """Overall progress bar with ETA on stderr (stdout stays the results)."""
 
     def __init__(self) -> None:
+        # rich and the report tables are imported when used: the parser imports this
+        # module for `irqlab --help` and completion (docs/design.md, "Start-up").
+        from rich.console import Console
+        from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
+
         self.console = Console(stderr=True, highlight=False)
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
                             TextColumn("{task.completed:.1f}/{task.total:.0f} cells"),
@@ -95,6 +95,8 @@ def markdown_lines(header: list[str], rows: list[list[str]], notes: list[str], t
                    text_columns: int) -> list[str]:
     """The results as a markdown table. Cells are escaped as compare's are: a cell value
     (a load spec, a knob value, a note) may hold '|', which would split the row."""
+    from irqlab.reports.tables import _md as md_cell   # the one markdown cell escaper
+
     lines = [f"### {md_cell(title)}", "", "latencies in ns", "",
              "| " + " | ".join(md_cell(h) for h in header) + " |",
              "|" + "|".join("---" if i < text_columns + 2 else "---:"
@@ -126,6 +128,9 @@ def render(results: list[CellResult], keys: list[str], fmt: str, title: str,
         lines = markdown_lines(header, rows, notes, title, len(keys))
         out.write("".join(line + "\n" for line in lines))
         return
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=f"{title} (latencies in ns)")
     for i, col in enumerate(header):
         table.add_column(col, justify="left" if i < len(keys) + 2 else "right")

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path
-from irqlab.store import PgStore, Store, is_url
+from irqlab.store import is_url
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,6 +33,8 @@ def run(args: argparse.Namespace) -> int:
     if is_url(src_ref):
         raise UsageError("--db names the local store the runs come from: give a file")
     samples_dir = _samples_dir(args.samples_dir)
+    from irqlab.store import PgStore, Store
+
     with Store(src_ref, read_only=True) as src, PgStore(args.to) as lab:
         rows = [src.resolve(ref) for ref in args.runs]      # all found before any copy
         for row in rows:

@@ -11,7 +11,6 @@ from typing import Any
 from irqlab.cli.cmd_compare import add_run_args
 from irqlab.cli.common import EXIT_OK, UsageError, db_path, renderer
 from irqlab.cli.render import stage_progress
-from irqlab.reports.data import load_runs
 from irqlab.reports.select import select_runs
 from irqlab.store import open_store
 
@@ -86,6 +85,8 @@ def _explain(store: Any, runs: list[Any], args: argparse.Namespace,
 
 
 def run(args: argparse.Namespace) -> int:
+    from irqlab.reports.data import load_runs   # numpy, the store: not at parse time
+
     if args.output is None and args.png is None and args.svg is None:
         raise UsageError("nothing to write: pass -o report.html, --png DIR or --svg DIR")
     # Refused before any work: an output that is a directory, plot folders that are files.

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from irqlab.cli.scenario import Scenario, cell_id, parse_cell_args, value_text
 from irqlab.stats.fields import MATRIX_TABLE
 from irqlab.reports.select import SERIES_TAG
-from irqlab.store import Store
+
+if TYPE_CHECKING:       # the store is opened by the command, not at import (design.md)
+    from irqlab.store import Store
 
 # (heading, summary key) of the results table, from the catalog (irqlab.stats.fields).
 SUMMARY_COLUMNS = [(c.heading, c.key) for c in MATRIX_TABLE]

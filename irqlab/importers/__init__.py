@@ -10,6 +10,7 @@ Each format is a module with parse_<name>(path, text, options) and sniff_<name>(
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from irqlab.importers import (cyclictest, irqlab_console, jitterdebugger, net_rtt, rt_eval,
                               rtla, stress_ng, tbm, tscdeadline)
@@ -17,7 +18,20 @@ from irqlab.importers.base import (PARSE_ERRORS, Format, ImportFormatError, Pars
                                    ParseOptions, ParseResult, located_error, read_text,
                                    reset_line)
 from irqlab.importers.validate import validate_run
-from irqlab.importers.ingest import StoredRun, run_names, store_runs
+
+if TYPE_CHECKING:
+    from irqlab.importers.ingest import StoredRun, run_names, store_runs
+
+
+def __getattr__(name: str) -> Any:
+    """The writing side (ingest: DuckDB, pyarrow, the store) loads on first use (PEP 562):
+    `irqlab import --help` and the parser need only the formats (docs/design.md,
+    "Start-up")."""
+    if name in ("StoredRun", "run_names", "store_runs"):
+        from irqlab.importers import ingest
+        return getattr(ingest, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("rt-eval", rt_eval.parse_rt_eval, rt_eval.sniff_rt_eval,

@@ -8,8 +8,18 @@ already is an Arrow buffer: it is wrapped, not copied (a strided one is copied o
 
 from __future__ import annotations
 
-import numpy as np
-import pyarrow as pa
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from irqlab.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+else:
+    # numpy and pyarrow on first use (irqlab/lazy.py): `irqlab list` needs neither.
+    np = lazy_import("numpy")
+    pa = lazy_import("pyarrow")
 
 
 def numeric_array(values: np.ndarray) -> pa.Array:
@@ -22,10 +32,13 @@ def numeric_array(values: np.ndarray) -> pa.Array:
                                  [None, pa.py_buffer(v)])
 
 
-_NUMPY_OF = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32,
-             pa.int64(): np.int64, pa.uint8(): np.uint8, pa.uint16(): np.uint16,
-             pa.uint32(): np.uint32, pa.uint64(): np.uint64, pa.float32(): np.float32,
-             pa.float64(): np.float64}
+@cache
+def _numpy_of() -> dict[Any, Any]:
+    """Arrow numeric type -> numpy type (a function: built when first needed)."""
+    return {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32,
+            pa.int64(): np.int64, pa.uint8(): np.uint8, pa.uint16(): np.uint16,
+            pa.uint32(): np.uint32, pa.uint64(): np.uint64, pa.float32(): np.float32,
+            pa.float64(): np.float64}
 
 
 def numeric_view(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -36,11 +49,11 @@ def numeric_view(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
             return numeric_view(values.chunk(0))
         parts = [numeric_view(c) for c in values.chunks]
         return np.concatenate(parts) if parts else np.empty(
-            0, _NUMPY_OF[values.type])
-    if values.type not in _NUMPY_OF or values.null_count:
+            0, _numpy_of()[values.type])
+    if values.type not in _numpy_of() or values.null_count:
         raise TypeError(f"numeric_view takes a numeric column without nulls, not "
                         f"{values.type} with {values.null_count} nulls")
-    dtype = np.dtype(_NUMPY_OF[values.type])
+    dtype = np.dtype(_numpy_of()[values.type])
     data = values.buffers()[1]
     if data is None:                                 # an empty array has no buffer
         return np.empty(0, dtype)

@@ -14,24 +14,35 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from functools import cache
+from typing import TYPE_CHECKING, Any, Iterator
 
 import duckdb
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
+from irqlab.lazy import lazy_import
 from irqlab.store import location, sample_files, share
 # default_db_path moved to the light irqlab.store.location; kept importable from here.
 from irqlab.store.location import default_db_path  # noqa: F401
 from irqlab.store.errors import StoreError, StoreWriteError
 from irqlab.store.arrow import numeric_array, numeric_view
-from irqlab.stats import LogHistogram
-from irqlab.stats.select import exact_figures
 from irqlab.store.quantiles import (LATENCY_SQL, StoredFigures, duckdb_quantiles,
                                     stored_figures)
 from irqlab.store.schema import MIGRATIONS, SCHEMA_VERSION
 from irqlab.store.share import StoreServer
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from irqlab.stats import LogHistogram
+else:
+    # numpy and pyarrow on first use (irqlab/lazy.py): `irqlab list` and `show` read
+    # through DuckDB alone and must not pay for them (docs/design.md, "Start-up").
+    np = lazy_import("numpy")
+    pa = lazy_import("pyarrow")
+    pq = lazy_import("pyarrow.parquet")
+parquet = lazy_import("irqlab.store.parquet")    # pyarrow.parquet again
 
 RUN_STATUSES = ("running", "ok", "failed", "interrupted", "died")
 
@@ -155,14 +166,18 @@ def _row(raw: tuple) -> RunRow:
     return RunRow(*vals)
 
 
-# The samples table's columns as Arrow gives them to DuckDB.
-_SAMPLE_SCHEMA = pa.schema([("run_id", pa.int64()), ("seq", pa.uint64()),
-                           ("deadline_tick", pa.uint64()), ("entry_tick", pa.uint64()),
-                           ("flags", pa.uint32()), ("cpu", pa.uint32())])
+@cache
+def _sample_schema() -> pa.Schema:
+    """The samples table's columns as Arrow gives them to DuckDB."""
+    return pa.schema([("run_id", pa.int64()), ("seq", pa.uint64()),
+                      ("deadline_tick", pa.uint64()), ("entry_tick", pa.uint64()),
+                      ("flags", pa.uint32()), ("cpu", pa.uint32())])
 
 
-_LATENCY_SCHEMA = pa.schema([("seq", pa.uint64()), ("deadline_tick", pa.uint64()),
-                            ("entry_tick", pa.uint64())])
+@cache
+def _latency_schema() -> pa.Schema:
+    return pa.schema([("seq", pa.uint64()), ("deadline_tick", pa.uint64()),
+                      ("entry_tick", pa.uint64())])
 
 
 def _sample_columns(run_id: int, records: np.ndarray) -> list[pa.Array]:
@@ -647,7 +662,7 @@ class Store:
             self._files_writer.submit(run_id, sample_files.record_batch(records))
             self._list_files(keep=1)
             return
-        table = pa.table(_sample_columns(run_id, records), schema=_SAMPLE_SCHEMA)
+        table = pa.table(_sample_columns(run_id, records), schema=_sample_schema())
         self.con.register("_irqlab_batch", table)
         try:
             self._write("INSERT INTO samples SELECT * FROM _irqlab_batch")
@@ -669,11 +684,11 @@ class Store:
                 for records in batches:
                     if len(records):
                         yield pa.record_batch(_sample_columns(run_id, records),
-                                              schema=_SAMPLE_SCHEMA)
+                                              schema=_sample_schema())
             except BaseException as exc:
                 failure.append(exc)
                 raise
-        self._insert_stream(pa.RecordBatchReader.from_batches(_SAMPLE_SCHEMA, arrow()),
+        self._insert_stream(pa.RecordBatchReader.from_batches(_sample_schema(), arrow()),
                             "*", failure)
 
     def add_latency_stream(self, run_id: int,
@@ -690,7 +705,7 @@ class Store:
                     np.full(lat.size, origin, dtype=np.uint64),
                     (lat + origin).astype(np.uint64),
                     np.zeros(lat.size, np.uint32), np.zeros(lat.size, np.uint32))],
-                    schema=sample_files.RECORD_SCHEMA)
+                    schema=parquet.RECORD_SCHEMA)
                 for first, origin, lat in batches))
             return
         failure: list[BaseException] = []
@@ -702,11 +717,11 @@ class Store:
                         seq = np.arange(first, first + lat.size, dtype=np.uint64)
                         yield pa.record_batch([numeric_array(c) for c in (
                             seq, np.full(lat.size, origin, dtype=np.uint64),
-                            (lat + origin).astype(np.uint64))], schema=_LATENCY_SCHEMA)
+                            (lat + origin).astype(np.uint64))], schema=_latency_schema())
             except BaseException as exc:
                 failure.append(exc)
                 raise
-        self._insert_stream(pa.RecordBatchReader.from_batches(_LATENCY_SCHEMA, arrow()),
+        self._insert_stream(pa.RecordBatchReader.from_batches(_latency_schema(), arrow()),
                             f"{int(run_id)}::BIGINT, seq, deadline_tick, entry_tick, "
                             f"0::UINTEGER, 0::UINTEGER", failure)
 
@@ -744,11 +759,11 @@ class Store:
                 inside = (seq >= first_seq) & (seq < end_seq)
                 shift = np.where(inside, np.uint64(delta_tick % (1 << 64)), np.uint64(0))
                 cols = [numeric_view(table.column(k))
-                        for k in sample_files.RECORD_SCHEMA.names]
+                        for k in parquet.RECORD_SCHEMA.names]
                 cols[1] = cols[1] + shift            # u64 wrap-around: two's complement
                 cols[2] = cols[2] + shift
                 batch = pa.record_batch([numeric_array(c) for c in cols],
-                                        schema=sample_files.RECORD_SCHEMA)
+                                        schema=parquet.RECORD_SCHEMA)
                 self._write("DELETE FROM sample_files WHERE run_id = ? AND name = ?",
                             [run_id, name])
                 self._add_files(run_id, iter([batch]))
@@ -839,6 +854,8 @@ class Store:
         samples in batches through irqlab.stats.select (a few passes; measured faster
         than DuckDB's own quantile_disc, which holds every value). `histogram`: theirs,
         when the caller built it while writing them (saves a pass)."""
+        from irqlab.stats.select import exact_figures
+
         got = exact_figures(lambda: self.iter_latency(run_id), quantiles, threshold_tick,
                             histogram)
         return StoredFigures(got.count, got.min_tick, got.max_tick, got.above,

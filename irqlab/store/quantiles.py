@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from irqlab.stats import quantile_rank
 
 # The signed latency of a stored record: entry - deadline as int64 (docs/formats.md
 # section 2), without the unsigned subtraction DuckDB refuses below zero.
@@ -64,6 +63,8 @@ def stored_figures(query: SampleQuery, quantile_sql: QuantileSql, run_id: int,
     if count == 0:
         return StoredFigures(0, None, None, 0 if threshold_tick is not None else None, [])
     values = [int(v) for v in values] if quantiles else []
+    from irqlab.stats import quantile_rank    # numpy: only when figures are read
+
     ranks = [quantile_rank(q, count) for q in quantiles]
     values = _proved(query, run_id, values, ranks)
     return StoredFigures(count, int(lo), int(hi),

@@ -17,11 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
-import numpy as np
 
-from irqlab.stats import RunStats
 from irqlab.stats.fields import make_summary, stats_figures
-from irqlab.store.percentiles import with_exact_percentiles
 
 if TYPE_CHECKING:
     from irqlab.store.db import Store
@@ -117,6 +114,8 @@ def close_dead_run(store: "Store", run_id: int, meta: dict[str, Any]) -> str:
         "threshold_ns": row.threshold_ns, "injected": injected, "message": message,
         **stats_figures(summary_stats, row.tick_hz)})
     if summary_stats is not None:
+        from irqlab.store.percentiles import with_exact_percentiles
+
         # Exact percentiles of the stored samples, as every finished run has.
         with_exact_percentiles(store, run_id, summary, summary_stats.histogram)
     store.finish_run(run_id, "died", summary, message)
@@ -126,6 +125,12 @@ def close_dead_run(store: "Store", run_id: int, meta: dict[str, Any]) -> str:
 def _stats_of(store: "Store", run_id: int, row: Any, params: dict[str, Any]
               ) -> tuple[Any, int]:
     """The run's statistics recomputed from its stored samples, and the injected count."""
+    # Here, not at the top: every store open imports this module to look for dead runs,
+    # and numpy is needed only when one is found (docs/design.md, "Start-up").
+    import numpy as np
+
+    from irqlab.stats import RunStats
+
     injected = 0
     tick_hz = int(row.tick_hz)
     threshold_ns = int(params.get("threshold_ns") or row.threshold_ns or 0)

@@ -26,13 +26,20 @@ import os
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import TYPE_CHECKING, Iterable, NamedTuple
 
-import numpy as np
-import pyarrow as pa
-
+from irqlab.lazy import lazy_import
 from irqlab.store.arrow import numeric_array
-from irqlab.store.parquet import RECORD_SCHEMA, samples_writer
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+else:
+    # numpy and pyarrow on first use (irqlab/lazy.py): `irqlab list` needs neither.
+    np = lazy_import("numpy")
+    pa = lazy_import("pyarrow")
+# pyarrow.parquet too: irqlab.store.parquet imports it, and its schema is made with pa.
+parquet = lazy_import("irqlab.store.parquet")
 
 # A measured run keeps its samples in files when one window holds at least this many
 # (10 s windows at a period of 150 us or less): each window is then one file or more, of
@@ -62,8 +69,8 @@ def file_path(db_path: Path, run_id: int, name: str) -> Path:
 
 def record_batch(records: np.ndarray) -> pa.RecordBatch:
     """RECORD_SCHEMA columns of raw records (RECORD_DTYPE)."""
-    return pa.record_batch([numeric_array(records[k]) for k in RECORD_SCHEMA.names],
-                           schema=RECORD_SCHEMA)
+    schema = parquet.RECORD_SCHEMA
+    return pa.record_batch([numeric_array(records[k]) for k in schema.names], schema=schema)
 
 
 def write_file(db_path: Path, run_id: int, batch: pa.RecordBatch) -> str:
@@ -77,7 +84,7 @@ def write_file(db_path: Path, run_id: int, batch: pa.RecordBatch) -> str:
     name = f"{uuid.uuid4().hex}.parquet"
     tmp = folder / f".{name}.tmp"
     try:
-        with samples_writer(tmp, RECORD_SCHEMA) as writer:
+        with parquet.samples_writer(tmp, parquet.RECORD_SCHEMA) as writer:
             writer.write_batch(batch)
         fd = os.open(tmp, os.O_RDONLY)
         try:

@@ -39,11 +39,19 @@ import struct
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import duckdb
-import numpy as np
-import pyarrow as pa
+
+from irqlab.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+else:
+    # numpy and pyarrow on first use (irqlab/lazy.py): `irqlab list` needs neither.
+    np = lazy_import("numpy")
+    pa = lazy_import("pyarrow")
 
 PROTOCOL_VERSION = 1
 _SOCKET_PREFIX = "irqlab-store-"
