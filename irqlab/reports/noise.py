@@ -4,8 +4,9 @@ Two runs of one configuration differ by more than their samples do (host state, 
 frequency, caches, placement: Kalibera & Jones, "Rigorous Benchmarking in Reasonable
 Time", ISMM 2013, measure this run-level variation and show that it must be replicated
 to be judged); and samples within a run are autocorrelated (a noisy second gives a
-burst of slow samples). Resampling single samples as if independent (irqlab < 0.2) is
-pseudo-replication: two identical runs came out "beyond noise at p<0.001". So:
+burst of slow samples). Resampling single samples as if independent (before issue 27) is
+pseudo-replication (Hurlbert, Ecological Monographs 54, 1984): two identical runs came
+out "beyond noise at p<0.001". So:
 
 **Replicates** (both groups >= 2 runs, `irqlab run --repeat N`): each run gives one
 value per quantile, its exact nearest-rank p50 and p99.9 (Hyndman & Fan 1996 def. 1).
@@ -28,8 +29,9 @@ here the non-overlapping blocks of Carlstein, Ann. Statist. 14, 1986) resamples
 contiguous blocks of each run, so bursts stay whole. The block length comes from the
 run's measured autocorrelation by Politis & White's automatic rule (Econometric Reviews
 23, 2004, with the correction of Patton, Politis & White, 2009), computed on the ranks of
-the latencies (so one huge stall does not decide it) and never below the length that
-keeps the number of blocks <= MAX_BLOCKS. If the simultaneous interval of every
+the latencies (so one huge stall does not decide it; the rule is derived for the mean,
+here it measures how long the dependence lasts) and never below the length that keeps
+the number of blocks <= MAX_BLOCKS. If the simultaneous interval of every
 quantile's ratio includes 1: "within noise"; otherwise "single runs: re-run with
 --repeat to judge" and beyond_noise is null, never true.
 

@@ -50,10 +50,10 @@ CSV_FIELDS = (["run_id", "name", "status", "accel", "emulated"]
 _STEM_OF_LABEL = {f.label: f.stem for f in RATIO_FIELDS}
 
 
-def fmt_p(p: float | None) -> str:
+def fmt_p(p: float | None, name: str = "p") -> str:
     if p is None:
-        return "p n/a"
-    return "p<0.001" if p < 0.001 else f"p={p:.2g}"
+        return f"{name} n/a"
+    return f"{name}<0.001" if p < 0.001 else f"{name}={p:.2g}"
 
 
 def _tested(nz: dict[str, Any] | None) -> bool:
@@ -75,7 +75,10 @@ def noise_cell(row: dict[str, Any]) -> str:
     if nz["test"] == noise.TEST_SINGLE:
         return text
     worst = min(nz["results"], key=lambda r: 2.0 if r["p_value"] is None else r["p_value"])
-    return f"{text} ({worst['quantile']} {fmt_p(worst.get('p_adjusted', worst['p_value']))})"
+    if worst.get("p_adjusted") is None:
+        return f"{text} ({worst['quantile']} {fmt_p(worst['p_value'])})"
+    # The adjusted p is the one the verdict compares with 0.05.
+    return f"{text} ({worst['quantile']} {fmt_p(worst['p_adjusted'], 'p_adj')})"
 
 
 def short_verdict(row: dict[str, Any]) -> str:
@@ -129,8 +132,9 @@ def _result_text(r: dict[str, Any]) -> str:
     if r["ratio"] is None:
         return f"{r['quantile']} ratio undefined (a quantile <= 0), {fmt_p(r['p_value'])}"
     level = r.get("confidence", 0.95)
+    adjusted = "" if r.get("p_adjusted") is None else f", {fmt_p(r['p_adjusted'], 'p_adj')}"
     return (f"{r['quantile']} ×{r['ratio']:.3g} ({level:.1%} CI {r['ci_low']:.3g}–"
-            f"{r['ci_high']:.3g}, {fmt_p(r['p_value'])})")
+            f"{r['ci_high']:.3g}, {fmt_p(r['p_value'])}{adjusted})")
 
 
 def noise_lines(model: dict[str, Any]) -> list[str]:
