@@ -373,19 +373,23 @@ void probe_timer_rearm(void)
 	arch_timer_arm_tick(next);
 }
 
-/* inject_due - true if the next sample is an injection target */
-static bool inject_due(void)
+/* inject_due - true if sample @seq (the next one) is an injection target */
+static bool inject_due(u64 seq)
 {
-	u64 seq = P.seq;
-
 	return P.irqoff_tick && params.inject_every &&
 	       (seq + 1) % params.inject_every == 0 && P.injected_seq != seq;
 }
 
-/* inject_irqoff - mask interrupts across deadline `seq` (see file header) */
-static void inject_irqoff(void)
+/*
+ * inject_irqoff - mask interrupts across deadline @k (see file header). @k is
+ * the seq inject_due() chose, not P.seq read again: the interrupt for k may
+ * come in between, and the injection must then be missed, not moved to k + 1
+ * (which is no target: seen as seq 50 flagged with every 50 under Xen on a
+ * loaded TCG host).
+ */
+static void inject_irqoff(u64 k)
 {
-	u64 k = P.seq, end_tick;
+	u64 end_tick;
 
 	P.injected_seq = k;
 	for (;;) {
@@ -444,13 +448,15 @@ void probe_run(void)
 		console_sink_repeat();
 		if (P.done)
 			finish();
-		if (inject_due()) {
-			inject_irqoff();
+		u64 seq = READ_ONCE(P.seq);
+
+		if (inject_due(seq)) {
+			inject_irqoff(seq);
 			continue;
 		}
 		if (params.idle == IDLE_HLT) {
 			arch_irq_disable();
-			if (!P.done && !inject_due())
+			if (!P.done && !inject_due(P.seq))
 				arch_idle_wait();	/* returns after the interrupt */
 			else
 				arch_irq_enable();
