@@ -53,6 +53,7 @@ class Run:
         self.stats: RunStats | None = None
         self.per_cpu: PerCpuStats | None = None
         self.per_ring: list[dict[str, Any]] = []
+        self.bound: DurationBound | None = None
         self.windows: list[dict[str, Any]] = []
         self.status, self.message = "failed", None
         self.injected = 0
@@ -165,7 +166,8 @@ class Run:
         assert self.process and self.source and self.stats and self.hdr
         stall_s = self.cfg.stall_timeout_s or self.target.stall_timeout_s(self.cfg)
         # --duration: the deadlines within it of the first, on every target.
-        bound = DurationBound.for_run(self.cfg, self.hdr.tick_hz)
+        bound = self.bound = DurationBound.for_run(self.cfg, self.hdr.tick_hz,
+                                                   self.hdr.period_tick)
         invalid: list[dict[str, int]] = []      # entries before their deadline
         try:
             self.status, self.message, self.injected = stream(
@@ -224,13 +226,16 @@ class Run:
                                     self.observer, self.windows)
                 except StoreWriteError as exc:
                     self.status, self.message = "failed", _store_failed(exc)
+        if self.bound is not None and hdr is not None and "duration_bound" in self.meta:
+            # The probe's own count, for the whole time it ran (evidence beside ours).
+            self.meta["duration_bound"]["probe_overruns"] = hdr.overruns
         summary = build_summary(self.cfg, self.run_id, self.name, self.plan, hdr, self.status,
-                                run_summary, self.lost, hdr.overruns if hdr else 0,
-                                self.injected, self.message)
+                                run_summary, self.lost, self.overruns(), self.injected,
+                                self.message)
         if self.per_cpu is not None:
             # Per-CPU summaries (docs/formats.md section 4, key per_cpu): same keys.
             summary["per_cpu"] = self.per_cpu.summaries(
-                {r["cpu"]: {"lost": r["lost"], "overruns": r["overruns"]}
+                {r["cpu"]: {"lost": r["lost"], "overruns": self.overruns(r)}
                  for r in self.per_ring})
         self.exact_percentiles(summary, run_summary)
         try:
@@ -255,6 +260,18 @@ class Run:
                 f"({exc}): the next irqlab command that opens {self.store.path} marks it "
                 f"died")
         return RunResult(self.run_id, self.status, summary, self.windows)
+
+    def overruns(self, ring: dict[str, Any] | None = None) -> int:
+        """The run's skipped periods (or one ring's): with --duration those within it,
+        as its samples are (DurationBound), else the probe's own counter, which also
+        holds periods skipped after the end (docs/formats.md section 4)."""
+        probe = (ring["overruns"] if ring is not None
+                 else self.hdr.overruns if self.hdr else 0)
+        if self.bound is None or not self.bound.counts_overruns:
+            return probe
+        if ring is not None:
+            return self.bound.skipped_by_cpu.get(ring["cpu"], 0)
+        return self.bound.overruns
 
     def exact_percentiles(self, summary: dict[str, Any], run_summary: RunSummary | None
                           ) -> None:

@@ -37,27 +37,84 @@ class DurationBound:
     (docs/design.md step 10), so the first sample at or past the end proves every sample
     within D has been read: the run can stop then."""
 
-    def __init__(self, duration_ns: int, tick_hz: int) -> None:
+    def __init__(self, duration_ns: int, tick_hz: int, period_tick: int = 0) -> None:
         self.span_tick = max(1, duration_ns * tick_hz // 1_000_000_000)
         self.first_tick: int | None = None
         self.last_tick: int | None = None      # newest deadline kept
         self.reached = False                   # a sample at or past the end was read
         self.after_end = 0                     # samples read past the end, not counted
         self.ended_by = "deadline"
+        # Skipped periods (overruns) within the bound, per CPU stream; 0: not counted.
+        self.period_tick = period_tick
+        self.skipped_by_cpu: dict[int, int] = {}
+        self._prev: dict[int, tuple[int, int]] = {}    # cpu -> (seq, deadline) last read
+        self._closed: set[int] = set()                  # cpus with a sample past the end
 
     @classmethod
-    def for_run(cls, cfg: RunConfig, tick_hz: int) -> DurationBound | None:
-        """The bound of a run given a duration (None for a run by sample count)."""
+    def for_run(cls, cfg: RunConfig, tick_hz: int, period_tick: int = 0
+                ) -> DurationBound | None:
+        """The bound of a run given a duration (None for a run by sample count);
+        ``period_tick`` (the probe's, from its header) lets it count the overruns."""
         if cfg.duration_ns is None or cfg.samples is not None:
             return None
-        return cls(cfg.duration_ns, tick_hz)
+        return cls(cfg.duration_ns, tick_hz, period_tick)
+
+    @property
+    def counts_overruns(self) -> bool:
+        """True if ``overruns`` is this bound's count (the probe's period is known)."""
+        return self.period_tick > 0
+
+    @property
+    def overruns(self) -> int:
+        """Periods skipped within the bound, the run's ``overruns`` (formats.md §4)."""
+        return sum(self.skipped_by_cpu.values())
 
     def metadata(self) -> dict[str, Any]:
         """The run's metadata ``duration_bound`` (docs/formats.md section 4)."""
         return {"first_deadline_tick": self.first_tick, "span_tick": self.span_tick,
                 "samples_after_end": self.after_end,
                 "ended_by": self.ended_by if self.reached or self.ended_by != "deadline"
-                else None}
+                else None,
+                "overruns": self.overruns if self.counts_overruns else None}
+
+    def count_skipped(self, recs: np.ndarray) -> None:
+        """Count the periods skipped within the bound, from the records just read (all
+        of them, before ``keep`` drops those past the end).
+
+        The probes advance a deadline by whole periods (probe.c ``probe_timer_rearm``,
+        native.c), and a record's ``seq`` counts every period that fired, lost records
+        included; so between two records of one CPU, ``(deadline gap) / period - (seq
+        gap)`` periods were skipped. Between the last record within the bound and the
+        first past it only the skipped periods before the end count; if records were
+        lost there too, the skipped ones are taken to come first (an upper bound). A
+        CPU whose stream has no record past the end yet is counted up to its last
+        record. Linear in the records read: a few numpy operations per poll."""
+        if not self.counts_overruns or not len(recs) or self.first_tick is None:
+            return
+        end = self.first_tick + self.span_tick
+        period = self.period_tick
+        cpus = recs["cpu"].astype(np.int64)
+        for cpu in np.unique(cpus).tolist():
+            if cpu in self._closed:
+                continue
+            mine = recs[cpus == cpu]
+            seq = mine["seq"].astype(np.int64)
+            dl = mine["deadline_tick"].astype(np.int64)
+            if cpu in self._prev:
+                seq = np.concatenate(([self._prev[cpu][0]], seq))
+                dl = np.concatenate(([self._prev[cpu][1]], dl))
+            self._prev[cpu] = (int(seq[-1]), int(dl[-1]))
+            if len(dl) < 2:
+                continue
+            skipped = np.maximum(0, np.diff(dl) // period - np.diff(seq))
+            past = np.flatnonzero(dl[1:] >= end)
+            n = int(skipped.sum()) if not past.size else int(skipped[:past[0]].sum())
+            if past.size:
+                i = int(past[0])
+                before_end = max(0, (end - int(dl[i]) - 1) // period)
+                n += min(int(skipped[i]), before_end)
+                self._closed.add(cpu)
+            self.skipped_by_cpu[cpu] = self.skipped_by_cpu.get(cpu, 0) + n
 
     def keep(self, deadline_tick: np.ndarray) -> np.ndarray | None:
         """Mask of the deadlines within the bound (None: all of them)."""
@@ -141,6 +198,8 @@ def stream(cfg: RunConfig, guest: ProcessTarget, reader: SampleSource, stats: Ru
             if target is not None and done + len(recs) > target:
                 recs = recs[:target - done]
             inside = bound.keep(recs["deadline_tick"]) if bound is not None else None
+            if bound is not None:
+                bound.count_skipped(recs)
             if inside is not None:
                 recs = recs[inside]     # past first deadline + duration: not counted
             if not len(recs):

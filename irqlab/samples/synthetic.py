@@ -13,8 +13,8 @@ import struct
 import numpy as np
 
 from irqlab.samples.record import RECORD_DTYPE
-from irqlab.samples.layout import (HEAD_OFFSET, HEADER_SIZE, RING_MAGIC, RING_OFFSET,
-                                   RING_VERSION, STATE_OFFSET, STATE_RUNNING)
+from irqlab.samples.layout import (HEAD_OFFSET, HEADER_SIZE, OVERRUNS_OFFSET, RING_MAGIC,
+                                   RING_OFFSET, RING_VERSION, STATE_OFFSET, STATE_RUNNING)
 
 
 class SyntheticRing:
@@ -53,6 +53,11 @@ class SyntheticRing:
         self.slots["flags"][idx] = 0 if flags is None else flags
         self.slots["cpu"][idx] = 0
         self._set_head(self.head + n)
+
+    def add_overruns(self, n: int) -> None:
+        """Count ``n`` more skipped periods in the header, as the probe's rearm does."""
+        at = RING_OFFSET + OVERRUNS_OFFSET
+        struct.pack_into("<Q", self.map, at, struct.unpack_from("<Q", self.map, at)[0] + n)
 
     def set_state(self, state: int, error: int = 0) -> None:
         """Publish the probe's state (layout STATE_*), e.g. done, or error with a code."""

@@ -18,6 +18,7 @@ import numpy as np
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.process import ProcessTarget
 from irqlab.samples.layout import HEADER_SIZE, RING_OFFSET, STATE_DONE, STATE_ERROR
+from irqlab.samples.record import FLAG_AFTER_OVERRUN
 from irqlab.samples.ring import RingReader
 from irqlab.samples.source import SampleSource
 from irqlab.samples.synthetic import SyntheticRing
@@ -27,6 +28,7 @@ LATENCY_NS = 5_000          # every fake sample: deadline + 5 us (tick = 1 ns)
 SPIKE_EVERY = 50            # ... except every 50th: + 80 us
 SPIKE_NS = 80_000
 EARLY_NS = 1_748_808        # entered before the deadline (issue 27's Xen cell)
+SKIPPED_PERIODS = 2         # periods an overrun skips (skip_every)
 
 BEHAVIOUR = Option("--fake-behaviour", "fake_behaviour", dict(
     choices=["ok", "hang", "crash", "probe-error"], help="how the fake probe ends"))
@@ -40,6 +42,7 @@ class FakeOptions(TargetOptions):
     backlog: int = 0               # samples written at once on start (a buffered boot)
     early_every: int = 0           # every Nth sample entered before its deadline
     slowdown: int = 1              # host time per period: a guest clock this much slower
+    skip_every: int = 0            # after every Nth sample, SKIPPED_PERIODS periods skipped
 
 
 class FakeProcess(ProcessTarget):
@@ -53,6 +56,21 @@ class FakeProcess(ProcessTarget):
         self.code: int | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._period_no = 0              # the last deadline's period number
+        self._skip_next = False
+
+    def _deadline(self, n: int) -> tuple[int, int]:
+        """Sample ``n``'s deadline and flags: the next period, or past the skipped ones
+        (counted in the header, the sample flagged), as the probe's rearm does."""
+        assert self.ring is not None
+        self._period_no += 1
+        flags = 0
+        if self._skip_next:
+            self._period_no += SKIPPED_PERIODS
+            self.ring.add_overruns(SKIPPED_PERIODS)
+            flags = FLAG_AFTER_OVERRUN
+        self._skip_next = bool(self.opts.skip_every and (n + 1) % self.opts.skip_every == 0)
+        return self._period_no * self.period_ns, flags
 
     def start(self) -> None:
         self.argv = ["fake-probe", self.plan.accel]
@@ -73,8 +91,9 @@ class FakeProcess(ProcessTarget):
         if self.opts.backlog:
             # Samples the probe took while the host was still booting it: they wait in
             # the ring (a console's buffer) and are read at once.
-            first = np.arange(1, self.opts.backlog + 1, dtype=np.int64) * self.period_ns
-            self.ring.write(first, first + LATENCY_NS)
+            first, flags = (np.array(x, dtype=np.int64) for x in zip(
+                *(self._deadline(i) for i in range(self.opts.backlog))))
+            self.ring.write(first, first + LATENCY_NS, flags.astype(np.uint32))
             n = self.opts.backlog
         while not self._stop.wait(self.opts.slowdown * self.period_ns / 1e9):
             if self.opts.behaviour != "ok" and n >= self.opts.after:
@@ -83,11 +102,12 @@ class FakeProcess(ProcessTarget):
                 elif self.opts.behaviour == "probe-error":
                     self.ring.set_state(STATE_ERROR, 7)
                 return                   # "hang": nothing more, the process lives on
-            deadline = np.array([(n + 1) * self.period_ns], dtype=np.int64)
+            at, flag = self._deadline(n)
+            deadline = np.array([at], dtype=np.int64)
             lat = SPIKE_NS if (n + 1) % SPIKE_EVERY == 0 else LATENCY_NS
             if self.opts.early_every and (n + 1) % self.opts.early_every == 0:
                 lat = -EARLY_NS          # a timer that fired early (a bad calibration)
-            self.ring.write(deadline, deadline + lat)
+            self.ring.write(deadline, deadline + lat, np.array([flag], dtype=np.uint32))
             n += 1
             if self.samples and n >= self.samples:
                 self.ring.set_state(STATE_DONE)
@@ -115,9 +135,10 @@ class FakeTarget(Target):
     options = (BEHAVIOUR,)
 
     def __init__(self, broken_accels: tuple[str, ...] = (), after: int = 100,
-                 backlog: int = 0, early_every: int = 0, slowdown: int = 1) -> None:
+                 backlog: int = 0, early_every: int = 0, slowdown: int = 1,
+                 skip_every: int = 0) -> None:
         self.broken_accels, self.after, self.backlog = broken_accels, after, backlog
-        self.early_every, self.slowdown = early_every, slowdown
+        self.early_every, self.slowdown, self.skip_every = early_every, slowdown, skip_every
         self.processes: list[FakeProcess] = []
 
     def configure(self, given: dict[str, Any], period_ns: int) -> FakeOptions:
@@ -125,7 +146,8 @@ class FakeTarget(Target):
             raise TargetUsageError("the fake probe needs --period 100us or more")
         return FakeOptions(behaviour=given.get("fake_behaviour", "ok"), after=self.after,
                            broken_accels=self.broken_accels, backlog=self.backlog,
-                           early_every=self.early_every, slowdown=self.slowdown)
+                           early_every=self.early_every, slowdown=self.slowdown,
+                           skip_every=self.skip_every)
 
     def accel_plans(self, cfg: Any) -> list[AccelPlan]:
         return [AccelPlan("kvm", "kvm", False), AccelPlan("tcg", "tcg", True)]
