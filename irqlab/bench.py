@@ -100,7 +100,7 @@ def bench_rate(periods_ns: tuple[int, ...] = (1_000_000, 500_000, 200_000, 100_0
                max_overrun_fraction: float = 0.01) -> list[dict[str, Any]]:
     """Shortest period a TCG guest sustains: no lost sample and at most 1 % of periods
     overrun (the guest re-armed too late), each step a real 3 s run, longest first."""
-    from irqlab.measure import RunConfig, run
+    from irqlab.measure import config_for_target, run
     from irqlab.store import Store
 
     class _Quiet:
@@ -113,7 +113,7 @@ def bench_rate(periods_ns: tuple[int, ...] = (1_000_000, 500_000, 200_000, 100_0
     steps = []
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "rate.duckdb") as store:
         for period in periods_ns:
-            cfg = RunConfig.for_target("guest", {"accel": "tcg"}, period_ns=period,
+            cfg = config_for_target("guest", {"accel": "tcg"}, period_ns=period,
                                        duration_ns=duration_ns, window_ns=duration_ns,
                                        name=f"rate-{period}")
             res = run(cfg, store, _Quiet())
@@ -151,7 +151,7 @@ def _bench_lab_read(opts: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _bench_export(opts: dict[str, Any]) -> list[dict[str, Any]]:
-    from irqlab.store.bench import bench_export
+    from irqlab.bench_api import bench_export
     return bench_export(**opts.get("lab", {}))
 
 

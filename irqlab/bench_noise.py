@@ -50,11 +50,11 @@ class _Quiet:
 
 
 def _config(target: str, name: str, duration_ns: int, period_ns: int) -> Any:
-    from irqlab.measure import RunConfig
+    from irqlab.measure import config_for_target
     # Native without SCHED_FIFO rights falls back to normal priority (and says so in
     # the run's metadata) instead of failing: the bench measures what the host allows.
     given = {"rt_fallback": True} if target == "native" else {}
-    return RunConfig.for_target(target, given, period_ns=period_ns, duration_ns=duration_ns,
+    return config_for_target(target, given, period_ns=period_ns, duration_ns=duration_ns,
                                 window_ns=duration_ns, name=name)
 
 

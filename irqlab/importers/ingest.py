@@ -20,7 +20,7 @@ from irqlab.importers.summary import PCT_KEYS, SampleFigures, build_summary
 from irqlab.importers.validate import check_samples, validate_run
 from irqlab.samples.record import RECORD_DTYPE
 from irqlab.stats import LogHistogram, Moments
-from irqlab.stats.native import hist_and_moments
+from irqlab.stats.histogram import hist_and_moments
 from irqlab.store import Store, StoreError
 from irqlab.store.db import _utcnow
 

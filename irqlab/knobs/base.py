@@ -57,5 +57,5 @@ class Knob:
 
 def qemu_accel(ctx: Any) -> str | None:
     """'kvm' or 'tcg' for a run under QEMU, None for a run that is not (the native
-    probe's plan is "none"). ``ctx``: the RunContext (irqlab.measure.config)."""
+    probe's plan is "none"). ``ctx``: the RunContext (irqlab.runconfig)."""
     return ctx.plan.accel if ctx.plan.accel in ("kvm", "tcg") else None

@@ -7,32 +7,35 @@ process dies, however it dies (SIGKILL, OOM, power cut aside). At the next start
 (``irqlab.cli.main``) takes the lock of every file it finds; a file it can lock belongs to a
 dead process, so its open entries are undone newest first and the file is deleted.
 
-Entries (``op``):
-- ``write``: a file (sysfs/procfs knob) held ``old`` before irqlab wrote to it.
-- ``killpg``: a load's process group; killed only if its leader is still the same process
-  (pid and start time match), so a reused pid is never hit.
-- ``sched``: a thread's scheduling policy, priority and CPU affinity before irqlab changed
-  them; restored only if the thread is still the same one.
-- ``trace_instance``: a private tracefs instance (``path``), journalled before ``mkdir``;
-  undone by turning its tracing off and removing it (its buffers go with it).
-- ``umount``: a file system irqlab mounted in a temporary directory (``path``), journalled
-  before ``mount``; undone by unmounting it and removing the directory.
-- ``netns``: a network namespace (``name``) of ``--target net --net tap``, with the tap,
-  bridge and addresses inside it; undone by killing what still runs in it and deleting
-  it (irqlab.knobs.netns), which removes everything inside.
+Entries (``op``): each kind of change registers its undo where the change is made
+(``@undo_kind("netns")`` in irqlab.knobs.netns), so this module names no kind. Every entry
+records that module (key ``undo``); a later irqlab that finds the entry of a dead process
+imports it to get the undo (only ``irqlab.*`` modules; entries from before the key
+existed use the table ``_UNDO_BEFORE_2026_11_26``). The kinds and where they live:
+- ``write`` (irqlab.knobs.kvm): a file (sysfs/procfs knob) held ``old`` before irqlab
+  wrote to it.
+- ``killpg`` (irqlab.loads.base): a load's process group; killed only if its leader is
+  still the same process (pid and start time match), so a reused pid is never hit.
+- ``sched`` (irqlab.knobs.vcpu): a thread's scheduling policy, priority and CPU affinity
+  before irqlab changed them; restored only if the thread is still the same one.
+- ``trace_instance`` (irqlab.trace.tracefs): a private tracefs instance (``path``),
+  journalled before ``mkdir``; undone by turning its tracing off and removing it.
+- ``umount`` (irqlab.trace.tracefs): a file system irqlab mounted in a temporary
+  directory (``path``), journalled before ``mount``; undone by unmounting it.
+- ``netns`` (irqlab.knobs.netns): a network namespace (``name``) of ``--target net
+  --net tap``, with the tap, bridge and addresses inside it; undone by killing what still
+  runs in it and deleting it, which removes everything inside.
 A line ``{"done": ID}`` closes entry ID (the change was undone normally).
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
+import importlib
 import json
 import os
-import signal
-import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 def journal_dir() -> Path:
@@ -52,6 +55,43 @@ def proc_starttime(pid: int, tid: int | None = None) -> int | None:
     except OSError:
         return None
     return int(text[text.rfind(")") + 2:].split()[19])
+
+
+Undo = Callable[[dict[str, Any]], str]
+
+# op -> how to undo it (one line for the user); filled by @undo_kind where each change is made.
+_UNDO: dict[str, Undo] = {}
+
+# Entries written before 2026-11-26 carry no ``undo`` key: where their kinds lived then.
+# Frozen; a new kind is found through the key its entries carry.
+_UNDO_BEFORE_2026_11_26 = {
+    "write": "irqlab.knobs.kvm", "killpg": "irqlab.loads.base", "sched": "irqlab.knobs.vcpu",
+    "trace_instance": "irqlab.trace.tracefs", "umount": "irqlab.trace.tracefs",
+    "netns": "irqlab.knobs.netns",
+}
+
+
+def undo_kind(op: str) -> Callable[[Undo], Undo]:
+    """Register ``func`` as the undo of entries ``op`` (a decorator, used at import)."""
+    def register(func: Undo) -> Undo:
+        _UNDO[op] = func
+        return func
+    return register
+
+
+def _undo_of(entry: dict[str, Any]) -> Undo | None:
+    op = entry.get("op")
+    if not isinstance(op, str):
+        return None
+    if op not in _UNDO:
+        module = entry.get("undo") or _UNDO_BEFORE_2026_11_26.get(op)
+        # A journal file is ours (0600), but never import outside the package from it.
+        if isinstance(module, str) and module.startswith("irqlab."):
+            try:
+                importlib.import_module(module)   # registers its kinds
+            except ImportError:
+                return None                       # left by another irqlab version
+    return _UNDO.get(op)
 
 
 class Journal:
@@ -77,11 +117,15 @@ class Journal:
         os.fsync(self._fd)  # the entry must be on disk before the change it protects
 
     def add(self, op: str, **data: Any) -> int:
-        """Record how to undo a change about to be made; returns the entry id."""
+        """Record how to undo a change about to be made (``op``: a kind registered with
+        @undo_kind by the module making the change); returns the entry id."""
+        if op not in _UNDO:
+            # Journalling what nothing could undo would leave the change for good.
+            raise ValueError(f"journal op {op!r} has no registered undo (@undo_kind)")
         self._ensure()
         entry_id = self._next
         self._next += 1
-        entry = {"id": entry_id, "op": op, **data}
+        entry = {"id": entry_id, "op": op, "undo": _UNDO[op].__module__, **data}
         self._write(entry)
         self._open[entry_id] = entry
         return entry_id
@@ -118,59 +162,10 @@ def journal() -> Journal:
 
 def undo(entry: dict[str, Any]) -> str:
     """Undo one entry; returns what was done (for the user)."""
-    op = entry.get("op")
-    if op == "write":
-        with open(entry["path"], "w") as f:
-            f.write(str(entry["old"]))
-        return f"restored {entry['path']} to {entry['old']!r}"
-    if op == "killpg":
-        pid, pgid = int(entry["pid"]), int(entry["pgid"])
-        if proc_starttime(pid) != entry.get("starttime"):
-            return f"load {entry.get('name')} (pid {pid}) already gone"
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            return f"load {entry.get('name')} (pid {pid}) already gone"
-        return f"killed leftover load {entry.get('name')} (process group {pgid})"
-    if op == "sched":
-        pid, tid = int(entry["pid"]), int(entry["tid"])
-        if proc_starttime(pid, tid) != entry.get("starttime"):
-            return f"thread {tid} already gone"
-        os.sched_setscheduler(tid, entry["policy"], os.sched_param(entry["priority"]))
-        os.sched_setaffinity(tid, entry["affinity"])
-        return f"restored scheduling of thread {tid}"
-    if op == "trace_instance":
-        path = Path(entry["path"])
-        if not path.is_dir():
-            return f"trace instance {path} already gone"
-        try:
-            (path / "tracing_on").write_text("0")
-        except OSError:
-            pass                # rmdir below says whether the instance can go
-        os.rmdir(path)
-        return (f"removed trace instance {path} left by irqlab pid {entry.get('pid')} "
-                f"(its tracing was still on)")
-    if op == "umount":
-        path = Path(entry["path"])
-        if not os.path.ismount(path):
-            if path.is_dir():
-                with contextlib.suppress(OSError):
-                    path.rmdir()
-            return f"{entry.get('fstype', 'mount')} at {path} already unmounted"
-        res = subprocess.run(["umount", str(path)], capture_output=True, text=True)
-        if res.returncode != 0:
-            # Busy (a process still holds a file in it): detach it now, the kernel frees
-            # it when the last user goes.
-            res = subprocess.run(["umount", "-l", str(path)], capture_output=True, text=True)
-        if res.returncode != 0:
-            raise OSError(f"umount {path}: {res.stderr.strip()}")
-        with contextlib.suppress(OSError):
-            path.rmdir()
-        return f"unmounted {entry.get('fstype', 'a file system')} at {path}"
-    if op == "netns":
-        from irqlab.knobs.netns import undo_netns     # iproute2 calls live there
-        return undo_netns(entry)
-    return f"unknown journal entry {entry!r} skipped"
+    func = _undo_of(entry)
+    if func is None:
+        return f"unknown journal entry {entry!r} skipped"
+    return func(entry)
 
 
 def replay_stale(directory: Path | None = None) -> list[str]:

@@ -10,7 +10,7 @@ import struct
 from typing import Any
 
 from irqlab.knobs.base import Knob, qemu_accel
-from irqlab.knobs.journal import journal
+from irqlab.knobs.journal import journal, undo_kind
 from irqlab.knobs.values import parse_duration, parse_onoff
 
 KVM_CAP_HALT_POLL = 182
@@ -145,3 +145,11 @@ class HaltPollGlobalKnob(Knob):
             # Left in the journal: the next irqlab start tries again.
             self.details["restored"] = f"failed: {exc.strerror}"
         self._entry = None
+
+
+@undo_kind("write")
+def undo_write(entry: dict[str, Any]) -> str:
+    """The journal's undo of op ``write``: the file gets its old value back."""
+    with open(entry["path"], "w") as f:
+        f.write(str(entry["old"]))
+    return f"restored {entry['path']} to {entry['old']!r}"

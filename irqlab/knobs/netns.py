@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from irqlab.knobs.journal import journal
+from irqlab.knobs.journal import journal, undo_kind
 from irqlab.runner.net import (RESPONDER_PORT, GuestNetwork, NetdevSetting, NETDEV_ID,
                                virtio_net_device)
 
@@ -92,6 +92,7 @@ def remove_netns(name: str, wait_s: float = 3.0) -> list[int]:
     return killed
 
 
+@undo_kind("netns")
 def undo_netns(entry: dict[str, Any]) -> str:
     """The journal's undo of op ``netns`` (one line for the user)."""
     name = str(entry["name"])

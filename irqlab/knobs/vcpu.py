@@ -14,7 +14,7 @@ from typing import Any
 
 from irqlab.cpus import format_cpu_list, online_cpus, parse_available_cpus
 from irqlab.knobs.base import Knob
-from irqlab.knobs.journal import journal, proc_starttime
+from irqlab.knobs.journal import journal, proc_starttime, undo_kind
 from irqlab.knobs.values import parse_int
 
 _VCPU_RE = re.compile(r"^(?:CPU (\d+)|ALL CPUs)/(KVM|TCG|HVF|WHPX)$")
@@ -135,3 +135,15 @@ class VcpusKnob(Knob):
             self.details["note"] = (f"-smp {self.count}: the probe runs on vCPU 0 only; "
                                     f"vCPUs 1..{self.count - 1} stay parked in wait-for-SIPI")
         self.details["host_cpus"] = format_cpu_list(online_cpus())
+
+
+@undo_kind("sched")
+def undo_sched(entry: dict[str, Any]) -> str:
+    """The journal's undo of op ``sched``: policy, priority and affinity, if the thread is
+    still the same one (its start time matches)."""
+    pid, tid = int(entry["pid"]), int(entry["tid"])
+    if proc_starttime(pid, tid) != entry.get("starttime"):
+        return f"thread {tid} already gone"
+    os.sched_setscheduler(tid, entry["policy"], os.sched_param(entry["priority"]))
+    os.sched_setaffinity(tid, entry["affinity"])
+    return f"restored scheduling of thread {tid}"

@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from irqlab.cpus import format_cpu_list, online_cpus, parse_available_cpus
-from irqlab.knobs.journal import journal, proc_starttime
+from irqlab.knobs.journal import journal, proc_starttime, undo_kind
 from irqlab.knobs.values import parse_duration
 from irqlab.runner.process import die_with_parent
 
@@ -266,3 +266,17 @@ class Load:
         if self.error:
             out["error"] = self.error
         return out
+
+
+@undo_kind("killpg")
+def undo_killpg(entry: dict[str, Any]) -> str:
+    """The journal's undo of op ``killpg``: kill a load's process group, only if its
+    leader is still the same process (pid and start time match)."""
+    pid, pgid = int(entry["pid"]), int(entry["pgid"])
+    if proc_starttime(pid) != entry.get("starttime"):
+        return f"load {entry.get('name')} (pid {pid}) already gone"
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return f"load {entry.get('name')} (pid {pid}) already gone"
+    return f"killed leftover load {entry.get('name')} (process group {pgid})"

@@ -175,8 +175,8 @@ def _default_params(target: str, period_ns: int) -> dict[str, Any] | None:
     (None when the target needs options, e.g. serial's port, or is unknown)."""
     try:
         # Imported here: only default-named runs need the targets' definitions.
-        from irqlab.measure.config import RunConfig
-        return RunConfig.for_target(target, period_ns=period_ns).params()
+        from irqlab.measure.config import config_for_target
+        return config_for_target(target, period_ns=period_ns).params()
     except Exception:       # any target error: then every set parameter is shown
         return None
 

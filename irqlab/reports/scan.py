@@ -20,7 +20,7 @@ import numpy as np
 from irqlab.reports import noise
 from irqlab.reports.data import NS_PER_S, PERCENTILES, RunData
 from irqlab.stats import LogHistogram, Moments
-from irqlab.stats.native import hist_and_moments
+from irqlab.stats.histogram import hist_and_moments
 from irqlab.stats.select import exact_figures
 from irqlab.store.quantiles import StoredFigures
 

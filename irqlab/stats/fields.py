@@ -27,10 +27,17 @@ Builder:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Protocol
 
-if TYPE_CHECKING:       # run.py takes its percentiles from this catalog
-    from .run import RunSummary
+
+class TickFigures(Protocol):
+    """What stats_figures reads of a run's statistics (irqlab.stats.run.RunSummary, which
+    takes its percentile names from this catalog, so this module names no class of it):
+    the counts here, and each latency field's ``tick_attr`` (min_tick, p99_tick, ...)."""
+
+    samples: int
+    above_threshold: int
+    invalid: int
 
 SUMMARY_VERSION = 1
 
@@ -256,7 +263,7 @@ def percentiles_from(summary: Mapping[str, Any]) -> str | None:
     return None
 
 
-def stats_figures(s: RunSummary | None, tick_hz: int | None) -> dict[str, Any]:
+def stats_figures(s: TickFigures | None, tick_hz: int | None) -> dict[str, Any]:
     """``samples``, ``above_threshold`` and every latency field of a run's statistics,
     latencies in ns; no statistics (or no samples, or no tick rate) gives 0, 0, None."""
     if s is None or tick_hz is None or s.samples == 0:

@@ -38,8 +38,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .exact import as_tick_array, exact_sum
+from .moments import Moments
 from .native import HistogramLayout, Tally, reduce_batch
-from .segments import Segments
+from .segments import Segments, reduce_segments
 
 SERIAL_VERSION = 1
 
@@ -313,3 +314,20 @@ class LogHistogram:
     def __repr__(self) -> str:
         return (f"LogHistogram(count={self.count}, min={self.min}, max={self.max}, "
                 f"underflow={self.underflow}, overflow={self.overflow})")
+
+
+def hist_and_moments(values: np.ndarray, hist: LogHistogram, moments: Moments) -> Segments:
+    """Add a batch to a histogram and exact moments in one pass (the C fast path, else
+    numpy); its one-segment reduction (count, sums, min, max)."""
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    reduced = reduce_batch(None, values, 0, 1, 0, hist.layout)
+    if reduced is None:
+        seg = reduce_segments(np.zeros(values.size, dtype=np.int64), values, 0, 1, 0)
+        hist.add(values)
+    else:
+        seg, tally = reduced
+        assert tally is not None
+        hist.add_tally(tally, seg)
+    moments.add_summary(int(seg.count[0]), int(seg.total[0]), int(seg.total_sq[0]),
+                        int(seg.min[0]), int(seg.max[0]))
+    return seg

@@ -12,17 +12,12 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from irqlab import native
 
 from .segments import Segments, reduce_segments, window_span
-
-if TYPE_CHECKING:      # histogram.py imports this module
-    from .histogram import LogHistogram
-    from .moments import Moments
 
 # Rows of the C output (stats.c's SEG_* enum).
 _ROWS = 11
@@ -125,19 +120,3 @@ def reduce_batch(deadlines: np.ndarray | None, latencies: np.ndarray, origin: in
         tally = Tally(hist[2:-1], int(hist[0]), int(hist[-1]))
     return segments, tally
 
-
-def hist_and_moments(values: np.ndarray, hist: LogHistogram, moments: Moments) -> Segments:
-    """Add a batch to a histogram and exact moments in one pass (the C fast path, else
-    numpy); its one-segment reduction (count, sums, min, max)."""
-    values = np.ascontiguousarray(values, dtype=np.int64)
-    reduced = reduce_batch(None, values, 0, 1, 0, hist.layout)
-    if reduced is None:
-        seg = reduce_segments(np.zeros(values.size, dtype=np.int64), values, 0, 1, 0)
-        hist.add(values)
-    else:
-        seg, tally = reduced
-        assert tally is not None
-        hist.add_tally(tally, seg)
-    moments.add_summary(int(seg.count[0]), int(seg.total[0]), int(seg.total_sq[0]),
-                        int(seg.min[0]), int(seg.max[0]))
-    return seg

@@ -1,12 +1,12 @@
-"""`irqlab bench push` and `irqlab bench export`: lab-store and Parquet throughput.
+"""`irqlab bench push` and `irqlab bench lab`: lab-store throughput.
 
-Both run on one synthetic run of N samples (default 10 M) in a temporary DuckDB file,
-each against a baseline measured in the same invocation on the same data:
+Each runs on one synthetic run of N samples (default 10 M) in a temporary DuckDB file,
+against a baseline measured in the same invocation on the same data:
 - push: `irqlab push` to a throw-away PostgreSQL server (irqlab.store.pgserver) against
   one COPY of the same rows already formatted as text into the same tables (what the
-  server itself takes: the difference is ours);
-- export: `irqlab export --parquet` against DuckDB writing the same columns to Parquet
-  itself (`COPY … TO … (FORMAT parquet)`).
+  server itself takes: the difference is ours).
+`irqlab bench export` (the Python API to Parquet, on the same synthetic run) is
+irqlab.bench_api: the API is below the store in the layers.
 """
 
 from __future__ import annotations
@@ -82,34 +82,6 @@ def bench_push(samples: int = 10_000_000) -> list[dict[str, Any]]:
              "samples": samples, "seconds": ours_s, "baseline": samples / base_s,
              "baseline_name": "one COPY of the same rows pre-formatted as text into the "
                               "same tables",
-             "ratio": base_s / ours_s, "peak_rss_mib": _peak_rss_mib()}]
-
-
-def bench_export(samples: int = 10_000_000) -> list[dict[str, Any]]:
-    from irqlab.api import SAMPLE_SCHEMA, StoreView
-    from irqlab.store.parquet import samples_writer
-
-    with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "bench.duckdb"
-        with Store(db) as src:
-            rid = _synthetic_run(src, samples)
-        with StoreView(Store(db, read_only=True)) as view:
-            t0 = time.perf_counter()
-            with samples_writer(Path(tmp) / "ours.parquet", SAMPLE_SCHEMA) as writer:
-                for batch in view.sample_batches(rid):
-                    writer.write_batch(batch)
-            ours_s = time.perf_counter() - t0
-        with Store(db, read_only=True) as src:
-            t0 = time.perf_counter()
-            src.con.execute(
-                f"COPY (SELECT run_id, seq, cpu, deadline_tick, "
-                f"entry_tick - deadline_tick AS latency_tick, flags FROM samples "
-                f"WHERE run_id = {rid} ORDER BY seq) TO '{tmp}/duckdb.parquet' "
-                f"(FORMAT parquet)")
-            base_s = time.perf_counter() - t0
-    return [{"name": "export", "value": samples / ours_s, "unit": "samples/s",
-             "samples": samples, "seconds": ours_s, "baseline": samples / base_s,
-             "baseline_name": "DuckDB COPY TO parquet of the same columns (ticks)",
              "ratio": base_s / ours_s, "peak_rss_mib": _peak_rss_mib()}]
 
 

@@ -12,7 +12,7 @@ shows one value per percentile. ``percentiles_from`` says which the summary hold
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 import numpy as np
 
@@ -22,13 +22,30 @@ from irqlab.stats.select import exact_figures
 from irqlab.store.arrow import numeric_view
 
 if TYPE_CHECKING:
-    from irqlab.store.db import Store
-    from irqlab.store.pg import PgStore
+    import pyarrow as pa
+
+    from irqlab.store.quantiles import StoredFigures
+
+
+class SampleStore(Protocol):
+    """What these functions read of a store: both stores (irqlab.store.db.Store, the lab's
+    irqlab.store.pg.PgStore) have it. A protocol, not the classes: the stores reach this
+    module when they close dead runs (irqlab.store.recover), so naming them here would
+    close an import circle."""
+
+    def sample_count(self, run_id: int) -> int: ...
+
+    def sample_figures(self, run_id: int, quantiles: list[float],
+                       threshold_tick: int | None = None,
+                       histogram: LogHistogram | None = None) -> "StoredFigures": ...
+
+    def iter_samples(self, run_id: int, batch: int = 1_000_000
+                     ) -> Iterator["pa.RecordBatch"]: ...
 
 QUANTILES: list[float] = [f.quantile for f in PERCENTILE_FIELDS if f.quantile is not None]
 
 
-def exact_percentiles_ns(store: "Store | PgStore", run_id: int, tick_hz: int,
+def exact_percentiles_ns(store: SampleStore, run_id: int, tick_hz: int,
                          histogram: LogHistogram | None = None
                          ) -> tuple[int, dict[str, int]]:
     """(count, {percentile key: exact ns}) of a run's stored samples; ({} when none).
@@ -40,7 +57,7 @@ def exact_percentiles_ns(store: "Store | PgStore", run_id: int, tick_hz: int,
                        for f, v in zip(PERCENTILE_FIELDS, got.quantile_tick)}
 
 
-def with_exact_percentiles(store: "Store | PgStore", run_id: int, summary: dict[str, Any],
+def with_exact_percentiles(store: SampleStore, run_id: int, summary: dict[str, Any],
                            histogram: LogHistogram | None = None) -> dict[str, Any]:
     """`summary` (updated in place, and returned) with exact percentiles when the store
     holds exactly the samples it summarises; otherwise (samples not stored, or not all:
@@ -63,7 +80,7 @@ def with_exact_percentiles(store: "Store | PgStore", run_id: int, summary: dict[
     return summary
 
 
-def per_cpu_exact(store: "Store | PgStore", run_id: int, entries: list[dict[str, Any]],
+def per_cpu_exact(store: SampleStore, run_id: int, entries: list[dict[str, Any]],
                   tick_hz: int, histograms: dict[int, LogHistogram] | None = None
                   ) -> list[dict[str, Any]]:
     """Per-CPU summaries (key ``per_cpu``) with exact percentiles of each CPU's stored
@@ -86,7 +103,7 @@ def per_cpu_exact(store: "Store | PgStore", run_id: int, entries: list[dict[str,
     return entries
 
 
-def _cpu_reader(store: "Store | PgStore", run_id: int, cpu: int
+def _cpu_reader(store: SampleStore, run_id: int, cpu: int
                 ) -> Callable[[], Iterator[np.ndarray]]:
     """Batches of one CPU's latencies in ticks (each call reads the run again)."""
     def read() -> Iterator[np.ndarray]:

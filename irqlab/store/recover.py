@@ -14,14 +14,29 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 import duckdb
 
 from irqlab.stats.fields import make_summary, stats_figures
 
 if TYPE_CHECKING:
-    from irqlab.store.db import Store
+    import numpy as np
+
+
+class DeadRunStore(Protocol):
+    """What closing a dead run reads and writes of the DuckDB store (irqlab.store.db.Store,
+    which calls this module at every open, so this module names no class of it; it also
+    passes the store to irqlab.store.percentiles, whose SampleStore it satisfies)."""
+
+    def _query(self, sql: str, params: list[Any] | None = None) -> Any: ...
+    def resolve(self, ref: str) -> Any: ...
+    def sample_count(self, run_id: int) -> int: ...
+    def finish_run(self, run_id: int, status: str, summary: dict[str, Any] | None,
+                   message: str | None = None) -> None: ...
+    def iter_samples_by_deadline(self, run_id: int, batch: int = 1_000_000
+                                 ) -> Iterator[tuple["np.ndarray", "np.ndarray",
+                                                     "np.ndarray"]]: ...
 
 _FLAG_INJECTED = 1     # irqlab.samples.record.FLAG_INJECTED (the ring format, section 2)
 
@@ -69,7 +84,7 @@ def writer_gone(writer: Any) -> bool:
     return _starttime(pid) != writer.get("starttime")
 
 
-def dead_running_runs(store: "Store") -> list[tuple[int, dict[str, Any]]]:
+def dead_running_runs(store: DeadRunStore) -> list[tuple[int, dict[str, Any]]]:
     """``(run_id, metadata)`` of every ``running`` run not written by this process."""
     import json
 
@@ -88,7 +103,7 @@ def dead_running_runs(store: "Store") -> list[tuple[int, dict[str, Any]]]:
     return out
 
 
-def close_dead_run(store: "Store", run_id: int, meta: dict[str, Any]) -> str:
+def close_dead_run(store: DeadRunStore, run_id: int, meta: dict[str, Any]) -> str:
     """Mark one dead run ``died`` with a message and a summary from its stored samples;
     returns the message."""
     row = store.resolve(str(run_id))
@@ -122,7 +137,7 @@ def close_dead_run(store: "Store", run_id: int, meta: dict[str, Any]) -> str:
     return message
 
 
-def _stats_of(store: "Store", run_id: int, row: Any, params: dict[str, Any]
+def _stats_of(store: DeadRunStore, run_id: int, row: Any, params: dict[str, Any]
               ) -> tuple[Any, int]:
     """The run's statistics recomputed from its stored samples, and the injected count."""
     # Here, not at the top: every store open imports this module to look for dead runs,

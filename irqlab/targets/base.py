@@ -13,14 +13,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.process import ProcessTarget
 from irqlab.samples.source import SampleSource
-
-if TYPE_CHECKING:       # the run config holds a target's options: type names only
-    from irqlab.measure.config import RunConfig
+# The run config holds a target's options; both live below the targets.
+from irqlab.runconfig import RunConfig, TargetOptions
 
 # Shortest period the probes accept (probes/guest/lib/probe.c PERIOD_NS_MIN,
 # probes/native/native.c --period-ns): the CLI refuses what the probe would refuse.
@@ -42,22 +41,6 @@ class Option:
     flag: str
     dest: str
     kwargs: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
-
-
-@dataclass
-class TargetOptions:
-    """The typed options of one run's target (each target extends it).
-
-    ``arch`` is what the probe runs on (summary key ``arch`` before the probe reports
-    it); ``icount`` says guest time is virtual, so a --duration becomes a sample count."""
-
-    arch: str = "x86_64"
-    icount: bool = False
-
-    def capabilities(self) -> frozenset[str]:
-        """What run hooks may require of this target (RunHook.requires): e.g. "xen-dom0",
-        a Linux dom0 that runs loads and xl for the run. Most targets offer none."""
-        return frozenset()
 
 
 class Target(ABC):

@@ -207,7 +207,7 @@ class TraceHook(CaptureHook):
         self.meta["tracefs_mounted_by_irqlab"] = self.fs.mounted_by_us
 
     def after_start(self, ctx: Any) -> None:
-        """``ctx``: the run's RunContext (irqlab.measure.config)."""
+        """``ctx``: the run's RunContext (irqlab.runconfig)."""
         try:
             self._start(ctx)
         except (OSError, TraceError) as exc:

@@ -11,12 +11,14 @@ nothing behind: the next irqlab start removes them and says so.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from irqlab.knobs.journal import journal
+from irqlab.knobs.journal import journal, undo_kind
 
 # The events of issue 8, in (system, name) form; ``irq_vectors:*`` is expanded at run time.
 WANTED_EVENTS: tuple[tuple[str, str], ...] = (
@@ -232,3 +234,41 @@ def _restore_value(rel: str, old: str) -> str:
     if name == "buffer_size_kb":              # "7 (expanded: 1408)" on a fresh buffer
         return text.split()[0]
     return text
+
+
+@undo_kind("trace_instance")
+def undo_trace_instance(entry: dict[str, Any]) -> str:
+    """The journal's undo of op ``trace_instance``: tracing off, the instance removed (its
+    buffers go with it)."""
+    path = Path(entry["path"])
+    if not path.is_dir():
+        return f"trace instance {path} already gone"
+    try:
+        (path / "tracing_on").write_text("0")
+    except OSError:
+        pass                # rmdir below says whether the instance can go
+    os.rmdir(path)
+    return (f"removed trace instance {path} left by irqlab pid {entry.get('pid')} "
+            f"(its tracing was still on)")
+
+
+@undo_kind("umount")
+def undo_umount(entry: dict[str, Any]) -> str:
+    """The journal's undo of op ``umount``: unmount (lazily when busy), remove the
+    directory."""
+    path = Path(entry["path"])
+    if not os.path.ismount(path):
+        if path.is_dir():
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        return f"{entry.get('fstype', 'mount')} at {path} already unmounted"
+    res = subprocess.run(["umount", str(path)], capture_output=True, text=True)
+    if res.returncode != 0:
+        # Busy (a process still holds a file in it): detach it now, the kernel frees
+        # it when the last user goes.
+        res = subprocess.run(["umount", "-l", str(path)], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise OSError(f"umount {path}: {res.stderr.strip()}")
+    with contextlib.suppress(OSError):
+        path.rmdir()
+    return f"unmounted {entry.get('fstype', 'a file system')} at {path}"

@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from irqlab.measure.config import RunConfig
+from irqlab.measure.config import config_for_target
 from irqlab.runner.machines import MACHINES, find_qboot
 from irqlab.runner.process import die_with_parent
 from irqlab.samples.console import frame_line
@@ -153,7 +153,7 @@ def test_what_arrived_tells_why_no_header(data, says):
     """Wrong baud, a board without the probe, an old probe: said apart (a real pty)."""
     master, slave = os.openpty()
     target = SerialTarget()
-    cfg = RunConfig.for_target("serial", {"serial_port": os.ttyname(slave)})
+    cfg = config_for_target("serial", {"serial_port": os.ttyname(slave)})
     port = target.spawn(cfg, target.accel_plans(cfg)[0], "t", [])
     try:
         port.start()

@@ -116,7 +116,7 @@ def test_prio_and_pin_applied_then_restored(state):
 
 def _run(cfg_extra: dict, sysfs: Path, db: Path, interrupt_after: float | None = None):
     from irqlab.cli.render import Renderer
-    from irqlab.measure import RunConfig, run
+    from irqlab.measure import config_for_target, run
     from irqlab.store import Store
 
     knob = make_knob("halt_poll_global", "0")
@@ -124,7 +124,7 @@ def _run(cfg_extra: dict, sysfs: Path, db: Path, interrupt_after: float | None =
     for key in ("probe", "icount"):          # the guest target's own options
         if key in cfg_extra:
             given[key] = cfg_extra.pop(key)
-    cfg = RunConfig.for_target("guest", given, hooks=[knob], **cfg_extra)
+    cfg = config_for_target("guest", given, hooks=[knob], **cfg_extra)
     seen = {}
 
     class Watch(Renderer):

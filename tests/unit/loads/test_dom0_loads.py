@@ -7,7 +7,7 @@ import pytest
 
 from irqlab.knobs import make_knob
 from irqlab.loads import parse_load
-from irqlab.measure.config import RunConfig
+from irqlab.measure.config import config_for_target
 from irqlab.runner.xen_dom0 import dom0_cache_dir
 from irqlab.targets.xen import XenTarget
 
@@ -56,7 +56,7 @@ def test_target_bakes_hooks_into_dom0_plan() -> None:
     hooks = [make_knob("pin", "1"), make_knob("rtds_period", "100us"),
              make_knob("cpupool", "null"), parse_load("dom0-cpu:workers=2"),
              parse_load("dom0-console:bytes_per_s=5000")]
-    cfg = RunConfig.for_target("xen", {"xen_dom0": "linux", "xen_pcpus": 2},
+    cfg = config_for_target("xen", {"xen_dom0": "linux", "xen_pcpus": 2},
                                period_ns=1_000_000, samples=100)
     cfg.hooks = hooks
     plan = XenTarget().dom0_plan(cfg)

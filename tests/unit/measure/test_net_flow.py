@@ -12,7 +12,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from irqlab.measure import RunConfig, run
+from irqlab.measure import RunConfig, config_for_target, run
 from irqlab.runner.net import NETSEND
 from irqlab.samples.net import FLAG_USER_TS
 from irqlab.samples.record import FLAG_INJECTED
@@ -45,7 +45,7 @@ def _cfg(given=None, **common) -> RunConfig:
     common.setdefault("period_ns", PERIOD_NS)
     common.setdefault("window_ns", 200 * PERIOD_NS)
     common.setdefault("threshold_ns", 2_000_000)
-    return RunConfig.for_target("loopnet", {"rt_fallback": True, **(given or {})}, **common)
+    return config_for_target("loopnet", {"rt_fallback": True, **(given or {})}, **common)
 
 
 def _net_meta(store: Store, run_id: int) -> dict:

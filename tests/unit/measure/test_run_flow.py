@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from irqlab.measure import RunConfig, run
+from irqlab.measure import RunConfig, config_for_target, run
 from irqlab.store import Store
 from irqlab.targets import TARGETS
 from tests.unit.measure.fake_target import (EARLY_NS, LATENCY_NS, SPIKE_EVERY, SPIKE_NS,
@@ -99,7 +99,7 @@ def _cfg(behaviour: str = "ok", **common) -> RunConfig:
     common.setdefault("window_ns", 100 * PERIOD_NS)
     common.setdefault("threshold_ns", 30_000)
     given = {} if behaviour == "ok" else {"fake_behaviour": behaviour}
-    return RunConfig.for_target("fake", given, **common)
+    return config_for_target("fake", given, **common)
 
 
 def test_bounded_run_measures_every_sample(fake, store):

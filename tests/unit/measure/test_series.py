@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from irqlab.measure import RunConfig
+from irqlab.measure import RunConfig, config_for_target
 from irqlab.suite import interleave, new_series_id, run_suite
 from irqlab.store import Store
 from irqlab.targets import TARGETS
@@ -56,7 +56,7 @@ def store(tmp_path):
 
 
 def _cfg(name: str) -> RunConfig:
-    return RunConfig.for_target("fake", {}, period_ns=PERIOD_NS, samples=20,
+    return config_for_target("fake", {}, period_ns=PERIOD_NS, samples=20,
                                 duration_ns=None, window_ns=10 * PERIOD_NS, name=name)
 
 
