@@ -16,7 +16,7 @@ import json
 from typing import Any, Iterable
 
 from irqlab import __version__
-from irqlab.durations import format_ns
+from irqlab.durations import format_latency, format_ns
 from irqlab.reports import noise
 from irqlab.reports.compare import build_compare, noise_seeds
 from irqlab.reports.data import FROM_TEXT, RunData, figures
@@ -129,7 +129,7 @@ def _summary_rows(run: RunData) -> list[list[str]]:
         # stored summary's.
         val = f.get(c.key) if c.key in f else s.get(c.key)
         if c.field.unit == "ns":
-            val = format_ns(val, "sig3")
+            val = format_latency(val)
         elif c.key == "above_threshold" and pct is not None:
             val = f"{val} ({pct:.3g}%)"
         rows.append((c.heading, val))
@@ -138,7 +138,7 @@ def _summary_rows(run: RunData) -> list[list[str]]:
 
 
 def _window_cell(w: dict[str, Any], key: str, unit: str) -> str:
-    return esc(format_ns(w[key], "sig3") if unit == "ns" else w[key])
+    return esc(format_latency(w[key]) if unit == "ns" else w[key])
 
 
 def _windows_table(run: RunData) -> list[str]:

@@ -7,7 +7,7 @@ import csv
 import io
 from typing import Any
 
-from irqlab.durations import format_ns
+from irqlab.durations import format_latency, format_ns
 from irqlab.reports import noise
 from irqlab.reports.compare import COMPARE_VERSION
 from irqlab.stats.fields import COMPARE_TABLE, RATIO_FIELDS
@@ -111,7 +111,9 @@ def cell(row: dict[str, Any], key: str, kind: str) -> str:
     if val is None:
         return "—"
     if kind == "ns":
-        return format_ns(val, "sig3")
+        # The one latency style (durations.format_latency): the same text run, show
+        # and check print for this value.
+        return format_latency(val)
     if kind == "pct":
         return f"{val:.3g}%"
     if kind == "ratio":

@@ -55,7 +55,7 @@ def test_markdown_is_a_table_with_notes_noise_and_escaped_names(store):
     lines = markdown_lines(_model(store, ["base", "double", "5"]))
     assert lines[0] == ("| run | samples | min | p50 | p99 | p99.9 | p99.99 | max | warm max"
                         " | above thr | above % | p50 × | p99.9 × | noise | from |")
-    assert lines[2] == ("| 1 base | 10000 | 1 ns | 5.00 us | 9.90 us | 9.99 us | 10.0 us | "
+    assert lines[2] == ("| 1 base | 10000 | 1 ns | 5000 ns | 9900 ns | 9990 ns | 9999 ns | "
                         "10.0 us | 10.0 us | 0 | 0% | 1 | 1 | baseline | raw |")
     assert lines[3].startswith("| 2 double | 10000 | 2 ns | 10.0 us | 19.8 us | 20.0 us |")
     assert "single runs: re-run with --repeat to judge" in lines[3]
