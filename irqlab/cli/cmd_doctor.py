@@ -1,7 +1,8 @@
 """``irqlab doctor [--json]``: what works on this host, and the fix for what does not.
 
 Each check is one line: what it looked at, ok or not, what it found, and the command or
-setting that fixes it. Nothing is changed; `irqlab doctor` never needs root to answer,
+setting that fixes it. Host-wide checks are here; what one target needs (its images,
+its programs) it declares itself (Target.doctor). Nothing is changed; `irqlab doctor` never needs root to answer,
 though some answers are "needs root".
 """
 
@@ -11,26 +12,13 @@ import argparse
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Callable
 
 from irqlab.cli.common import EXIT_FAIL, EXIT_OK
+from irqlab.doctor import SETUP, Check
 
 DOCTOR_VERSION = 1
-SETUP = "./setup.sh --install-only"
-
-
-@dataclass
-class Check:
-    check: str
-    ok: bool
-    detail: str
-    fix: str | None = None
-
-    def line(self) -> str:
-        mark = "ok " if self.ok else "NO "
-        return f"{mark} {self.check:<14} {self.detail}" + (f" — fix: {self.fix}"
-                                                          if self.fix else "")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -114,46 +102,15 @@ def _fast_path() -> Check:
     return Check("fast_path", True, "C fast paths of trace decoding and explain loaded")
 
 
-def _images() -> Check:
-    from irqlab.runner.linux_guest import find_kernel
-    from irqlab.runner.xen import find_xen
-    from irqlab.runner.xen_dom0 import dom0_cache_dir
-    kernel = find_kernel()
-    xen = [a for a in ("arm64", "amd64") if find_xen("credit2", a) is not None]
-    # --xen-dom0 linux: the toolstack, busybox and modules (arm64: its kernel too)
-    dom0 = [a for a in ("arm64", "amd64") if (dom0_cache_dir(a) / ".complete").exists()]
-    parts = [f"Linux guest kernel {'cached' if kernel else 'missing'}",
-             f"Xen: {', '.join(xen) or 'none cached'}",
-             f"Xen Linux dom0: {', '.join(dom0) or 'none cached'}"]
-    ok = kernel is not None and len(xen) == 2 and len(dom0) == 2
-    return Check("images", ok, "; ".join(parts),
-                 None if ok else f"{SETUP} (downloads and unpacks them, installs nothing)")
-
-
-def _net() -> Check:
-    """--target net: its programs, the guest kernel's virtio modules, iproute2 for tap
-    mode; vhost-net said as a fact (the knob reports it not applicable without it)."""
-    import shutil
-    from irqlab.knobs.net import vhost_net_missing
-    from irqlab.runner.linux_guest import find_kernel
-    from irqlab.runner.net import DISKIO, ECHO, NETSEND, net_modules_dir
-    kernel = find_kernel()
-    missing = [p.name for p in (NETSEND, ECHO, DISKIO) if not p.exists()]
-    if missing:
-        return Check("net", False, f"not built: {', '.join(missing)}",
-                     "make -C probes/native")
-    if kernel is None or not (net_modules_dir(kernel) / "load-order").exists():
-        return Check("net", False, "no virtio-net modules for the Linux guest kernel",
-                     f"scripts/fetch-linux-net.sh (or {SETUP})")
-    vhost = vhost_net_missing()
-    if not shutil.which("ip"):
-        tap = "--net tap needs iproute2's `ip` (apt-get install iproute2)"
-    elif os.geteuid() != 0:
-        tap = "--net tap needs root (it creates a network namespace and a tap)"
-    else:
-        tap = "--net tap ready"
-    return Check("net", True, f"--target net ready (--net user); {tap}; vhost: "
-                              f"{'available' if vhost is None else vhost}")
+def _targets() -> list[Check]:
+    """Each target's own checks (Target.doctor: images, programs), in registry order; a
+    check two targets share (same name) is said once."""
+    from irqlab.targets import TARGETS
+    out: dict[str, Check] = {}
+    for target in TARGETS.values():
+        for check in target.doctor():
+            out.setdefault(check.check, check)
+    return list(out.values())
 
 
 def _store(ref: str | None) -> Callable[[], Check]:
@@ -181,15 +138,15 @@ def _store(ref: str | None) -> Callable[[], Check]:
 
 
 def run(args: argparse.Namespace) -> int:
-    checks = [_kvm, _tracefs, _realtime,
-              _tool("qemu_x86", "qemu-system-x86_64", "qemu-system-x86", "guest, x86"),
-              _tool("qemu_arm", "qemu-system-aarch64", "qemu-system-arm", "arm64, Xen"),
-              _tool("rt_tests", "cyclictest", "rt-tests", "bench cyclictest, hackbench"),
-              _tool("stress_ng", "stress-ng", "stress-ng", "cpu/cache/memory loads"),
-              _tool("fio", "fio", "fio", "io load"),
-              _postgresql,
-              _probes, _fast_path, _images, _net, _store(args.db)]
-    results = [c() for c in checks]
+    host = [_kvm, _tracefs, _realtime,
+            _tool("qemu_x86", "qemu-system-x86_64", "qemu-system-x86", "guest, x86"),
+            _tool("qemu_arm", "qemu-system-aarch64", "qemu-system-arm", "arm64, Xen"),
+            _tool("rt_tests", "cyclictest", "rt-tests", "bench cyclictest, hackbench"),
+            _tool("stress_ng", "stress-ng", "stress-ng", "cpu/cache/memory loads"),
+            _tool("fio", "fio", "fio", "io load"),
+            _postgresql, _probes, _fast_path]
+    # Then what each target needs (its images, its programs), then the store.
+    results = [c() for c in host] + _targets() + [_store(args.db)()]
     for r in results:
         if args.json:
             print(json.dumps({"type": "doctor", "version": DOCTOR_VERSION, **asdict(r)}))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from irqlab.doctor import Check
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.process import ProcessTarget
 from irqlab.samples.source import SampleSource
@@ -96,6 +97,12 @@ class Target(ABC):
         target's process (irqlab.trace.capture.TraceHook)."""
         from irqlab.trace.capture import TraceHook
         return TraceHook(db_path, period_ns)
+
+    def doctor(self) -> list[Check]:
+        """What ``irqlab doctor`` checks for this target beyond the host-wide checks
+        (QEMU, KVM, the probes): its images, its programs, each with its fix. Cheap and
+        read-only; a target that needs nothing more returns []."""
+        return []
 
     def boot_failure_detail(self, process: ProcessTarget) -> str:
         """What the console said, for a probe that did not start in time."""

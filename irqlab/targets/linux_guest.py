@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from irqlab.doctor import SETUP, Check
 from irqlab.runner.accel import AccelPlan, plans_for
 from irqlab.runner.hostinfo import qemu_version
 from irqlab.runner.linux_guest import LinuxGuest
@@ -34,6 +35,13 @@ class LinuxGuestTarget(Target):
     why_not = {"idle": "the native probe's threads sleep in clock_nanosleep",
                "inject_irqoff": "the native probe runs in user space",
                "inject_every": "the native probe runs in user space"}
+
+    def doctor(self) -> list[Check]:
+        from irqlab.runner.linux_guest import find_kernel
+        if find_kernel() is None:
+            return [Check("linux_guest", False, "Linux guest kernel missing",
+                          f"{SETUP} (downloads and unpacks it, installs nothing)")]
+        return [Check("linux_guest", True, "Linux guest kernel cached")]
 
     def configure(self, given: dict[str, Any], period_ns: int) -> LinuxGuestOptions:
         opts = LinuxGuestOptions(arch="x86_64", accel=given.get("accel", "auto"),

@@ -21,6 +21,7 @@ from typing import Any
 
 from irqlab.argtypes import count, duration
 from irqlab.durations import format_ns
+from irqlab.doctor import SETUP, Check
 from irqlab.knobs.netns import NetnsNetwork
 from irqlab.runner.accel import AccelPlan, plans_for
 from irqlab.runner.hostinfo import qemu_version
@@ -99,6 +100,33 @@ class NetTarget(Target):
                "idle": "the guest is Linux; its responder blocks in the kernel",
                "cpus": "one sender and one responder: pin with --pin"}
     min_period_ns = 10_000      # probes/native/netsend.c --period-ns
+
+    def doctor(self) -> list[Check]:
+        """Its programs, the guest kernel's virtio modules, iproute2 and root for tap
+        mode; vhost-net said as a fact (the knob reports it not applicable without it)."""
+        import os
+        import shutil
+
+        from irqlab.knobs.net import vhost_net_missing
+        from irqlab.runner.linux_guest import find_kernel
+        from irqlab.runner.net import DISKIO, ECHO, NETSEND, net_modules_dir
+        missing = [p.name for p in (NETSEND, ECHO, DISKIO) if not p.exists()]
+        if missing:
+            return [Check("net", False, f"not built: {', '.join(missing)}",
+                          "make -C probes/native")]
+        kernel = find_kernel()
+        if kernel is None or not (net_modules_dir(kernel) / "load-order").exists():
+            return [Check("net", False, "no virtio-net modules for the Linux guest kernel",
+                          f"scripts/fetch-linux-net.sh (or {SETUP})")]
+        vhost = vhost_net_missing()
+        if not shutil.which("ip"):
+            tap = "--net tap needs iproute2's `ip` (apt-get install iproute2)"
+        elif os.geteuid() != 0:
+            tap = "--net tap needs root (it creates a network namespace and a tap)"
+        else:
+            tap = "--net tap ready"
+        return [Check("net", True, f"--target net ready (--net user); {tap}; vhost: "
+                                   f"{'available' if vhost is None else vhost}")]
 
     def configure(self, given: dict[str, Any], period_ns: int) -> NetOptions:
         priority, rt_fallback = o.check_rt(given)

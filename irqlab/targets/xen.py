@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from irqlab.doctor import SETUP, Check
 from irqlab.runner.accel import AccelPlan, plans_for
 from irqlab.runner.machines import MACHINES, machine_for
 from irqlab.runner.process import ProcessTarget
@@ -103,6 +104,20 @@ class XenTarget(Target):
     why_not = {"icount": "Xen under QEMU -icount was not verified",
                "sink": "Xen guests always report through the console",
                "memory": "the domain's memory is Xen's to set"}
+
+    def doctor(self) -> list[Check]:
+        """Xen for both architectures, and the Linux dom0 of --xen-dom0 linux (toolstack,
+        busybox and modules; arm64: its kernel too), each cached by set-up."""
+        from irqlab.runner.xen import find_xen
+        from irqlab.runner.xen_dom0 import dom0_cache_dir
+        xen = [a for a in ("arm64", "amd64") if find_xen("credit2", a) is not None]
+        dom0 = [a for a in ("arm64", "amd64") if (dom0_cache_dir(a) / ".complete").exists()]
+        ok = len(xen) == 2 and len(dom0) == 2
+        detail = (f"Xen: {', '.join(xen) or 'none cached'}; "
+                  f"Xen Linux dom0: {', '.join(dom0) or 'none cached'}")
+        return [Check("xen", ok, detail,
+                      None if ok else f"{SETUP} (downloads and unpacks them, installs "
+                                      f"nothing)")]
 
     def configure(self, given: dict[str, Any], period_ns: int) -> XenProbeOptions:
         dom0 = given.get("xen_dom0", "none")

@@ -31,3 +31,15 @@ def test_a_store_that_is_not_there_is_a_failed_check(tmp_path):
     code, lines = _doctor(env)
     store = next(x for x in lines if x["check"] == "store")
     assert code == 1 and store["ok"] is False and "cannot connect" in store["detail"]
+
+
+def test_each_target_adds_its_own_checks():
+    # Target.doctor: the Linux guest's kernel, Xen's images, the net target's programs,
+    # after the host-wide checks and before the store's (one line each, by name).
+    from irqlab.targets import TARGETS
+    _, lines = _doctor(dict(os.environ))
+    names = [x["check"] for x in lines]
+    declared = [c.check for t in TARGETS.values() for c in t.doctor()]
+    assert {"linux_guest", "xen", "net"} <= set(declared)
+    assert names[names.index("fast_path") + 1:-1] == list(dict.fromkeys(declared))
+    assert all(x["fix"] for x in lines if not x["ok"])

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from irqlab.doctor import Check
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.process import ProcessTarget
 from irqlab.samples.layout import HEADER_SIZE, RING_OFFSET, STATE_DONE, STATE_ERROR
@@ -140,6 +141,9 @@ class FakeTarget(Target):
         self.broken_accels, self.after, self.backlog = broken_accels, after, backlog
         self.early_every, self.slowdown, self.skip_every = early_every, slowdown, skip_every
         self.processes: list[FakeProcess] = []
+
+    def doctor(self) -> list[Check]:
+        return [Check("fake", True, "nothing to fetch: the fake probe is a thread")]
 
     def configure(self, given: dict[str, Any], period_ns: int) -> FakeOptions:
         if period_ns < 100_000:

@@ -1,0 +1,26 @@
+"""One line of ``irqlab doctor``: what was checked, ok or not, what was found, the fix.
+
+Here, apart from the command (irqlab.cli.cmd_doctor), so that each target declares its
+own checks (Target.doctor in irqlab/targets/) without importing the CLI. Standard
+library only: every layer may import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The command that installs or fetches what a failed check lacks.
+SETUP = "./setup.sh --install-only"
+
+
+@dataclass
+class Check:
+    check: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+    def line(self) -> str:
+        mark = "ok " if self.ok else "NO "
+        return f"{mark} {self.check:<14} {self.detail}" + (f" — fix: {self.fix}"
+                                                          if self.fix else "")

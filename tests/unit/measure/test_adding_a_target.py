@@ -1,0 +1,50 @@
+"""Adding a target is one module in irqlab/targets/ plus one registry line
+(docs/design.md, "Adding a target"): the fake target (fake_target.py, not in the
+package) is registered through that same registry, TARGETS, and nothing else, and the
+CLI then takes its options, runs it and reports its doctor checks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from irqlab.cli import cmd_doctor
+from irqlab.cli.main import main
+from irqlab.store import Store
+from irqlab.targets import TARGETS, all_options
+
+from .fake_target import FakeTarget
+
+
+@pytest.fixture
+def registered(monkeypatch):
+    target = FakeTarget()
+    monkeypatch.setitem(TARGETS, "fake", target)     # the one registry line
+    yield target
+    target.close()
+
+
+def test_its_options_join_the_cli(registered):
+    opt, owners = all_options()["fake_behaviour"]
+    assert opt.flag == "--fake-behaviour" and owners == ["fake"]
+
+
+def test_irqlab_run_measures_it(registered, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("IRQLAB_STATE_DIR", str(tmp_path / "state"))
+    db = tmp_path / "runs.duckdb"
+    code = main(["run", "--target", "fake", "--fake-behaviour", "ok", "--samples", "30",
+                 "--period", "1ms", "--db", str(db), "--json"])
+    assert code == 0, capsys.readouterr().err
+    with Store(db, read_only=True) as store:
+        (row,) = store.runs()
+        assert row.status == "ok" and store.sample_count(row.run_id) == 30
+
+
+def test_irqlab_doctor_says_its_checks(registered, capsys):
+    cmd_doctor.run(argparse.Namespace(db=None, json=True))
+    checks = [json.loads(line)["check"] for line in capsys.readouterr().out.splitlines()]
+    assert "fake" in checks
+    # Target checks come after the host-wide ones and before the store's.
+    assert checks.index("fast_path") < checks.index("fake") < len(checks) - 1
