@@ -17,11 +17,17 @@ def option_dest(key: str) -> str:
     return f"knob_{key}"
 
 
+def load_kinds() -> list[str]:
+    """Every ``--load`` KIND: ``none`` (the unloaded baseline) and the registry's
+    (irqlab.loads.LOADS), so a new load is listed where it is registered."""
+    from irqlab.loads import LOADS   # here: only the run parser lists them
+    return ["none", *LOADS]
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--load", action="append", default=[], metavar="SPEC",
                    help="interference load, repeatable: KIND[:KEY=V,...], e.g. "
-                        "cpu:cpus=1,workers=1 (kinds: none, cpu, hackbench, io, cache, "
-                        "memory, console, neighbour, net-flood, guest-disk)")
+                        f"cpu:cpus=1,workers=1 (kinds: {', '.join(load_kinds())})")
     p.add_argument("--knob", action="append", default=[], metavar="KEY=V",
                    help=f"host/VMM knob, repeatable ({', '.join(KNOBS)})")
     for key, cls in KNOBS.items():

@@ -85,3 +85,12 @@ def test_options_and_defaults_are_unchanged():
          "--pin", "1", "--load", "cpu:cpus=1", "--json"])
     assert (ns.cpus, ns.priority, ns.samples, ns.knob_pin, ns.load, ns.json) == (
         [1], 80, 5, "1", ["cpu:cpus=1"], True)
+
+
+def test_load_help_lists_every_registered_load_kind():
+    # The kinds come from irqlab.loads.LOADS: a load registered there is listed here.
+    from irqlab.loads import LOADS
+    # Undo argparse's wrapping, which may break a line after a hyphen (dom0-cpu).
+    help_text = re.sub(r"-\s+", "-", " ".join(_run_parser().format_help().split()))
+    kinds = re.search(r"\(kinds: ([^)]*)\)", help_text).group(1).split(", ")
+    assert kinds == ["none", *LOADS] and len(LOADS) >= 13
