@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from irqlab.runner.net import ECHO, RING_CAPACITY, free_udp_port, sender_argv
-from irqlab.runner.process import ChildProcess, ProcessTarget
+from irqlab.runner.process import ChildProcess, MeasuredProcess
 from irqlab.samples.multiring import layout_bytes
 from irqlab.samples.net import NetSource
 
@@ -46,7 +46,7 @@ def _figures(rtt_ns: np.ndarray) -> dict[str, Any]:
             "p99_ns": _nearest_rank(s, 0.99), "max_ns": int(s[-1])}
 
 
-class _Sender(ProcessTarget):
+class _Sender(MeasuredProcess):
     """irqlab-netsend alone, its memory shared with the reader."""
 
     program = "irqlab-netsend"

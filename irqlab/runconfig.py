@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from irqlab.runner.accel import AccelPlan
-from irqlab.runner.process import ProcessTarget
+from irqlab.runner.process import MeasuredProcess
 from irqlab.samples.source import SampleSource
 
 
@@ -87,7 +87,7 @@ class RunContext:
     """What a run hook is given once the probe runs (RunHook.after_start)."""
 
     run_id: int
-    process: ProcessTarget       # the started process (its pid: proc.pid)
+    process: MeasuredProcess       # the started process (its pid: proc.pid)
     source: SampleSource         # the run's samples (a hook may only peek())
     plan: AccelPlan              # the accelerator it really runs under
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from irqlab.measure.config import RunConfig
 from irqlab.runner.accel import AccelPlan
-from irqlab.runner.process import ProcessTarget
+from irqlab.runner.process import MeasuredProcess
 from irqlab.samples.source import SampleSource
 from irqlab.targets import Target
 
@@ -34,10 +34,10 @@ class StopFlag:
 
 
 def boot(target: Target, cfg: RunConfig, plan: AccelPlan, name: str,
-         extra_qemu_args: list[str], stop: StopFlag
-         ) -> tuple[ProcessTarget, SampleSource | None, str | None]:
+         process_args: list[str], stop: StopFlag
+         ) -> tuple[MeasuredProcess, SampleSource | None, str | None]:
     """Start the target and wait for the probe to run; returns (process, source, error)."""
-    process = target.spawn(cfg, plan, name, extra_qemu_args)
+    process = target.spawn(cfg, plan, name, process_args)
     try:
         process.start()
     except OSError as exc:

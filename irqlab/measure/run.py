@@ -19,7 +19,7 @@ from irqlab.measure.stream import DurationBound, emit_window, stream
 from irqlab.measure.summary import build_summary, histogram_rows, probe_meta
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.hostinfo import host_info
-from irqlab.runner.process import ProcessTarget
+from irqlab.runner.process import MeasuredProcess
 from irqlab.samples.layout import RingError, RingHeader
 from irqlab.samples.source import SampleSource
 from irqlab.stats import RunStats, RunSummary
@@ -47,7 +47,7 @@ class Run:
         self.meta: dict[str, Any] = {}
         self.entered: list[Any] = []          # hooks entered, left in reverse
         self.plan: AccelPlan | None = None
-        self.process: ProcessTarget | None = None
+        self.process: MeasuredProcess | None = None
         self.source: SampleSource | None = None
         self.hdr: RingHeader | None = None
         self.stats: RunStats | None = None
@@ -107,10 +107,10 @@ class Run:
     def boot(self, stop: StopFlag) -> bool:
         """Try the target's accelerators in order until the probe runs; False if none
         did (or the run was interrupted)."""
-        extra_args = [a for h in self.cfg.hooks for a in h.qemu_args()]
+        process_args = [a for h in self.cfg.hooks for a in h.qemu_args()]
         for candidate in self.target.accel_plans(self.cfg):
             self.process, self.source, err = boot(self.target, self.cfg, candidate,
-                                                  f"irqlab-{self.run_id}", extra_args, stop)
+                                                  f"irqlab-{self.run_id}", process_args, stop)
             self.meta["accel_attempts"].append({"accel": candidate.label, "error": err,
                                                 "qemu_argv": self.process.argv})
             self.meta.update(self.target.process_metadata(self.process))
@@ -197,9 +197,12 @@ class Run:
                 self.per_ring = []
             self.source.close()
         if self.process is not None:
-            self.meta["qemu_exit_code"] = self.process.stop()
+            self.meta["process_exit_code"] = self.process.stop()
             self.meta["serial_tail"] = self.process.serial()[-4000:]
-            self.meta["qemu_stderr_tail"] = self.process.stderr()[-4000:]
+            self.meta["process_stderr_tail"] = self.process.stderr()[-4000:]
+            # The names before 2026-11-26, kept for readers of stored runs (formats.md).
+            self.meta["qemu_exit_code"] = self.meta["process_exit_code"]
+            self.meta["qemu_stderr_tail"] = self.meta["process_stderr_tail"]
             self.meta.update(self.target.process_metadata(self.process))
         for hook in reversed(self.entered):
             hook.stop()

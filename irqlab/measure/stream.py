@@ -11,7 +11,7 @@ import numpy as np
 from irqlab.measure.boot import StopFlag
 from irqlab.measure.config import Observer, RunConfig
 from irqlab.measure.summary import window_dict
-from irqlab.runner.process import ProcessTarget
+from irqlab.runner.process import MeasuredProcess
 from irqlab.samples.record import FLAG_INJECTED
 from irqlab.samples.source import SampleSource
 from irqlab.stats import RunStats, WindowStats, format_window_line
@@ -156,7 +156,7 @@ def emit_window(w: WindowStats, tick_hz: int, store: Store, run_id: int,
     observer.on_window(wd, format_window_line(w, tick_hz))
 
 
-def stream(cfg: RunConfig, guest: ProcessTarget, reader: SampleSource, stats: RunStats,
+def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: RunStats,
            store: Store, run_id: int, observer: Observer, windows: list[dict[str, Any]],
            stop: StopFlag, tick_hz: int, stall_s: float,
            per_cpu: PerCpuStats | None = None,

@@ -24,7 +24,7 @@ from irqlab.runner.accel import AccelPlan
 from irqlab.runner.machines import machine_for
 from irqlab.runner.native import (NATIVE_INIT, NATIVE_PROBE, no_layout,
                                   probe_args)
-from irqlab.runner.process import ProcessTarget
+from irqlab.runner.process import MeasuredProcess
 from irqlab.runner.qemu import base_argv, memfd_backend
 
 KERNEL_ENV = "IRQLAB_LINUX_KERNEL"
@@ -83,7 +83,7 @@ def _pow2_at_least(n: int) -> int:
 
 
 @dataclass
-class LinuxGuest(ProcessTarget):
+class LinuxGuest(MeasuredProcess):
     """QEMU running Debian's kernel + irqlab's initramfs; rings in an ivshmem memfd."""
 
     period_ns: int

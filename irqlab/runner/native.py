@@ -2,7 +2,7 @@
 
 irqlab creates the shared memory (a memfd sized for every ring), hands the probe its fd,
 and reads the rings through /proc/self/fd/N: nothing on disk, nothing left behind. A
-ProcessTarget (irqlab.runner.process) like QemuGuest, so the run flow in irqlab.measure
+MeasuredProcess (irqlab.runner.process) like QemuGuest, so the run flow in irqlab.measure
 treats it like any target.
 """
 
@@ -14,7 +14,7 @@ from typing import Callable
 
 from irqlab.cpus import format_cpu_list, online_cpus
 from irqlab.paths import built
-from irqlab.runner.process import ProcessTarget
+from irqlab.runner.process import MeasuredProcess
 
 NATIVE_BUILD = built("probes/native/build")
 NATIVE_PROBE = NATIVE_BUILD / "irqlab-native"
@@ -43,7 +43,7 @@ def no_layout(rings: int, capacity: int) -> int:
 
 
 @dataclass
-class NativeProbe(ProcessTarget):
+class NativeProbe(MeasuredProcess):
     """A running irqlab-native process and its shared ring memory."""
 
     program = "irqlab-native"

@@ -1,7 +1,7 @@
 """Network round trips to a Linux guest (``--target net``): QEMU running Debian's kernel
 with irqlab's UDP responder on virtio-net, and the host sender beside it.
 
-Two children make one ProcessTarget: the guest (QEMU; its vCPU threads are what knobs
+Two children make one MeasuredProcess: the guest (QEMU; its vCPU threads are what knobs
 pin) and ``irqlab-netsend``, which sends one packet per period and writes each round
 trip into a v1 ring behind a one-ring directory in a memfd irqlab reads, exactly as the
 native probe writes its rings (docs/formats.md sections 6 and 10). The guest writes no
@@ -31,7 +31,7 @@ from irqlab.runner.accel import AccelPlan
 from irqlab.runner.linux_guest import build_initramfs, find_kernel, kernel_cache_dir
 from irqlab.runner.machines import Machine, machine_for
 from irqlab.runner.native import NATIVE_BUILD, NATIVE_INIT, NATIVE_PROBE, no_layout
-from irqlab.runner.process import ChildProcess, ProcessTarget
+from irqlab.runner.process import ChildProcess, MeasuredProcess
 from irqlab.runner.qemu import base_argv
 
 NETSEND = NATIVE_BUILD / "irqlab-netsend"
@@ -255,7 +255,7 @@ def initramfs_extra(modules: Path) -> list[tuple[str, int, bytes]]:
 
 
 @dataclass
-class NetGuest(ProcessTarget):
+class NetGuest(MeasuredProcess):
     """The guest with the responder (QEMU) and the host sender, as one target process.
 
     ``_child`` (the base class's) is the sender: its exit ends the run; ``proc`` is QEMU,

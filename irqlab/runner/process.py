@@ -3,7 +3,7 @@
 A target is one child irqlab starts and owns: in its own session (a Ctrl-C on the terminal
 reaches irqlab alone, which then stops the child in order), with PR_SET_PDEATHSIG so it
 never outlives irqlab, and with stdout and stderr drained by threads into bounded tails
-(a child blocked on a full pipe would stop producing samples). :class:`ProcessTarget`
+(a child blocked on a full pipe would stop producing samples). :class:`MeasuredProcess`
 adds the optional shared memory and scratch directory, and the interface irqlab.measure
 runs every target through (start, exit_code, exited_done, exited_error, stop, serial,
 serial_read, stderr, argv, proc, mem_path).
@@ -106,8 +106,9 @@ class ChildProcess:
 
 
 @dataclass
-class ProcessTarget:
-    """Base of the targets: one child, an optional memfd the host reads samples from, an
+class MeasuredProcess:
+    """The process that hosts the probe (QEMU, Xen in QEMU, the native probe, a board's
+    console reader): one child, an optional memfd the host reads samples from, an
     optional scratch directory, all released by :meth:`stop`.
 
     A subclass's ``start()`` checks its prerequisites, calls :meth:`_create_memfd` and
@@ -198,3 +199,8 @@ class ProcessTarget:
 
     def stderr(self) -> str:
         return self._child.stderr.text() if self._child else ""
+
+
+# The name before 2026-11-26, when it was easy to confuse with irqlab.targets.base.Target
+# (a kind of measured system; this is the one process a run of it starts).
+ProcessTarget = MeasuredProcess

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.machines import Machine, machine_for
-from irqlab.runner.process import ProcessTarget
+from irqlab.runner.process import MeasuredProcess
 
 RAM_ID = "irqlab-mem"           # QEMU object id of the guest RAM when it is our memfd
 
@@ -106,7 +106,7 @@ class GuestConfig:
 
 
 @dataclass
-class QemuGuest(ProcessTarget):
+class QemuGuest(MeasuredProcess):
     """A running QEMU process with the probe and its shared guest memory."""
 
     config: GuestConfig

@@ -30,7 +30,7 @@ collected from the console as they pass (:meth:`XenGuest.dom0_metadata`).
 arm64 with a Linux dom0: the same on ``virt`` with Debian's arm64 kernel and dom0 as
 ``guest-loader`` boot modules (irqlab.runner.xen_dom0_arm64), ivshmem on virt's PCIe.
 
-A ProcessTarget (irqlab.runner.process) like QemuGuest, with its ``config``, so
+A MeasuredProcess (irqlab.runner.process) like QemuGuest, with its ``config``, so
 irqlab.measure runs it like any target.
 """
 
@@ -48,7 +48,7 @@ from typing import Any, Callable
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.fdt import Domain, FdtError, Module, xen_tree
 from irqlab.runner.machines import DEBUG_EXIT_PORT
-from irqlab.runner.process import ProcessTarget
+from irqlab.runner.process import MeasuredProcess
 from irqlab.samples.layout import STATE_DONE, STATE_OFFSET
 from irqlab.runner.qemu import GuestConfig, base_argv, memfd_backend, probe_cmdline
 from irqlab.runner import xen_dom0_arm64 as arm64_dom0
@@ -325,7 +325,7 @@ class _DomainStream:
 
 
 @dataclass
-class XenGuest(ProcessTarget, Dom0TraceChannel):
+class XenGuest(MeasuredProcess, Dom0TraceChannel):
     """QEMU running Xen with the probe (dom0 or a dom0less domU) and a neighbour."""
 
     config: GuestConfig
@@ -523,7 +523,7 @@ class XenGuest(ProcessTarget, Dom0TraceChannel):
                 return
             time.sleep(0.05)
 
-    # -- the ProcessTarget interface, where Xen differs ----------------------------------
+    # -- the MeasuredProcess interface, where Xen differs ----------------------------------
 
     @property
     def mem_path(self) -> str:

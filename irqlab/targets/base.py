@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from irqlab.doctor import Check
 from irqlab.runner.accel import AccelPlan
-from irqlab.runner.process import ProcessTarget
+from irqlab.runner.process import MeasuredProcess
 from irqlab.samples.source import SampleSource
 # The run config holds a target's options; both live below the targets.
 from irqlab.runconfig import RunConfig, TargetOptions
@@ -74,19 +74,20 @@ class Target(ABC):
 
     @abstractmethod
     def spawn(self, cfg: RunConfig, plan: AccelPlan, name: str,
-              extra_qemu_args: list[str]) -> ProcessTarget:
+              process_args: list[str]) -> MeasuredProcess:
         """The (not yet started) process that hosts the probe; ``name`` names it and its
-        threads, ``extra_qemu_args`` come from the run hooks (knobs)."""
+        threads; ``process_args`` are extra options for that process from the run hooks
+        (RunHook.qemu_args: knobs and loads of QEMU-hosted targets; others ignore them)."""
 
     @abstractmethod
-    def open_source(self, cfg: RunConfig, process: ProcessTarget) -> SampleSource:
+    def open_source(self, cfg: RunConfig, process: MeasuredProcess) -> SampleSource:
         """The reader of the probe's samples, once ``process`` has started."""
 
     def run_metadata(self, cfg: RunConfig) -> dict[str, Any]:
         """Facts recorded in the run's metadata before anything starts."""
         return {}
 
-    def process_metadata(self, process: ProcessTarget) -> dict[str, Any]:
+    def process_metadata(self, process: MeasuredProcess) -> dict[str, Any]:
         """Facts about the process recorded in the run's metadata (also after a failed
         boot): e.g. the hypervisor's version and command line."""
         return {}
@@ -104,6 +105,6 @@ class Target(ABC):
         read-only; a target that needs nothing more returns []."""
         return []
 
-    def boot_failure_detail(self, process: ProcessTarget) -> str:
+    def boot_failure_detail(self, process: MeasuredProcess) -> str:
         """What the console said, for a probe that did not start in time."""
         return f"serial: {process.serial().strip()[-300:]!r}"

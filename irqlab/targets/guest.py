@@ -14,7 +14,7 @@ from typing import Any
 from irqlab.runner.accel import AccelPlan, plans_for
 from irqlab.runner.hostinfo import qemu_version
 from irqlab.runner.machines import machine_for
-from irqlab.runner.process import ProcessTarget
+from irqlab.runner.process import MeasuredProcess
 from irqlab.runner.qemu import GuestConfig, QemuGuest
 from irqlab.samples.console import ConsoleReader
 from irqlab.samples.layout import RING_OFFSET
@@ -113,12 +113,12 @@ class GuestTarget(Target):
         return cfg.options.run_metadata(cfg)
 
     def spawn(self, cfg: Any, plan: AccelPlan, name: str,
-              extra_qemu_args: list[str]) -> ProcessTarget:
+              process_args: list[str]) -> MeasuredProcess:
         gcfg = cfg.options.guest_config(cfg)
-        gcfg.extra_qemu_args = list(extra_qemu_args)
+        gcfg.extra_qemu_args = list(process_args)
         return QemuGuest(gcfg, plan, icount=cfg.options.icount, name=name)
 
-    def open_source(self, cfg: Any, process: ProcessTarget) -> SampleSource:
+    def open_source(self, cfg: Any, process: MeasuredProcess) -> SampleSource:
         if cfg.options.sink == "console":
             return ConsoleReader(process.serial_read)
         return RingReader(process.mem_path, RING_OFFSET)

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from irqlab.runner.accel import AccelPlan
-from irqlab.runner.process import ProcessTarget
+from irqlab.runner.process import MeasuredProcess
 from irqlab.runner.qemu import probe_cmdline
 from irqlab.samples.source import SampleSource
 from irqlab.targets.base import Option, Target, TargetOptions, TargetUsageError
@@ -405,13 +405,13 @@ class LabgridTarget(Target):
                           "image": str(o.lg_image) if o.lg_image else None}}
 
     def spawn(self, cfg: Any, plan: AccelPlan, name: str,
-              extra_qemu_args: list[str]) -> ProcessTarget:
+              process_args: list[str]) -> MeasuredProcess:
         return LabgridBoard(cfg.options)
 
-    def open_source(self, cfg: Any, process: ProcessTarget) -> SampleSource:
+    def open_source(self, cfg: Any, process: MeasuredProcess) -> SampleSource:
         return board_source(process, cfg.period_ns)
 
-    def process_metadata(self, process: ProcessTarget) -> dict[str, Any]:
+    def process_metadata(self, process: MeasuredProcess) -> dict[str, Any]:
         assert isinstance(process, LabgridBoard)
         target = process.target
         return {"labgrid": {
@@ -423,7 +423,7 @@ class LabgridTarget(Target):
             "released": not process.acquired if process.opts.lg_place else None,
             "release_error": process.release_error}}
 
-    def boot_failure_detail(self, process: ProcessTarget) -> str:
+    def boot_failure_detail(self, process: MeasuredProcess) -> str:
         assert isinstance(process, LabgridBoard)
         return explain_silence(process, process.reader, "the labgrid console",
                                "boot command or console settings")

@@ -11,7 +11,7 @@ from irqlab.runner.accel import AccelPlan, plans_for
 from irqlab.runner.hostinfo import qemu_version
 from irqlab.runner.linux_guest import LinuxGuest
 from irqlab.runner.machines import machine_for
-from irqlab.runner.process import ProcessTarget
+from irqlab.runner.process import MeasuredProcess
 from irqlab.samples.multiring import MultiRingReader, layout_bytes
 from irqlab.samples.source import SampleSource
 from irqlab.targets import options as o
@@ -61,12 +61,12 @@ class LinuxGuestTarget(Target):
         return {"qemu_version": qemu_version(machine_for("x86_64").qemu)}
 
     def spawn(self, cfg: Any, plan: AccelPlan, name: str,
-              extra_qemu_args: list[str]) -> ProcessTarget:
+              process_args: list[str]) -> MeasuredProcess:
         opts = cfg.options
         return LinuxGuest(cfg.period_ns, plan, cpus=opts.cpus, priority=opts.priority,
                           rt_fallback=opts.rt_fallback, samples=cfg.target_samples() or 0,
-                          icount=opts.icount, extra_qemu_args=list(extra_qemu_args),
+                          icount=opts.icount, extra_qemu_args=list(process_args),
                           name=name, layout_bytes=layout_bytes)
 
-    def open_source(self, cfg: Any, process: ProcessTarget) -> SampleSource:
+    def open_source(self, cfg: Any, process: MeasuredProcess) -> SampleSource:
         return MultiRingReader(process.mem_path)

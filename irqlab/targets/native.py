@@ -9,7 +9,7 @@ from typing import Any
 
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.native import NativeProbe
-from irqlab.runner.process import ProcessTarget
+from irqlab.runner.process import MeasuredProcess
 from irqlab.samples.multiring import MultiRingReader, layout_bytes
 from irqlab.samples.source import SampleSource
 from irqlab.targets import options as o
@@ -51,11 +51,11 @@ class NativeTarget(Target):
         return [AccelPlan("none", "native", False)]    # it runs on the host itself
 
     def spawn(self, cfg: Any, plan: AccelPlan, name: str,
-              extra_qemu_args: list[str]) -> ProcessTarget:
+              process_args: list[str]) -> MeasuredProcess:
         opts = cfg.options
         return NativeProbe(cfg.period_ns, cpus=opts.cpus, priority=opts.priority,
                            rt_fallback=opts.rt_fallback, samples=cfg.target_samples() or 0,
                            name=name, layout_bytes=layout_bytes)
 
-    def open_source(self, cfg: Any, process: ProcessTarget) -> SampleSource:
+    def open_source(self, cfg: Any, process: MeasuredProcess) -> SampleSource:
         return MultiRingReader(process.mem_path)

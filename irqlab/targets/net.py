@@ -28,7 +28,7 @@ from irqlab.runner.hostinfo import qemu_version
 from irqlab.runner.machines import machine_for
 from irqlab.runner.net import (REPLY_TIMEOUT_NS, DiskSetting, GuestDisk, GuestNetwork,
                                InGuestDiskLoad, NetdevSetting, NetGuest, UserNetwork)
-from irqlab.runner.process import ProcessTarget
+from irqlab.runner.process import MeasuredProcess
 from irqlab.samples.multiring import layout_bytes
 from irqlab.samples.net import NetSource
 from irqlab.samples.source import SampleSource
@@ -200,7 +200,7 @@ class NetTarget(Target):
         return disk
 
     def spawn(self, cfg: Any, plan: AccelPlan, name: str,
-              extra_qemu_args: list[str]) -> ProcessTarget:
+              process_args: list[str]) -> MeasuredProcess:
         opts: NetOptions = cfg.options
         packets = cfg.target_samples() or 0
         bound_ns = (packets * cfg.period_ns if packets else cfg.duration_ns or 0)
@@ -210,15 +210,15 @@ class NetTarget(Target):
                         priority=opts.priority, rt_fallback=opts.rt_fallback,
                         inject_delay_ns=opts.inject_delay_ns,
                         inject_every=opts.inject_every, echo=opts.echo, disk=self.disk(cfg),
-                        extra_qemu_args=list(extra_qemu_args), name=name,
+                        extra_qemu_args=list(process_args), name=name,
                         layout_bytes=layout_bytes)
 
-    def open_source(self, cfg: Any, process: ProcessTarget) -> SampleSource:
+    def open_source(self, cfg: Any, process: MeasuredProcess) -> SampleSource:
         assert isinstance(process, NetGuest)
         return NetSource(process.mem_path, on_finish=process.request_stop,
                          finish_wait_s=REPLY_TIMEOUT_NS / 1e9 + 2.0)
 
-    def process_metadata(self, process: ProcessTarget) -> dict[str, Any]:
+    def process_metadata(self, process: MeasuredProcess) -> dict[str, Any]:
         assert isinstance(process, NetGuest)
         out: dict[str, Any] = {"network": {**process.network.metadata(),
                                            "sender_argv": process.sender_argv,
@@ -235,7 +235,7 @@ class NetTarget(Target):
         return TraceHook(db_path, period_ns, clock="mono", extra_events=NET_TRACE_EVENTS,
                          path_kind="net")
 
-    def boot_failure_detail(self, process: ProcessTarget) -> str:
+    def boot_failure_detail(self, process: MeasuredProcess) -> str:
         text = f"serial: {process.serial().strip()[-300:]!r}"
         err = process.stderr().strip()
         return text + (f"; stderr: {err[-300:]!r}" if err else "")

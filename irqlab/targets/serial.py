@@ -7,7 +7,7 @@ running for hours. The probe repeats its header frame every second
 (docs/formats.md section 7), so the reader (:class:`ConsoleReader` with ``attach``)
 synchronises on the first good frame: what came before attaching is not lost, a gap after
 it is. There is no child process: :class:`ConsoleStream` gives the run flow what a
-:class:`ProcessTarget` gives (start, exit_code, stop, serial_read, ...) with a reader
+:class:`MeasuredProcess` gives (start, exit_code, stop, serial_read, ...) with a reader
 thread feeding a bounded buffer; the "exit code" is an errno once the port goes away
 (USB unplugged, serial server gone, the QEMU behind a pty killed).
 """
@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from irqlab.durations import format_ns
 from irqlab.runner.accel import AccelPlan
-from irqlab.runner.process import OutputTail, ProcessTarget
+from irqlab.runner.process import OutputTail, MeasuredProcess
 from irqlab.samples.console import FRAME_MARK, ConsoleReader
 from irqlab.samples.source import SampleSource
 from irqlab.targets.base import Option, Target, TargetOptions, TargetUsageError
@@ -69,8 +69,8 @@ class _ChunkStream:
         return b""
 
 
-class ConsoleStream(ProcessTarget):
-    """A board console read by a thread into a bounded buffer, behind the ProcessTarget
+class ConsoleStream(MeasuredProcess):
+    """A board console read by a thread into a bounded buffer, behind the MeasuredProcess
     interface the run flow uses. Subclasses open the console (``_open``), read a chunk
     (``_read_chunk``: b"" on timeout, OSError when it is gone) and close it
     (``_close``)."""
@@ -96,7 +96,7 @@ class ConsoleStream(ProcessTarget):
     def _close(self) -> None:
         raise NotImplementedError
 
-    # -- the ProcessTarget interface -----------------------------------------------------
+    # -- the MeasuredProcess interface -----------------------------------------------------
 
     def start(self) -> None:
         self._open()
@@ -256,7 +256,7 @@ def explain_silence(stream: ConsoleStream, reader: ConsoleReader | None, where: 
             f"was not booted with sink=console; last text: {tail!r}")
 
 
-def board_source(process: ProcessTarget, period_ns: int) -> SampleSource:
+def board_source(process: MeasuredProcess, period_ns: int) -> SampleSource:
     """The frames of a board's console (serial or labgrid), attached late if need be."""
     assert isinstance(process, ConsoleStream)     # both board targets spawn one
     process.reader = BoardConsoleReader(process.serial_read, period_ns)
@@ -288,18 +288,18 @@ class SerialTarget(Target):
         return {"board": {"kind": "serial", "port": opts.serial_port, "baud": opts.baud}}
 
     def spawn(self, cfg: Any, plan: AccelPlan, name: str,
-              extra_qemu_args: list[str]) -> ProcessTarget:
+              process_args: list[str]) -> MeasuredProcess:
         return SerialPort(cfg.options.serial_port, cfg.options.baud)
 
-    def open_source(self, cfg: Any, process: ProcessTarget) -> SampleSource:
+    def open_source(self, cfg: Any, process: MeasuredProcess) -> SampleSource:
         return board_source(process, cfg.period_ns)
 
-    def process_metadata(self, process: ProcessTarget) -> dict[str, Any]:
+    def process_metadata(self, process: MeasuredProcess) -> dict[str, Any]:
         assert isinstance(process, ConsoleStream)
         return {"board_console": {"bytes": process.bytes_read,
                                   "error": process.stderr() or None}}
 
-    def boot_failure_detail(self, process: ProcessTarget) -> str:
+    def boot_failure_detail(self, process: MeasuredProcess) -> str:
         assert isinstance(process, SerialPort)
         return explain_silence(process, process.reader, process.port,
                                f"--baud (given {process.baud})")

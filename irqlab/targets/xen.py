@@ -19,7 +19,7 @@ from typing import Any
 from irqlab.doctor import SETUP, Check
 from irqlab.runner.accel import AccelPlan, plans_for
 from irqlab.runner.machines import MACHINES, machine_for
-from irqlab.runner.process import ProcessTarget
+from irqlab.runner.process import MeasuredProcess
 from irqlab.runner.xen import (DEB_ARCH, NEIGHBOURS, XEN_DOMAINS, XEN_SCHEDS, XenGuest,
                                XenOptions, binary_from_path, fetch_hint, find_xen,
                                parse_opts)
@@ -205,10 +205,10 @@ class XenTarget(Target):
         return cfg.options.run_metadata(cfg)
 
     def spawn(self, cfg: Any, plan: AccelPlan, name: str,
-              extra_qemu_args: list[str]) -> ProcessTarget:
+              process_args: list[str]) -> MeasuredProcess:
         opts: XenProbeOptions = cfg.options
         gcfg = opts.guest_config(cfg)
-        gcfg.extra_qemu_args = list(extra_qemu_args)
+        gcfg.extra_qemu_args = list(process_args)
         return XenGuest(gcfg, plan, XenOptions(
             domain=opts.xen_domain, sched=opts.xen_sched, opts=dict(opts.xen_opts),
             binary=opts.xen_binary, neighbour=opts.neighbour), name=name,
@@ -275,16 +275,16 @@ class XenTarget(Target):
             return XentraceHook(db_path)
         return super().trace_capture(options, db_path, period_ns)
 
-    def open_source(self, cfg: Any, process: ProcessTarget) -> SampleSource:
+    def open_source(self, cfg: Any, process: MeasuredProcess) -> SampleSource:
         if cfg.options.dom0_linux:
             # dom0 copies the domU's ring into the ivshmem memfd, ring at offset 0.
             return RingReader(process.mem_path, 0)
         return ConsoleReader(process.serial_read)
 
-    def process_metadata(self, process: ProcessTarget) -> dict[str, Any]:
+    def process_metadata(self, process: MeasuredProcess) -> dict[str, Any]:
         assert isinstance(process, XenGuest)      # spawn() made it
         return {"xen": process.metadata()}        # version, build, full command line
 
-    def boot_failure_detail(self, process: ProcessTarget) -> str:
+    def boot_failure_detail(self, process: MeasuredProcess) -> str:
         assert isinstance(process, XenGuest)
         return process.console_summary()

@@ -15,7 +15,7 @@ from typing import Any
 
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.net import ECHO, NETSEND, RING_CAPACITY, free_udp_port, sender_argv
-from irqlab.runner.process import ChildProcess, ProcessTarget
+from irqlab.runner.process import ChildProcess, MeasuredProcess
 from irqlab.samples.multiring import layout_bytes
 from irqlab.samples.net import NetSource
 from irqlab.samples.source import SampleSource
@@ -27,7 +27,7 @@ def build_net_programs() -> None:
         subprocess.run(["make", "-s", "-C", str(NETSEND.parents[1])], check=True)
 
 
-class LoopbackNet(ProcessTarget):
+class LoopbackNet(MeasuredProcess):
     """irqlab-echo on 127.0.0.1 and irqlab-netsend sending to it."""
 
     program = "irqlab-netsend"
@@ -77,13 +77,13 @@ class LoopbackNetTarget(NetTarget):
         return [AccelPlan("none", "loopback", False)]
 
     def spawn(self, cfg: Any, plan: AccelPlan, name: str,
-              extra_qemu_args: list[str]) -> ProcessTarget:
+              process_args: list[str]) -> MeasuredProcess:
         return LoopbackNet(cfg, self.sender_extra)
 
-    def open_source(self, cfg: Any, process: ProcessTarget) -> SampleSource:
+    def open_source(self, cfg: Any, process: MeasuredProcess) -> SampleSource:
         assert isinstance(process, LoopbackNet)
         return NetSource(process.mem_path, on_finish=process.request_stop,
                          finish_wait_s=self.finish_wait_s)
 
-    def process_metadata(self, process: ProcessTarget) -> dict[str, Any]:
+    def process_metadata(self, process: MeasuredProcess) -> dict[str, Any]:
         return {}

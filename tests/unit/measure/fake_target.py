@@ -17,7 +17,7 @@ import numpy as np
 
 from irqlab.doctor import Check
 from irqlab.runner.accel import AccelPlan
-from irqlab.runner.process import ProcessTarget
+from irqlab.runner.process import MeasuredProcess
 from irqlab.samples.layout import HEADER_SIZE, RING_OFFSET, STATE_DONE, STATE_ERROR
 from irqlab.samples.record import FLAG_AFTER_OVERRUN
 from irqlab.samples.ring import RingReader
@@ -46,7 +46,7 @@ class FakeOptions(TargetOptions):
     skip_every: int = 0            # after every Nth sample, SKIPPED_PERIODS periods skipped
 
 
-class FakeProcess(ProcessTarget):
+class FakeProcess(MeasuredProcess):
     """Writes samples into a SyntheticRing at the period from a thread."""
 
     def __init__(self, opts: FakeOptions, plan: AccelPlan, period_ns: int,
@@ -160,12 +160,12 @@ class FakeTarget(Target):
         return 2.0
 
     def spawn(self, cfg: Any, plan: AccelPlan, name: str,
-              extra_qemu_args: list[str]) -> ProcessTarget:
+              process_args: list[str]) -> MeasuredProcess:
         proc = FakeProcess(cfg.options, plan, cfg.period_ns, cfg.target_samples() or 0)
         self.processes.append(proc)
         return proc
 
-    def open_source(self, cfg: Any, process: ProcessTarget) -> SampleSource:
+    def open_source(self, cfg: Any, process: MeasuredProcess) -> SampleSource:
         return RingReader(process.mem_path, RING_OFFSET)
 
     def close(self) -> None:

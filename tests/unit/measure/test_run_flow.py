@@ -214,6 +214,10 @@ def test_process_exit_mid_run_fails_with_its_code_and_keeps_the_data(fake, store
     assert res.status == "failed"
     assert "QEMU exited with code 3 after 80 samples" in res.summary["message"]
     assert res.summary["samples"] == 80 and store.sample_count(res.run_id) == 80
+    meta = store.resolve(str(res.run_id)).metadata
+    # The hosting process's exit code under its neutral name and its older alias.
+    assert meta["process_exit_code"] == meta["qemu_exit_code"] == 3
+    assert meta["process_stderr_tail"] == meta["qemu_stderr_tail"]
 
 
 @pytest.mark.parametrize("behaviour", ["ok", "crash"])
