@@ -22,10 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "types.h"
+#include "lib/cli.h"
+#include "lib/nstime.h"
 
-#define EXIT_RUNTIME		1
-#define EXIT_USAGE		2
 #define DEV_WAIT_MS		10000	/* virtio-blk probes asynchronously */
 #define BLOCK_MAX		(1u << 20)
 
@@ -41,57 +40,47 @@ struct diskio_opts {
 static struct diskio_opts opt = { .dev = "/dev/vda", .block_bytes = 4096 };
 static const char *const mode_names[] = { "randrw", "read", "write" };
 
-/* monotonic_ns - CLOCK_MONOTONIC now, in ns */
-static u64 monotonic_ns(void)
+/*
+ * diskio_opt - @a (with @val, the next word or NULL) when it is one of irqlab-diskio's
+ * options: the words taken (cli_parse), 0 when unknown; exits 2 on a bad value
+ */
+static int diskio_opt(const char *a, const char *val)
 {
-	struct timespec ts;
+	u64 v;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (u64)ts.tv_sec * 1000000000ULL + (u64)ts.tv_nsec;
-}
+	if (!val)
+		cli_usage_fail("missing value of %s", a);
+	if (!strcmp(a, "--dev")) {
+		opt.dev = val;
+	} else if (!strcmp(a, "--mode")) {
+		unsigned int m;
 
-/* die_usage - print a usage error and exit 2 */
-static void __attribute__((noreturn)) die_usage(const char *what, const char *val)
-{
-	fprintf(stderr, "irqlab-diskio: error: %s %s (options: --dev PATH --mode "
-		"randrw|read|write --block BYTES --rate OPS)\n", what, val ? val : "");
-	exit(EXIT_USAGE);
+		for (m = 0; m < ARRAY_SIZE(mode_names); m++)
+			if (!strcmp(val, mode_names[m]))
+				break;
+		if (m == ARRAY_SIZE(mode_names))
+			cli_usage_fail("--mode must be randrw, read or write, not %s", val);
+		opt.mode = (enum io_mode)m;
+	} else if (!strcmp(a, "--block")) {
+		if (parse_dec_u64(val, &v) || v < 512 || v > BLOCK_MAX || (v & 511))
+			cli_usage_fail("--block must be a multiple of 512 up to 1 MiB, "
+				       "not %s", val);
+		opt.block_bytes = (u32)v;
+	} else if (!strcmp(a, "--rate")) {
+		if (parse_dec_u64(val, &opt.rate))
+			cli_usage_fail("--rate is not a count: %s", val);
+	} else {
+		return 0;
+	}
+	return 2;
 }
 
 /* parse_args - fill @opt from argv; exits 2 on bad usage */
 static void parse_args(int argc, char **argv)
 {
-	for (int i = 1; i < argc; i += 2) {
-		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-		char *end;
-
-		if (!val)
-			die_usage("missing value of", a);
-		if (!strcmp(a, "--dev")) {
-			opt.dev = val;
-		} else if (!strcmp(a, "--mode")) {
-			unsigned int m;
-
-			for (m = 0; m < ARRAY_SIZE(mode_names); m++)
-				if (!strcmp(val, mode_names[m]))
-					break;
-			if (m == ARRAY_SIZE(mode_names))
-				die_usage("--mode must be randrw, read or write, not", val);
-			opt.mode = (enum io_mode)m;
-		} else if (!strcmp(a, "--block")) {
-			unsigned long v = strtoul(val, &end, 10);
-
-			if (*end || v < 512 || v > BLOCK_MAX || (v & 511))
-				die_usage("--block must be a multiple of 512 up to 1 MiB, not", val);
-			opt.block_bytes = (u32)v;
-		} else if (!strcmp(a, "--rate")) {
-			opt.rate = strtoull(val, &end, 10);
-			if (*end)
-				die_usage("--rate is not a count:", val);
-		} else {
-			die_usage("unknown option", a);
-		}
-	}
+	cli_init("irqlab-diskio", "(options: --dev PATH --mode randrw|read|write "
+		 "--block BYTES --rate OPS)");
+	cli_parse(argc, argv, NULL, NULL, diskio_opt);
 }
 
 /* open_disk - wait for the device and open it for direct I/O; fd or -errno */
@@ -140,7 +129,7 @@ static int one_op(int fd, void *buf, off_t off, u64 n)
 static int run_io(int fd, u64 size_bytes)
 {
 	u64 blocks = size_bytes / opt.block_bytes, state = 0x9e3779b97f4a7c15ULL, next_ns;
-	u64 period_ns = opt.rate ? 1000000000ULL / opt.rate : 0;
+	u64 period_ns = opt.rate ? NS_PER_SEC / opt.rate : 0;
 	void *buf;
 	int err;
 
@@ -153,12 +142,8 @@ static int run_io(int fd, u64 size_bytes)
 		if (err)
 			return err;
 		if (period_ns) {
-			struct timespec ts;
-
 			next_ns += period_ns;
-			ts.tv_sec = (time_t)(next_ns / 1000000000ULL);
-			ts.tv_nsec = (long)(next_ns % 1000000000ULL);
-			clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+			sleep_until_ns(next_ns);
 		}
 	}
 }

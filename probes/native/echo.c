@@ -22,17 +22,15 @@
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "lib/cli.h"
+#include "lib/nstime.h"
 #include "netproto.h"
 
-#define EXIT_RUNTIME		1
-#define EXIT_USAGE		2
 #define MAX_HELD		256	/* replies waiting for their release */
 #define RX_BUF_BYTES		(NET_PAYLOAD_MAX + 64)
 
@@ -58,76 +56,51 @@ static struct held_reply held[MAX_HELD];
 static unsigned int held_count;
 static u64 held_overflow;
 
-/* monotonic_ns - CLOCK_MONOTONIC now, in ns */
-static u64 monotonic_ns(void)
+/*
+ * echo_opt - @a (with @val, the next word or NULL) when it is one of irqlab-echo's
+ * options: the words taken (cli_parse), 0 when unknown; exits 2 on a bad value
+ */
+static int echo_opt(const char *a, const char *val)
 {
-	struct timespec ts;
+	u64 v;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (u64)ts.tv_sec * 1000000000ULL + (u64)ts.tv_nsec;
-}
-
-/* parse_u64 - strict decimal parse of @s into @out; 0 or -EINVAL */
-static int parse_u64(const char *s, u64 *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!s || !*s || *s == '-')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-/* die_usage - print a usage error and exit 2 */
-static void __attribute__((noreturn)) die_usage(const char *what, const char *val)
-{
-	fprintf(stderr, "irqlab-echo: error: %s %s (options: --addr A.B.C.D --port N "
-		"--priority N --inject-delay-ns D --inject-every N --mode udp|kernel)\n", what,
-		val ? val : "");
-	exit(EXIT_USAGE);
+	if (!val)
+		cli_usage_fail("missing value of %s", a);
+	if (!strcmp(a, "--addr")) {
+		if (inet_pton(AF_INET, val, &opt.addr) != 1)
+			cli_usage_fail("--addr must be an IPv4 address, not %s", val);
+	} else if (!strcmp(a, "--port")) {
+		if (parse_dec_u64(val, &v) || !v || v > 65535)
+			cli_usage_fail("--port must be 1-65535, not %s", val);
+		opt.port = (u16)v;
+	} else if (!strcmp(a, "--priority")) {
+		if (parse_dec_u64(val, &v) || v < 1 || v > 99)
+			cli_usage_fail("--priority must be 1-99, not %s", val);
+		opt.priority = (int)v;
+	} else if (!strcmp(a, "--inject-delay-ns")) {
+		if (parse_dec_u64(val, &opt.inject_delay_ns) ||
+		    opt.inject_delay_ns > 10000000000ULL)
+			cli_usage_fail("--inject-delay-ns must be 0-10000000000, not %s",
+				       val);
+	} else if (!strcmp(a, "--mode")) {
+		if (strcmp(val, "udp") && strcmp(val, "kernel"))
+			cli_usage_fail("--mode must be udp or kernel, not %s", val);
+		opt.kernel = !strcmp(val, "kernel");
+	} else if (!strcmp(a, "--inject-every")) {
+		if (parse_dec_u64(val, &opt.inject_every))
+			cli_usage_fail("--inject-every is not a count: %s", val);
+	} else {
+		return 0;
+	}
+	return 2;
 }
 
 /* parse_args - fill @opt from argv; exits 2 on bad usage */
 static void parse_args(int argc, char **argv)
 {
-	u64 v;
-
-	for (int i = 1; i < argc; i += 2) {
-		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!val)
-			die_usage("missing value of", a);
-		if (!strcmp(a, "--addr")) {
-			if (inet_pton(AF_INET, val, &opt.addr) != 1)
-				die_usage("--addr must be an IPv4 address, not", val);
-		} else if (!strcmp(a, "--port")) {
-			if (parse_u64(val, &v) || !v || v > 65535)
-				die_usage("--port must be 1-65535, not", val);
-			opt.port = (u16)v;
-		} else if (!strcmp(a, "--priority")) {
-			if (parse_u64(val, &v) || v < 1 || v > 99)
-				die_usage("--priority must be 1-99, not", val);
-			opt.priority = (int)v;
-		} else if (!strcmp(a, "--inject-delay-ns")) {
-			if (parse_u64(val, &opt.inject_delay_ns) ||
-			    opt.inject_delay_ns > 10000000000ULL)
-				die_usage("--inject-delay-ns must be 0-10000000000, not", val);
-		} else if (!strcmp(a, "--mode")) {
-			if (strcmp(val, "udp") && strcmp(val, "kernel"))
-				die_usage("--mode must be udp or kernel, not", val);
-			opt.kernel = !strcmp(val, "kernel");
-		} else if (!strcmp(a, "--inject-every")) {
-			if (parse_u64(val, &opt.inject_every))
-				die_usage("--inject-every is not a count:", val);
-		} else {
-			die_usage("unknown option", a);
-		}
-	}
+	cli_init("irqlab-echo", "(options: --addr A.B.C.D --port N --priority N "
+		 "--inject-delay-ns D --inject-every N --mode udp|kernel)");
+	cli_parse(argc, argv, NULL, NULL, echo_opt);
 }
 
 /* setup_rt - SCHED_FIFO and locked memory; 0 or -errno (a warning only) */
@@ -257,11 +230,9 @@ static int serve_with_holds(int fd, u8 *buf, size_t size)
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	u64 first = next_release_ns(), now_ns = monotonic_ns();
 	u64 left = first > now_ns ? first - now_ns : 0;
-	struct timespec wait = {
-		.tv_sec = (time_t)(left / 1000000000ULL),
-		.tv_nsec = (long)(left % 1000000000ULL),
-	};
+	struct timespec wait;
 
+	ns_to_ts(left, &wait);
 	if (ppoll(&pfd, 1, &wait, NULL) < 0 && errno != EINTR)
 		return -errno;
 	now_ns = monotonic_ns();
