@@ -73,7 +73,10 @@ def test_no_loss_at_1ms(xen_ready, db, domain):
 
 @pytest.mark.parametrize("neighbour", ["cpu", "console"])
 def test_neighbour_on_the_same_pcpu(xen_ready, db, neighbour):
-    res = _xen(db, "--neighbour", neighbour)
+    # The console neighbour floods the shared pCPU: on a loaded TCG host the probe once
+    # went 10 s without a sample and the default watchdog (xen: 10 s) failed the run.
+    # Stalls are not what this test checks; the watchdog is test_guest_tcg's.
+    res = _xen(db, "--neighbour", neighbour, "--stall-timeout", "60s")
     s = res.summary
     assert res.code == 0, res.stderr
     assert (s["status"], s["samples"], s["lost"]) == ("ok", 100, 0)
