@@ -15,7 +15,7 @@ from irqlab.cli.common import db_ref
 from irqlab.cli.cmd_run import repeat_count
 from irqlab.cli.matrix import SUMMARY_COLUMNS, CellResult, run_matrix
 from irqlab.cli.render import json_line
-from irqlab.cli.scenario import ScenarioError, cell_id, load_scenario, value_text
+from irqlab.cli.scenario import MAX_CELLS, ScenarioError, cell_id, load_scenario, value_text
 from irqlab.store import open_store
 
 FORMATS = ("table", "markdown", "csv", "json")
@@ -33,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--repeat", type=repeat_count, default=None, metavar="N",
                    help="run each cell N times, interleaved (a series per cell); "
                         "replaces the file's [run] repeat")
+    m.add_argument("--max-cells", type=repeat_count, default=MAX_CELLS, metavar="N",
+                   help=f"run a matrix of up to N cells (default {MAX_CELLS:,}; a larger "
+                        f"one is refused before anything runs)")
 
 
 class _Progress:
@@ -144,7 +147,7 @@ def render(results: list[CellResult], keys: list[str], fmt: str, title: str,
 
 def run(args: argparse.Namespace) -> int:
     try:
-        scn = load_scenario(args.file, repeat=args.repeat)
+        scn = load_scenario(args.file, repeat=args.repeat, max_cells=args.max_cells)
     except ScenarioError as exc:
         raise UsageError(str(exc)) from None
     progress = _Progress()
@@ -161,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
         progress.close()
     keys = list(scn.matrix)
     what = (f"{len(results)} cells" if scn.repeat == 1
-            else f"{len(scn.cells())} cells x {scn.repeat} runs")
+            else f"{scn.cell_count()} cells x {scn.repeat} runs")
     render(results, keys, args.format, f"{scn.name}: {what}, "
                                        f"{time.monotonic() - started:.0f} s")
     if interrupted:

@@ -17,7 +17,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from irqlab.cli.scenario import Scenario, cell_id, parse_cell_args, value_text
+from irqlab.cli.scenario import (CHECK_CELLS_FIRST, Scenario, ScenarioError, cell_id,
+                                 check_cell, parse_cell_args, value_text)
 from irqlab.stats.fields import MATRIX_TABLE
 from irqlab.reports.select import SERIES_TAG
 
@@ -113,8 +114,15 @@ def _run_cell(scn: Scenario, cell: dict[str, Any], store: Store,
     """One run of ``cell``; ``series`` = (id, index) when the matrix repeats its cells."""
     from irqlab.cli import cmd_run
     from irqlab.measure import run as measure
+    from irqlab.cli.common import UsageError
     from irqlab.suite import in_series
 
+    if scn.cell_count() > CHECK_CELLS_FIRST:     # not checked by load_scenario
+        try:
+            check_cell(scn, cell)
+        except ScenarioError as exc:
+            raise UsageError(f"{exc} (the runs before it are stored; fix the cell and "
+                             f"continue with --resume)") from None
     # Hooks as `irqlab run` builds them (a cell's trace = true captures into this store).
     cfg = cmd_run.run_config(parse_cell_args(scn, cell), store.path)
     cfg.name = f"{scn.name}/{cell_id(cell)}"
@@ -137,24 +145,30 @@ def run_matrix(scn: Scenario, store: Store, observer: MatrixObserver,
     ``repeat`` > 1: every run of every cell, interleaved (run_series)."""
     if scn.repeat > 1:
         return run_series(scn, store, observer, resume)
-    cells = scn.cells()
+    # The cells are walked lazily (a matrix may be large: scenario.MAX_CELLS); only the
+    # results are kept.
+    total = scn.cell_count()
     done = previous_results(store, scn) if resume else {}
-    todo = [c for c in cells if _key(c) not in done]
+    done_here = sum(1 for c in scn.iter_cells() if _key(c) in done) if done else 0
     if resume and done:
-        observer.notice(f"resuming {scn.name}: {len(cells) - len(todo)} of {len(cells)} "
-                        f"cells already done")
-    results: dict[str, CellResult] = {k: v for k, v in done.items()
-                                      if k in {_key(c) for c in cells}}
+        observer.notice(f"resuming {scn.name}: {done_here} of {total} cells already done")
+    results: dict[str, CellResult] = {}
     interrupted = False
-    for index, cell in enumerate(todo):
-        observer.cell_started(index, len(todo), cell)
+    index = 0
+    for cell in scn.iter_cells():
+        key = _key(cell)
+        if key in done:
+            results[key] = done[key]
+            continue
+        observer.cell_started(index, total - done_here, cell)
+        index += 1
         res = _run_cell(scn, cell, store, observer)
-        results[_key(cell)] = res
+        results[key] = res
         observer.cell_done(res)
         if res.status == "interrupted":
             interrupted = True
             break
-    ordered = [results[_key(c)] for c in cells if _key(c) in results]
+    ordered = [results[_key(c)] for c in scn.iter_cells() if _key(c) in results]
     return ordered, interrupted
 
 

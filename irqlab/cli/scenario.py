@@ -15,14 +15,18 @@ exactly what the option means. Every error names the file, the line and the key.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import itertools
 import json
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+from irqlab.config_files import MAX_NESTING, ConfigFileError, nesting_depth, read_regular_text
 
 TOP_KEYS = ("name", "description", "run", "matrix")
 # Options a scenario may not set: the matrix command owns the database and the output,
@@ -36,6 +40,14 @@ MATRIX_FORBIDDEN = {"repeat": "put repeat = N in [run]: every cell is then run N
 _KEY_RE = re.compile(r'^\s*"?([A-Za-z0-9_.+-]+)"?\s*=')
 PAIR_SEP = "+"
 _TABLE_RE = re.compile(r"^\s*\[\s*([A-Za-z0-9_.-]+)\s*\]")
+# Cells a scenario may have unless `irqlab matrix --max-cells N` allows more: at a second
+# a run, 100,000 cells is more than a day of runs, and a typo (one list too many) is far
+# more likely than a wish for more.
+MAX_CELLS = 100_000
+# Up to this many cells, every whole cell is checked before the first run (some 5 ms a
+# cell); a larger matrix checks each cell just before its run, so its first run starts
+# at once instead of after minutes of checking.
+CHECK_CELLS_FIRST = 1_000
 
 
 class ScenarioError(ValueError):
@@ -53,7 +65,10 @@ class _RaisingParser(argparse.ArgumentParser):
         raise _ArgError(message)
 
 
+@functools.lru_cache(maxsize=1)
 def _run_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Action]]:
+    """Built once (some 6 ms): parse_args does not change the parser, and a matrix builds
+    the arguments of every cell with it."""
     from irqlab.cli import cmd_run
 
     parser = _RaisingParser(prog="irqlab", add_help=False)
@@ -81,8 +96,11 @@ class Scenario:
     def cells(self) -> list[dict[str, Any]]:
         """The cross product of the matrix lists, first key varying slowest; a paired
         key's values are spread over its keys."""
+        return list(self.iter_cells())
+
+    def iter_cells(self) -> Iterator[dict[str, Any]]:
+        """The cells of cells(), one at a time (a large matrix is never held whole)."""
         keys = list(self.matrix)
-        out = []
         for combo in itertools.product(*self.matrix.values()):
             cell: dict[str, Any] = {}
             for key, val in zip(keys, combo):
@@ -90,8 +108,11 @@ class Scenario:
                     cell.update(zip(key.split(PAIR_SEP), val))
                 else:
                     cell[key] = val
-            out.append(cell)
-        return out
+            yield cell
+
+    def cell_count(self) -> int:
+        """len(cells()), computed from the lists' lengths."""
+        return cell_count(self.matrix)
 
     @property
     def repeat(self) -> int:
@@ -150,19 +171,40 @@ def _find_lines(text: str) -> dict[tuple[str, str], int]:
     return lines
 
 
-def load_scenario(path: str | Path, repeat: int | None = None) -> Scenario:
-    """Read and check a scenario file; raises ScenarioError naming line and key.
-    ``repeat`` (``irqlab matrix --repeat``) replaces the file's [run] repeat."""
-    path = Path(path)
+def cell_count(matrix: dict[str, Any]) -> int:
+    """Cells of a [matrix]: the product of its lists' lengths (nothing expanded)."""
+    return math.prod(len(v) if isinstance(v, list) else 1 for v in matrix.values())
+
+
+def _read_toml(path: Path) -> tuple[str, dict[str, Any]]:
+    """The text and data of a scenario file: a regular UTF-8 file of valid TOML that
+    nests at most MAX_NESTING deep."""
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
+        text = read_regular_text(path, "the scenario file (TOML)")
+    except ConfigFileError as exc:
+        raise ScenarioError(str(exc)) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message ends with "(at line N, column M)".
         raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        # tomllib parses nested arrays and inline tables recursively.
+        raise ScenarioError(f"{path}: nested too deeply to parse (lists or tables inside "
+                            f"each other hundreds of levels deep): flatten it") from None
+    if nesting_depth(data) > MAX_NESTING:
+        raise ScenarioError(f"{path}: nested more than {MAX_NESTING} levels deep: "
+                            f"flatten it")
+    return text, data
+
+
+def load_scenario(path: str | Path, repeat: int | None = None,
+                  max_cells: int = MAX_CELLS) -> Scenario:
+    """Read and check a scenario file; raises ScenarioError naming line and key.
+    ``repeat`` (``irqlab matrix --repeat``) replaces the file's [run] repeat. A matrix
+    of more than ``max_cells`` cells is refused before any cell is built."""
+    path = Path(path)
+    text, data = _read_toml(path)
     lines = _find_lines(text)
 
     def err(table: str, key: str, msg: str) -> ScenarioError:
@@ -207,11 +249,20 @@ def load_scenario(path: str | Path, repeat: int | None = None) -> Scenario:
         except (_ArgError, ValueError) as exc:
             raise err(table, key, str(exc)) from None
 
-    for key, val in run.items():
-        check("run", key, val)
     for key, vals in matrix.items():
         if not isinstance(vals, list) or not vals:
             raise err("matrix", key, "must be a non-empty list, e.g. [\"hlt\", \"poll\"]")
+    # Counted before any value is checked or any cell built: 10^12 cells are refused in
+    # microseconds, not after filling the memory.
+    total = cell_count(matrix)
+    if total > max_cells:
+        sizes = " x ".join(str(len(v)) for v in matrix.values())
+        raise ScenarioError(f"{path}: [matrix] has {total:,} cells ({sizes}), more than "
+                            f"the limit of {max_cells:,}: shorten its lists, or pass "
+                            f"--max-cells {total} to run them all")
+    for key, val in run.items():
+        check("run", key, val)
+    for key, vals in matrix.items():
         for name_ in key.split(PAIR_SEP):
             if name_.replace("-", "_") in MATRIX_FORBIDDEN:
                 raise err("matrix", key, MATRIX_FORBIDDEN[name_.replace("-", "_")])
@@ -237,17 +288,26 @@ def load_scenario(path: str | Path, repeat: int | None = None) -> Scenario:
                    description=str(data.get("description", "")), lines=lines,
                    digest=_digest(run, matrix))
     # Whole cells: options that are fine alone may clash together (run_config's checks).
+    # A large matrix checks each cell before its run instead (irqlab.cli.matrix).
+    if total <= CHECK_CELLS_FIRST:
+        for cell in scn.iter_cells():
+            check_cell(scn, cell)
+    return scn
+
+
+def check_cell(scn: Scenario, cell: dict[str, Any]) -> None:
+    """Raise ScenarioError if ``cell``'s options clash (run_config's checks)."""
     from irqlab.cli import cmd_run
     from irqlab.cli.common import UsageError
-    for cell in scn.cells():
-        try:
-            cmd_run.run_config(parser.parse_args(["run", *scn.argv(cell)]))
-        except (_ArgError, UsageError) as exc:
-            first = next(iter(cell), None)
-            where = scn.where("matrix", first) if first else str(path)
-            raise ScenarioError(f"{where}: cell {cell_id(cell) or '(single)'}: {exc}") \
-                from None
-    return scn
+
+    parser, _options = _run_parser()
+    try:
+        cmd_run.run_config(parser.parse_args(["run", *scn.argv(cell)]))
+    except (_ArgError, UsageError) as exc:
+        first = next(iter(cell), None)
+        where = scn.where("matrix", first) if first else str(scn.path)
+        raise ScenarioError(f"{where}: cell {cell_id(cell) or '(single)'}: {exc}") \
+            from None
 
 
 def _digest(run: dict[str, Any], matrix: dict[str, Any]) -> str:
