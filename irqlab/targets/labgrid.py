@@ -123,12 +123,16 @@ def strategy_class() -> type:
 
 
 def read_env(path: Path) -> dict[str, Any]:
-    """The environment file as data, checked enough to name the problem (exit 2)."""
-    import yaml
+    """The environment file as data, checked enough to name the problem (exit 2). Read
+    with bounds (irqlab.config_files: a regular file, nesting and alias expansion
+    limited) before labgrid reads it at boot: labgrid's own reading walks every alias's
+    expansion in one loop that ignores SIGTERM."""
+    from irqlab.config_files import ConfigFileError, load_yaml, read_regular_text
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise TargetUsageError(f"--lg-env {path}: {exc}") from None
+        data = load_yaml(read_regular_text(path, "the labgrid environment file (YAML)"),
+                         path)
+    except ConfigFileError as exc:
+        raise TargetUsageError(f"--lg-env {exc}") from None
     targets = (data or {}).get("targets") if isinstance(data, dict) else None
     if not isinstance(targets, dict) or not targets:
         raise TargetUsageError(f"--lg-env {path} has no targets: it is not a labgrid "
@@ -373,7 +377,8 @@ class LabgridTarget(Target):
             raise TargetUsageError("--target labgrid needs --lg-env ENV.yaml (the "
                                    "board's labgrid environment file)")
         if not env_path.is_file():
-            raise TargetUsageError(f"--lg-env {env_path} is not a file")
+            raise TargetUsageError(f"--lg-env {env_path} is not a regular file: give the "
+                                   f"board's labgrid environment file (YAML)")
         image = given.get("lg_image")
         if image is not None and not image.is_file():
             raise TargetUsageError(f"--lg-image {image} is not a file: build the probe "
