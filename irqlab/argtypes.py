@@ -20,6 +20,31 @@ def duration(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def run_length(text: str) -> int:
+    """A run's length (--duration): a duration with unit, or a bare number of seconds
+    as cyclictest's -D takes it ('5' is 5 s), in ns."""
+    try:
+        return parse_duration_ns(text, bare_unit="s")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def period(text: str) -> int:
+    """A timer period (--period, -i): a duration with a unit, in ns. A bare number is
+    refused, naming cyclictest's unit: its -i 1000 is 1000us, and a period read in
+    the wrong unit would measure something else without a word."""
+    bare = text.strip()
+    if bare.isascii() and bare.isdigit() and int(bare) > 0:
+        raise argparse.ArgumentTypeError(
+            f"{bare[:20]!r} is not a duration: a period needs a unit, e.g. {bare[:20]}us "
+            f"(cyclictest's -i {bare[:20]}) or 1ms; only --duration (-D) takes a bare "
+            f"number, as seconds")
+    try:
+        return parse_duration_ns(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def count(text: str) -> int:
     """An integer >= 0."""
     try:

@@ -21,15 +21,30 @@ def _shown(text: str, limit: int = 40) -> str:
     return repr(text[:limit]) + f"… ({len(text)} characters)"
 
 
-def parse_duration_ns(text: str) -> int:
-    """'1ms' -> 1000000; a bare '0' is 0 (zero needs no unit). Raises ValueError naming
-    the accepted forms."""
+_BARE_RE = re.compile(r"^\s*\d+(?:\.\d+)?\s*$", re.ASCII)
+# Only a run's length takes a bare number, as seconds (cyclictest -D 5, timeout 5): a
+# bare latency or period is ambiguous (cyclictest's -i 1000 is us), so it needs a unit.
+BARE_NUMBER_RULE = "only --duration (-D) takes a bare number, as seconds"
+
+
+def parse_duration_ns(text: str, bare_unit: str | None = None) -> int:
+    """'1ms' -> 1000000; a bare '0' is 0 (zero needs no unit). ``bare_unit`` (e.g. 's'
+    for a run's length) is the unit of a bare number; without it a bare number is
+    refused. Raises ValueError naming the accepted forms."""
     if text.strip() == "0":
         return 0
     shown = _shown(text)
+    if _BARE_RE.match(text):
+        if bare_unit is not None:
+            return parse_duration_ns(text.strip() + bare_unit)
+        raise ValueError(f"{shown} is not a duration: it has no unit; write one, e.g. "
+                         f"{text.strip()}us or {text.strip()}ms (units: ns, us, ms, s, m; "
+                         f"{BARE_NUMBER_RULE})")
     m = _RE.match(text)
     if not m:
-        raise ValueError(f"{shown} is not a duration: write a number with a unit, "
+        bare = (f", or a bare number of {'seconds' if bare_unit == 's' else bare_unit}"
+                if bare_unit else "")
+        raise ValueError(f"{shown} is not a duration: write a number with a unit{bare}, "
                          f"e.g. 500us, 1ms, 10s, 2m (units: ns, us, ms, s, m)")
     value, unit = m.groups()
     # Decimal arithmetic on the string keeps '0.1ms' exact (no float rounding).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from irqlab.argtypes import run_length
 from irqlab.cli.common import EXIT_OK, count, duration, renderer
 
 NAME = "bench"
@@ -53,8 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--runs-per-side", type=count, default=3, metavar="K",
                    help="noise: runs in each group of a pair (default 3; 1 = single runs, "
                         "which are never called beyond noise)")
-    b.add_argument("--duration", type=duration, default=500_000_000, metavar="DUR",
-                   help="noise: length of each run (default 500ms)")
+    b.add_argument("--duration", type=run_length, default=500_000_000, metavar="DUR",
+                   help="noise: length of each run; a bare number is seconds, as in "
+                        "`irqlab run -D` (default 500ms)")
     b.add_argument("--shift", type=_shift, default=1.10, metavar="FACTOR",
                    help="noise: A/B multiplies B's latencies by this (default 1.10)")
     b.add_argument("--period", type=duration, default=100_000, metavar="DUR",

@@ -10,6 +10,7 @@ from typing import Any
 from irqlab.cli.common import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, add_db_json,
                                count, db_path, duration, renderer)
 from irqlab.cli.hook_options import add_arguments as add_hook_options, hooks_from_args
+from irqlab.argtypes import period, run_length
 from irqlab.cli.render import json_line
 from irqlab.cli.safe_text import printable
 from irqlab.store import is_url, open_store
@@ -63,11 +64,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         + "; a comma list or a suite (" + ", ".join(SUITES) + ") runs them "
                         "one after another as one suite and prints a comparison table")
     timing = r.add_argument_group("timing")
-    timing.add_argument("--period", type=duration, default=1_000_000, metavar="DUR",
-                        help="timer period (default 1ms)")
+    timing.add_argument("-i", "--period", type=period, default=1_000_000, metavar="DUR",
+                        help="timer period, with a unit (default 1ms; cyclictest's -i "
+                             "1000 is -i 1000us)")
     bound = timing.add_mutually_exclusive_group()
-    bound.add_argument("--duration", type=duration, default=None, metavar="DUR",
-                       help="run length (default 30s)")
+    bound.add_argument("-D", "--duration", type=run_length, default=None, metavar="DUR",
+                       help="run length; a bare number is seconds, as cyclictest's -D "
+                            "(default 30s)")
     bound.add_argument("--samples", type=count, default=None, metavar="N",
                        help="stop after N samples")
     timing.add_argument("--repeat", type=repeat_count, default=1, metavar="N",
@@ -91,7 +94,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     # --load, --knob and one option per knob (irqlab.cli.hook_options).
     add_hook_options(r.add_argument_group("loads and knobs"))
     output = r.add_argument_group("output and recording")
-    output.add_argument("--name", default=None, help="run name (later commands accept it)")
+    output.add_argument("-n", "--name", default=None,
+                        help="run name (later commands accept it)")
+    output.add_argument("-q", "--quiet", action="store_true",
+                        help="print no window lines and no progress, only the summary "
+                             "(as cyclictest -q)")
     output.add_argument("--trace", action="store_true",
                         help="capture host kernel events (private tracefs instance) for "
                              "`irqlab explain`; with --target xen --xen-dom0 linux, "
@@ -125,7 +132,14 @@ def _register_target_options(r: argparse.ArgumentParser) -> None:
         for opt, names in options:
             kwargs = dict(opt.kwargs)
             kwargs["help"] = f"[{', '.join(names)}] {kwargs.get('help', '')}".rstrip()
-            group.add_argument(opt.flag, dest=opt.dest, default=None, **kwargs)
+            flags = [SHORT_TARGET_OPTIONS[opt.flag]] if opt.flag in SHORT_TARGET_OPTIONS \
+                else []
+            group.add_argument(*flags, opt.flag, dest=opt.dest, default=None, **kwargs)
+
+
+# Short forms of target options, cyclictest's letters (-p: its SCHED_FIFO priority).
+# Every short option of `irqlab run` is one of -D -i -n -p -q (tests/cli/test_args.py).
+SHORT_TARGET_OPTIONS = {"--priority": "-p"}
 
 
 def _target_given(args: argparse.Namespace, targets: list[str]) -> list[dict[str, Any]]:
@@ -255,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfgs = run_configs(args)
     out = renderer(args)
+    out.quiet = args.quiet
     if len(cfgs) > 1 or args.repeat > 1:
         return _run_suite(cfgs, out, args)
     with open_store(db_path(args)) as store:

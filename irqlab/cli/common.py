@@ -46,8 +46,60 @@ class UsageError(Exception):
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, then exit 2
-        self.exit(EXIT_USAGE, printable(f"irqlab: error: {message} (see `{self.prog} "
-                                        f"--help`)", False) + "\n")
+        self.exit(EXIT_USAGE, printable(f"irqlab: error: {_with_suggestion(message)} (see "
+                                        f"`{self.prog} --help`)", False) + "\n")
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """argparse's, but an unknown option is reported by the command it was given
+        to, with the nearest option that command has (Python 3.11's argparse suggests
+        nothing; the top-level parser does not know a command's options)."""
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = _chosen_command(self, ns)
+            message = f"unrecognized arguments: {' '.join(extras)}"
+            near = _nearest_option(parser, extras)
+            parser.error(message + (f"; did you mean {near}?" if near else ""))
+        return ns
+
+
+def _chosen_command(parser: argparse.ArgumentParser,
+                    ns: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command parser the parsed line went to, deepest first."""
+    while parser._subparsers is not None:
+        actions = [a for a in parser._subparsers._group_actions
+                   if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(ns, actions[0].dest, None) if actions else None
+        if name not in (actions[0].choices if actions else {}):
+            break
+        parser = actions[0].choices[name]
+    return parser
+
+
+def _nearest_option(parser: argparse.ArgumentParser, words: list[str]) -> str | None:
+    """The option of ``parser`` closest to the first unknown option in ``words``
+    (difflib's ratio >= 0.6, its default cut-off), or None."""
+    import difflib
+
+    known = [s for s in parser._option_string_actions if s.startswith("--")]
+    for word in words:
+        if word.startswith("--"):
+            near = difflib.get_close_matches(word.partition("=")[0], known, n=1)
+            if near:
+                return near[0]
+    return None
+
+
+def _with_suggestion(message: str) -> str:
+    """argparse's "invalid choice: 'x' (choose from ...)" with the nearest choice."""
+    import difflib
+    import re
+
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if not m:
+        return message
+    choices = re.findall(r"'([^']*)'", m.group(2))
+    near = difflib.get_close_matches(m.group(1), choices, n=1)
+    return message + (f"; did you mean {near[0]}?" if near else "")
 
 
 def db_ref(text: str) -> str | Path:

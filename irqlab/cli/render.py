@@ -92,6 +92,9 @@ PERCENTILES_TEXT = {
 class Renderer:
     """Interface every output format implements."""
 
+    # `irqlab run -q`: no window lines and no progress, the summary only.
+    quiet: bool = False
+
     def on_started(self, info: dict[str, Any]) -> None: ...
     def on_window(self, window: dict[str, Any], line: str) -> None: ...
     def on_progress(self, fraction: float, detail: str) -> None: ...
@@ -120,7 +123,8 @@ class JsonRenderer(Renderer):
         self.out.flush()
 
     def on_window(self, window: dict[str, Any], line: str) -> None:
-        self._emit({"type": "window", **window})
+        if not self.quiet:
+            self._emit({"type": "window", **window})
 
     def on_notice(self, text: str) -> None:
         print(text, file=sys.stderr)
@@ -187,6 +191,8 @@ class HumanRenderer(Renderer):
         elif info.get("host_is_virtual"):
             c.print("[yellow]NOTE: this host is itself a virtual machine: its own "
                     "hypervisor adds latency you would not see on bare metal.[/]")
+        if self.quiet:
+            return
         self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
                                   TextColumn("{task.percentage:>3.0f}%"),
                                   TimeRemainingColumn(), console=c, transient=True)
@@ -194,7 +200,8 @@ class HumanRenderer(Renderer):
         self._progress.start()
 
     def on_window(self, window: dict[str, Any], line: str) -> None:
-        self.console.print(line, markup=False)
+        if not self.quiet:
+            self.console.print(line, markup=False)
 
     def on_progress(self, fraction: float, detail: str) -> None:
         if self._progress is not None:
@@ -322,6 +329,8 @@ class HumanRenderer(Renderer):
             c.print(Text(line, style="dim"))
         for line in compare_tables.noise_lines(model):
             c.print(Text(line))
+        for line in compare_tables.differs_lines(model):
+            c.print(Text(line, style="yellow"))
         for w in model["warnings"]:
             c.print(Text("WARNING: " + w["text"], style="yellow"))
 

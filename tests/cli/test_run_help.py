@@ -55,11 +55,11 @@ def test_every_option_is_in_exactly_one_group_and_target_options_under_their_tar
     flags = [f for a in _run_parser()._actions for f in a.option_strings if f.startswith("--")]
     for flag in flags:
         holders = [h for h, body in sections.items()
-                   if re.search(rf"^  (\S+, )?{re.escape(flag)}\b", body, re.M)]
+                   if re.search(rf"^  (-\w( \S+)?, )?{re.escape(flag)}\b", body, re.M)]
         assert len(holders) == 1, (flag, holders)
     for opt, names in all_options().values():
         (holder,) = [h for h, body in sections.items()
-                     if re.search(rf"^  {re.escape(opt.flag)}\b", body, re.M)]
+                     if re.search(rf"^  (-\w( \S+)?, )?{re.escape(opt.flag)}\b", body, re.M)]
         if len(names) == 1:
             assert holder.startswith(f"{names[0]} options"), (opt.flag, holder)
         else:
