@@ -21,6 +21,7 @@ import pyarrow as pa
 from irqlab.stats.fields import SUMMARY_FIELDS, percentiles_from
 from irqlab.store import PgStore, Store, is_url, open_store as _open
 from irqlab.store.arrow import numeric_array, numeric_view
+from irqlab.store.provenance import facts, provenance
 
 _NS_PER_S = 1_000_000_000
 
@@ -51,6 +52,18 @@ def ticks_to_ns_array(tick: np.ndarray, tick_hz: int) -> np.ndarray:
     return np.where(tick < 0, -ns, ns)
 
 
+def _fact_columns(rows: list[Any]) -> dict[str, pa.Array]:
+    """Every run's provenance facts flattened (``host.clocksource``, ``knob.pin``,
+    ``load.cpu``...), one column per fact any run has; null where a run has not it.
+    Values are text (facts mix numbers and words across runs), null kept null."""
+    flat = [facts(provenance(r)) for r in rows]
+    keys: dict[str, None] = {}
+    for f in flat:
+        keys.update(dict.fromkeys(f))
+    return {k: pa.array([None if f.get(k) is None else str(f[k]) for f in flat],
+                        pa.string()) for k in keys}
+
+
 class StoreView:
     """Read-only tables of one store (a DuckDB file or a lab store)."""
 
@@ -77,7 +90,12 @@ class StoreView:
             "started_at": pa.array([r.started_at for r in rows], pa.timestamp("us")),
             "tick_hz": pa.array([r.tick_hz for r in rows], pa.int64()),
             "period_ns": pa.array([r.period_ns for r in rows], pa.int64()),
-            "suite": [r.suite for r in rows], "source": [r.source for r in rows]})
+            "suite": [r.suite for r in rows], "source": [r.source for r in rows],
+            **_fact_columns(rows)})
+
+    def provenance(self, run: int | str) -> dict[str, Any]:
+        """How the run was made: its provenance record (docs/formats.md, "Provenance")."""
+        return provenance(self._store.resolve(str(run)))
 
     def summaries(self) -> pa.Table:
         """One row per run with every summary key (docs/formats.md section 4)."""

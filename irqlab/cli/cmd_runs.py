@@ -6,9 +6,11 @@ import argparse
 from typing import Any
 
 from irqlab.cli.common import EXIT_OK, add_db_json, db_path, renderer
+from irqlab.reports.provenance import configuration_lines, host_lines
 from irqlab.reports.select import SERIES_TAG, select_runs
 from irqlab.stats.fields import LIST_TABLE, make_summary, percentiles_from
 from irqlab.store import open_store
+from irqlab.store.provenance import provenance
 
 def register_list(sub: argparse._SubParsersAction) -> None:
     ls = sub.add_parser("list", help="list stored runs")
@@ -76,7 +78,19 @@ def _show(out, row, windows: list[dict[str, Any]]) -> None:
                             f"{series.get('count')})")
     if row.source != "irqlab":
         detail = _imported_detail(row)
+    # How the run was made (docs/formats.md, "Provenance"): a block of lines for people,
+    # two keys of the summary line for machines (added keys keep the line's version).
+    record = provenance(row)
+    detail["configuration"] = _block(configuration_lines(record))
+    detail["host"] = f"{detail.get('host', '')}{_block(host_lines(record))}"
+    summary = {**summary, "provenance_version": record["version"],
+               "configuration": record["configuration"], "host": record["host"]}
     out.run_detail(summary, detail, windows)
+
+
+def _block(lines: list[str]) -> str:
+    """Lines under a `show` heading, indented so the block reads as one."""
+    return "".join(f"\n  {line}" for line in lines)
 
 
 def _imported_detail(row) -> dict[str, Any]:

@@ -14,10 +14,6 @@ TICK_HZ_TOLERANCE = 0.01
 MIN_TAIL_SAMPLES = 10
 
 
-def _host(run: RunData) -> dict[str, Any]:
-    return run.row.metadata.get("host") or {}
-
-
 def _probe(run: RunData) -> dict[str, Any]:
     return run.row.metadata.get("probe") or {}
 
@@ -40,12 +36,8 @@ _PAIR_CHECKS: list[tuple[str, Callable[[RunData], Any], Callable[[Any], str], st
     ("kind", lambda r: r.row.kind, str,
      "{run} measures {b} but the baseline {base} measures {a}: these are different "
      "quantities; compare runs of one kind only"),
-    ("host", lambda r: _host(r).get("hostname"), repr,
-     "{run} ran on host {b}, the baseline {base} on {a}: a difference may come from the "
-     "machines, not from what you changed; compare runs from one host"),
-    ("kernel", lambda r: _host(r).get("kernel"), str,
-     "{run} ran on kernel {b}, the baseline {base} on {a}: the kernel alone can move "
-     "latencies; rerun both on one kernel, or make the kernel the thing you compare"),
+    # Host, kernel and every other host fact and setting: compare's "what differs"
+    # (irqlab.store.provenance.differs), which names each fact that differs.
     ("emulated", lambda r: r.row.emulated, _emul,
      "{run} is {b} but the baseline {base} is {a}: emulated figures show the pipeline, "
      "not hardware; compare emulated with emulated and real with real"),

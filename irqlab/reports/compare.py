@@ -16,6 +16,7 @@ import numpy as np
 
 from irqlab.reports import noise
 from irqlab.reports.comparability import pair_warnings, run_warnings, threshold_warning
+from irqlab.store.provenance import differs, provenance
 from irqlab.reports.data import FROM_RAW, FROM_TEXT, NS_PER_S, RunData, figures
 from irqlab.reports.scan import scan_runs
 from irqlab.reports.select import SERIES_TAG
@@ -97,7 +98,10 @@ def build_compare(runs: list[RunData], threshold_ns: int | None = None,
     if thr:
         warnings.append(thr)
     sources = {f["percentiles_from"] for f in figs}
-    return {"type": "compare", "version": COMPARE_VERSION, "baseline_run_id": base.run_id,
+    # Every recorded condition (setting, load, knob, host fact) not equal across the
+    # runs: a difference in latency may come from any of them (issue 31).
+    diff = differs([provenance(r.row) for r in runs]) if len(runs) > 1 else []
+    return {"type": "compare", "differs": diff, "version": COMPARE_VERSION, "baseline_run_id": base.run_id,
             "threshold_override_ns": threshold_ns, "rows": rows, "warnings": warnings,
             "noise_method": noise.method_text(seed, resamples),
             "percentiles_note": _percentiles_note(sources), "groups": len(groups)}

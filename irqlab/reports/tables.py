@@ -10,6 +10,7 @@ from typing import Any
 from irqlab.durations import format_latency, format_ns
 from irqlab.reports import noise
 from irqlab.reports.compare import COMPARE_VERSION
+from irqlab.store.provenance import differs_text
 from irqlab.stats.fields import COMPARE_TABLE, RATIO_FIELDS
 
 
@@ -200,6 +201,7 @@ def markdown_lines(model: dict[str, Any]) -> list[str]:
     noise_text = noise_lines(model)
     if noise_text:
         lines += ["", "**Noise**", ""] + [f"- {_md(x)}" for x in noise_text]
+    lines += [f"- {_md(x)}" for x in differs_lines(model)]
     if model["warnings"]:
         lines += ["", "**Warnings**", ""] + [f"- {_md(w['text'])}" for w in model["warnings"]]
     return lines
@@ -231,12 +233,25 @@ def csv_lines(model: dict[str, Any]) -> list[str]:
     return buf.getvalue().splitlines()
 
 
+def differs_lines(model: dict[str, Any]) -> list[str]:
+    """The "what differs" line: each recorded fact not equal across the runs, with the
+    runs' values in table order (irqlab.store.provenance.differs)."""
+    if len(model["rows"]) < 2 or "differs" not in model:
+        return []
+    diff = model["differs"]
+    if not diff:
+        return ["what differs: nothing recorded (same settings, loads, knobs and host "
+                "facts)"]
+    return [f"what differs ({len(diff)}): {differs_text(diff)}"]
+
+
 def json_objects(model: dict[str, Any]) -> list[dict[str, Any]]:
     """JSON lines: a ``compare`` header, one ``compare_run`` per run, then warnings."""
     head = {k: model[k] for k in ("type", "version", "baseline_run_id",
                                   "threshold_override_ns", "noise_method",
                                   "percentiles_note")}
     head["groups"] = model.get("groups", len(model["rows"]))
+    head["differs"] = model.get("differs", [])
     head["runs"] = len(model["rows"])
     out = [head]
     out += [{"type": "compare_run", "version": COMPARE_VERSION, **row}

@@ -146,15 +146,18 @@ def facts(record: dict[str, Any]) -> dict[str, Any]:
 
 # Facts that differ between any two runs by construction (labels, the tool's own
 # version line), not conditions of the measurement: never listed in "what differs".
-_NOT_CONDITIONS = ("tag.", "identity.import_source", "run.source", "run.kind")
+# The scheduling block's requests repeat knob.pin/knob.prio and option.cpus/priority.
+_NOT_CONDITIONS = ("tag.", "identity.import_source", "run.source", "run.kind",
+                   "scheduling.pin_", "scheduling.prio_", "scheduling.cpus_requested",
+                   "scheduling.priority_requested")
 
 
 def differs(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The facts whose values are not all equal across ``records`` (in the records'
-    order): ``{"fact": key, "values": [...]}``. A fact unknown for a run (absent, or
-    "unknown": not recorded, e.g. an imported run) is left out, since no one can say
-    whether it differs; a load or knob present in only some runs is listed (None where
-    absent)."""
+    order): ``{"fact": key, "values": [...]}``. A fact "unknown" for a run (not
+    recorded: an imported run, a run stored before the fact was) is left out, since no
+    one can say whether it differs; None is a recorded "not set" and counts. A load or
+    knob present in only some runs is listed once (None where absent)."""
     flat = [facts(r) for r in records]
     keys: list[str] = []
     for f in flat:
@@ -168,7 +171,7 @@ def differs(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not present_in_all and key.startswith(("knob.", "load.")) and \
                 key.count(".") > 1:
             continue    # the knob or load itself is listed; its status would repeat it
-        if present_in_all and any(v is None or v == UNKNOWN for v in values):
+        if present_in_all and any(v == UNKNOWN for v in values):
             continue
         if len({repr(v) for v in values}) > 1:
             out.append({"fact": key, "values": values})

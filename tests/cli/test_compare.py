@@ -146,4 +146,6 @@ def test_compare_a_real_icount_run(tmp_path, probe_built):
     assert real["p50_ns"] < 1_000 and real["accel"] == "tcg+icount"
     assert synth["noise"]["test"] == "bootstrap"
     kinds = {x["kind"] for x in res.lines if x["type"] == "compare_warning"}
-    assert {"host", "accel", "emulated", "tick source"} <= kinds
+    assert {"accel", "emulated", "tick source"} <= kinds
+    differs = {d["fact"] for d in res.lines[0]["differs"]}
+    assert {"host.hostname", "run.accel"} <= differs

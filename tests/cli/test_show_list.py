@@ -31,7 +31,13 @@ def test_show_json_prints_the_stored_summary(db):
     for ref in (str(rid), "wfi"):
         res = run_cli(["show", ref, "--json"], db)
         assert res.code == 0, res.stderr
-        assert res.lines == [SUMMARY]
+        [line] = res.lines
+        # The stored summary, plus how the run was made (docs/formats.md, "Provenance").
+        assert {k: v for k, v in line.items() if k in SUMMARY} == SUMMARY
+        assert set(line) - set(SUMMARY) == {"provenance_version", "configuration", "host"}
+        assert line["host"]["hostname"] == "h" and line["host"]["kernel"] == "6.1"
+        # Facts this run did not record are "unknown", never taken from this host.
+        assert line["host"]["clocksource"] == "unknown"
 
 
 def test_list_json_has_one_line_per_run(db):
