@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path
-from irqlab.store import is_url
+from irqlab.store.location import is_url, redact
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,14 +20,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the lab store, postgresql://[user@]host[:port]/db (created on "
                         "first push)")
     p.add_argument("--samples-dir", type=Path, metavar="DIR",
-                   help="put the raw samples in DIR/<run uuid>.parquet (a directory every "
-                        "host that reads the lab store mounts) instead of in PostgreSQL")
+                   help="put the raw samples in DIR/<run uuid>.<push id>.parquet (a "
+                        "directory every host that reads the lab store mounts) instead of "
+                        "in PostgreSQL. Two pushes of one run at once: one stores it, the "
+                        "other says 'already in the lab store' and exits 0")
     add_db_json(p)
 
 
 def run(args: argparse.Namespace) -> int:
     if not is_url(args.to):
-        raise UsageError(f"--to {args.to!r} is not a postgresql:// URL, e.g. "
+        raise UsageError(f"--to {redact(args.to)!r} is not a postgresql:// URL, e.g. "
                          f"postgresql://lab@dbhost/irqlab")
     src_ref = db_path(args)
     if is_url(src_ref):
@@ -47,10 +49,13 @@ def run(args: argparse.Namespace) -> int:
                                   "lab_run_id": lab_id, "added": added,
                                   "samples": samples if added else 0,
                                   "seconds": round(took_s, 3),
-                                  "samples_file": lab.samples_uri(lab_id)}))
+                                  "samples_file": lab.samples_uri(lab_id),
+                                  "concurrent": lab.raced}))
             else:
                 what = (f"pushed as run {lab_id} ({samples} samples, {took_s:.1f} s)"
                         if added else f"already in the lab store as run {lab_id}")
+                if lab.raced:      # exit 0 all the same: the run is there, stored once
+                    what += " (another push of it committed first; this one kept nothing)"
                 print(f"run {row.run_id} {row.name}: {what}")
     return EXIT_OK
 

@@ -19,6 +19,7 @@ from irqlab import __version__
 from irqlab.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_USAGE, Parser, UsageError
 from irqlab.cli.safe_text import printable
 from irqlab.store.errors import StoreError, StoreWriteError
+from irqlab.store.location import redact   # no message shows a password (light module)
 
 
 class Command(NamedTuple):
@@ -99,7 +100,7 @@ def command_named(argv: Sequence[str]) -> str | None:
 
 
 def _print_store_notice(text: str) -> None:
-    print(printable(f"irqlab: {text}", False), file=sys.stderr)
+    print(printable(redact(f"irqlab: {text}"), False), file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -121,10 +122,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except StoreWriteError as exc:
-        print(printable(f"irqlab {args.command}: error: {exc}", False), file=sys.stderr)
+        print(printable(redact(f"irqlab {args.command}: error: {exc}"), False),
+              file=sys.stderr)
         return EXIT_FAIL
     except (UsageError, StoreError) as exc:
-        print(printable(f"irqlab {args.command}: error: {exc}", False), file=sys.stderr)
+        print(printable(redact(f"irqlab {args.command}: error: {exc}"), False),
+              file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         # `irqlab compare … | head`: the reader left; exit quietly like other Unix tools.
@@ -139,9 +142,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # No traceback reaches a user: one line, and how to get the details.
         if os.environ.get("IRQLAB_DEBUG"):
             raise
-        print(printable(f"irqlab {args.command}: internal error: {type(exc).__name__}: "
-                        f"{exc} (IRQLAB_DEBUG=1 shows the traceback; please report it)",
-                        False), file=sys.stderr)
+        print(printable(redact(f"irqlab {args.command}: internal error: "
+                               f"{type(exc).__name__}: {exc} (IRQLAB_DEBUG=1 shows the "
+                               f"traceback; please report it)"), False), file=sys.stderr)
         return EXIT_FAIL
 
 

@@ -9,6 +9,7 @@ Light on purpose (no DuckDB, numpy or pyarrow): the parser names the default fil
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -30,3 +31,17 @@ def default_db_path() -> Path:
 def is_url(ref: str | Path | None) -> bool:
     """Is ``ref`` (a --db value) a PostgreSQL URL rather than a file?"""
     return isinstance(ref, str) and ref.startswith(URL_PREFIXES)
+
+
+# A password in a URL's userinfo (libpq ends the userinfo at the first "@"
+# before any "/"), and any ``password=`` parameter (a URL's query string, or a libpq
+# key=value string that a driver's error message may quote).
+_USERINFO_PASSWORD = re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^@/\s:]*:)[^@/\s]*@")
+_PASSWORD_PARAM = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^&#\s'\"]*)")
+
+
+def redact(text: str) -> str:
+    """``text`` (a URL, or a message that may quote one) with every password replaced by
+    ``***``: the one function through which irqlab shows a store's URL."""
+    text = _USERINFO_PASSWORD.sub(r"\1***@", text)
+    return _PASSWORD_PARAM.sub(r"\1***", text)

@@ -28,7 +28,6 @@ import socket
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import pyarrow as pa
@@ -37,11 +36,12 @@ import pyarrow.csv as pa_csv
 from irqlab.store.arrow import numeric_array, numeric_view
 from irqlab.store.db import RunRow, Store, StoreError, StoreWriteError
 # is_url and URL_PREFIXES live in the light irqlab.store.location (kept importable here).
-from irqlab.store.location import URL_PREFIXES, is_url  # noqa: F401
+from irqlab.store.location import URL_PREFIXES, is_url, redact  # noqa: F401
 from irqlab.stats.select import exact_figures
 from irqlab.store.quantiles import (LATENCY_SQL, StoredFigures, postgres_quantiles,
                                     stored_figures)
-from irqlab.store.samples_file import SamplesFile, samples_path, write_samples_file
+from irqlab.store.samples_file import (SamplesFile, remove_unpublished, samples_path,
+                                       write_samples_file)
 
 PG_SCHEMA_VERSION = 2
 # Where a run's uuid comes from when its metadata has none (runs recorded before uuids,
@@ -130,12 +130,18 @@ def pg_bindir() -> Path | None:
 
 
 def safe_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """The URL without its password, for messages (irqlab.store.location.redact)."""
+    return redact(url)
+
+
+def _reason(exc: BaseException) -> str:
+    """A driver error's first line, any password it quotes redacted."""
+    text = str(exc).strip()
+    return redact(text.splitlines()[0] if text else type(exc).__name__)
+
+
+class _CommitUnknown(Exception):
+    """The connection broke during COMMIT: the run may or may not be stored."""
 
 
 def run_uuid(row: RunRow, origin_db: str, host: str | None = None) -> uuid.UUID:
@@ -168,11 +174,12 @@ class PgStore:
         self.url = url
         self.path = safe_url(url)          # what messages name (as Store's path)
         self._in_tx = False
+        self.raced = False          # the last push lost to a concurrent push of its run
         self.write_failed: str | None = None     # the first failed write's reason
         try:
             self.con = psycopg.connect(url, autocommit=False)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot connect to {self.path}: {str(exc).strip().splitlines()[0]}"
+            raise StoreError(f"cannot connect to {self.path}: {_reason(exc)}"
                              f" (is the server running and the URL right?)") from None
         self._init_schema(read_only)
         self.closed_dead: list[str] = []
@@ -418,7 +425,7 @@ class PgStore:
         except psycopg.Error as exc:
             self.con.rollback()
             raise StoreWriteError(f"cannot write samples to {self.path}: "
-                                  f"{str(exc).strip().splitlines()[0]}") from None
+                                  f"{_reason(exc)}") from None
 
     def shift_sample_origin(self, run_id: int, delta_tick: int, first_seq: int,
                             end_seq: int) -> None:
@@ -468,7 +475,7 @@ class PgStore:
             return out
         except psycopg.Error as exc:
             self.con.rollback()
-            reason = str(exc).strip().splitlines()[0]
+            reason = _reason(exc)
             self.write_failed = self.write_failed or reason
             raise StoreWriteError(f"cannot write to {self.path}: {reason}") from None
 
@@ -582,31 +589,121 @@ class PgStore:
     def push(self, src: Store, row: RunRow, origin_db: str,
              samples_dir: Path | None = None) -> tuple[int, bool]:
         """Copy run ``row`` of ``src`` here in one transaction: (lab run id, added?).
-        A run already here (same uuid) is not copied again. With `samples_dir`, the raw
-        samples go to a Parquet file there (written whole before the run row commits,
-        removed if the push fails) instead of the samples table."""
+        A run already here (same uuid) is not copied again; ``raced`` tells whether
+        another push of it committed while this one ran (this one then keeps nothing).
+        With `samples_dir`, the raw samples go to a Parquet file there, under a name of
+        this push's own, instead of the samples table: written whole before the run row
+        that names it commits, removed if this push fails or loses (journalled, so a
+        killed push's file is removed at the next start)."""
+        import psycopg
+        self.raced = False
         rid = run_uuid(row, origin_db)
+        try:
+            found = self._pushed_as(rid)
+        except psycopg.Error as exc:
+            raise self._push_failed(exc) from None
+        if found is not None:
+            return found, False
+        if samples_dir is None:
+            try:
+                return self._push_guarded(src, row, rid, origin_db, None)
+            except _CommitUnknown as exc:
+                raise self._commit_unknown(exc, row.run_id, None) from None
+        from irqlab.knobs.journal import journal
+        file = samples_path(samples_dir.resolve(), rid)
+        # Journalled before the file exists: a push killed from here on leaves an entry
+        # whose undo, at the next irqlab start, removes the file unless a committed run
+        # names it (the push died just after its commit).
+        entry = journal().add("samples_file", path=str(file), url=self.path)
+        try:
+            write_samples_file(src.iter_samples(row.run_id), file)
+            lab_id, added = self._push_guarded(src, row, rid, origin_db, file)
+        except _CommitUnknown as exc:
+            # The entry stays open: the next start asks the store and removes the file
+            # only if no run names it.
+            raise self._commit_unknown(exc, row.run_id, file) from None
+        except BaseException:
+            remove_unpublished(file)
+            journal().done(entry)
+            raise
+        if not added:
+            remove_unpublished(file)          # lost to a concurrent push of the run
+        journal().done(entry)
+        return lab_id, added
+
+    def _pushed_as(self, rid: uuid.UUID) -> int | None:
+        """The lab run id of run `rid`, if it is here."""
         with self.con.cursor() as cur:
             cur.execute("SELECT run_id FROM runs WHERE run_uuid = %s", (rid,))
             found = cur.fetchone()
-            if found:
-                self.con.rollback()
-                return int(found[0]), False
-        file = samples_path(samples_dir, rid) if samples_dir is not None else None
+        self.con.rollback()
+        return int(found[0]) if found else None
+
+    def _push_guarded(self, src: Store, row: RunRow, rid: uuid.UUID, origin_db: str,
+                      file: Path | None) -> tuple[int, bool]:
+        """_push_rows, with a concurrent push of the same run (its row committed first:
+        UniqueViolation on run_uuid) reported as that push's run, and a lost server as
+        one line naming the fix."""
+        import psycopg
         try:
-            if file is not None:
-                write_samples_file(src.iter_samples(row.run_id), file)
             lab_id = self._push_rows(src, row, rid, origin_db, file)
+        except psycopg.errors.UniqueViolation:
+            self._rollback_quietly()
+            try:
+                winner = self._pushed_as(rid)
+            except psycopg.Error as exc:
+                raise self._push_failed(exc) from None
+            if winner is None:         # a unique key other than run_uuid: not a race
+                raise StoreWriteError(f"cannot push to {self.path}: run uuid {rid} "
+                                      f"conflicts with a run there") from None
+            self.raced = True
+            return winner, False
+        except psycopg.Error as exc:
+            self._rollback_quietly()
+            raise self._push_failed(exc) from None
         except BaseException:
-            self.con.rollback()
-            if file is not None:
-                file.unlink(missing_ok=True)
+            self._rollback_quietly()
             raise
+        try:
+            self.con.commit()
+        except psycopg.OperationalError as exc:
+            # The server may have committed before the connection broke.
+            raise _CommitUnknown(_reason(exc)) from None
+        except psycopg.Error as exc:
+            self._rollback_quietly()
+            raise self._push_failed(exc) from None
         return lab_id, True
+
+    def _rollback_quietly(self) -> None:
+        """Roll back; on a lost connection there is nothing to roll back (the server
+        drops the transaction), and raising here would skip the caller's clean-up."""
+        import psycopg
+        with contextlib.suppress(psycopg.Error):
+            self.con.rollback()
+
+    def _commit_unknown(self, exc: _CommitUnknown, run_id: int,
+                        file: Path | None) -> StoreWriteError:
+        then = (f" (the next irqlab command removes {file.name} if the run was not stored)"
+                if file is not None else "")
+        return StoreWriteError(
+            f"lost the connection to the lab store {self.path} while committing ({exc}): "
+            f"whether run {run_id} was stored is unknown; check that the server is "
+            f"running, then push again{then}")
+
+    def _push_failed(self, exc: Exception) -> StoreWriteError:
+        """One line for a push the store failed: the problem and what to do."""
+        import psycopg
+        if self.con.closed or isinstance(exc, psycopg.OperationalError):
+            return StoreWriteError(
+                f"lost the connection to the lab store {self.path} during the push "
+                f"({_reason(exc)}): nothing of this run was kept there; check that the "
+                f"server is running and reachable, then push again")
+        return StoreWriteError(f"cannot push to {self.path}: {_reason(exc)}")
 
     def _push_rows(self, src: Store, row: RunRow, rid: uuid.UUID,
                    origin_db: str, file: Path | None) -> int:
-        """The run's rows (and its samples when `file` is None), committed together."""
+        """The run's rows (and its samples when `file` is None), in one transaction that
+        the caller commits."""
         with self.con.cursor() as cur:
             meta = dict(row.metadata or {})
             meta.setdefault("run_uuid", str(rid))
@@ -638,7 +735,6 @@ class PgStore:
                 cur.executemany("INSERT INTO histograms VALUES (%s, %s, %s, %s, %s)", hist)
             if file is None:
                 self._copy_samples(cur, src, row.run_id, lab_id)
-        self.con.commit()
         return lab_id
 
     def _copy_samples(self, cur: Any, src: Store, run_id: int, lab_id: int) -> None:

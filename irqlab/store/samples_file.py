@@ -1,8 +1,8 @@
 """A pushed run's raw samples as one Parquet file in the lab's shared directory.
 
-``irqlab push … --samples-dir DIR`` writes a run's samples to ``DIR/<run_uuid>.parquet``
-and the lab store (PostgreSQL) keeps only the file's path in ``runs.samples_uri``; every
-read command then reads the samples from the file. Why offer it (``irqlab bench lab-read``,
+``irqlab push … --samples-dir DIR`` writes a run's samples to
+``DIR/<run_uuid>.<push id>.parquet`` (a name of that push's own) and the lab store
+(PostgreSQL) keeps only the file's path in ``runs.samples_uri``; every read command then reads the samples from the file. Why offer it (``irqlab bench lab-read``,
 10 M samples, same run): an exact p99.9 takes ~10x less time from Parquet than from
 PostgreSQL's table, and the file is ~6x smaller than the rows. Why it is not the default:
 every host that reads must mount the directory, and the file is a second place to back
@@ -18,14 +18,16 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from irqlab.knobs.journal import undo_kind
 from irqlab.store.db import StoreError
+from irqlab.store.location import redact
 from irqlab.store.arrow import numeric_view
 from irqlab.store.parquet import RECORD_SCHEMA, samples_writer
 
@@ -36,30 +38,64 @@ SAMPLES_DIR_ENV = "IRQLAB_SAMPLES_DIR"
 
 
 def samples_path(samples_dir: Path, run_uuid: uuid.UUID) -> Path:
-    """The file of one run in the shared directory."""
-    return samples_dir / f"{run_uuid}.parquet"
+    """A new file for one push of a run: ``<run uuid>.<push id>.parquet``. Every push
+    writes a file of its own, so two pushes of one run at once never touch each other's
+    file; the committed run row names the one that counts (irqlab.store.pg.PgStore.push)."""
+    return samples_dir / f"{run_uuid}.{uuid.uuid4().hex[:12]}.parquet"
 
 
 def write_samples_file(batches: Iterator[pa.RecordBatch], path: Path) -> int:
-    """Write record batches (RECORD_SCHEMA columns) to `path` atomically: a temporary
-    file beside it, synced, then renamed, so a reader never sees half a file. Returns the
-    sample count."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Write record batches (RECORD_SCHEMA columns) to the new file `path`, synced.
+    Returns the sample count. No reader can see it half written: readers find a file only
+    through the run row, committed after this returns. The caller journals `path` first
+    (``samples_file``) and removes it if the push fails."""
     count = 0
-    try:
-        with samples_writer(tmp, RECORD_SCHEMA) as writer:
+    # O_EXCL: a name of our own, never another push's file.
+    with open(path, "xb") as out:
+        with samples_writer(out, RECORD_SCHEMA) as writer:
             for batch in batches:
                 table = pa.Table.from_batches([batch]).select(RECORD_SCHEMA.names)
                 writer.write_table(table.cast(RECORD_SCHEMA),
                                    row_group_size=ROW_GROUP_SAMPLES)
                 count += batch.num_rows
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        out.flush()
+        os.fsync(out.fileno())
     return count
+
+
+def remove_unpublished(path: Path) -> None:
+    """Remove a file this process wrote and no run row names (a failed or losing push)."""
+    path.unlink(missing_ok=True)
+
+
+@undo_kind("samples_file")
+def _undo_samples_file(entry: dict[str, Any]) -> str:
+    """A push died between writing its samples file and closing this entry: remove the
+    file unless the lab store's committed row names it (the push died just after its
+    commit). Ask the store; if it cannot be asked, keep the file (never lose a run's
+    samples) and say how to decide."""
+    path = Path(entry["path"])
+    if not path.exists():
+        return f"samples file {path} of a killed push: already gone"
+    url = str(entry.get("url") or "")
+    try:
+        published = _named_by_a_run(url, str(path))
+    except Exception as exc:                  # noqa: BLE001 - any failure: keep the file
+        return (f"kept {path}, the samples file of a killed push: could not ask "
+                f"{redact(url)} whether a run names it ({redact(str(exc).strip())[:200]}); "
+                f"delete it if no run's samples_file is this path")
+    if published:
+        return f"kept {path}: the killed push had committed its run"
+    remove_unpublished(path)
+    return f"removed {path}, the unpublished samples file of a killed push"
+
+
+def _named_by_a_run(url: str, path: str) -> bool:
+    """Does a committed run of the lab store at `url` name `path` as its samples file?"""
+    import psycopg
+    with psycopg.connect(url, connect_timeout=10) as con, con.cursor() as cur:
+        cur.execute("SELECT 1 FROM runs WHERE samples_uri = %s LIMIT 1", (path,))
+        return cur.fetchone() is not None
 
 
 class SamplesFile:
