@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from irqlab.cli.common import EXIT_OK, UsageError, count, db_path, duration
 from irqlab.cli.common import db_ref
 from irqlab.cli.render import json_line, stage_progress
 from irqlab.store import open_store
 
-if TYPE_CHECKING:
-    from irqlab.explain.run import Explained
-
 NAME = "explain"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    e = sub.add_parser("explain", help="attribute latency spikes to host-side causes, or "
-                                       "to Xen and its domains (needs a run recorded "
-                                       "with --trace)")
+    e = sub.add_parser("explain", help="attribute latency spikes to their causes from "
+                                       "the run's capture (needs a run recorded with "
+                                       "--trace)")
     e.add_argument("run", metavar="RUN", help="run id or name")
     pick = e.add_mutually_exclusive_group()
     pick.add_argument("--top", type=count, default=None, metavar="N",
@@ -44,6 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "for trace-cmd report and KernelShark")
     e.add_argument("--db", type=db_ref, default=None, help="database file")
     e.add_argument("--json", action="store_true", help="print one JSON object")
+    e.add_argument("--all", action="store_true",
+                   help="print every explained sample (default: the 10 worst)")
 
 
 # The file outputs: (option, its dest, which is also its key in the JSON object).
@@ -52,85 +51,37 @@ OUTPUTS = (("--dat", "dat"), ("--text", "text"), ("--perfetto", "perfetto"),
 
 
 def run(args: argparse.Namespace) -> int:
-    from irqlab.explain.report import render_text
-    from irqlab.explain.run import _samples, as_json, capture_path, explain_run
-    from irqlab.explain.stored import NET_PATH, XENTRACE_HOOK, capture_kind, xentrace_path
+    from irqlab.explain.registry import explainer_for
+    from irqlab.explain.report import render_json
+    from irqlab.explain.seam import Request
 
     if args.top == 0:
         raise UsageError("--top must be at least 1")
     _check_output_paths(args)
-    with open_store(db_path(args), read_only=True) as store:
-        run = store.resolve(args.run)
-        if capture_kind(run) == XENTRACE_HOOK:
-            return _explain_xen(args, run, xentrace_path(run), _samples(store, run.run_id))
-        if capture_kind(run) == NET_PATH:
-            return _explain_net(args, store, run)
+    asked = [(opt, dest) for opt, dest in OUTPUTS if getattr(args, dest)]
     files: dict[str, dict[str, Any]] = {}
     with stage_progress(args) as progress:
         with open_store(db_path(args), read_only=True) as store:
-            res = explain_run(store, args.run, threshold_ns=args.threshold, top=args.top,
-                              sample=args.sample, progress=progress)
-            capture = capture_path(store, res.run)
-        if args.dat or args.text or args.perfetto:
-            files = _write_exports(args, res, capture, progress)
-        if args.chrome_json:
-            from irqlab.explain.chrome import write_chrome_json
-            progress.stage("writing Chrome JSON")
-            n = _writing(args.chrome_json, lambda: write_chrome_json(res, args.chrome_json))
-            files["chrome_json"] = {"file": str(args.chrome_json), "events": n}
-    if args.json:
-        out = as_json(res)
-        out.update(files)
-        print(json_line(out))
-    else:
-        print(render_text(res))
-        for line in written_lines(files):
-            print(line)
-    return EXIT_OK
-
-
-def _explain_xen(args: argparse.Namespace, run: Any, path: Path, samples: dict) -> int:
-    """`irqlab explain` of a xentrace capture (irqlab.xen.explain), same output shape."""
-    from irqlab.explain.report import render_json
-    from irqlab.store import StoreError
-    from irqlab.xen.explain import as_json, explain_run
-
-    for opt, dest in OUTPUTS:
-        if dest != "perfetto" and getattr(args, dest):
-            raise UsageError(f"{opt} exports host kernel captures; run {run.run_id}'s is "
-                             f"xentrace: use --perfetto, `irqlab xentrace {path}` or "
-                             f"xenalyze")
-    try:
-        res = explain_run(run, path, samples, args.threshold, args.top, args.sample)
-    except ValueError as exc:
-        raise StoreError(str(exc)) from None
-    js = as_json(res)
-    files: dict[str, dict[str, Any]] = {}
-    if args.perfetto:
-        from irqlab.xen.perfetto import write_xen_perfetto
-        files["perfetto"] = _writing(args.perfetto,
-                                     lambda: write_xen_perfetto(res, args.perfetto))
+            run = store.resolve(args.run)
+            explainer = explainer_for(run)
+            for opt, dest in asked:
+                if dest not in explainer.outputs:
+                    raise UsageError(f"{opt} is not written for this capture: "
+                                     f"{explainer.outputs_hint(run)}")
+            request = Request(args.threshold, args.top, args.sample,
+                              frozenset(dest for _opt, dest in asked))
+            res = explainer.explain(store, run, request, progress)
+        for _opt, dest in asked:
+            path = getattr(args, dest)
+            files[dest] = _writing(path, lambda: res.writers[dest](path, progress))
+    js = res.js
     if args.json:
         js.update(files)
         print(json_line(js))
     else:
-        print(render_json(js))
+        print(render_json(js, show_all=args.all))
         for line in written_lines(files):
             print(line)
-    return EXIT_OK
-
-
-def _explain_net(args: argparse.Namespace, store: Any, run: Any) -> int:
-    """`irqlab explain` of a net run, along the packet's path (irqlab.explain.netpath)."""
-    from irqlab.explain.report import render_json
-    from irqlab.explain.stored import explain_net_json
-
-    for opt, dest in OUTPUTS:
-        if getattr(args, dest):
-            raise UsageError(f"{opt} is not written for net runs yet: run {run.run_id}'s "
-                             f"capture is explained along the packet's path; use --json")
-    js = explain_net_json(store, run, args.threshold, args.top, args.sample)
-    print(json_line(js) if args.json else render_json(js))
     return EXIT_OK
 
 
@@ -179,39 +130,3 @@ def _writing(path: Path, write: Any) -> Any:
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}; choose another path") \
             from exc
-
-
-def _write_exports(args: argparse.Namespace, res: Explained, capture: Path,
-                   progress: Any) -> dict[str, dict[str, Any]]:
-    """trace.dat, ftrace text and Perfetto from the capture's pages, read once (explain
-    keeps only decoded columns); task names from the decoded context switches, so every
-    format shows ``comm-pid`` rather than ``<...>``."""
-    from irqlab.trace.archive import read_archive
-    from irqlab.trace.tracedat import cmdlines_from_switches
-
-    header, per_cpu = read_archive(capture)
-    cmdlines = cmdlines_from_switches(res.trace.t("sched_switch").cols,
-                                      header.get("vmm_threads"))
-    out: dict[str, dict[str, Any]] = {}
-
-    def bar(done: int, total: int) -> None:
-        progress.update(done)
-
-    if args.dat:
-        from irqlab.trace.tracedat import write_capture_tracedat
-        progress.stage("writing trace.dat")
-        nbytes = _writing(args.dat, lambda: write_capture_tracedat(
-            args.dat, header, per_cpu, cmdlines))
-        out["dat"] = {"file": str(args.dat), "events": res.trace.events,
-                      "pages": res.trace.pages, "bytes": nbytes}
-    if args.text:
-        from irqlab.explain.export import write_text
-        progress.stage("writing ftrace text", total=res.trace.events)
-        out["text"] = _writing(args.text, lambda: write_text(
-            args.text, header, per_cpu, res.run.run_id, res.tick_hz, cmdlines, bar))
-    if args.perfetto:
-        from irqlab.explain.perfetto import write_perfetto
-        progress.stage("writing Perfetto trace", total=res.trace.events)
-        out["perfetto"] = _writing(args.perfetto, lambda: write_perfetto(
-            res, header, per_cpu, cmdlines, args.perfetto, bar))
-    return out

@@ -67,7 +67,7 @@ def _explain(store: Any, runs: list[Any], args: argparse.Namespace,
              progress: Any) -> dict[int, dict[str, Any] | str]:
     """The explain object of every run recorded with a capture (--trace), or why it could
     not be explained: the report says so rather than failing."""
-    from irqlab.explain.stored import capture_kind, explain_json
+    from irqlab.explain.registry import capture_kind, explain_json
     from irqlab.store import StoreError
 
     out: dict[int, dict[str, Any] | str] = {}

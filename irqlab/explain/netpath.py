@@ -43,9 +43,12 @@ import numpy as np
 
 from irqlab.explain.attribute import (UNEXPLAINED, VCPU_BLOCKED, VCPU_RUNNING, VCPU_STOPPED,
                                       Attribution, Explainer, aggregate)
-from irqlab.explain.load import Trace
+from irqlab.explain.load import Trace, load_capture
+from irqlab.explain.run import capture_path
+from irqlab.explain.seam import Explanation, Progress, Request, stored_samples
 from irqlab.explain.shape import attributed_json, select_samples
 from irqlab.explain.timeline import RUNNABLE, RUNNING
+from irqlab.store import Store, StoreError
 
 SENDER_COMM = "irqlab-netsend"          # probes/native/netsend.c's threads
 TO_QEMU = "host stack: sender → QEMU (bridge, tap or loopback)"
@@ -261,3 +264,27 @@ def as_json(res: NetExplained) -> dict[str, Any]:
         "sender_threads": res.sender_tids,
         **attributed_json(res.samples, res.culprits, ns, STAGE_ORDER),
     }
+
+
+class NetRunExplainer:
+    """A net run's slow round trips along the packet's path (kind ``net-path``)."""
+
+    kind = "net-path"
+    title = "net path (host tracefs along the packet's path)"
+    outputs: tuple[str, ...] = ()
+
+    def outputs_hint(self, run: Any) -> str:
+        return (f"run {run.run_id}'s capture is explained along the packet's path; "
+                f"use --json")
+
+    def explain(self, store: Store, run: Any, request: Request,
+                progress: Progress) -> Explanation:
+        path = capture_path(store, run)
+        progress.stage(f"decoding capture ({path.stat().st_size / 1e6:.1f} MB gzip)")
+        trace = load_capture(path)
+        try:
+            res = explain_net_run(run, trace, stored_samples(store, run.run_id),
+                                  request.threshold_ns, request.top, request.sample)
+        except ValueError as exc:
+            raise StoreError(str(exc)) from None
+        return Explanation(as_json(res))

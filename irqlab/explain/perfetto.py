@@ -1,5 +1,8 @@
 """A run's capture and explanation as a native Perfetto trace (protobuf, `.pftrace`):
-`irqlab explain --perfetto FILE`, for ui.perfetto.dev and trace_processor.
+`irqlab explain --perfetto FILE`, for ui.perfetto.dev and trace_processor. The one
+writer of every explainer (irqlab.explain.seam): each gives a :class:`PerfettoRun`, its
+spikes and its own tracks (tracefs events below, Xen's pCPU tracks), and
+:func:`write_perfetto` writes the rest the same way for all.
 
 - Host kernel events are ftrace events on Perfetto's CPU tracks (``FtraceEventBundle``
   per CPU): the events Perfetto models (sched_switch, sched_waking, irq_handler_*,
@@ -22,12 +25,14 @@ compiled trace proto (its ``perfetto_trace_pb2``), so the definitions are Perfet
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from irqlab.explain.export import decode_all, iter_events, to_ns_function
-from irqlab.explain.run import Explained
+from dataclasses import dataclass
+
+from irqlab.explain.attribute import Attribution
+from irqlab.explain.export import decode_all, iter_events
 
 SEQUENCE_ID = 1                    # one writer: every packet on one sequence
 # Track uuids; spikes and attribution get a lane per overlap (uuid + 10 x lane).
@@ -144,134 +149,154 @@ def _merged(windows: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def sample_packets(pb: Any, res: Explained, ns: Callable[[np.ndarray], np.ndarray]
-                   ) -> list[Any]:
-    """Track descriptors, the latency counter, the spikes with their stages, the
-    attribution and the vCPU states."""
-    out = [_track(pb, ROOT, f"irqlab run {res.run.run_id}"),
-           _track(pb, SAMPLES, "sample latency (ns, at each deadline)", ROOT, True)]
-    out[0].first_packet_on_sequence = True
-    out[0].sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
-    lo, hi = res.explainer.span
-    every = res.all_samples
-    if every:
-        inside = (every["host_deadline"] >= lo) & (every["host_deadline"] <= hi)
-        for t, lat in zip(ns(every["host_deadline"][inside]).tolist(),
-                          every["latency_tick"][inside].tolist()):
-            out.append(_track_event(pb, t, SAMPLES, "counter", value=res.ns(lat)))
+# An explainer's own packets, each with how many capture events it carries.
+Tracks = Callable[[Any, Callable[[int, int], None] | None], Iterable[tuple[Any, int]]]
 
-    def one(tick: int) -> int:
-        """One host tick as ns of the trace."""
-        return int(ns(np.array([tick], dtype=np.uint64))[0])
 
-    spikes = sorted(res.samples, key=lambda a: (a.start, a.seq))
-    windows = [(a.start, max(a.end, a.start)) for a in spikes]
-    lanes = _lanes(windows)
+@dataclass
+class PerfettoRun:
+    """What an explainer gives the writer. ``at_ns``: a tick of the explainer's timeline
+    (Attribution.start/end/stages) as ns in the file; ``dur_ns``: a duration in those
+    ticks as ns; ``counter``: (ns in the file, latency ns) of every sample inside the
+    capture; ``tracks(pb, progress)``: the explainer's own packets."""
+
+    title: str
+    spikes: list[Attribution]
+    at_ns: Callable[[int], int]
+    dur_ns: Callable[[int], int]
+    counter: list[tuple[int, int]]
+    tracks: Tracks
+    entry_word: str = "handler entry"
+
+
+def spike_packets(pb: Any, run: PerfettoRun) -> Iterator[Any]:
+    """Track descriptors, the latency counter, the spikes with their stages nested and
+    the attribution laid end to end (the same for every explainer)."""
+    root = _track(pb, ROOT, run.title)
+    root.first_packet_on_sequence = True
+    root.sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+    yield root
+    yield _track(pb, SAMPLES, "sample latency (ns, at each deadline)", ROOT, True)
+    for t, lat in run.counter:
+        yield _track_event(pb, t, SAMPLES, "counter", value=lat)
+    one = run.at_ns
+    spikes = sorted(run.spikes, key=lambda a: (a.start, a.seq))
+    lanes = _lanes([(a.start, max(a.end, a.start)) for a in spikes])
     for lane in range(max(lanes, default=-1) + 1):
         suffix = f" ({lane + 1})" if lane else ""
-        out.append(_track(pb, SPIKES + 10 * lane, f"spikes (deadline → ISR entry){suffix}",
-                          ROOT))
-        out.append(_track(pb, CAUSES + 10 * lane,
-                          f"attribution (causes end to end, largest first){suffix}", ROOT))
+        yield _track(pb, SPIKES + 10 * lane, f"spikes (deadline → {run.entry_word}){suffix}",
+                     ROOT)
+        yield _track(pb, CAUSES + 10 * lane,
+                     f"attribution (causes end to end, largest first){suffix}", ROOT)
     for a, lane in zip(spikes, lanes):
         track, causes = SPIKES + 10 * lane, CAUSES + 10 * lane
         start, end = one(a.start), one(max(a.end, a.start))
-        notes = {f"cause: {cause}": res.ns(tick) for cause, tick in a.ranked()}
-        out.append(_track_event(pb, start, track, "begin", f"sample {a.seq}", {
-            "seq": a.seq, "latency_ns": res.ns(a.latency_tick), "status": a.status,
-            "reason": a.reason or "", **notes}))
+        notes = {f"cause: {cause}": run.dur_ns(tick) for cause, tick in a.ranked()}
+        yield _track_event(pb, start, track, "begin", f"sample {a.seq}", {
+            "seq": a.seq, "latency_ns": run.dur_ns(a.latency_tick), "status": a.status,
+            "reason": a.reason or "", **notes})
         # Stages nested in the spike: clamped to it, so the slices always nest.
         for (name, t), (_n, t2) in zip(a.stages, a.stages[1:]):
             s0, s1 = max(start, one(t)), min(end, max(one(t), one(t2)))
             if s0 <= s1:
-                out.append(_track_event(pb, s0, track, "begin", name))
-                out.append(_track_event(pb, s1, track, "end"))
-        out.append(_track_event(pb, end, track, "end"))
+                yield _track_event(pb, s0, track, "begin", name)
+                yield _track_event(pb, s1, track, "end")
+        yield _track_event(pb, end, track, "end")
         at = a.start
         for cause, tick in a.ranked():
             if tick:
-                out.append(_track_event(pb, one(at), causes, "begin", cause,
-                                        {"sample": a.seq, "attributed_ns": res.ns(tick)}))
-                out.append(_track_event(pb, one(at + tick), causes, "end"))
+                yield _track_event(pb, one(at), causes, "begin", cause,
+                                   {"sample": a.seq, "attributed_ns": run.dur_ns(tick)})
+                yield _track_event(pb, one(at + tick), causes, "end")
                 at += tick
-    # The vCPU thread's states over the union of the spike windows (each state once).
-    tid = res.explainer.vcpus[0] if res.explainer.vcpus else None
-    tl = res.explainer.threads.get(tid) if tid is not None else None
-    if tl is not None and spikes:
-        out.append(_track(pb, VCPU, f"vCPU thread {tid} (spike windows)", ROOT))
-        for w_lo, w_hi in _merged(windows):
-            for seg, s_lo, s_hi in tl.between(w_lo, w_hi):
-                out.append(_track_event(pb, one(s_lo), VCPU, "begin", seg.state,
-                                        {"cpu": seg.cpu}))
-                out.append(_track_event(pb, one(s_hi), VCPU, "end"))
-    return out
 
 
-def write_perfetto(res: Explained, header: dict[str, Any], per_cpu: dict[int, bytes],
-                   cmdlines: dict[int, str], path: Path,
-                   progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Write the trace; returns ``{file, events, samples (on the latency track: those
-    inside the capture), spikes, packets, bytes}``."""
-    pb = _pb()
-    ns = to_ns_function(header, res.tick_hz)
+def thread_state_packets(pb: Any, uuid: int, name: str, timeline: Any,
+                         windows: list[tuple[int, int]], at_ns: Callable[[int], int]
+                         ) -> Iterator[Any]:
+    """A thread's states (irqlab.explain.timeline.ThreadTimeline) over the union of the
+    sorted ``windows``, each state once."""
+    yield _track(pb, uuid, name, ROOT)
+    for w_lo, w_hi in _merged(windows):
+        for seg, s_lo, s_hi in timeline.between(w_lo, w_hi):
+            yield _track_event(pb, at_ns(s_lo), uuid, "begin", seg.state, {"cpu": seg.cpu})
+            yield _track_event(pb, at_ns(s_hi), uuid, "end")
+
+
+def ftrace_packets(pb: Any, header: dict[str, Any], per_cpu: dict[int, bytes],
+                   cmdlines: dict[int, str], ns: Callable[[np.ndarray], np.ndarray],
+                   progress: Callable[[int, int], None] | None = None
+                   ) -> Iterator[tuple[Any, int]]:
+    """A tracefs capture's events on Perfetto's CPU tracks, task names in a
+    ``ProcessTree`` (for every explainer of a tracefs capture)."""
     tables, _missed = decode_all(header, per_cpu)
     total = sum(len(cols["ts"]) for _f, cols in tables)
-    packets = 0
+    tree = pb.TracePacket()
+    vmm_pid = header.get("vmm_pid")
+    vmm = {int(k) for k in (header.get("vmm_threads") or {})}
+    for pid, comm in sorted(cmdlines.items()):
+        th = tree.process_tree.threads.add()
+        th.tid, th.name = pid, comm
+        th.tgid = int(vmm_pid) if vmm_pid and pid in vmm else pid
+    if vmm_pid:
+        proc = tree.process_tree.processes.add()
+        proc.pid = int(vmm_pid)
+        proc.cmdline.append(cmdlines.get(int(vmm_pid), "qemu"))
+    yield tree, 0
+    bundles: dict[int, Any] = {}
     events = 0
+    for ev in iter_events(tables, ns, cmdlines):
+        b = bundles.get(ev.cpu)
+        if b is None:
+            b = bundles[ev.cpu] = pb.TracePacket()
+            b.ftrace_events.cpu = ev.cpu
+        e = b.ftrace_events.event.add()
+        e.timestamp = ev.ts_ns
+        e.pid = ev.pid
+        typed = pb.FtraceEvent.DESCRIPTOR.fields_by_name.get(ev.name)
+        fits = typed is not None and typed.message_type is not None
+        if fits:
+            msg = getattr(e, ev.name)
+            msg.SetInParent()           # present even when no field is set
+            fits = _set_fields(msg, ev.fields)
+            if not fits:
+                e.ClearField(ev.name)
+        if not fits:
+            _generic(e, ev.name, ev.fields)
+        events += 1
+        if len(b.ftrace_events.event) >= EVENTS_PER_BUNDLE:
+            bundle = bundles.pop(ev.cpu)
+            yield bundle, len(bundle.ftrace_events.event)
+        if progress is not None and events % 50_000 == 0:
+            progress(events, total)
+    for cpu in sorted(bundles):
+        yield bundles[cpu], len(bundles[cpu].ftrace_events.event)
+    if progress is not None:
+        progress(events, total)
+
+
+def write_perfetto(path: Path, run: PerfettoRun,
+                   progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Write the trace; returns ``{file, events (the capture's, on its own tracks),
+    samples (on the latency track: those inside the capture), spikes, packets, bytes}``."""
+    pb = _pb()
+    packets = events = on_track = 0
     with open(path, "wb") as f:
         def write(packet: Any) -> None:
             nonlocal packets
             # A Trace is `repeated TracePacket packet = 1`: packets appended one by one
             # form one valid Trace message, so the file is streamed.
+            packet.trusted_packet_sequence_id = SEQUENCE_ID
             trace = pb.Trace()
             trace.packet.append(packet)
             f.write(trace.SerializeToString())
             packets += 1
 
-        tree = pb.TracePacket()
-        tree.trusted_packet_sequence_id = SEQUENCE_ID
-        vmm_pid = header.get("vmm_pid")
-        vmm = {int(k) for k in (header.get("vmm_threads") or {})}
-        for pid, comm in sorted(cmdlines.items()):
-            th = tree.process_tree.threads.add()
-            th.tid, th.name = pid, comm
-            th.tgid = int(vmm_pid) if vmm_pid and pid in vmm else pid
-        if vmm_pid:
-            proc = tree.process_tree.processes.add()
-            proc.pid = int(vmm_pid)
-            proc.cmdline.append(cmdlines.get(int(vmm_pid), "qemu"))
-        on_track = 0
-        for p in sample_packets(pb, res, ns):
+        for p in spike_packets(pb, run):
             on_track += p.track_event.type == pb.TrackEvent.TYPE_COUNTER
             write(p)
-        write(tree)
-        bundles: dict[int, Any] = {}
-        for ev in iter_events(tables, ns, cmdlines):
-            b = bundles.get(ev.cpu)
-            if b is None:
-                b = bundles[ev.cpu] = pb.TracePacket()
-                b.ftrace_events.cpu = ev.cpu
-            e = b.ftrace_events.event.add()
-            e.timestamp = ev.ts_ns
-            e.pid = ev.pid
-            typed = pb.FtraceEvent.DESCRIPTOR.fields_by_name.get(ev.name)
-            fits = typed is not None and typed.message_type is not None
-            if fits:
-                msg = getattr(e, ev.name)
-                msg.SetInParent()           # present even when no field is set
-                fits = _set_fields(msg, ev.fields)
-                if not fits:
-                    e.ClearField(ev.name)
-            if not fits:
-                _generic(e, ev.name, ev.fields)
-            events += 1
-            if len(b.ftrace_events.event) >= EVENTS_PER_BUNDLE:
-                write(bundles.pop(ev.cpu))
-            if progress is not None and events % 50_000 == 0:
-                progress(events, total)
-        for cpu in sorted(bundles):
-            write(bundles[cpu])
-    if progress is not None:
-        progress(events, total)
+        for p, n in run.tracks(pb, progress):
+            events += n
+            write(p)
     return {"file": str(path), "events": events, "samples": on_track,
-            "spikes": len(res.samples), "packets": packets, "bytes": path.stat().st_size}
+            "spikes": len(run.spikes), "packets": packets, "bytes": path.stat().st_size}

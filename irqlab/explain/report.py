@@ -9,12 +9,18 @@ def _us(ns: int) -> str:
     return f"{ns / 1000:10.1f} us"
 
 
-def render_text(res: Explained, max_samples: int = 50) -> str:
-    return render_json(as_json(res), max_samples)
+WORST_SHOWN = 10          # samples printed by default (--all: every one)
+CULPRITS_SHOWN = 10
+LOST_SHOWN = 3            # lost regions printed (--json lists every one)
 
 
-def render_json(js: dict, max_samples: int = 50) -> str:
-    """The human form of an explain object (host captures and xentrace ones alike)."""
+def render_text(res: Explained, show_all: bool = False) -> str:
+    return render_json(as_json(res), show_all)
+
+
+def render_json(js: dict, show_all: bool = False) -> str:
+    """The human form of an explain object (every explainer's alike): the top culprits,
+    where the time goes, then the WORST_SHOWN worst samples (``show_all``: every one)."""
     c = js["clock"]
     events = "xentrace records" if js.get("source") == "xentrace" else "host events"
     out = [f"run {js['run_id']}: {len(js['samples'])} samples ({js['selected_by']}), "
@@ -33,44 +39,70 @@ def render_json(js: dict, max_samples: int = 50) -> str:
         out.append("events missing on this kernel: " + ", ".join(js["events_missing"]))
     if js["events_never_fired"]:
         out.append("events enabled but never fired: " + ", ".join(js["events_never_fired"]))
-    for lost in js["lost_regions"]:
-        out.append(f"LOST: {lost['why']} ({lost['from_ns'] / 1e6:.3f}-{lost['to_ns'] / 1e6:.3f} ms)")
-    shown = sorted(js["samples"], key=lambda s: -s["latency_ns"])[:max_samples]
-    for s in shown:
+    lost = js["lost_regions"]
+    for region in lost[:LOST_SHOWN]:
+        out.append(f"LOST: {region['why']} ({region['from_ns'] / 1e6:.3f}-"
+                   f"{region['to_ns'] / 1e6:.3f} ms)")
+    if len(lost) > LOST_SHOWN:
+        out.append(f"LOST: {len(lost) - LOST_SHOWN} more regions (--json lists them)")
+    out.extend(_culprits(js))
+    out.extend(_stages(js))
+    ranked = sorted(js["samples"], key=lambda s: -s["latency_ns"])
+    shown = ranked if show_all else ranked[:WORST_SHOWN]
+    if shown:
         out.append("")
-        out.append(f"sample {s['seq']}: latency {s['latency_ns'] / 1000:.1f} us"
-                   + ("" if s["status"] == "explained" else f"  [{s['status'].upper()}: "
-                      f"{s['reason']}]"))
-        if s["status"] != "explained":
-            continue
-        for cause in s["causes"]:
-            if cause["ns"] or cause["cause"] == "unexplained":
-                out.append(f"  {cause['cause']:<58} {_us(cause['ns'])} {cause['pct']:6.1f} %")
-                extra = s["irq_during_ns"].get(cause["cause"])
-                if extra:
-                    out.append(f"    (+{extra / 1000:.1f} us of IRQs while it held the CPU)")
-        if s["stages"]:
-            out.append("  stages: " + " -> ".join(f"{st['stage']} +{st['at_ns'] / 1000:.1f}us"
-                                                for st in s["stages"]))
-        for m in s["stages_missing"]:
-            out.append(f"  stage not seen: {m}")
-        for n in s["notes"]:
-            out.append(f"  note: {n}")
-    if len(js["samples"]) > max_samples:
-        out.append(f"\n({len(js['samples']) - max_samples} more samples: use --json)")
-    out.append("")
-    out.append(f"top culprits over {len(js['samples']) - js['incomplete'] - js['not_traced']} "
-               f"explained samples ({js['incomplete']} incomplete, {js['not_traced']} not traced):")
-    for cul in js["culprits"][:10]:
+        out.append("every sample, worst first:" if show_all else
+                   f"the {len(shown)} worst samples:")
+    for s in shown:
+        out.extend(_sample(s))
+    if len(ranked) > len(shown):
+        out.append(f"({len(ranked) - len(shown)} more samples: --all prints them, "
+                   f"--json gives them all)")
+    return "\n".join(out)
+
+
+def _culprits(js: dict) -> list[str]:
+    out = ["", f"top culprits over {len(js['samples']) - js['incomplete'] - js['not_traced']} "
+           f"explained samples ({js['incomplete']} incomplete, {js['not_traced']} not "
+           f"traced):"]
+    for cul in js["culprits"][:CULPRITS_SHOWN]:
         out.append(f"  {cul['cause']:<58} total {_us(cul['total_ns'])}  worst "
                    f"{_us(cul['worst_ns'])}  in {cul['samples']} samples")
-    if js.get("stage_summary"):
-        out.append("")
-        out.append("where the time goes (between stages, over the explained samples):")
-        out.append(f"  {'from -> to':<62} {'n':>6} {'p50':>12} {'p99':>12} {'max':>12}")
-        for st in js["stage_summary"]:
-            out.append(f"  {st['from'] + ' -> ' + st['to']:<62} {st['samples']:>6} "
-                       f"{_us(st['p50_ns'])} {_us(st['p99_ns'])} {_us(st['max_ns'])}")
-        for stage, why in (js.get("stages_not_traced") or {}).items():
-            out.append(f"  not traced: {stage}: {why}")
-    return "\n".join(out)
+    if len(js["culprits"]) > CULPRITS_SHOWN:
+        out.append(f"  ({len(js['culprits']) - CULPRITS_SHOWN} more causes: --json)")
+    return out
+
+
+def _stages(js: dict) -> list[str]:
+    if not js.get("stage_summary"):
+        return []
+    out = ["", "where the time goes (between stages, over the explained samples):",
+           f"  {'from -> to':<62} {'n':>6} {'p50':>12} {'p99':>12} {'max':>12}"]
+    for st in js["stage_summary"]:
+        out.append(f"  {st['from'] + ' -> ' + st['to']:<62} {st['samples']:>6} "
+                   f"{_us(st['p50_ns'])} {_us(st['p99_ns'])} {_us(st['max_ns'])}")
+    for stage, why in (js.get("stages_not_traced") or {}).items():
+        out.append(f"  not traced: {stage}: {why}")
+    return out
+
+
+def _sample(s: dict) -> list[str]:
+    out = [f"sample {s['seq']}: latency {s['latency_ns'] / 1000:.1f} us"
+           + ("" if s["status"] == "explained" else f"  [{s['status'].upper()}: "
+              f"{s['reason']}]")]
+    if s["status"] != "explained":
+        return out
+    for cause in s["causes"]:
+        if cause["ns"] or cause["cause"] == "unexplained":
+            out.append(f"  {cause['cause']:<58} {_us(cause['ns'])} {cause['pct']:6.1f} %")
+            extra = s["irq_during_ns"].get(cause["cause"])
+            if extra:
+                out.append(f"    (+{extra / 1000:.1f} us of IRQs while it held the CPU)")
+    if s["stages"]:
+        out.append("  stages: " + " -> ".join(f"{st['stage']} +{st['at_ns'] / 1000:.1f}us"
+                                            for st in s["stages"]))
+    for m in s["stages_missing"]:
+        out.append(f"  stage not seen: {m}")
+    for n in s["notes"]:
+        out.append(f"  note: {n}")
+    return out

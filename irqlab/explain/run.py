@@ -4,34 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from irqlab.explain.attribute import STAGE_ORDER, Attribution, Explainer, aggregate
 from irqlab.explain.clock import ClockMap, check_causality, fit_clock, refine_with_causality
 from irqlab.explain.load import Trace, load_capture
+from irqlab.explain.seam import Progress
+from irqlab.explain.seam import Silent as _Silent
+from irqlab.explain.seam import stored_samples as _samples
 from irqlab.explain.shape import attributed_json, select_samples
 from irqlab.store import Store, StoreError
-from irqlab.store.arrow import numeric_view
 from irqlab.store.db import RunRow
 from irqlab.trace.archive import trace_file_for
 from irqlab.trace.ringbuf import heap_reuse
-
-
-class Progress(Protocol):
-    """Where explain says how far it is (the CLI shows it on a terminal)."""
-
-    def stage(self, name: str, total: float | None = None, unit: str = "") -> None: ...
-    def update(self, done: float, detail: str = "") -> None: ...
-
-
-class _Silent:
-    def stage(self, name: str, total: float | None = None, unit: str = "") -> None:
-        pass
-
-    def update(self, done: float, detail: str = "") -> None:
-        pass
 
 
 @dataclass
@@ -59,14 +46,6 @@ def capture_path(store: Store, run: RunRow) -> Path:
         raise StoreError(f"run {run.run_id} has no trace capture ({path} missing): "
                          f"record one with `irqlab run --trace`")
     return path
-
-
-def _samples(store: Store, run_id: int) -> dict[str, np.ndarray]:
-    batches = list(store.iter_samples(run_id))
-    if not batches:
-        raise StoreError(f"run {run_id} has no samples to explain")
-    return {k: np.concatenate([numeric_view(b.column(k)) for b in batches])
-            for k in ("seq", "deadline_tick", "entry_tick", "cpu")}
 
 
 def explain_run(store: Store, ref: str, threshold_ns: int | None = None,

@@ -1,6 +1,7 @@
 """``irqlab explain RUN`` for a Xen run recorded with xentrace (issue 15): each sample's
 window [deadline, handler entry] mapped onto xentrace's clock and attributed to what Xen
-and the other domains did, in the shape of the host explain (irqlab.explain).
+and the other domains did, in the shape of the host explain (irqlab.explain); its explainer is
+XentraceExplainer (kind ``xentrace``, irqlab.explain.registry).
 
 **Clock** (guest TSC of the probe domU -> Xen's cycle counter). Xen emulates RDTSC for
 the PVH domU here (no invariant TSC under QEMU TCG: tsc_mode default), and traces every
@@ -54,14 +55,20 @@ from typing import Any
 import numpy as np
 
 from irqlab.explain.attribute import UNEXPLAINED, Attribution, aggregate
+from irqlab.explain.perfetto import (ROOT, PerfettoRun, _track, _track_event,
+                                     write_perfetto)
+from irqlab.explain.seam import Explanation, Progress, Request, hook_meta, stored_samples
 from irqlab.explain.shape import attributed_json, select_samples
-from irqlab.xen.capture import read_xentrace
+from irqlab.store import Store, StoreError
+from irqlab.xen.capture import XentraceHook, read_xentrace
 from irqlab.xen.index import HAS_TSC, INHERITED, RecordIndex, index_records
 from irqlab.xen.records import DOMID_IDLE, TRC_LOST_RECORDS
 from irqlab.xen.summary import CONTINUE_RUNNING, hypercall_name
 from irqlab.xen.timeline import vcpu_name
 
 TRC_RUNSTATE_MASK, TRC_RUNSTATE = 0x0FFFF00F, 0x00021001
+XENTRACE_HOOK = XentraceHook.name     # its facts: hooks.xentrace in the run's metadata
+PCPU_TRACKS = 1000                     # Perfetto track uuids of the pCPUs (+ 10 x pCPU)
 TRC_CONTINUE = 0x00021002
 TRC_HVM_RDTSC = 0x0008201A
 TRC_HVM_INJ_VIRQ = 0x00082004
@@ -715,3 +722,77 @@ def explain_run(run: Any, path: Path, s: dict[str, np.ndarray], threshold_ns: in
     used = np.array([a.status == "explained" for a in atts], bool)
     return XenExplained(run, cap, clock, atts, aggregate(atts), how, hz, ex, used,
                         {"seq": seq, "latency_tick": lat})
+
+
+def xentrace_path(run: Any) -> Path:
+    """The run's xentrace capture (irqlab.xen.capture), or StoreError with the fix."""
+    meta = hook_meta(run, XENTRACE_HOOK)
+    path = Path(meta.get("file") or "")
+    if not meta.get("file") or not path.exists():
+        raise StoreError(f"run {run.run_id} has no xentrace capture ({path} missing): "
+                         f"record one with `irqlab run --target xen --xen-dom0 linux "
+                         f"--trace`")
+    return path
+
+
+def xen_perfetto(res: XenExplained, path: Path, progress: Progress) -> dict[str, Any]:
+    """The Xen events on tracks of their own (per pCPU, which vCPU ran, from xentrace's
+    runstate records; dom0's long hypercalls), then what every explainer writes
+    (irqlab.explain.perfetto). Timestamps are ns from the capture's first record."""
+    cap = res.cap
+    t0 = cap.first_tsc
+
+    def ns(tick: int) -> int:
+        return max(0, round((tick - t0) * 1e9 / res.hz))
+
+    def tracks(pb: Any, _bar: Any) -> Any:
+        for c in sorted(cap.runs):
+            track = PCPU_TRACKS + 10 * c
+            yield _track(pb, track, f"Xen pCPU {c}: vCPU running", ROOT), 0
+            starts, ends, who = cap.runs[c]
+            for s, e, v in zip(starts.tolist(), ends.tolist(), who):
+                yield _track_event(pb, ns(s), track, "begin", vcpu_name(v)), 1
+                yield _track_event(pb, ns(e), track, "end"), 0
+            pv = cap.pv.get(c)
+            if pv is None:
+                continue
+            calls = track + 1
+            yield _track(pb, calls, f"Xen pCPU {c}: hypercalls (to the next PV record)",
+                         ROOT), 0
+            t, minor, op, arg = pv
+            for k in range(len(t)):
+                if minor[k] != PV_HYPERCALL_V2 or int(op[k]) not in LONG_HYPERCALLS:
+                    continue
+                end = int(t[k + 1]) if k + 1 < len(t) else int(t[k])
+                yield _track_event(pb, ns(int(t[k])), calls, "begin",
+                                   _call_name(int(op[k]), int(arg[k]))), 1
+                yield _track_event(pb, ns(end), calls, "end"), 0
+
+    spikes = [a for a in res.samples if a.status == "explained"]
+    run = PerfettoRun(f"irqlab run {res.run.run_id} (xentrace)", spikes, ns, res.ns, [],
+                      tracks)
+    progress.stage("writing Perfetto trace")
+    return write_perfetto(path, run)
+
+
+class XentraceExplainer:
+    """A Xen guest's spikes from the xentrace capture dom0 recorded."""
+
+    kind = "xentrace"
+    title = "xentrace (Xen, its scheduler and domains)"
+    outputs = ("perfetto",)
+
+    def outputs_hint(self, run: Any) -> str:
+        return (f"run {run.run_id}'s capture is xentrace: use --perfetto, "
+                f"`irqlab xentrace {xentrace_path(run)}` or xenalyze")
+
+    def explain(self, store: Store, run: Any, request: Request,
+                progress: Progress) -> Explanation:
+        path = xentrace_path(run)
+        progress.stage("explaining the xentrace capture")
+        try:
+            res = explain_run(run, path, stored_samples(store, run.run_id),
+                              request.threshold_ns, request.top, request.sample)
+        except ValueError as exc:
+            raise StoreError(str(exc)) from None
+        return Explanation(as_json(res), {"perfetto": lambda p, pr: xen_perfetto(res, p, pr)})

@@ -170,11 +170,13 @@ class TraceHook(CaptureHook):
     def __init__(self, db_path: Path, period_ns: int = 1_000_000,
                  buffer_kb: int | None = None, clock: str | None = None,
                  extra_events: tuple[tuple[str, str], ...] = (),
-                 path_kind: str | None = None) -> None:
+                 path_kind: str | None = None, kind: str | None = None) -> None:
         """``clock``: the trace clock to use instead of x86-tsc (e.g. "mono" when the
         samples are CLOCK_MONOTONIC ns: then they map onto the trace exactly);
         ``extra_events``: (system, event) pairs beyond WANTED_EVENTS; ``path_kind``:
-        recorded as ``path`` for explain to choose how to read the capture (e.g. "net")."""
+        recorded as ``path`` (e.g. "net"); ``kind``: the capture's kind, recorded as
+        ``kind`` for `irqlab explain` to pick its explainer (irqlab.explain.registry):
+        "host-vcpu" (a guest's VMM, the default), "net-path" (path_kind "net"), "native"."""
         self.db_path = Path(db_path)
         self.clock = clock
         self.extra_events = tuple(extra_events)
@@ -185,6 +187,7 @@ class TraceHook(CaptureHook):
         self.meta: dict[str, Any] = {"enabled": [], "missing": [], "problems": []}
         if path_kind:
             self.meta["path"] = path_kind
+        self.meta["kind"] = kind or ("net-path" if path_kind == "net" else "host-vcpu")
         self._spool = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

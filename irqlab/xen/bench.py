@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from irqlab.xen.capture import read_xentrace
-from irqlab.xen.explain import TRC_HVM_RDTSC, explain_samples, load_capture
+from irqlab.explain.xen import TRC_HVM_RDTSC, explain_samples, load_capture
 from irqlab.xen.index import HAS_TSC, index_records
 from irqlab.xen.xenalyze import find_xenalyze
 

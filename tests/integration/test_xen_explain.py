@@ -29,7 +29,7 @@ from irqlab.runner.xen_dom0 import dom0_cache_dir
 from irqlab.store import Store
 from irqlab.xen.capture import read_xentrace
 from irqlab.explain.run import _samples
-from irqlab.xen.explain import (PROBE_RUNNING, TRC_DOM0_DOM_ADD, TRC_DOM0_DOM_REM,
+from irqlab.explain.xen import (PROBE_RUNNING, TRC_DOM0_DOM_ADD, TRC_DOM0_DOM_REM,
                                 _records, explain_samples, load_capture, probe_vcpu)
 from tests.conftest import run_cli
 from tests.unit.xen.test_summary import assert_agree

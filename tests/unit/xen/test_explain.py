@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from irqlab.explain.attribute import UNEXPLAINED
-from irqlab.xen.explain import (PROBE_RUNNING, explain_samples, load_capture,
+from irqlab.explain.xen import (PROBE_RUNNING, explain_samples, load_capture,
                                 runnable_while)
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "xen"
@@ -114,7 +114,7 @@ def _synthetic_rtds_capture(tmp_path: Path) -> Path:
 
 
 def test_rtds_budget_and_physical_irqs_named(tmp_path: Path) -> None:
-    from irqlab.xen.explain import (PROBE_DEPLETED, XenExplainer, physical_irq,
+    from irqlab.explain.xen import (PROBE_DEPLETED, XenExplainer, physical_irq,
                                     runnable_while)
     cap = load_capture(_synthetic_rtds_capture(tmp_path))
     att = XenExplainer(cap, (1, 0)).explain(7, 1000, 7000, 6000, 0)
