@@ -36,7 +36,7 @@ def is_url(ref: str | Path | None) -> bool:
 # A password in a URL's userinfo (libpq ends the userinfo at the first "@"
 # before any "/"), and any ``password=`` parameter (a URL's query string, or a libpq
 # key=value string that a driver's error message may quote).
-_USERINFO_PASSWORD = re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^@/\s:]*:)[^@/\s]*@")
+_USERINFO_PASSWORD = re.compile(r"(?i)([a-z][a-z0-9+.-]*:/{1,2}[^@/\s:]*:)[^@/\s]*@")
 _PASSWORD_PARAM = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^&#\s'\"]*)")
 
 
