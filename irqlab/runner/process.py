@@ -15,11 +15,12 @@ import ctypes
 import os
 import signal
 import subprocess
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+
+from irqlab.runner.scratch import ScratchDir
 
 _PR_SET_PDEATHSIG = 1
 _OUTPUT_KEEP_BYTES = 64 * 1024
@@ -119,7 +120,7 @@ class MeasuredProcess:
     argv: list[str] = field(default_factory=list, init=False)
     mem_fd: int = field(default=-1, init=False)
     _child: ChildProcess | None = field(default=None, init=False, repr=False)
-    _tmp: tempfile.TemporaryDirectory | None = field(default=None, init=False, repr=False)
+    _tmp: ScratchDir | None = field(default=None, init=False, repr=False)
 
     @property
     def proc(self) -> subprocess.Popen | None:
@@ -142,8 +143,9 @@ class MeasuredProcess:
         os.ftruncate(self.mem_fd, size)
 
     def _workdir(self, prefix: str) -> Path:
-        """A scratch directory that lives until stop() (initramfs, device tree...)."""
-        self._tmp = tempfile.TemporaryDirectory(prefix=prefix)
+        """A scratch directory that lives until stop() (initramfs, device tree...);
+        journalled, so the next irqlab start removes it after a kill -9."""
+        self._tmp = ScratchDir(prefix)
         return Path(self._tmp.name)
 
     def _spawn(self, argv: list[str], extra_fds: tuple[int, ...] = ()) -> None:
