@@ -25,6 +25,12 @@ existed use the table ``_UNDO_BEFORE_2026_11_26``). The kinds and where they liv
 - ``netns`` (irqlab.knobs.netns): a network namespace (``name``) of ``--target net
   --net tap``, with the tap, bridge and addresses inside it; undone by killing what still
   runs in it and deleting it, which removes everything inside.
+- ``scratch_dir`` (irqlab.runner.scratch): a run's scratch directory (``path``, initramfs
+  or dom0 image under $TMPDIR), journalled before ``mkdir``; undone by removing it if it
+  is still a real ``irqlab-*`` directory of this user.
+- ``samples_file`` (irqlab.store.samples_file): a push's samples file (``path``, the lab
+  store's ``url`` without its password), journalled before it is created; undone by
+  removing it unless a committed run of that store names it.
 A line ``{"done": ID}`` closes entry ID (the change was undone normally).
 """
 
