@@ -5,6 +5,8 @@ per domain and vCPU of any xentrace file, counted as ``xenalyze --summary`` coun
 from __future__ import annotations
 
 import argparse
+import math
+import stat
 from pathlib import Path
 
 from irqlab.cli.common import EXIT_OK, UsageError
@@ -28,37 +30,66 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="JSON lines: runstate and hypercall lines (docs/formats.md §4)")
 
 
+# Cycle counters run at MHz to GHz rates (Arm's generic timer from 1 MHz, x86 TSCs at a
+# few GHz); outside this range a rate is a typo, and 1e400 or inf would not even be a
+# number to divide by.
+MIN_HZ, MAX_HZ = 1_000, 10**12
+# Records checked for plausibility (irqlab.xen.index.check_plausible): the head of the
+# file is enough to tell garbage from a trace, and a file of hundreds of MB is not indexed
+# a second time.
+CHECK_BYTES = 64 << 20
+
+
 def _hz(text: str) -> int:
     try:
-        hz = int(float(text))
+        value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a rate in Hz, e.g. 2596148000")
-    if hz <= 0:
-        raise argparse.ArgumentTypeError("the rate must be more than 0 Hz")
-    return hz
+    problem = plausible_hz(value)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text!r}: {problem}")
+    return int(value)
+
+
+def plausible_hz(value: object) -> str | None:
+    """Why ``value`` is no cycle rate, or None if it is one."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value):
+        return "not a finite rate in Hz, e.g. 2596148000 (xl info's cpu_mhz x 1000000)"
+    if not MIN_HZ <= value <= MAX_HZ:
+        return (f"out of range: a cycle rate is {MIN_HZ:,} Hz to {MAX_HZ:.0e} Hz, e.g. "
+                f"2596148000 (xl info's cpu_mhz x 1000000)")
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
-    from irqlab.xen.capture import read_xentrace
+    from irqlab.xen.capture import DecompressionLimitError, read_xentrace
+    from irqlab.xen.index import check_plausible, index_records
     from irqlab.xen.records import TraceFormatError
     from irqlab.xen.summary import summarize_data
 
     path: Path = args.file
-    if not path.is_file():
-        raise UsageError(f"{path}: no such file; give a xentrace file (e.g. "
-                         f"<db>.traces/run-N.xentrace.gz)")
+    _check_regular(path)
     try:
         header, data = read_xentrace(path, mapped=True)
+    except DecompressionLimitError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    except TraceFormatError as exc:
+        raise UsageError(f"{path} is not a xentrace file: {exc}") from None
     except (OSError, EOFError, ValueError) as exc:
         raise UsageError(f"{path}: cannot read it ({exc}); give a xentrace file") from None
     hz = args.tsc_hz or (header or {}).get("tsc_hz")
     if not hz:
         raise UsageError(f"{path} does not say its cycle rate (a plain xentrace file): "
                          f"give --tsc-hz HZ (xl info's cpu_mhz x 1000000)")
+    if plausible_hz(hz):
+        raise UsageError(f"{path}: its header's tsc_hz {str(hz)[:40]!r} is "
+                         f"{plausible_hz(hz)}: give --tsc-hz HZ")
     try:
+        check_plausible(index_records(data[:CHECK_BYTES]))
         summary = summarize_data(data)
     except (TraceFormatError, ValueError) as exc:
-        raise UsageError(f"{path} is not a xentrace file ({exc})") from None
+        raise UsageError(f"{path} is not a xentrace file: {exc}") from None
     if summary.first_tsc is None:
         raise UsageError(f"{path} has no timed xentrace record: not a xentrace file, or "
                          f"an empty capture")
@@ -83,6 +114,18 @@ def run(args: argparse.Namespace) -> int:
         for ln in calls:
             print(f"{_vcpu(ln):<10} {ln['name']:<30} {ln['count']:>8}")
     return EXIT_OK
+
+
+def _check_regular(path: Path) -> None:
+    """A regular file, or one line saying what it is instead."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror.lower()}; give a xentrace file (e.g. "
+                         f"<db>.traces/run-N.xentrace.gz)") from None
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{path} is not a regular file: give a xentrace file (e.g. "
+                         f"<db>.traces/run-N.xentrace.gz)")
 
 
 def _vcpu(line: dict) -> str:

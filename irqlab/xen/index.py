@@ -100,3 +100,39 @@ def index_records_python(data: bytes) -> RecordIndex:
     return RecordIndex(data, np.array(cols[0], np.int64), np.array(cols[1], np.int32),
                        np.array(cols[2], np.uint32), np.array(cols[3], np.uint8),
                        np.array(cols[4], np.uint8), np.array(cols[5], np.uint64), end)
+
+
+# Event classes Xen emits (xen/include/public/trace.h, TRC_GEN .. TRC_GUEST): bits 16-27
+# of an event id hold exactly one of them.
+XEN_CLASSES = np.array([0x0001, 0x0002, 0x0004, 0x0008, 0x0010, 0x0020, 0x0040, 0x0080,
+                        0x0800], np.uint32)
+# Share of a CPU's timed records whose cycle count may go back from the one before:
+# get_cycles() never goes back on one pCPU, but a capture cut and rejoined by hand, or
+# records Xen timestamps late, should not make a real file unreadable.
+MAX_BACKWARD_SHARE = 0.01
+
+
+def check_plausible(idx: RecordIndex) -> None:
+    """Raise TraceFormatError unless ``idx`` looks like Xen's records: every event id
+    of a Xen trace class and each pCPU's cycle counts in order. Any bytes walk as
+    records (each header gives the next offset), so without this random bytes "decode"
+    to tens of thousands of records spanning centuries."""
+    from irqlab.xen.records import TraceFormatError
+
+    if not len(idx):
+        return
+    bad = np.flatnonzero(~np.isin(idx.event >> 16, XEN_CLASSES))
+    if len(bad):
+        row = int(bad[0])
+        raise TraceFormatError(
+            f"{len(bad):,} of {len(idx):,} records have an event id of no Xen trace class, "
+            f"the first {int(idx.event[row]):#09x} at offset {int(idx.off[row])}")
+    timed = np.flatnonzero((idx.flags & HAS_TSC) != 0)
+    if len(timed) < 2:
+        return
+    order = timed[np.argsort(idx.cpu[timed], kind="stable")]
+    same_cpu = idx.cpu[order][1:] == idx.cpu[order][:-1]
+    backwards = int((same_cpu & (idx.tsc[order][1:] < idx.tsc[order][:-1])).sum())
+    if backwards > MAX_BACKWARD_SHARE * len(timed):
+        raise TraceFormatError(f"cycle counts go back at {backwards:,} of {len(timed):,} "
+                               f"timed records of one pCPU")
