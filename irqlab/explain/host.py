@@ -35,11 +35,13 @@ class TracefsFiles:
                           cmdlines_from_switches(self._switches, header.get("vmm_threads")))
         return self._read
 
-    def dat(self, path: Path, progress: Progress, events: int, pages: int) -> dict[str, Any]:
+    def dat(self, path: Path, progress: Progress, events: int, pages: int,
+            tick_hz: int) -> dict[str, Any]:
+        """trace.dat with the stamps in seconds at ``tick_hz`` (as the ftrace text)."""
         from irqlab.trace.tracedat import write_capture_tracedat
         header, per_cpu, cmdlines = self.read()
         progress.stage("writing trace.dat")
-        nbytes = write_capture_tracedat(path, header, per_cpu, cmdlines)
+        nbytes = write_capture_tracedat(path, header, per_cpu, cmdlines, tick_hz)
         return {"file": str(path), "events": events, "pages": pages, "bytes": nbytes}
 
     def text(self, path: Path, progress: Progress, run_id: int, tick_hz: int,
@@ -95,7 +97,8 @@ def tracefs_writers(res: Explained, capture: Path) -> dict[str, Writer]:
         return {"file": str(path), "events": write_chrome_json(res, path)}
 
     return {
-        "dat": lambda p, pr: files.dat(p, pr, res.trace.events, res.trace.pages),
+        "dat": lambda p, pr: files.dat(p, pr, res.trace.events, res.trace.pages,
+                                       res.tick_hz),
         "text": lambda p, pr: files.text(p, pr, res.run.run_id, res.tick_hz,
                                          res.trace.events),
         "perfetto": lambda p, pr: host_perfetto(res, files, p, pr),

@@ -15,6 +15,14 @@ Documentation/trace-cmd/trace-cmd.dat.v6.5.txt, and what its reader
 - u32 size + kallsyms text; u32 size + printk_formats text; u64 size + saved_cmdlines text
   (``pid comm`` lines);
 - u32 CPU count; ``"options  \\0"``, options as (u16 id, u32 size, data), ending with id 0;
+- with a counter clock (x86-tsc) and its rate, the stamps are shown in seconds the way
+  ``trace-cmd record --tsc2nsec`` files are: option TSC2NSEC (mult, shift; trace-cmd's
+  timestamp_calc() takes ``ts * mult >> shift``), option OFFSET (ns added after it) and
+  the clock named ``tsc2nsec`` (extract_trace_clock() keeps such stamps in seconds). A
+  32-bit mult is exact to ~2e-10 of the converted value, i.e. microseconds after hours of
+  uptime, so each page's base stamp is rebased to the capture's first (a few seconds of
+  counts to convert) and OFFSET adds that first stamp's exact ns back: every stamp then
+  prints within tens of ns of irqlab's ftrace text (``count * 1e9 // rate``);
 - ``"flyrecord\\0"``, one (u64 offset, u64 size) pair per CPU; when the trace-clock option
   is present, u64 size + ``[clock]`` (trace-cmd's reader then reads the clock there,
   init_data_v6()); then each CPU's ring-buffer pages, starting page aligned.
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Union
 
@@ -40,6 +49,9 @@ MAGIC = b"\x17\x08\x44tracing"
 FILE_VERSION = b"6\0"
 OPTION_DONE = 0
 OPTION_TRACECLOCK = 4          # TRACECMD_OPTION_TRACECLOCK in trace-cmd's option enum
+OPTION_OFFSET = 7              # TRACECMD_OPTION_OFFSET: ns added to every stamp (ASCII)
+OPTION_TSC2NSEC = 14           # TRACECMD_OPTION_TSC2NSEC: u32 mult, u32 shift, u64 offset
+TSC2NSEC_CLOCK = "tsc2nsec"    # trace-cmd's name (TSCNSEC_CLOCK) of a converted counter
 FTRACE_SYSTEM = "ftrace"
 
 # The kernel's events/header_event (ring_buffer_print_entry_header()) for the
@@ -59,7 +71,7 @@ def write_tracedat(path: Path, *, header_page: str, header_event: str | None,
                    page_size: int, clock: str | None,
                    cmdlines: Mapping[int, str] | None = None,
                    kallsyms: str = "", printk_formats: str = "",
-                   long_size: int = 8) -> int:
+                   long_size: int = 8, tick_hz: int | None = None) -> int:
     """Write a trace.dat; returns the bytes written.
 
     ``formats`` maps ``"system:event"`` to the format file text (``ftrace:*`` go to the
@@ -67,7 +79,8 @@ def write_tracedat(path: Path, *, header_page: str, header_event: str | None,
     ring-buffer pages per CPU number; CPUs missing from it (a cpumask with holes) get an
     empty entry, because trace-cmd numbers CPUs by their position in the file. The file
     is written beside ``path`` and renamed into place, so a failed write leaves no
-    half file under the final name."""
+    half file under the final name. ``tick_hz``: the rate of an ``x86-tsc`` clock, to
+    show its stamps in seconds (module doc); without it they stay raw counts."""
     if page_size <= 0 or page_size & (page_size - 1):
         raise ValueError(f"page size {page_size} is not a power of two")
     data = {cpu: _as_bytes(p) for cpu, p in pages_per_cpu.items()}
@@ -76,9 +89,12 @@ def write_tracedat(path: Path, *, header_page: str, header_event: str | None,
             raise ValueError(f"CPU {cpu}: {len(blob)} bytes are not whole "
                              f"{page_size}-byte pages")
     ncpu = max(data, default=-1) + 1
+    time_base = _time_base(data, page_size, clock, tick_hz)
+    if time_base is not None:
+        clock = TSC2NSEC_CLOCK
     head = _header(header_page, header_event or DEFAULT_HEADER_EVENT, formats,
                    kallsyms, printk_formats, cmdlines or {}, ncpu, clock, page_size,
-                   long_size)
+                   long_size, time_base)
     trailer = _clock_trailer(clock)
     layout = _layout(len(head) + 16 * ncpu + len(trailer), data, ncpu, page_size)
     path = Path(path)
@@ -89,7 +105,8 @@ def write_tracedat(path: Path, *, header_page: str, header_event: str | None,
             for offset, size in layout:
                 out.write(_U64.pack(offset) + _U64.pack(size))
             out.write(trailer)
-            _write_pages(out, data, layout)
+            _write_pages(out, data, layout, page_size,
+                         time_base.base_tick if time_base else 0)
         tmp.replace(path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -99,15 +116,17 @@ def write_tracedat(path: Path, *, header_page: str, header_event: str | None,
 
 def write_capture_tracedat(path: Path, header: Mapping[str, Any],
                            per_cpu: Mapping[int, PageData],
-                           cmdlines: Mapping[int, str] | None = None) -> int:
+                           cmdlines: Mapping[int, str] | None = None,
+                           tick_hz: int | None = None) -> int:
     """A stored capture (irqlab.trace.archive: its JSON header and pages per CPU) as a
-    trace.dat; the page size comes from the capture's own ``header_page``."""
+    trace.dat; the page size comes from the capture's own ``header_page``; ``tick_hz``:
+    the run's tick rate, to show x86-tsc stamps in seconds."""
     page_size = parse_header_page(header["header_page"]).page_size
     return write_tracedat(path, header_page=header["header_page"],
                           header_event=header.get("header_event"),
                           formats=header["formats"], pages_per_cpu=per_cpu,
                           page_size=page_size, clock=header.get("clock"),
-                          cmdlines=cmdlines)
+                          cmdlines=cmdlines, tick_hz=tick_hz)
 
 
 def cmdlines_from_switches(switches: Mapping[str, np.ndarray],
@@ -163,7 +182,8 @@ def _sized4(text: str | bytes) -> bytes:
 
 def _header(header_page: str, header_event: str, formats: Mapping[str, str],
             kallsyms: str, printk_formats: str, cmdlines: Mapping[int, str], ncpu: int,
-            clock: str | None, page_size: int, long_size: int) -> bytes:
+            clock: str | None, page_size: int, long_size: int,
+            time_base: TimeBase | None) -> bytes:
     """Everything before the per-CPU (offset, size) pairs."""
     parts = [MAGIC, FILE_VERSION, bytes([0, long_size]), _U32.pack(page_size),
              b"header_page\0", _sized8(header_page),
@@ -171,7 +191,7 @@ def _header(header_page: str, header_event: str, formats: Mapping[str, str],
              _event_sections(formats),
              _sized4(kallsyms), _sized4(printk_formats),
              _sized8("".join(f"{pid} {comm}\n" for pid, comm in cmdlines.items())),
-             _U32.pack(ncpu), b"options  \0", _options(clock), b"flyrecord\0"]
+             _U32.pack(ncpu), b"options  \0", _options(clock, time_base), b"flyrecord\0"]
     return b"".join(parts)
 
 
@@ -192,11 +212,16 @@ def _event_sections(formats: Mapping[str, str]) -> bytes:
     return b"".join(out)
 
 
-def _options(clock: str | None) -> bytes:
-    """The options list: the trace clock (so ``x86-tsc`` stamps are shown as counts, not
-    as seconds), then the end marker. trace-cmd parses the bracketed name, as in the
-    tracefs ``trace_clock`` file, and needs the NUL it scans up to."""
+def _options(clock: str | None, time_base: TimeBase | None = None) -> bytes:
+    """The options list: the conversion of counter stamps to ns (module doc), the trace
+    clock (so unconverted ``x86-tsc`` stamps are shown as counts, not as seconds), then
+    the end marker. trace-cmd parses the bracketed name, as in the tracefs
+    ``trace_clock`` file, and needs the NUL it scans up to."""
     out = b""
+    if time_base is not None:
+        out += struct.pack("<HIIIQ", OPTION_TSC2NSEC, 16, time_base.mult, time_base.shift, 0)
+        text = f"{time_base.base_ns}".encode() + b"\0"
+        out += struct.pack("<HI", OPTION_OFFSET, len(text)) + text
     if clock:
         text = f"[{clock}]".encode() + b"\0"
         out += struct.pack("<HI", OPTION_TRACECLOCK, len(text)) + text
@@ -225,11 +250,54 @@ def _layout(start: int, data: Mapping[int, memoryview], ncpu: int,
 
 
 def _write_pages(out: BinaryIO, data: Mapping[int, memoryview],
-                 layout: list[tuple[int, int]]) -> None:
+                 layout: list[tuple[int, int]], page_size: int, base_tick: int) -> None:
+    """Each CPU's pages; with ``base_tick``, every page's u64 base stamp (its first 8
+    bytes) less that (the events' deltas are relative to it and stay as they are)."""
+    chunk = max(page_size, (1 << 24) // page_size * page_size)
     for cpu, (offset, size) in enumerate(layout):
         if not size:
             continue
         out.write(b"\0" * (offset - out.tell()))
         blob = data[cpu]
-        for i in range(0, size, 1 << 24):
-            out.write(blob[i:i + (1 << 24)])
+        for i in range(0, size, chunk):
+            part = blob[i:i + chunk]
+            if base_tick:
+                pages = np.frombuffer(part, np.uint8).copy()
+                stamps = pages.view("<u8")[::page_size // 8]
+                stamps[stamps >= base_tick] -= np.uint64(base_tick)
+                part = pages.data
+            out.write(part)
+
+
+@dataclass(frozen=True)
+class TimeBase:
+    """Counter stamps as ns in trace-cmd: ``base_ns + ((count - base_tick) * mult >>
+    shift)``."""
+
+    base_tick: int
+    base_ns: int
+    mult: int
+    shift: int
+
+
+def _time_base(data: Mapping[int, memoryview], page_size: int, clock: str | None,
+               tick_hz: int | None) -> TimeBase | None:
+    """The conversion of x86-tsc stamps at ``tick_hz`` (module doc), None when the clock
+    is not a counter, the rate is unknown or there are no pages."""
+    if clock != "x86-tsc" or not tick_hz or tick_hz <= 0:
+        return None
+    firsts = []
+    for blob in data.values():
+        stamps = np.frombuffer(blob, "<u8")[::page_size // 8]
+        stamps = stamps[stamps > 0]          # an unused page has none
+        if len(stamps):
+            firsts.append(int(stamps.min()))
+    if not firsts:
+        return None
+    base = min(firsts)
+    # The largest shift whose mult fits trace-cmd's (signed) int: the finest step.
+    shift = 0
+    while shift < 63 and round((1 << (shift + 1)) * 1_000_000_000 / tick_hz) < 1 << 31:
+        shift += 1
+    mult = round((1 << shift) * 1_000_000_000 / tick_hz)
+    return TimeBase(base, base * 1_000_000_000 // tick_hz, mult, shift)

@@ -149,6 +149,8 @@ def test_ftrace_text_parses_back_into_the_same_events(exported):
 
 
 def test_ftrace_text_agrees_with_trace_cmd_report(exported):
+    """trace-cmd report prints the --dat file's stamps in seconds, the same to the us as
+    the --text file's (issue 29: it printed raw TSC counts before)."""
     exe = shutil.which("trace-cmd")
     if exe is None:
         pytest.skip("trace-cmd is not installed (./setup.sh installs it)")
@@ -157,10 +159,12 @@ def test_ftrace_text_agrees_with_trace_cmd_report(exported):
     assert proc.returncode == 0, proc.stderr
     theirs = Counter()
     for line in proc.stdout.splitlines():
-        m = re.match(r"^\s*(.+)-(\d+)\s+\[(\d+)\]\s*(\d+): (\S+):", line)
-        if m:       # x86-tsc stamps: trace-cmd prints the raw count
-            theirs[(m[1].strip(), int(m[2]), int(m[3]), int(m[4]), m[5])] += 1
-    ours = Counter((e["comm"], e["pid"], e["cpu"], e["ns"], e["event"])
+        m = re.match(r"^\s*(.+)-(\d+)\s+\[(\d+)\]\s*(\d+)\.(\d{6}): (\S+):", line)
+        if m:       # seconds.microseconds, as for any ns clock
+            theirs[(m[1].strip(), int(m[2]), int(m[3]), int(m[4]) * 10**6 + int(m[5]),
+                    m[6])] += 1
+    # trace-cmd rounds ns to the nearest us (trace-read.c: (ts + 500) / 1000).
+    ours = Counter((e["comm"], e["pid"], e["cpu"], (e["ns"] + 500) // 1000, e["event"])
                    for e in _parse_text(exported["files"]["text"]))
     assert sum(theirs.values()) == EVENTS and ours == theirs
 

@@ -151,6 +151,27 @@ def test_another_clock_is_shown_in_seconds_with_the_same_ns(tmp_path):
     assert _theirs(rows)[0][0][0] == 5906602402638
 
 
+@pytest.mark.parametrize("tick_hz", [1_000_000_000, 2_893_437_000, 24_000_000])
+def test_tsc_stamps_at_the_run_rate_print_in_seconds_as_the_text_export(tmp_path, tick_hz):
+    """With the run's tick rate the x86-tsc stamps print in seconds, each the ftrace
+    text's ns (irqlab.explain.export: count * 1e9 // rate) to within 2 ns, on the same
+    timeline (issue 29). 24 MHz: an arm64 counter's rate, where a rate below 1 GHz
+    stretches the stamps."""
+    from irqlab.explain.export import to_ns_function
+    header, per_cpu = read_archive(TSC_CAPTURE)
+    out = tmp_path / "trace.dat"
+    write_capture_tracedat(out, header, per_cpu, {}, tick_hz)
+    rows = _report(out)
+    assert all("." in r["line"].split("]", 1)[1].split(":", 1)[0] for r in rows[:50])
+    ours, _ = _ours(header, per_cpu)
+    expected = to_ns_function(header, tick_hz)(np.array([r[0] for r in ours], np.uint64))
+    theirs, _ = _theirs(rows)
+    assert len(theirs) == len(ours) > 1000
+    diff = np.array([t[0] for t in theirs], np.int64) - np.sort(expected)
+    assert np.abs(diff).max() <= 2, np.abs(diff).max()
+    assert [t[1:] for t in theirs][:3] == [o[1:] for o in ours][:3]
+
+
 def test_task_names_come_from_the_switches_and_the_vmm_threads(tmp_path):
     header, per_cpu = read_archive(TSC_CAPTURE)
     tr = decode_capture(header, per_cpu)
