@@ -29,21 +29,29 @@ values travel as tagged JSON so ``fetchall()`` returns the same Python types as 
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import decimal
+import errno
 import hashlib
 import json
+import math
+import operator
 import os
 import socket
 import struct
+import sys
 import threading
+import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import duckdb
 
 from irqlab.lazy import lazy_import
+from irqlab.store import location, sample_files
+from irqlab.store.arrow import numeric_array, numeric_view
 
 if TYPE_CHECKING:
     import numpy as np
@@ -53,11 +61,34 @@ else:
     np = lazy_import("numpy")
     pa = lazy_import("pyarrow")
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 _SOCKET_PREFIX = "irqlab-store-"
 _LEN = struct.Struct("<I")
-_MAX_FRAME = 1 << 31
-_BATCH_ROWS = 1 << 20
+
+# Limits of the socket (docs/formats.md, "The store's lending socket"). A frame is refused
+# before any of it is read when it declares more; bulk data travels in frames of at most
+# half of it, so the holder never buffers more than one frame per connection.
+MAX_FRAME_BYTES = 8 << 20
+MAX_CLIENTS = 64
+_MAX_BATCH_ROWS = 1 << 20
+_ROWS_PER_REPLY = 2_000          # result rows per reply frame (~200 bytes each for runs)
+_ROWS_PER_REQUEST = 2_000        # rows of sample_files / windows / histograms per request
+_MAX_QUANTILES = 1_000
+_ACTIVE_WRITER_S = 10.0          # a writer idle longer than this is not waited for
+_LOG_LINES_PER_10_S = 10         # a flood of bad peers is summed up, not echoed
+
+RUN_COLUMNS = ("run_id, name, target, arch, accel, emulated, status, started_at, ended_at, "
+               "tick_hz, period_ns, threshold_ns, message, params, metadata, summary, "
+               "kind, source, tags, suite, cell")
+RUN_STATUSES = ("running", "ok", "failed", "interrupted", "died", "stopped-at-break")
+
+
+def _env_s(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 and value != float("inf") else default
 
 
 def socket_address(path: str | os.PathLike) -> str:
@@ -65,6 +96,15 @@ def socket_address(path: str | os.PathLike) -> str:
     st = os.stat(path)
     digest = hashlib.sha256(f"{st.st_dev}:{st.st_ino}".encode()).hexdigest()[:32]
     return "\0" + _SOCKET_PREFIX + digest
+
+
+class BadRequest(duckdb.InvalidInputException):
+    """A well-framed request the holder refuses (an error reply; the connection stays);
+    in the holder's own process, a bad value passed to an operation (a bug)."""
+
+
+class ProtocolError(Exception):
+    """Framing broken or a limit exceeded: the holder closes the connection."""
 
 
 # -- framing and values -------------------------------------------------------------------
@@ -84,8 +124,9 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 
 def _recv(sock: socket.socket) -> bytes:
     (n,) = _LEN.unpack(_recv_exact(sock, _LEN.size))
-    if n > _MAX_FRAME:
-        raise ConnectionError(f"frame of {n} bytes refused")
+    if n > MAX_FRAME_BYTES:
+        # Refused before reading: a declared 4 GiB costs nothing.
+        raise ProtocolError(f"frame of {n} bytes refused (limit {MAX_FRAME_BYTES})")
     return _recv_exact(sock, n)
 
 
@@ -94,7 +135,13 @@ def _send_json(sock: socket.socket, obj: dict[str, Any]) -> None:
 
 
 def _recv_json(sock: socket.socket) -> dict[str, Any]:
-    return json.loads(_recv(sock), object_hook=_untag)
+    try:
+        obj = json.loads(_recv(sock), object_hook=_untag)
+    except (ValueError, RecursionError, ArithmeticError, TypeError) as exc:
+        raise ProtocolError(f"not a JSON request ({type(exc).__name__})") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError("a request is a JSON object")
+    return obj
 
 
 def _tag(value: Any) -> Any:
@@ -131,10 +178,10 @@ def _untag(obj: dict[str, Any]) -> Any:
     return obj
 
 
-def _ipc(batch_or_table: pa.RecordBatch | pa.Table) -> bytes:
+def _ipc(batch: pa.RecordBatch) -> bytes:
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch_or_table.schema) as writer:
-        writer.write(batch_or_table)
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write(batch)
     return sink.getvalue().to_pybytes()
 
 
@@ -144,18 +191,260 @@ def _ipc_schema(schema: pa.Schema) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _from_ipc(body: bytes) -> pa.Table:
-    return pa.ipc.open_stream(body).read_all()
+def _slices(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+    """A batch cut into pieces of at most half a frame (bulk data's frame size)."""
+    per_row = max(1, batch.nbytes // max(1, batch.num_rows))
+    rows = max(1, (MAX_FRAME_BYTES // 2) // per_row)
+    for start in range(0, batch.num_rows, rows):
+        yield batch.slice(start, rows)
+
+
+# -- the operations: typed arguments, fixed SQL -------------------------------------------
+def _int(v: Any) -> int:
+    if isinstance(v, (bool, np.bool_)) if "numpy" in sys.modules else isinstance(v, bool):
+        raise BadRequest("expected an integer, got a boolean")
+    try:
+        v = operator.index(v)                 # int, numpy integers; not float or str
+    except TypeError:
+        raise BadRequest(f"expected an integer, got {type(v).__name__}") from None
+    if not -(1 << 63) <= v < (1 << 64):
+        raise BadRequest("an integer out of 64-bit range")
+    return v
+
+
+def _number(v: Any) -> int | float:
+    """An integer column's value as the run flow passes it (an int, or a float DuckDB
+    rounds, as ``_int_or_none`` in store/db.py does)."""
+    if isinstance(v, float) and math.isfinite(v):
+        return v
+    return _int(v)
+
+
+def _text(v: Any, limit: int = 1 << 20) -> str:
+    if not isinstance(v, str) or len(v) > limit:
+        raise BadRequest(f"expected a string of at most {limit} characters")
+    return v
+
+
+def _name(v: Any) -> str:
+    """A sample file's name (sample_files.py): a plain file name, no path."""
+    v = _text(v, 255)
+    if not v or "/" in v or "\0" in v or v in (".", ".."):
+        raise BadRequest("a sample file's name is a plain file name")
+    return v
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool) and type(v).__name__ != "bool_":
+        raise BadRequest("expected true or false")
+    return bool(v)
+
+
+def _time(v: Any) -> dt.datetime:
+    if not isinstance(v, dt.datetime):
+        raise BadRequest("expected a timestamp")
+    return v
+
+
+def _status(v: Any) -> str:
+    if v not in RUN_STATUSES:
+        raise BadRequest(f"a run's status is one of {', '.join(RUN_STATUSES)}")
+    return v
+
+
+def _opt(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda v: None if v is None else check(v)
+
+
+def _list(v: Any, most: int) -> list[Any]:
+    if not isinstance(v, list) or len(v) > most:
+        raise BadRequest(f"expected a list of at most {most} items")
+    return v
+
+
+def _args(v: Any, n: int, op: str) -> list[Any]:
+    if not isinstance(v, list) or len(v) != n:
+        raise BadRequest(f"{op} takes {n} arguments")
+    return v
+
+
+# The columns of ``runs`` a borrower may set, with their checks (JSON columns travel as
+# JSON text; DuckDB's JSON type refuses text that is not JSON).
+_RUN_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "run_id": _int, "name": _text, "target": _text, "arch": _opt(_text),
+    "accel": _opt(_text), "emulated": _opt(_bool), "status": _status,
+    "started_at": _time, "ended_at": _opt(_time), "tick_hz": _opt(_number),
+    "period_ns": _opt(_number), "threshold_ns": _opt(_number), "message": _opt(_text),
+    "params": _opt(_text), "metadata": _opt(_text), "summary": _opt(_text),
+    "kind": _text, "source": _text, "tags": _opt(_text), "suite": _opt(_text),
+    "cell": _opt(_text)}
+
+
+def _run_fields(v: Any) -> tuple[list[str], list[Any]]:
+    if not isinstance(v, dict) or not v:
+        raise BadRequest("expected an object of run columns")
+    unknown = [k for k in v if k not in _RUN_FIELDS]
+    if unknown:
+        raise BadRequest(f"runs has no settable column {str(unknown[0])[:40]!r}")
+    return list(v), [_RUN_FIELDS[k](val) for k, val in v.items()]
+
+
+class Op:
+    """A named operation: a borrower sends the name and the arguments; ``build`` checks
+    them and gives the holder's own SQL and parameters (the same on both sides)."""
+
+    def __init__(self, name: str, build: Callable[[Any], tuple[str, list[Any]]], *,
+                 write: bool = False, many: bool = False) -> None:
+        self.name, self.build, self.write, self.many = name, build, write, many
+        OPS[name] = self
+
+    def __repr__(self) -> str:
+        return f"Op({self.name!r})"
+
+
+OPS: dict[str, Op] = {}
+
+
+def _fixed(name: str, sql: str, *checks: Callable[[Any], Any], write: bool = False) -> Op:
+    def build(args: Any) -> tuple[str, list[Any]]:
+        args = _args(list(args) if isinstance(args, tuple) else args or [], len(checks),
+                     name)
+        return sql, [check(a) for check, a in zip(checks, args)]
+    return Op(name, build, write=write)
+
+
+BEGIN = _fixed("begin", "BEGIN TRANSACTION", write=True)
+COMMIT = _fixed("commit", "COMMIT", write=True)
+ROLLBACK = _fixed("rollback", "ROLLBACK", write=True)
+SCHEMA_VERSION = _fixed("schema_version",
+                        "SELECT value FROM meta WHERE key = 'schema_version'")
+RUNS = _fixed("runs", f"SELECT {RUN_COLUMNS} FROM runs ORDER BY run_id")
+RUN_BY_ID = _fixed("run_by_id", f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", _int)
+RUN_BY_NAME = _fixed("run_by_name", f"SELECT {RUN_COLUMNS} FROM runs WHERE name = ? "
+                     f"ORDER BY run_id DESC LIMIT 1", _text)
+NEXT_RUN_ID = _fixed("next_run_id", "SELECT nextval('run_id_seq')", write=True)
+WINDOWS = _fixed("windows", "SELECT idx AS index, start_s, samples, mean_ns, stddev_ns, "
+                 "min_ns, max_ns, above_threshold, global_min_ns, global_max_ns, extra "
+                 "FROM windows WHERE run_id = ? ORDER BY idx", _int)
+HISTOGRAMS = _fixed("histograms", "SELECT series, lower_ns, upper_ns, count FROM "
+                    "histograms WHERE run_id = ? ORDER BY series, lower_ns", _int)
+FILES_OF_RUN = _fixed("files_of_run", "SELECT first_seq, samples, name FROM sample_files "
+                      "WHERE run_id = ? ORDER BY first_seq", _int)
+FILE_DELETE = _fixed("file_delete", "DELETE FROM sample_files WHERE run_id = ? AND "
+                     "name = ?", _int, _name, write=True)
+SAMPLE_COUNT = _fixed("sample_count", "SELECT count(*) FROM samples WHERE run_id = ?",
+                      _int)
+SAMPLES_SHIFT = _fixed("samples_shift", "UPDATE samples SET deadline_tick = deadline_tick "
+                       "+ ?, entry_tick = entry_tick + ? WHERE run_id = ? AND seq >= ? "
+                       "AND seq < ?", _int, _int, _int, _int, _int, write=True)
+
+
+def _build_run_insert(args: Any) -> tuple[str, list[Any]]:
+    cols, vals = _run_fields(args)
+    return (f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
+            f"RETURNING run_id", vals)
+
+
+def _build_run_update(args: Any) -> tuple[str, list[Any]]:
+    run_id, fields = _args(args, 2, "run_update")
+    cols, vals = _run_fields(fields)
+    return (f"UPDATE runs SET {', '.join(c + ' = ?' for c in cols)} WHERE run_id = ?",
+            [*vals, _int(run_id)])
+
+
+def _build_files_insert(args: Any) -> tuple[str, list[Any]]:
+    rows = []
+    for row in _list(args, _ROWS_PER_REQUEST):
+        row = _list(row, 4)
+        if len(row) != 4:
+            raise BadRequest("a sample_files row is (run_id, first_seq, samples, name)")
+        rows.append([_int(row[0]), _int(row[1]), _int(row[2]), _name(row[3])])
+    return "INSERT INTO sample_files VALUES (?, ?, ?, ?)", rows
+
+
+RUN_INSERT = Op("run_insert", _build_run_insert, write=True)
+RUN_UPDATE = Op("run_update", _build_run_update, write=True)
+FILES_INSERT = Op("files_insert", _build_files_insert, write=True, many=True)
+
+# Reading a run's samples: which columns, in which order (store/db.py's readers).
+SAMPLE_COLUMNS = {"latency": "entry_tick, deadline_tick",
+                  "latency_seq": "entry_tick, deadline_tick, seq",
+                  "by_deadline": "deadline_tick, entry_tick, flags",
+                  "records": "seq, deadline_tick, entry_tick, flags, cpu"}
+SAMPLE_ORDERS = {"storage": "", "seq": " ORDER BY seq",
+                 "deadline": " ORDER BY deadline_tick, seq"}
+
+
+def samples_select(columns: str, order: str, from_item: str) -> str:
+    """The SQL reading a run's samples (``from_item``: store/db.py's _samples_from)."""
+    if columns not in SAMPLE_COLUMNS or order not in SAMPLE_ORDERS:
+        raise BadRequest("unknown sample columns or order")
+    return f"SELECT {SAMPLE_COLUMNS[columns]} FROM {from_item}{SAMPLE_ORDERS[order]}"
+
+
+def samples_from(db_path: Path, run_id: int, names: list[str]) -> str:
+    """A FROM item of a run's raw records: its files, or its rows of the samples table."""
+    if names:
+        return sample_files.read_sql(db_path, run_id, names)
+    return f"(SELECT * FROM samples WHERE run_id = {int(run_id)})"
+
+
+# Bulk rows a borrower inserts: fixed tables, columns and types.
+_ROW_TABLES: dict[str, list[tuple[str, str]]] = {
+    "windows": [("run_id", "int64"), ("idx", "int32"), ("start_s", "float64"),
+                ("samples", "int64"), ("mean_ns", "int64"), ("stddev_ns", "int64"),
+                ("min_ns", "int64"), ("max_ns", "int64"), ("above_threshold", "int64"),
+                ("global_min_ns", "int64"), ("global_max_ns", "int64"),
+                ("extra", "string")],
+    "histograms": [("run_id", "int64"), ("series", "string"), ("lower_ns", "int64"),
+                   ("upper_ns", "int64"), ("count", "uint64")]}
+
+# Samples a borrower appends: raw little-endian records, no Arrow parsing of its bytes.
+_FRAME_DTYPES = {
+    "records": [("run_id", "<i8"), ("seq", "<u8"), ("deadline_tick", "<u8"),
+                ("entry_tick", "<u8"), ("flags", "<u4"), ("cpu", "<u4")],
+    "latency": [("seq", "<u8"), ("deadline_tick", "<u8"), ("entry_tick", "<u8")]}
+_ABORT = b"!"
+
+
+def _latency_select(run_id: int) -> str:
+    return (f"{int(run_id)}::BIGINT, seq, deadline_tick, entry_tick, 0::UINTEGER, "
+            f"0::UINTEGER")
 
 
 # -- the holder's side --------------------------------------------------------------------
+class _Client:
+    """One connection's state in the holder."""
+
+    def __init__(self, conn: socket.socket, pid: int) -> None:
+        self.conn, self.pid = conn, pid
+        self.busy = False
+        self.in_transaction = False
+        self.last_write = float("-inf")
+
+    def writing(self, now: float) -> bool:
+        """Whether the holder's exit waits for it: in a request or a transaction, or it
+        wrote a moment ago (a run between two batches)."""
+        return self.last_write > float("-inf") and (
+            self.busy or self.in_transaction or now - self.last_write < _ACTIVE_WRITER_S)
+
+
 class StoreServer:
-    """Serves a writable DuckDB connection to other irqlab processes (one thread each)."""
+    """Serves named store operations on a writable DuckDB connection to other irqlab
+    processes (one thread and one DuckDB cursor each, at most MAX_CLIENTS)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path: Path) -> None:
         self.con = con
         self.path = path
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.idle_s = _env_s("IRQLAB_SHARE_IDLE_S", 300.0)
+        self.grace_s = _env_s("IRQLAB_SHARE_GRACE_S", 30.0)
+        self._log_window = (0.0, 0, 0)          # (start, lines shown, lines held back)
+        self._log_lock = threading.Lock()
+        self._clients: dict[socket.socket, _Client] = {}
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._listener: socket.socket | None = socket.socket(socket.AF_UNIX,
+                                                             socket.SOCK_STREAM)
         try:
             self._listener.bind(socket_address(path))
         except OSError:
@@ -164,104 +453,300 @@ class StoreServer:
             self._listener.close()
             self._listener = None
             return
-        self._listener.listen(16)
-        self._clients: set[socket.socket] = set()
-        self._writers: set[socket.socket] = set()
-        self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
+        self._listener.listen(64)
         self._thread = threading.Thread(target=self._accept, name="irqlab-store-server",
                                         daemon=True)
         self._thread.start()
 
-    def _accept(self) -> None:
-        assert self._listener is not None
-        while True:
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return                                  # closed by stop()
-            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                    struct.calcsize("3i"))
-            _pid, uid, _gid = struct.unpack("3i", creds)
-            if uid != os.getuid():
-                conn.close()
-                continue
-            with self._lock:
-                self._clients.add(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True,
-                             name="irqlab-store-client").start()
+    # Every problem a peer causes is one line (never a traceback), and a flood of them a
+    # few lines plus a count: the holder's stderr belongs to its run.
+    def _log(self, text: str) -> None:
+        now = time.monotonic()
+        with self._log_lock:
+            start, shown, held = self._log_window
+            if now - start >= 10.0:
+                if held:
+                    self._emit(f"store socket: {held} more refused request(s) not shown")
+                start, shown, held = now, 0, 0
+            if shown < _LOG_LINES_PER_10_S:
+                shown += 1
+                self._emit(f"store socket: {text}")
+            else:
+                held += 1
+            self._log_window = (start, shown, held)
 
-    def _serve(self, conn: socket.socket) -> None:
-        cur = self.con.cursor()
-        registered: dict[str, pa.Table] = {}
-        result: Any = None
+    @staticmethod
+    def _emit(line: str) -> None:
         try:
+            if location.notice is not None:
+                location.notice(line)
+            else:
+                print(f"irqlab: {line}", file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass                                  # stderr gone: nothing to tell
+
+    def _accept(self) -> None:
+        while True:
+            listener = self._listener
+            if listener is None:
+                return
+            try:
+                conn, _ = listener.accept()
+            except OSError as exc:
+                if self._listener is None or exc.errno in (errno.EBADF, errno.EINVAL):
+                    return                          # closed by stop()
+                self._log(f"cannot accept a connection ({exc.strerror}); retrying")
+                time.sleep(0.1)                     # e.g. out of file descriptors
+                continue
+            try:
+                self._admit(conn)
+            except Exception as exc:               # noqa: BLE001 - one line, never a trace
+                self._log(f"connection dropped ({type(exc).__name__}: {exc})")
+                conn.close()
+
+    def _admit(self, conn: socket.socket) -> None:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        pid, uid, _gid = struct.unpack("3i", creds)
+        if uid != os.getuid():
+            conn.close()
+            return
+        with self._lock:
+            full = len(self._clients) >= MAX_CLIENTS
+            if not full:
+                client = _Client(conn, pid)
+                self._clients[conn] = client
+        if full:
+            self._log(f"pid {pid} refused: {MAX_CLIENTS} connections already served")
+            conn.close()
+            return
+        try:
+            threading.Thread(target=self._serve, args=(client,), daemon=True,
+                             name="irqlab-store-client").start()
+        except RuntimeError:                        # no thread to be had: refuse it
+            self._forget(client)
+            raise
+
+    def _forget(self, client: _Client) -> None:
+        client.conn.close()
+        with self._lock:
+            self._clients.pop(client.conn, None)
+            self._idle.notify_all()
+
+    def _serve(self, client: _Client) -> None:
+        conn = client.conn
+        cur = None
+        try:
+            cur = self.con.cursor()
+            conn.settimeout(self.idle_s)
             _send_json(conn, {"ok": True, "version": PROTOCOL_VERSION, "pid": os.getpid()})
             while True:
+                req = _recv_json(conn)
+                with self._lock:
+                    client.busy = True
                 try:
-                    req = _recv_json(conn)
-                except (ConnectionError, OSError, ValueError):
-                    return
-                op = req.get("op")
-                try:
-                    if op == "execute":
-                        result = cur.execute(req["sql"], req.get("params") or [])
-                        cols = [d[0] for d in result.description] if result.description \
-                            else None
-                        if not req["sql"].lstrip().upper().startswith(("SELECT", "WITH",
-                                                                      "PRAGMA", "SHOW",
-                                                                      "DESCRIBE")):
-                            self._mark_writer(conn)
-                        _send_json(conn, {"ok": True, "columns": cols})
-                    elif op == "executemany":
-                        cur.executemany(req["sql"], req.get("params") or [])
-                        result = None
-                        self._mark_writer(conn)
-                        _send_json(conn, {"ok": True, "columns": None})
-                    elif op == "rows":
-                        rows = result.fetchall() if result is not None and \
-                            result.description else []
-                        result = None
-                        _send_json(conn, {"ok": True, "rows": rows})
-                    elif op in ("arrow", "sql_arrow"):
-                        if op == "sql_arrow":
-                            reader = cur.sql(req["sql"]).to_arrow_reader(
-                                int(req.get("batch") or _BATCH_ROWS))
-                        else:
-                            reader = result.to_arrow_reader(_BATCH_ROWS)
-                            result = None
-                        _send_json(conn, {"ok": True})
-                        _send(conn, _ipc_schema(reader.schema))
-                        for batch in reader:
-                            _send(conn, _ipc(batch))
-                        _send(conn, b"")
-                    elif op == "register":
-                        table = _from_ipc(_recv(conn))
-                        registered[req["name"]] = table
-                        cur.register(req["name"], table)
-                        _send_json(conn, {"ok": True})
-                    elif op == "unregister":
-                        cur.unregister(req["name"])
-                        registered.pop(req["name"], None)
-                        _send_json(conn, {"ok": True})
-                    else:
-                        _send_json(conn, {"error": "Error", "message": f"unknown op {op!r}"})
-                except duckdb.Error as exc:
-                    result = None
-                    _send_json(conn, {"error": type(exc).__name__, "message": str(exc)})
-        except (ConnectionError, OSError):
-            return
+                    self._handle(client, cur, req)
+                finally:
+                    with self._lock:
+                        client.busy = False
+                        self._idle.notify_all()
+        except ConnectionError:
+            pass                                    # the peer is done
+        except TimeoutError:
+            self._log(f"pid {client.pid}: idle for {self.idle_s:g} s, disconnected")
+        except ProtocolError as exc:
+            self._log(f"pid {client.pid}: {exc}; disconnected")
+        except OSError:
+            pass                                    # the peer went away mid-reply
+        except Exception as exc:                   # noqa: BLE001 - one line, never a trace
+            self._log(f"pid {client.pid}: {type(exc).__name__}: {_first_line(exc)}; "
+                      f"disconnected")
         finally:
-            cur.close()
-            conn.close()
-            with self._lock:
-                self._clients.discard(conn)
-                self._writers.discard(conn)
-                self._idle.notify_all()
+            if cur is not None:
+                with contextlib.suppress(Exception):
+                    cur.close()                     # an open transaction rolls back
+            self._forget(client)
 
-    def _mark_writer(self, conn: socket.socket) -> None:
+    def _handle(self, client: _Client, cur: Any, req: dict[str, Any]) -> None:
+        op_name = req.get("op")
+        args = req.get("args")
+        try:
+            if op_name == "read_samples":
+                self._read_samples(client, cur, args)
+                return
+            if op_name == "insert_samples":
+                self._insert_samples(client, cur, args)
+            elif op_name == "insert_rows":
+                self._insert_rows(client, cur, args)
+            elif op_name == "figures":
+                self._figures(client, cur, args)
+            elif isinstance(op_name, str) and op_name in OPS:
+                self._run_op(client, cur, OPS[op_name], args)
+            else:
+                raise BadRequest(f"no operation {str(op_name)[:40]!r}")
+        except BadRequest as exc:
+            self._log(f"pid {client.pid}: request refused: {exc}")
+            _send_json(client.conn, {"error": "InvalidInputException",
+                                     "message": f"refused by the holder: {exc}"})
+        except duckdb.Error as exc:
+            # The borrower's own error (a constraint, a full disk): its to report.
+            _send_json(client.conn, {"error": type(exc).__name__, "message": str(exc)})
+
+    def _run_op(self, client: _Client, cur: Any, op: Op, args: Any) -> None:
+        sql, params = op.build(args)
+        if op.write:
+            self._wrote(client)
+        if op is BEGIN:
+            client.in_transaction = True
+        elif op in (COMMIT, ROLLBACK):
+            client.in_transaction = False
+        if op.many:
+            cur.executemany(sql, params)
+            self._send_rows(client.conn, None, [])
+            return
+        result = cur.execute(sql, params)
+        if result.description is None:
+            self._send_rows(client.conn, None, [])
+            return
+        self._send_rows(client.conn, [d[0] for d in result.description], result.fetchall())
+
+    def _wrote(self, client: _Client) -> None:
         with self._lock:
-            self._writers.add(conn)
+            client.last_write = time.monotonic()
+
+    @staticmethod
+    def _send_rows(conn: socket.socket, columns: list[str] | None, rows: list[Any]) -> None:
+        """Rows in replies of at most _ROWS_PER_REPLY rows ("more": another follows)."""
+        for start in range(0, max(1, len(rows)), _ROWS_PER_REPLY):
+            chunk = rows[start:start + _ROWS_PER_REPLY]
+            _send_json(conn, {"ok": True, "columns": columns, "rows": chunk,
+                              "more": start + _ROWS_PER_REPLY < len(rows)})
+
+    def _from_item(self, cur: Any, run_id: int) -> str:
+        names = [r[0] for r in cur.execute("SELECT name FROM sample_files WHERE run_id = ? "
+                                           "ORDER BY first_seq", [run_id]).fetchall()]
+        return samples_from(self.path, run_id, names)
+
+    def _read_samples(self, client: _Client, cur: Any, args: Any) -> None:
+        if not isinstance(args, dict):
+            raise BadRequest("read_samples takes an object")
+        run_id = _int(args.get("run_id"))
+        batch = _int(args.get("batch", _MAX_BATCH_ROWS))
+        if not 1 <= batch <= _MAX_BATCH_ROWS:
+            raise BadRequest(f"a batch is 1 to {_MAX_BATCH_ROWS} rows")
+        sql = samples_select(str(args.get("columns")), str(args.get("order")),
+                             self._from_item(cur, run_id))
+        reader = cur.sql(sql).to_arrow_reader(batch)
+        _send_json(client.conn, {"ok": True})
+        _send(client.conn, _ipc_schema(reader.schema))
+        for rb in reader:
+            for piece in _slices(rb):
+                _send(client.conn, _ipc(piece))
+        _send(client.conn, b"")
+
+    def _figures(self, client: _Client, cur: Any, args: Any) -> None:
+        from irqlab.store.quantiles import LATENCY_SQL, duckdb_quantiles, stored_figures
+
+        run_id, quantiles, threshold = _args(args, 3, "figures")
+        run_id = _int(run_id)
+        qs = [float(q) for q in _list(quantiles, _MAX_QUANTILES)
+              if isinstance(q, (int, float)) and not isinstance(q, bool) and 0 <= q <= 1]
+        if len(qs) != len(quantiles):
+            raise BadRequest("quantiles are numbers from 0 to 1")
+        threshold = _opt(_int)(threshold)
+        from_item = self._from_item(cur, run_id)
+
+        def query(select: str, _rid: int, tail: str = "") -> list[tuple]:
+            return cur.execute(f"SELECT {select} FROM (SELECT {LATENCY_SQL} AS lat FROM "
+                               f"{from_item}) AS s {tail}").fetchall()
+        got = stored_figures(query, duckdb_quantiles, run_id, qs, threshold)
+        _send_json(client.conn, {"ok": True, "figures": [
+            got.count, got.min_tick, got.max_tick, got.above, got.quantile_tick]})
+
+    def _insert_rows(self, client: _Client, cur: Any, args: Any) -> None:
+        if not isinstance(args, dict) or args.get("table") not in _ROW_TABLES:
+            raise BadRequest(f"insert_rows takes a table: {', '.join(_ROW_TABLES)}")
+        spec = _ROW_TABLES[args["table"]]
+        rows = _list(args.get("rows"), _ROWS_PER_REQUEST)
+        if any(not isinstance(r, list) or len(r) != len(spec) for r in rows):
+            raise BadRequest(f"a {args['table']} row has {len(spec)} values")
+        try:
+            table = pa.table({name: pa.array([r[i] for r in rows], type=getattr(pa, kind)())
+                              for i, (name, kind) in enumerate(spec)})
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            raise BadRequest(f"bad {args['table']} values ({type(exc).__name__})") from None
+        self._wrote(client)
+        cols = ", ".join(name for name, _ in spec)
+        cur.register("_irqlab_rows", table)
+        try:
+            cur.execute(f"INSERT INTO {args['table']} ({cols}) SELECT {cols} "
+                        f"FROM _irqlab_rows")
+        finally:
+            with contextlib.suppress(duckdb.Error):
+                cur.unregister("_irqlab_rows")
+        self._send_rows(client.conn, None, [])
+
+    def _insert_samples(self, client: _Client, cur: Any, args: Any) -> None:
+        """Frames of raw records follow the request, ended by an empty frame (or _ABORT:
+        the borrower's own source failed); one INSERT pulls them as they come."""
+        if not isinstance(args, dict) or args.get("kind") not in _FRAME_DTYPES:
+            raise ProtocolError("insert_samples takes a kind: records or latency")
+        kind = args["kind"]
+        try:
+            run_id = _int(args.get("run_id")) if kind == "latency" else None
+        except BadRequest as exc:
+            raise ProtocolError(f"insert_samples: {exc}") from None
+        dtype = np.dtype(_FRAME_DTYPES[kind])
+        state = {"ended": False, "aborted": False, "broken": None}
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            while True:
+                body = _recv(client.conn)
+                if not body or body == _ABORT:
+                    state["ended"] = True
+                    state["aborted"] = body == _ABORT
+                    if state["aborted"]:
+                        raise ProtocolError("aborted by the borrower")
+                    return
+                if len(body) % dtype.itemsize:
+                    raise ProtocolError(f"a {kind} frame holds whole {dtype.itemsize}-byte "
+                                        f"records")
+                recs = np.frombuffer(body, dtype)
+                self._wrote(client)
+                yield pa.record_batch([numeric_array(np.ascontiguousarray(recs[n]))
+                                       for n in dtype.names], names=list(dtype.names))
+
+        def guarded() -> Iterator[pa.RecordBatch]:
+            try:
+                yield from batches()
+            except (ProtocolError, ConnectionError, OSError) as exc:
+                state["broken"] = exc
+                raise
+        schema = pa.schema([(n, pa.from_numpy_dtype(dtype[n])) for n in dtype.names])
+        reader = pa.RecordBatchReader.from_batches(schema, guarded())
+        self._wrote(client)
+        cur.register("_irqlab_stream", reader)
+        select = "*" if run_id is None else _latency_select(run_id)
+        error: duckdb.Error | None = None
+        try:
+            cur.execute(f"INSERT INTO samples SELECT {select} FROM _irqlab_stream")
+        except duckdb.Error as exc:
+            error = exc
+        finally:
+            with contextlib.suppress(duckdb.Error):
+                cur.unregister("_irqlab_stream")
+        broken = state["broken"]
+        if state["aborted"]:
+            _send_json(client.conn, {"error": "InvalidInputException",
+                                     "message": "aborted by the borrower"})
+            return
+        if broken is not None:
+            raise broken                              # framing broken: disconnect
+        while not state["ended"]:                     # failed early: skip the rest
+            body = _recv(client.conn)
+            state["ended"] = not body or body == _ABORT
+        if error is not None:
+            raise error
+        self._send_rows(client.conn, None, [])
 
     def clients(self) -> int:
         """Processes connected now (readers and writers)."""
@@ -269,35 +754,42 @@ class StoreServer:
             return len(self._clients) if self._listener is not None else 0
 
     def writers(self) -> int:
-        """Clients that have written (another run): the holder waits for them."""
+        """Clients writing now (another run): the holder's exit waits for them a while."""
+        now = time.monotonic()
         with self._lock:
-            return len(self._writers)
+            return sum(c.writing(now) for c in self._clients.values())
 
     def stop(self, on_wait: Any = None, reader_grace_s: float = 5.0) -> None:
-        """Stop accepting; let writing clients finish (however long: their runs must
-        land), give readers ``reader_grace_s``, then close what is left."""
+        """Stop accepting; let clients that are writing finish for up to ``grace_s``
+        (a writer idle for _ACTIVE_WRITER_S is not waited for), give the rest
+        ``reader_grace_s``, then close what is left."""
         if self._listener is None:
             return
-        try:
-            self._listener.shutdown(socket.SHUT_RDWR)   # wakes accept(); close() does not
-        except OSError:
-            pass
-        self._listener.close()
-        self._listener = None
+        listener, self._listener = self._listener, None
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)     # wakes accept(); close() does not
+        listener.close()
         self._thread.join(5.0)
+        deadline = time.monotonic() + self.grace_s
         with self._lock:
-            if self._writers and on_wait is not None:
-                on_wait(len(self._writers))
-            while self._writers:
-                self._idle.wait(1.0)
+            def writing() -> int:
+                now = time.monotonic()
+                return sum(c.writing(now) for c in self._clients.values())
+            if writing() and on_wait is not None:
+                on_wait(writing())
+            while writing() and time.monotonic() < deadline:
+                self._idle.wait(0.5)
             self._idle.wait_for(lambda: not self._clients, reader_grace_s)
             for conn in list(self._clients):
-                try:
+                with contextlib.suppress(OSError):
                     conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
             self._idle.wait_for(lambda: not self._clients, 5.0)
         self.con = None           # the holder closes its connection next
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else ""
 
 
 # -- the other processes' side ------------------------------------------------------------
@@ -305,81 +797,17 @@ class HolderGone(ConnectionError):
     """The process lending the database ended (or broke the connection)."""
 
 
-class RemoteResult:
-    """What ``RemoteConnection.execute`` returns: DB-API ``description``/``fetch*``, and
-    Arrow/numpy as DuckDB's own result offers them."""
-
-    def __init__(self, con: "RemoteConnection", columns: list[str] | None) -> None:
-        self._con = con
-        self.description = [(c, None, None, None, None, None, None) for c in columns] \
-            if columns is not None else None
-        self._rows: list[tuple] | None = None
-
-    def fetchall(self) -> list[tuple]:
-        if self._rows is None:
-            self._rows = [tuple(r) for r in self._con._call({"op": "rows"})["rows"]] \
-                if self.description else []
-        rows, self._rows = self._rows, []
-        return rows
-
-    def fetchone(self) -> tuple | None:
-        if self._rows is None:
-            self.fetchall_into()
-        assert self._rows is not None
-        return self._rows.pop(0) if self._rows else None
-
-    def fetchall_into(self) -> None:
-        self._rows = self.fetchall()
-
-    def to_arrow_table(self) -> pa.Table:
-        return self._con._arrow({"op": "arrow"}).read_all()
-
-    def fetchnumpy(self) -> dict[str, np.ndarray]:
-        table = self.to_arrow_table()
-        return {name: table.column(name).to_numpy() for name in table.column_names}
-
-
-class RemoteRelation:
-    """``RemoteConnection.sql(query)``: read lazily as Arrow (``to_arrow_reader``)."""
-
-    def __init__(self, con: "RemoteConnection", sql: str) -> None:
-        self._con, self._sql = con, sql
-
-    def to_arrow_reader(self, batch: int = _BATCH_ROWS) -> pa.RecordBatchReader:
-        return self._con._arrow({"op": "sql_arrow", "sql": self._sql, "batch": batch})
-
-    def to_arrow_table(self) -> pa.Table:
-        return self.to_arrow_reader().read_all()
-
-    arrow = to_arrow_table
-    fetch_arrow_table = to_arrow_table
-
-    def fetchnumpy(self) -> dict[str, np.ndarray]:
-        table = self.to_arrow_table()
-        return {name: table.column(name).to_numpy() for name in table.column_names}
-
-    def fetchall(self) -> list[tuple]:
-        return self._con.execute(self._sql).fetchall()
+class NotLent(duckdb.InvalidInputException):
+    """SQL text asked of a borrowed connection: only named operations cross the socket."""
 
 
 class RemoteConnection:
-    """The DuckDB connection methods irqlab's Store uses, carried out by the holder."""
+    """The store's operations carried out by the holder (named, typed: no SQL text)."""
 
     def __init__(self, sock: socket.socket, holder_pid: int) -> None:
         self._sock = sock
         self.holder_pid = holder_pid
         self._lock = threading.Lock()
-
-    def _call(self, req: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
-        with self._lock:
-            try:
-                _send_json(self._sock, req)
-                if payload is not None:
-                    _send(self._sock, payload)
-                reply = _recv_json(self._sock)
-            except (ConnectionError, OSError) as exc:
-                raise self._gone(exc) from None
-        return self._check(reply)
 
     def _gone(self, exc: BaseException) -> HolderGone:
         return HolderGone(f"the irqlab process holding the database (pid "
@@ -394,18 +822,100 @@ class RemoteConnection:
             raise cls(reply.get("message", ""))
         return reply
 
-    def _arrow(self, req: dict[str, Any]) -> pa.RecordBatchReader:
-        """Arrow batches streamed by the holder; the connection is busy until read."""
+    def _request(self, op: str, args: Any) -> dict[str, Any]:
+        """One request and its (first) reply; the caller holds the lock."""
+        try:
+            _send_json(self._sock, {"op": op, "args": args})
+            return _recv_json(self._sock)
+        except (ConnectionError, OSError, ProtocolError) as exc:
+            raise self._gone(exc) from None
+
+    def _more(self) -> dict[str, Any]:
+        try:
+            return _recv_json(self._sock)
+        except (ConnectionError, OSError, ProtocolError) as exc:
+            raise self._gone(exc) from None
+
+    def call(self, op: Op, args: Any = None) -> tuple[list[tuple], Any]:
+        """Rows and DB-API ``description`` of a named operation."""
+        if op.many and args and len(args) > _ROWS_PER_REQUEST:
+            for start in range(0, len(args), _ROWS_PER_REQUEST):
+                self.call(op, list(args[start:start + _ROWS_PER_REQUEST]))
+            return [], None
+        with self._lock:
+            reply = self._request(op.name, list(args) if isinstance(args, tuple) else args)
+            rows = list(reply.get("rows") or [])
+            while reply.get("more"):
+                reply = self._more()
+                rows += reply.get("rows") or []
+        self._check(reply)
+        cols = reply.get("columns")
+        desc = [(c, None, None, None, None, None, None) for c in cols] \
+            if cols is not None else None
+        return [tuple(r) for r in rows], desc
+
+    def figures(self, run_id: int, quantiles: list[float], threshold_tick: int | None
+                ) -> list[Any]:
+        with self._lock:
+            reply = self._request("figures", [int(run_id), [float(q) for q in quantiles],
+                                              threshold_tick])
+        return self._check(reply)["figures"]
+
+    def insert_rows(self, table_name: str, table: pa.Table) -> None:
+        """Rows of windows or histograms (the columns of _ROW_TABLES, in that order)."""
+        names = [name for name, _ in _ROW_TABLES[table_name]]
+        rows = [[row[n] for n in names] for row in table.select(names).to_pylist()]
+        for start in range(0, len(rows), _ROWS_PER_REQUEST):
+            with self._lock:
+                reply = self._request("insert_rows", {
+                    "table": table_name, "rows": rows[start:start + _ROWS_PER_REQUEST]})
+            self._check(reply)
+
+    def insert_samples(self, kind: str, run_id: int | None,
+                       batches: Iterator[pa.RecordBatch]) -> None:
+        """Append batches (the columns of _FRAME_DTYPES[kind]) with one INSERT in the
+        holder; an exception of ``batches`` aborts it and is raised as it is."""
+        dtype = np.dtype(_FRAME_DTYPES[kind])
+        with self._lock:
+            try:
+                _send_json(self._sock, {"op": "insert_samples",
+                                        "args": {"kind": kind, "run_id": run_id}})
+                try:
+                    for batch in batches:
+                        for piece in _slices(batch):
+                            recs = np.empty(piece.num_rows, dtype)
+                            for name in dtype.names:
+                                recs[name] = numeric_view(piece.column(name))
+                            _send(self._sock, recs.tobytes())
+                except (ConnectionError, OSError):
+                    raise
+                except BaseException:
+                    _send(self._sock, _ABORT)
+                    _recv_json(self._sock)
+                    raise
+                _send(self._sock, b"")
+                reply = _recv_json(self._sock)
+            except (ConnectionError, OSError, ProtocolError) as exc:
+                raise self._gone(exc) from None
+        self._check(reply)
+
+    def read_samples(self, run_id: int, columns: str, order: str, batch: int
+                     ) -> pa.RecordBatchReader:
+        """A run's samples streamed by the holder; the connection is busy until read."""
         self._lock.acquire()
         try:
-            _send_json(self._sock, req)
-            self._check(_recv_json(self._sock))
+            reply = self._request("read_samples", {
+                "run_id": int(run_id), "columns": columns, "order": order,
+                "batch": max(1, min(int(batch), _MAX_BATCH_ROWS))})
+            self._check(reply)
             schema = pa.ipc.open_stream(_recv(self._sock)).schema
         except BaseException as exc:
             self._lock.release()
-            if isinstance(exc, (ConnectionError, OSError)):
+            if isinstance(exc, (ConnectionError, OSError, ProtocolError)) and \
+                    not isinstance(exc, HolderGone):
                 raise self._gone(exc) from None
             raise
+
         def batches() -> Iterator[pa.RecordBatch]:
             done = False
             try:
@@ -415,36 +925,25 @@ class RemoteConnection:
                         done = True
                         return
                     yield from pa.ipc.open_stream(body)
-            except (ConnectionError, OSError) as exc:
+            except (ConnectionError, OSError, ProtocolError) as exc:
                 done = True
                 raise self._gone(exc) from None
             finally:
                 try:
                     while not done and _recv(self._sock):   # left early: skip the rest
                         pass
-                except (ConnectionError, OSError):
+                except (ConnectionError, OSError, ProtocolError):
                     pass
                 finally:
                     self._lock.release()
 
         return pa.RecordBatchReader.from_batches(schema, batches())
 
-    def execute(self, sql: str, params: list[Any] | None = None) -> RemoteResult:
-        reply = self._call({"op": "execute", "sql": sql, "params": list(params or [])})
-        return RemoteResult(self, reply.get("columns"))
+    def execute(self, sql: str, params: Any = None) -> Any:
+        raise NotLent("SQL text is not lent through the store's socket: only the store's "
+                      "named operations are (irqlab/store/share.py)")
 
-    def executemany(self, sql: str, params: list[Any] | None = None) -> None:
-        self._call({"op": "executemany", "sql": sql,
-                    "params": [list(p) for p in params or []]})
-
-    def sql(self, query: str) -> RemoteRelation:
-        return RemoteRelation(self, query)
-
-    def register(self, name: str, table: pa.Table) -> None:
-        self._call({"op": "register", "name": name}, _ipc(table))
-
-    def unregister(self, name: str) -> None:
-        self._call({"op": "unregister", "name": name})
+    sql = executemany = execute
 
     def close(self) -> None:
         try:
@@ -460,7 +959,7 @@ def connect(path: str | os.PathLike, timeout_s: float = 5.0) -> RemoteConnection
     try:
         sock.connect(socket_address(path))
         hello = _recv_json(sock)
-    except (OSError, ConnectionError, ValueError):
+    except (OSError, ConnectionError, ProtocolError):
         sock.close()
         return None
     if hello.get("version") != PROTOCOL_VERSION:

@@ -97,17 +97,36 @@ def test_rows_keep_duckdb_types_through_the_holder(tmp_path):
     db = tmp_path / "x.duckdb"
     holder = _holder(db)
     try:
-        sql = ("SELECT 12345678901234567890::HUGEINT, 2.50::DECIMAL(10,2), "
-               "'6f1d3c1e-2b1a-4c5e-9d3f-0a1b2c3d4e5f'::UUID, TIMESTAMP '2026-11-23 10:00:00',"
-               " DATE '2026-11-23', 'x'::BLOB, NULL, 1.5::DOUBLE, 'é'")
-        with Store(db, read_only=True) as reader:
-            row = reader._query(sql).fetchone()
+        with Store(db) as writer:
+            assert writer.holder_pid == holder.pid
+            rid = writer.create_run("typed", "native", {"a": [1, 2]}, {"b": None},
+                                    tick_hz=10**9, emulated=True, arch=None,
+                                    threshold_ns=np.int64(5000), tags={"k": "é"})
+            writer.finish_run(rid, "ok", {"p99_ns": 12}, message="done")
+            borrowed = writer.resolve(str(rid))
     finally:
         _end(holder)
-    assert row == (12345678901234567890, decimal.Decimal("2.50"),
-                   uuid.UUID("6f1d3c1e-2b1a-4c5e-9d3f-0a1b2c3d4e5f"),
-                   dt.datetime(2026, 11, 23, 10), dt.date(2026, 11, 23), b"x", None, 1.5,
-                   "é")
+    with Store(db, read_only=True) as local:
+        assert local.holder_pid is None
+        assert local.resolve(str(rid)) == borrowed
+    assert isinstance(borrowed.started_at, dt.datetime) and borrowed.emulated is True
+    assert borrowed.tags == {"k": "é"} and borrowed.threshold_ns == 5000
+
+
+def test_sql_text_is_not_lent(tmp_path):
+    db = tmp_path / "x.duckdb"
+    holder = _holder(db)
+    try:
+        with Store(db, read_only=True) as reader:
+            assert reader.holder_pid == holder.pid
+            for sql in ("SELECT 1", "DROP TABLE runs", "INSTALL httpfs"):
+                with pytest.raises(share.NotLent):
+                    reader._query(sql)
+                with pytest.raises(share.NotLent):
+                    reader.con.sql(sql)
+            assert [r.name for r in reader.runs()] == ["first"]
+    finally:
+        _end(holder)
 
 
 def test_holder_that_does_not_share_is_waited_for_then_named(tmp_path, monkeypatch):
