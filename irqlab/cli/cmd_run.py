@@ -10,6 +10,7 @@ from typing import Any
 from irqlab.cli.common import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, add_db_json,
                                count, db_path, duration, renderer)
 from irqlab.cli.hook_options import add_arguments as add_hook_options, hooks_from_args
+from irqlab.cli.cmd_manage import tag_pair
 from irqlab.argtypes import period, run_length
 from irqlab.cli.render import json_line
 from irqlab.cli.safe_text import printable
@@ -96,6 +97,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     output = r.add_argument_group("output and recording")
     output.add_argument("-n", "--name", default=None,
                         help="run name (later commands accept it)")
+    output.add_argument("--tag", type=tag_pair, action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="tag the run, repeatable (select with tag:KEY=VALUE)")
     output.add_argument("-q", "--quiet", action="store_true",
                         help="print no window lines and no progress, only the summary "
                              "(as cyclictest -q)")
@@ -241,7 +245,8 @@ def run_configs(args: argparse.Namespace, db: Path | None = None) -> list:
             boot_timeout_s=args.boot_timeout / 1e9,
             stall_timeout_s=(None if args.stall_timeout is None
                              else args.stall_timeout / 1e9),
-            suite=suite, cell=None if suite is None else {"target": name}))
+            suite=suite, cell=None if suite is None else {"target": name},
+            tags=dict(getattr(args, "tag", None) or [])))
     return out
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 from typing import Any
 
-from irqlab.cli.common import EXIT_OK, add_db_json, db_path, renderer
+from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path, renderer
 from irqlab.reports.provenance import configuration_lines, host_lines
 from irqlab.reports.select import SERIES_TAG, select_runs
 from irqlab.stats.fields import LIST_TABLE, make_summary, percentiles_from
@@ -14,7 +15,50 @@ from irqlab.store.provenance import provenance
 
 def register_list(sub: argparse._SubParsersAction) -> None:
     ls = sub.add_parser("list", help="list stored runs")
+    ls.add_argument("--where", action="append", default=[], type=_where,
+                    metavar="tag:KEY=VALUE", help="only runs with this tag (repeatable: all "
+                                                  "must hold)")
+    ls.add_argument("--target", default=None, help="only runs of this target (native, ...)")
+    ls.add_argument("--since", type=_since, default=None, metavar="DATE",
+                    help="only runs started at or after DATE (YYYY-MM-DD or "
+                         "YYYY-MM-DDTHH:MM[:SS], UTC as stored)")
+    ls.add_argument("--status", default=None,
+                    help="only runs with this status (ok, failed, interrupted, died, "
+                         "running, stopped-at-break)")
     add_db_json(ls)
+
+
+def _where(text: str) -> tuple[str, str]:
+    key, sep, value = text.removeprefix("tag:").partition("=")
+    if not text.startswith("tag:") or not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r}: write tag:KEY=VALUE, e.g. "
+                                         f"tag:kernel=rt")
+    return key, value
+
+
+def _since(text: str) -> dt.datetime:
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date: write YYYY-MM-DD or "
+                                         f"YYYY-MM-DDTHH:MM") from None
+
+
+def _check_status(status: str | None) -> None:
+    from irqlab.store.db import RUN_STATUSES      # loaded with the store already
+
+    if status is not None and status not in RUN_STATUSES:
+        raise UsageError(f"--status {status!r}: a run's status is one of "
+                         f"{', '.join(RUN_STATUSES)}")
+
+
+def _wanted(row, args: argparse.Namespace) -> bool:
+    """The run passes every filter `list` was given."""
+    return (all(row.tags.get(k) == v for k, v in getattr(args, "where", []))
+            and (getattr(args, "target", None) in (None, row.target))
+            and (getattr(args, "status", None) in (None, row.status))
+            and (getattr(args, "since", None) is None
+                 or row.started_at.replace(tzinfo=None) >= args.since.replace(tzinfo=None)))
 
 def register_show(sub: argparse._SubParsersAction) -> None:
     sh = sub.add_parser("show", help="show one stored run")
@@ -33,12 +77,13 @@ def _list_row(row) -> dict[str, Any]:
             "status": row.status, **figs, "source": row.source, "kind": row.kind,
             "percentiles_from": percentiles_from(s),
             # irqlab run --repeat: the series this run belongs to (null: a single run).
-            "series": row.tags.get(SERIES_TAG)}
+            "series": row.tags.get(SERIES_TAG), "tags": row.tags}
 
 def run_list(args: argparse.Namespace) -> int:
     # A missing database is an error, as in `show` (read_only refuses it, one line).
     with open_store(db_path(args), read_only=True) as store:
-        rows = [_list_row(r) for r in store.runs()]
+        _check_status(args.status)
+        rows = [_list_row(r) for r in store.runs() if _wanted(r, args)]
     renderer(args).run_list(rows)
     return EXIT_OK
 
