@@ -151,9 +151,7 @@ class RunRow:
     cell: dict[str, Any] | None = None
 
 
-_RUN_COLUMNS = ("run_id, name, target, arch, accel, emulated, status, started_at, ended_at, "
-                "tick_hz, period_ns, threshold_ns, message, params, metadata, summary, "
-                "kind, source, tags, suite, cell")
+_RUN_COLUMNS = share.RUN_COLUMNS
 _JSON_COLUMNS = (13, 14, 15, 18, 20)
 
 
@@ -409,7 +407,16 @@ class Store:
             raise StoreError(f"cannot read {self.path} ({_one_line(exc)}): the file is "
                              f"damaged; pass --db PATH to another database") from None
 
-    def _query_raw(self, sql: str, params: list[Any] | None = None) -> "_Rows":
+    def _query_raw(self, sql: "str | share.Op", params: Any = None) -> "_Rows":
+        """Statements that may run through a borrowed connection are named operations
+        (share.Op): only the name and typed arguments go to the holder."""
+        if isinstance(sql, share.Op):
+            if self.holder_pid is not None:
+                return _Rows(*self.con.call(sql, params))
+            op, (sql, params) = sql, sql.build(params)
+            if op.many:
+                self.con.executemany(sql, params)
+                return _Rows([], None)
         cur = self.con.execute(sql, params or [])
         rows = cur.fetchall() if cur.description else []
         return _Rows(rows, cur.description)
@@ -417,8 +424,7 @@ class Store:
     # -- schema -----------------------------------------------------------------------
     def _version(self) -> int | None:
         try:
-            row = self._query("SELECT value FROM meta WHERE key = 'schema_version'"
-                                   ).fetchone()
+            row = self._query(share.SCHEMA_VERSION).fetchone()
         except duckdb.CatalogException:
             return None
         return int(row[0]) if row else None
@@ -464,23 +470,23 @@ class Store:
         files written before it are listed before it begins; those written inside it
         are listed in it, or discarded with it."""
         self._list_files()
-        self._write("BEGIN TRANSACTION")
+        self._write(share.BEGIN)
         try:
             yield
             self._list_files()
         except BaseException:
             self._files_writer.discard()
-            with contextlib.suppress(duckdb.Error):
-                self.con.execute("ROLLBACK")
+            with contextlib.suppress(duckdb.Error, share.HolderGone):
+                self._query_raw(share.ROLLBACK)
             raise
         try:
-            self._write("COMMIT")
+            self._write(share.COMMIT)
         except StoreWriteError:
-            with contextlib.suppress(duckdb.Error):
-                self.con.execute("ROLLBACK")     # DuckDB may have rolled back already
+            with contextlib.suppress(duckdb.Error, share.HolderGone):
+                self._query_raw(share.ROLLBACK)  # DuckDB may have rolled back already
             raise
 
-    def _write(self, sql: str, params: list[Any] | None = None, many: bool = False
+    def _write(self, sql: "str | share.Op", params: Any = None, many: bool = False
                ) -> "_Rows":
         """A write; a failure (disk full, I/O error) becomes StoreWriteError, once noted
         in ``write_failed``."""
@@ -518,25 +524,20 @@ class Store:
             cols["run_id"] = run_id
         for key, val in columns.items():
             cols[key] = json.dumps(val) if isinstance(val, dict) else val
-        row = self._write(
-            f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
-            "RETURNING run_id", list(cols.values())).fetchone()
+        row = self._write(share.RUN_INSERT, cols).fetchone()
         return int(row[0])
 
     def next_run_id(self) -> int:
         """A fresh run id (from the sequence), for :meth:`create_run`'s ``run_id``."""
-        return int(self._write("SELECT nextval('run_id_seq')").fetchone()[0])
+        return int(self._write(share.NEXT_RUN_ID).fetchone()[0])
 
     def update_run(self, run_id: int, **fields: Any) -> None:
         """Set columns of a run; dict values are stored as JSON."""
         if not fields:
             return
-        cols, vals = [], []
-        for key, val in fields.items():
-            cols.append(f"{key} = ?")
-            vals.append(json.dumps(val) if isinstance(val, dict) else val)
-        vals.append(run_id)
-        self._write(f"UPDATE runs SET {', '.join(cols)} WHERE run_id = ?", vals)
+        cols = {key: json.dumps(val) if isinstance(val, dict) else val
+                for key, val in fields.items()}
+        self._write(share.RUN_UPDATE, [run_id, cols])
 
     def finish_run(self, run_id: int, status: str, summary: dict[str, Any] | None,
                    message: str | None = None) -> None:
@@ -563,9 +564,7 @@ class Store:
             "extra": pa.array([json.dumps(w["extra"]) if w.get("extra") else None
                                for w in windows], type=pa.string()),
         })
-        self._insert_arrow("windows", table,
-                           "run_id, idx, start_s, samples, mean_ns, stddev_ns, min_ns, "
-                           "max_ns, above_threshold, global_min_ns, global_max_ns, extra")
+        self._insert_arrow("windows", table)
 
     def add_histogram(self, run_id: int, series: str,
                       buckets: list[tuple[int, int | None, int]]) -> None:
@@ -586,11 +585,18 @@ class Store:
             "upper_ns": pa.array([_int_or_none(r[2]) for r in rows], type=pa.int64()),
             "count": pa.array([int(r[3]) for r in rows], type=pa.uint64()),
         })
-        self._insert_arrow("histograms", table, "run_id, series, lower_ns, upper_ns, count")
+        self._insert_arrow("histograms", table)
 
-    def _insert_arrow(self, table_name: str, table: pa.Table, columns: str) -> None:
+    def _insert_arrow(self, table_name: str, table: pa.Table) -> None:
         """One INSERT for a whole Arrow table (row-by-row executemany took seconds for a
-        few thousand rows)."""
+        few thousand rows); borrowed, the holder inserts the rows into its fixed table."""
+        if self.holder_pid is not None:
+            try:
+                self.con.insert_rows(table_name, table)
+            except (duckdb.Error, share.HolderGone) as exc:
+                self._borrowed_write_failed(exc)
+            return
+        columns = ", ".join(table.column_names)
         self.con.register("_irqlab_rows", table)
         try:
             self._write(f"INSERT INTO {table_name} ({columns}) SELECT {columns} "
@@ -624,7 +630,7 @@ class Store:
             self._files_writer.discard()   # the iterator failed: stop what waits
             raise
         if rows:
-            self._write("INSERT INTO sample_files VALUES (?, ?, ?, ?)", rows, many=True)
+            self._write(share.FILES_INSERT, [list(r) for r in rows])
 
     def _settle_files(self, keep: int) -> list[sample_files.FileRow]:
         """Rows of the sample files written, waiting until at most ``keep`` are still
@@ -648,7 +654,7 @@ class Store:
             return
         rows, failure = self._files_writer.settle(keep)
         if rows:
-            self._write("INSERT INTO sample_files VALUES (?, ?, ?, ?)", rows, many=True)
+            self._write(share.FILES_INSERT, [list(r) for r in rows])
         if failure is not None:
             raise self._files_failed(failure)
 
@@ -663,6 +669,9 @@ class Store:
             self._list_files(keep=1)
             return
         table = pa.table(_sample_columns(run_id, records), schema=_sample_schema())
+        if self.holder_pid is not None:
+            self._insert_borrowed("records", None, iter(table.to_batches()), [])
+            return
         self.con.register("_irqlab_batch", table)
         try:
             self._write("INSERT INTO samples SELECT * FROM _irqlab_batch")
@@ -689,7 +698,7 @@ class Store:
                 failure.append(exc)
                 raise
         self._insert_stream(pa.RecordBatchReader.from_batches(_sample_schema(), arrow()),
-                            "*", failure)
+                            None, failure)
 
     def add_latency_stream(self, run_id: int,
                            batches: Iterator[tuple[int, int, np.ndarray]]) -> None:
@@ -722,13 +731,18 @@ class Store:
                 failure.append(exc)
                 raise
         self._insert_stream(pa.RecordBatchReader.from_batches(_latency_schema(), arrow()),
-                            f"{int(run_id)}::BIGINT, seq, deadline_tick, entry_tick, "
-                            f"0::UINTEGER, 0::UINTEGER", failure)
+                            run_id, failure)
 
-    def _insert_stream(self, reader: pa.RecordBatchReader, select: str,
+    def _insert_stream(self, reader: pa.RecordBatchReader, latency_run_id: int | None,
                        failure: list[BaseException]) -> None:
-        """One INSERT INTO samples SELECT {select} pulling `reader`; the reader's own
-        exception (recorded in `failure`) is raised as it is."""
+        """One INSERT INTO samples pulling `reader` (records, or with `latency_run_id`
+        latencies of that run); the reader's own exception (recorded in `failure`) is
+        raised as it is."""
+        if self.holder_pid is not None:
+            self._insert_borrowed("records" if latency_run_id is None else "latency",
+                                  latency_run_id, iter(reader), failure)
+            return
+        select = "*" if latency_run_id is None else share._latency_select(latency_run_id)
         self.con.register("_irqlab_stream", reader)
         try:
             self._write(f"INSERT INTO samples SELECT {select} FROM _irqlab_stream")
@@ -740,6 +754,28 @@ class Store:
             # After a failed INSERT the transaction is aborted: unregistering may refuse.
             with contextlib.suppress(duckdb.Error):
                 self.con.unregister("_irqlab_stream")
+
+    def _insert_borrowed(self, kind: str, run_id: int | None,
+                         batches: Iterator[pa.RecordBatch],
+                         failure: list[BaseException]) -> None:
+        """Samples sent to the holder, which inserts them with one INSERT."""
+        try:
+            self.con.insert_samples(kind, run_id, batches)
+        except (duckdb.Error, share.HolderGone) as exc:
+            if failure:
+                raise failure[0] from None
+            self._borrowed_write_failed(exc)
+
+    def _borrowed_write_failed(self, exc: BaseException) -> None:
+        """A write the holder did not make: a bad value or a bug is raised as it is, the
+        holder's disk or its end become StoreWriteError (as ``_write`` does)."""
+        if isinstance(exc, (duckdb.ConversionException, duckdb.InvalidInputException,
+                            duckdb.ConstraintException, duckdb.BinderException,
+                            duckdb.CatalogException, duckdb.ParserException)):
+            raise exc
+        reason = _one_line(exc)
+        self.write_failed = self.write_failed or reason
+        raise StoreWriteError(f"cannot write to {self.path}: {reason}") from None
 
     def shift_sample_origin(self, run_id: int, delta_tick: int, first_seq: int,
                             end_seq: int) -> None:
@@ -764,17 +800,15 @@ class Store:
                 cols[2] = cols[2] + shift
                 batch = pa.record_batch([numeric_array(c) for c in cols],
                                         schema=parquet.RECORD_SCHEMA)
-                self._write("DELETE FROM sample_files WHERE run_id = ? AND name = ?",
-                            [run_id, name])
+                self._write(share.FILE_DELETE, [run_id, name])
                 self._add_files(run_id, iter([batch]))
             return
-        self._write("UPDATE samples SET deadline_tick = deadline_tick + ?, "
-                    "entry_tick = entry_tick + ? WHERE run_id = ? AND seq >= ? AND seq < ?",
+        self._write(share.SAMPLES_SHIFT,
                     [delta_tick, delta_tick, run_id, first_seq, end_seq])
 
     # -- reading ----------------------------------------------------------------------
     def runs(self) -> list[RunRow]:
-        rows = self._query(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY run_id").fetchall()
+        rows = self._query(share.RUNS).fetchall()
         return [_row(r) for r in rows]
 
     def resolve(self, ref: str) -> RunRow:
@@ -782,22 +816,17 @@ class Store:
         # ASCII digits only: str.isdigit() also takes '²' (int() refuses it) and '١' (int()
         # reads it as 1), so such a reference is a name.
         if ref.isascii() and ref.isdigit() and len(ref) <= 18:
-            raw = self._query(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?",
-                                   [int(ref)]).fetchone()
+            raw = self._query(share.RUN_BY_ID, [int(ref)]).fetchone()
             if raw:
                 return _row(raw)
-        raw = self._query(f"SELECT {_RUN_COLUMNS} FROM runs WHERE name = ? "
-                               f"ORDER BY run_id DESC LIMIT 1", [ref]).fetchone()
+        raw = self._query(share.RUN_BY_NAME, [ref]).fetchone()
         if raw:
             return _row(raw)
         raise StoreError(f"no run {ref!r} in {self.path}: `irqlab list` shows the run ids "
                          f"and names")
 
     def windows(self, run_id: int) -> list[dict[str, Any]]:
-        cur = self._query(
-            "SELECT idx AS index, start_s, samples, mean_ns, stddev_ns, min_ns, max_ns, "
-            "above_threshold, global_min_ns, global_max_ns, extra FROM windows "
-            "WHERE run_id = ? ORDER BY idx", [run_id])
+        cur = self._query(share.WINDOWS, [run_id])
         names = [d[0] for d in cur.description]
         out = []
         for r in cur.fetchall():
@@ -810,8 +839,7 @@ class Store:
 
     def histogram(self, run_id: int) -> dict[str, list[tuple[int, int | None, int]]]:
         """Stored histogram buckets by series."""
-        rows = self._query("SELECT series, lower_ns, upper_ns, count FROM histograms "
-                           "WHERE run_id = ? ORDER BY series, lower_ns", [run_id]).fetchall()
+        rows = self._query(share.HISTOGRAMS, [run_id]).fetchall()
         out: dict[str, list[tuple[int, int | None, int]]] = {}
         for series, lo, hi, n in rows:
             out.setdefault(series, []).append((lo, hi, int(n)))
@@ -821,8 +849,7 @@ class Store:
         """(first_seq, samples, name) of the run's sample files in sequence order."""
         self._list_files()
         return [(int(f), int(n), str(name)) for f, n, name in self._query(
-            "SELECT first_seq, samples, name FROM sample_files WHERE run_id = ? "
-            "ORDER BY first_seq", [run_id]).fetchall()]
+            share.FILES_OF_RUN, [run_id]).fetchall()]
 
     def _samples_from(self, run_id: int) -> str:
         """A FROM item of the run's raw records (seq, deadline_tick, entry_tick, flags,
@@ -836,15 +863,13 @@ class Store:
                         f"run {run_id}'s samples file {path} is missing: "
                         f"{sample_files.files_root(self.path)} belongs to {self.path}; "
                         f"copy or restore it with the database file")
-            return sample_files.read_sql(self.path, run_id, (n for _f, _c, n in files))
-        return f"(SELECT * FROM samples WHERE run_id = {int(run_id)})"
+        return share.samples_from(self.path, run_id, [n for _f, _c, n in files])
 
     def sample_count(self, run_id: int) -> int:
         files = self._files(run_id)
         if files:
             return sum(n for _f, n, _name in files)
-        return int(self._query("SELECT count(*) FROM samples WHERE run_id = ?",
-                                    [run_id]).fetchone()[0])
+        return int(self._query(share.SAMPLE_COUNT, [run_id]).fetchone()[0])
 
     def sample_figures(self, run_id: int, quantiles: list[float],
                        threshold_tick: int | None = None,
@@ -865,6 +890,13 @@ class Store:
                            threshold_tick: int | None = None) -> StoredFigures:
         """`sample_figures` computed by DuckDB's quantile_disc, proved exact (the way the
         PostgreSQL store computes them; tests compare the ways)."""
+        if self.holder_pid is not None:
+            self._samples_from(run_id)           # its files are here: or say which not
+            try:
+                return StoredFigures(*self.con.figures(run_id, quantiles, threshold_tick))
+            except share.HolderGone as exc:
+                raise StoreError(f"cannot read {self.path}: {exc}; run the command again"
+                                 ) from None
         return stored_figures(self._sample_query, duckdb_quantiles, run_id, quantiles,
                               threshold_tick)
 
@@ -878,19 +910,18 @@ class Store:
         storage order is read and checked (an ORDER BY would sort every sample);
         SamplesUnordered is raised at the first sample out of it, and the caller reads
         again with `iter_latency_sorted`."""
-        yield from self._iter_latency(run_id, batch, with_deadline, in_sequence, "")
+        yield from self._iter_latency(run_id, batch, with_deadline, in_sequence, "storage")
 
     def iter_latency_sorted(self, run_id: int, batch: int = 1 << 20,
                             with_deadline: bool = False) -> Iterator[Any]:
         """`iter_latency` in sequence order by sorting (when the storage order is not)."""
-        yield from self._iter_latency(run_id, batch, with_deadline, False, " ORDER BY seq")
+        yield from self._iter_latency(run_id, batch, with_deadline, False, "seq")
 
     def _iter_latency(self, run_id: int, batch: int, with_deadline: bool, check: bool,
                       order: str) -> Iterator[Any]:
-        cols = "entry_tick, deadline_tick" + (", seq" if check else "")
-        rel = self.con.sql(f"SELECT {cols} FROM {self._samples_from(run_id)}{order}")
         last_seq = -1
-        for rb in rel.to_arrow_reader(batch):
+        for rb in self._read_samples(run_id, "latency_seq" if check else "latency",
+                                     order, batch):
             entry = numeric_view(rb.column(0)).view(np.int64)
             deadline = numeric_view(rb.column(1)).view(np.int64)
             if check and rb.num_rows:
@@ -912,16 +943,21 @@ class Store:
                                  ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """(deadline_tick, entry_tick, flags) as int64, in deadline order (the order the
         run's windows were made in), batch by batch: recomputing a dead run's figures."""
-        rel = self.con.sql("SELECT deadline_tick, entry_tick, flags FROM "
-                             f"{self._samples_from(run_id)} ORDER BY deadline_tick, seq")
-        for rb in rel.to_arrow_reader(batch):
+        for rb in self._read_samples(run_id, "by_deadline", "deadline", batch):
             yield (numeric_view(rb.column(0)).astype(np.int64),
                    numeric_view(rb.column(1)).astype(np.int64),
                    numeric_view(rb.column(2)).astype(np.int64))
 
     def iter_samples(self, run_id: int, batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
         """Raw records of a run in sequence order, as Arrow record batches."""
-        rel = self.con.sql("SELECT seq, deadline_tick, entry_tick, flags, cpu FROM "
-                             f"{self._samples_from(run_id)} ORDER BY seq")
-        reader = rel.to_arrow_reader(batch)
-        yield from reader
+        yield from self._read_samples(run_id, "records", "seq", batch)
+
+    def _read_samples(self, run_id: int, columns: str, order: str, batch: int
+                      ) -> pa.RecordBatchReader:
+        """A run's samples (share.SAMPLE_COLUMNS, share.SAMPLE_ORDERS) batch by batch;
+        borrowed, the holder builds the same SQL from its own list of the run's files."""
+        from_item = self._samples_from(run_id)
+        if self.holder_pid is not None:
+            return self.con.read_samples(run_id, columns, order, batch)
+        return self.con.sql(share.samples_select(columns, order, from_item)
+                            ).to_arrow_reader(batch)
