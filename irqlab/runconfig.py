@@ -53,6 +53,8 @@ class RunConfig:
     name: str | None = None
     boot_timeout_s: float = 30.0
     stall_timeout_s: float | None = None   # None: the target's default
+    # --break-at: the run stops at the first sample above this latency (measure.stream).
+    break_at_ns: int | None = None
     hooks: list[Any] = field(default_factory=list)   # RunHook objects, not serialised
     suite: str | None = None
     cell: dict[str, Any] | None = None
@@ -78,6 +80,8 @@ class RunConfig:
                 if f.name in ("hooks", "options", "metadata"):
                     continue
                 val = getattr(obj, f.name)
+                if f.name == "break_at_ns" and val is None:
+                    continue    # absent unless given: like the runs stored before it
                 out[f.name] = str(val) if isinstance(val, Path) else val
         return out
 

@@ -78,6 +78,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="make N runs of each configuration, stored as a series "
                              "(tag series=ID; select with series:ID); several targets' "
                              "runs interleave, round by round (default 1)")
+    timing.add_argument("--break-at", type=duration, default=None, metavar="LATENCY",
+                        help="stop at the first sample above LATENCY (cyclictest -b, rtla "
+                             "-T): status stopped-at-break, exit 1; with --trace the "
+                             "capture ends at it")
     timing.add_argument("--boot-timeout", type=duration, default=30_000_000_000,
                         metavar="DUR",
                         help="give up on an accelerator when the probe has not started (30s)")
@@ -190,6 +194,8 @@ def _check_common(args: argparse.Namespace, targets: list[str]) -> int | None:
         raise UsageError("--duration is shorter than one --period: nothing to measure")
     if args.window < args.period:
         raise UsageError("--window must hold at least one period, e.g. --window 10s")
+    if args.break_at is not None and args.break_at <= 0:
+        raise UsageError("--break-at must be more than 0, e.g. --break-at 1ms")
     return duration_ns
 
 
@@ -242,7 +248,7 @@ def run_configs(args: argparse.Namespace, db: Path | None = None) -> list:
             period_ns=args.period, duration_ns=duration_ns, samples=args.samples,
             window_ns=args.window, threshold_ns=args.threshold, warmup=args.warmup,
             name=args.name if suite is None else f"{suite}-{name}",
-            boot_timeout_s=args.boot_timeout / 1e9,
+            boot_timeout_s=args.boot_timeout / 1e9, break_at_ns=args.break_at,
             stall_timeout_s=(None if args.stall_timeout is None
                              else args.stall_timeout / 1e9),
             suite=suite, cell=None if suite is None else {"target": name},

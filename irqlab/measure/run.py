@@ -15,7 +15,7 @@ from typing import Any
 from irqlab import __version__
 from irqlab.measure.boot import StopFlag, boot
 from irqlab.measure.config import Observer, RunConfig, RunContext, RunResult
-from irqlab.measure.stream import DurationBound, emit_window, stream
+from irqlab.measure.stream import BreakAt, DurationBound, emit_window, stream
 from irqlab.measure.summary import build_summary, histogram_rows, probe_meta
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.hostinfo import host_info
@@ -54,6 +54,7 @@ class Run:
         self.per_cpu: PerCpuStats | None = None
         self.per_ring: list[dict[str, Any]] = []
         self.bound: DurationBound | None = None
+        self.break_at: BreakAt | None = None
         self.windows: list[dict[str, Any]] = []
         self.status, self.message = "failed", None
         self.injected = 0
@@ -169,14 +170,18 @@ class Run:
         bound = self.bound = DurationBound.for_run(self.cfg, self.hdr.tick_hz,
                                                    self.hdr.period_tick)
         invalid: list[dict[str, int]] = []      # entries before their deadline
+        self.break_at = BreakAt.for_run(self.cfg, self.hdr.tick_hz)
         try:
             self.status, self.message, self.injected = stream(
                 self.cfg, self.process, self.source, self.stats, self.store, self.run_id,
                 self.observer, self.windows, stop, self.hdr.tick_hz, stall_s,
-                per_cpu=self.per_cpu, bound=bound, invalid_kept=invalid)
+                per_cpu=self.per_cpu, bound=bound, invalid_kept=invalid,
+                break_at=self.break_at)
         finally:
             if bound is not None:
                 self.meta["duration_bound"] = bound.metadata()
+            if self.break_at is not None:
+                self.meta["break_at"] = self.break_at.metadata()
             if invalid:
                 self.meta["invalid_samples"] = invalid
 
@@ -212,7 +217,7 @@ class Run:
             # figures not what was asked for: the run fails, saying why.
             errors = [f"{n}: {m['error']}" for n, m in self.meta["hooks"].items()
                       if m.get("error")]
-            if errors and self.status == "ok":
+            if errors and self.status in ("ok", "stopped-at-break"):
                 self.status, self.message = "failed", "; ".join(errors)
 
     def finish(self) -> RunResult:
@@ -235,6 +240,8 @@ class Run:
         summary = build_summary(self.cfg, self.run_id, self.name, self.plan, hdr, self.status,
                                 run_summary, self.lost, self.overruns(), self.injected,
                                 self.message)
+        if self.break_at is not None and self.break_at.sample is not None:
+            summary["break_sample"] = self.break_at.sample     # docs/formats.md section 4
         if self.per_cpu is not None:
             # Per-CPU summaries (docs/formats.md section 4, key per_cpu): same keys.
             summary["per_cpu"] = self.per_cpu.summaries(

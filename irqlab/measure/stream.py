@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from irqlab.durations import format_latency, format_ns
 from irqlab.measure.boot import StopFlag
 from irqlab.measure.config import Observer, RunConfig
 from irqlab.measure.summary import window_dict
@@ -140,6 +141,56 @@ class DurationBound:
         return min(1.0, (self.last_tick - self.first_tick + 1) / self.span_tick)
 
 
+class BreakAt:
+    """``--break-at LATENCY`` (cyclictest ``-b``, rtla ``-T``): the run stops at the first
+    sample whose latency is above LATENCY, on every target. That sample is the run's
+    last: samples after it in the same batch are dropped, and samples read later are
+    kept only when their deadline is not after its deadline (a multi-ring source hands
+    other CPUs' earlier deadlines over later; docs/design.md step 12)."""
+
+    def __init__(self, limit_ns: int, tick_hz: int) -> None:
+        self.limit_ns, self.tick_hz = limit_ns, tick_hz
+        # latency_tick > floor(limit_ns * tick_hz / 1e9)  <=>  latency_ns > limit_ns,
+        # exactly, in integers (a latency in ticks is a whole number).
+        self.limit_tick = limit_ns * tick_hz // 1_000_000_000
+        self.sample: dict[str, int] | None = None     # the break sample, once seen
+
+    @classmethod
+    def for_run(cls, cfg: RunConfig, tick_hz: int) -> BreakAt | None:
+        return None if cfg.break_at_ns is None else cls(cfg.break_at_ns, tick_hz)
+
+    def keep(self, recs: np.ndarray, latencies: np.ndarray) -> np.ndarray | None:
+        """Mask of the records the run keeps (None: all of them); the first record above
+        the limit becomes ``sample``."""
+        deadlines = recs["deadline_tick"].astype(np.int64)
+        if self.sample is not None:
+            inside = deadlines <= self.sample["deadline_tick"]
+            return None if inside.all() else inside
+        above = np.flatnonzero(latencies > self.limit_tick)
+        if not above.size:
+            return None
+        i = int(above[0])
+        r = recs[i]
+        self.sample = {"seq": int(r["seq"]), "cpu": int(r["cpu"]),
+                       "deadline_tick": int(deadlines[i]), "entry_tick": int(r["entry_tick"]),
+                       "latency_ns": int(latencies[i]) * 1_000_000_000 // self.tick_hz}
+        mask = np.zeros(len(recs), dtype=bool)
+        mask[:i + 1] = True
+        return mask
+
+    def metadata(self) -> dict[str, Any]:
+        """The run's metadata ``break_at`` and the summary's ``break_sample`` source
+        (docs/formats.md section 4)."""
+        return {"limit_ns": self.limit_ns, "sample": self.sample}
+
+    def message(self) -> str:
+        assert self.sample is not None
+        s = self.sample
+        return (f"stopped at the first sample above --break-at "
+                f"{format_ns(self.limit_ns, 'exact')}: {format_latency(s['latency_ns'])} "
+                f"(seq {s['seq']}, cpu {s['cpu']}); data kept")
+
+
 def emit_window(w: WindowStats, tick_hz: int, store: Store, run_id: int,
                 observer: Observer, windows: list[dict[str, Any]],
                 samples: np.ndarray | None = None) -> None:
@@ -161,7 +212,8 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
            stop: StopFlag, tick_hz: int, stall_s: float,
            per_cpu: PerCpuStats | None = None,
            bound: DurationBound | None = None,
-           invalid_kept: list[dict[str, int]] | None = None
+           invalid_kept: list[dict[str, int]] | None = None,
+           break_at: BreakAt | None = None,
            ) -> tuple[str, str | None, int]:
     """Poll the samples until the run ends; returns (status, message, injected count).
     ``stall_s``: the watchdog, no sample for this long fails the run. A failed store
@@ -207,6 +259,11 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
             deadlines = recs["deadline_tick"].astype(np.int64)
             # Two's complement difference of the u64 counters (docs/formats.md §2).
             latencies = recs["entry_tick"].astype(np.int64) - deadlines
+            cut = break_at.keep(recs, latencies) if break_at is not None else None
+            if cut is not None:
+                recs, deadlines, latencies = recs[cut], deadlines[cut], latencies[cut]
+                if not len(recs):
+                    return len(batch)
             closed = stats.add(deadlines, latencies)
             if per_cpu is not None:
                 per_cpu.add(recs["cpu"], deadlines, latencies)
@@ -269,6 +326,9 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
             now = time.monotonic()
             if got:
                 last_sample_at = now
+            if break_at is not None and break_at.sample is not None:
+                status, message = "stopped-at-break", break_at.message()
+                break
             if bound is not None:
                 observer.on_progress(bound.fraction(), f"{done} samples")
                 if bound.reached:
@@ -318,6 +378,9 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
         reader.finish()     # e.g. multi-ring: release what the merge watermark held back
         drain()
         flush()             # the last window's samples: it is stored by Run.finish
+        if break_at is not None and break_at.sample is not None and status == "ok":
+            # The break came with the process's own end (read by the last drains).
+            status, message = "stopped-at-break", break_at.message()
     except StoreWriteError as exc:
         # Nothing more is written (Run.finish only sets the status): every window
         # stored so far has its samples.

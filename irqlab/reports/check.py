@@ -54,6 +54,8 @@ _QUANTILE = {c.heading: c.field.quantile for c in CHECK_LIMITS}
 # Statuses of a run that did not end normally (irqlab/store/db.py RUN_STATUSES): stopped
 # by the user, its process died (store/recover.py), a measurement error, or still open.
 NOT_OK_STATUSES = ("interrupted", "died", "failed", "running")
+# `irqlab run --break-at`'s status: a result, which the status gate passes (_status_gate).
+BREAK_STATUS = "stopped-at-break"
 _WHY_NOT_OK = {"interrupted": "was stopped before its end",
                "died": "lost its irqlab process before its end",
                "failed": "failed",
@@ -212,7 +214,7 @@ def evaluate(run: RunData, limits: list[tuple[str, int]],
     if needed:
         res.gates.append(_samples_gate(res.samples, needed))
     res.notes.append("percentiles " + FROM_TEXT[figs["percentiles_from"]])
-    if row.status != "ok" and gates.allow_interrupted:
+    if row.status not in ("ok", BREAK_STATUS) and gates.allow_interrupted:
         res.notes.append(f"run {row.status}: judged on the samples it has "
                          f"(--allow-interrupted)")
     if figs.get("threshold_ns") is not None:
@@ -260,6 +262,13 @@ def _status_gate(row: RunRow, gates: Gates) -> dict[str, Any]:
     status = row.status
     if status == "ok":
         return _gate("status", True, status, "ok", "PASS status ok")
+    if status == BREAK_STATUS:
+        # A break is a result, not an interruption: the run ended where it was asked to,
+        # at its first sample above --break-at, and that sample is among its figures, so
+        # a max (or high percentile) limit below it fails on the figures themselves.
+        return _gate("status", True, status, "ok or stopped-at-break",
+                     f"PASS status {status}: the run ended as asked, at its first sample "
+                     f"above --break-at (judged on its samples up to it)")
     why = _WHY_NOT_OK.get(status, f"ended {status}")
     if gates.allow_interrupted:
         return _gate("status", True, status, "any (--allow-interrupted)",

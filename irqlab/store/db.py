@@ -44,7 +44,7 @@ else:
     pq = lazy_import("pyarrow.parquet")
 parquet = lazy_import("irqlab.store.parquet")    # pyarrow.parquet again
 
-RUN_STATUSES = ("running", "ok", "failed", "interrupted", "died")
+RUN_STATUSES = ("running", "ok", "failed", "interrupted", "died", "stopped-at-break")
 
 # DuckDB must never fetch or load code it was not asked for: a foreign file (SQLite, ...)
 # opened as a database would otherwise make it download an extension over the network.
