@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
                          f"new one (nothing is overwritten)")
     tmp = out.with_name(f".{out.name}.partial")
     shutil.rmtree(tmp, ignore_errors=True)
+    _check_writable(out, tmp)
     with StoreView(open_store(db_path(args), read_only=True)) as view:
         rows = [view._store.resolve(ref) for ref in args.runs]   # all found first
         try:
@@ -64,6 +65,19 @@ def run(args: argparse.Namespace) -> int:
         out.rmdir()
     tmp.rename(out)        # the dataset appears whole, or not at all
     return EXIT_OK
+
+
+def _check_writable(out: Path, tmp: Path) -> None:
+    """Create and remove ``tmp``, the dataset's temporary directory beside ``out``: a
+    place irqlab cannot write (/proc, a read-only mount) is a usage error named before
+    any run is read."""
+    try:
+        tmp.mkdir(parents=True)
+        tmp.rmdir()
+    except OSError as exc:
+        raise UsageError(f"--parquet {out}: cannot create a directory there "
+                         f"({exc.strerror}): give a path in a directory you can "
+                         f"write") from None
 
 
 def _report(args: argparse.Namespace, run_id: int, name: str, samples: int) -> None:

@@ -863,7 +863,27 @@ class Store:
                         f"run {run_id}'s samples file {path} is missing: "
                         f"{sample_files.files_root(self.path)} belongs to {self.path}; "
                         f"copy or restore it with the database file")
+                problem = sample_files.parquet_problem(path)
+                if problem:
+                    raise self._damaged_file(run_id, f"{path} {problem}")
         return share.samples_from(self.path, run_id, [n for _f, _c, n in files])
+
+    def _damaged_file(self, run_id: int, what: str) -> StoreError:
+        """The one line for a run whose sample file cannot be read: the user's file, not
+        a bug in irqlab (a truncated copy, a disk error)."""
+        return StoreError(f"run {run_id}'s samples file is damaged ({what}): restore "
+                          f"{sample_files.files_root(self.path)} from a backup made with "
+                          f"{self.path}, or remove the run")
+
+    def _checked_batches(self, run_id: int, reader: Any) -> Iterator[Any]:
+        """``reader``'s batches; DuckDB's error on a damaged sample file (found only when
+        its pages are decoded) becomes _damaged_file's line."""
+        try:
+            yield from reader
+        except duckdb.Error as exc:
+            if not self._files(run_id):
+                raise
+            raise self._damaged_file(run_id, _one_line(exc)) from None
 
     def sample_count(self, run_id: int) -> int:
         files = self._files(run_id)
@@ -936,8 +956,14 @@ class Store:
 
     def _sample_query(self, select: str, run_id: int, tail: str = "") -> list[tuple]:
         """``SELECT {select} FROM (latency AS lat of the run's samples) {tail}``."""
-        return self._query(f"SELECT {select} FROM (SELECT {LATENCY_SQL} AS lat FROM "
-                           f"{self._samples_from(run_id)}) AS s {tail}").fetchall()
+        from_item = self._samples_from(run_id)
+        try:
+            return self._query(f"SELECT {select} FROM (SELECT {LATENCY_SQL} AS lat FROM "
+                               f"{from_item}) AS s {tail}").fetchall()
+        except (duckdb.Error, StoreError) as exc:
+            if self.holder_pid is not None or not self._files(run_id):
+                raise
+            raise self._damaged_file(run_id, _one_line(exc)) from None
 
     def iter_samples_by_deadline(self, run_id: int, batch: int = 1_000_000
                                  ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -959,5 +985,11 @@ class Store:
         from_item = self._samples_from(run_id)
         if self.holder_pid is not None:
             return self.con.read_samples(run_id, columns, order, batch)
-        return self.con.sql(share.samples_select(columns, order, from_item)
-                            ).to_arrow_reader(batch)
+        try:
+            reader = self.con.sql(share.samples_select(columns, order, from_item)
+                                  ).to_arrow_reader(batch)
+        except duckdb.Error as exc:        # a damaged footer fails here, at binding
+            if not self._files(run_id):
+                raise
+            raise self._damaged_file(run_id, _one_line(exc)) from None
+        return self._checked_batches(run_id, reader)

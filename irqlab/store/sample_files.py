@@ -67,6 +67,30 @@ def file_path(db_path: Path, run_id: int, name: str) -> Path:
     return run_dir(db_path, run_id) / name
 
 
+_PARQUET_MAGIC = b"PAR1"
+
+
+def parquet_problem(path: Path) -> str | None:
+    """What makes ``path`` no whole Parquet file (truncated, or not Parquet), or None.
+    Checks the frame only (magic at both ends, a footer that fits: 2 small reads); a
+    file damaged inside is found when its pages are decoded."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+            size = f.seek(0, os.SEEK_END)
+            if size < 12:
+                return f"is {size} bytes long: truncated"
+            f.seek(size - 8)
+            tail = f.read(8)
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror}"
+    if head != _PARQUET_MAGIC or tail[4:] != _PARQUET_MAGIC:
+        return "has no Parquet header or footer: truncated or overwritten"
+    if int.from_bytes(tail[:4], "little") + 12 > size:
+        return "has a Parquet footer longer than the file: truncated"
+    return None
+
+
 def record_batch(records: np.ndarray) -> pa.RecordBatch:
     """RECORD_SCHEMA columns of raw records (RECORD_DTYPE)."""
     schema = parquet.RECORD_SCHEMA
