@@ -10,6 +10,7 @@ The full parser (completion, man page, tests) registers every command.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -107,6 +108,29 @@ def _print_store_notice(text: str) -> None:
     print(printable(redact(f"irqlab: {text}"), False), file=sys.stderr)
 
 
+# A full disk or quota, a file over the size limit: the host's state, not a bug.
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def _no_space(command: str, exc: OSError) -> int:
+    """One line for output that did not fit where it went; exit 2."""
+    where = f"to {exc.filename}" if exc.filename else "(to stdout or an output file)"
+    print(printable(f"irqlab {command}: error: cannot write {where}: {exc.strerror}: "
+                    f"free some space, or send the output elsewhere", False),
+          file=sys.stderr)
+    try:
+        sys.stdout.flush()
+    except OSError:
+        # stdout is what is full: point it at /dev/null so the interpreter's final
+        # flush cannot fail again (as for BrokenPipeError below).
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):    # no real descriptor (stdout replaced in-process)
+            pass
+    return EXIT_USAGE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     name = command_named(argv)
@@ -124,7 +148,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     location.notice = _print_store_notice
     run = _entry(_BY_NAME[args.command], 2)
     try:
-        return run(args)
+        code = run(args)
+        # Output still buffered is written here, where a full disk (or > /dev/full) is
+        # reported like any error, not at the interpreter's exit (exit 120, a message
+        # of its own).
+        sys.stdout.flush()
+        return code
     except StoreWriteError as exc:
         print(printable(redact(f"irqlab {args.command}: error: {exc}"), False),
               file=sys.stderr)
@@ -143,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"irqlab {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
+            return _no_space(args.command, exc)
         # No traceback reaches a user: one line, and how to get the details.
         if os.environ.get("IRQLAB_DEBUG"):
             raise
