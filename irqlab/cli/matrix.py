@@ -128,7 +128,8 @@ def _run_cell(scn: Scenario, cell: dict[str, Any], store: Store,
     cfg.name = f"{scn.name}/{cell_id(cell)}"
     cfg.suite = scn.name
     cfg.cell = cell
-    cfg.tags = {**{k: value_text(v) for k, v in cell.items()},
+    # run --tag (a [run] tag = "K=V"), then [tags], then the cell's own keys.
+    cfg.tags = {**cfg.tags, **scn.tags, **{k: value_text(v) for k, v in cell.items()},
                 "scenario": scn.digest[:16]}
     if series is not None:
         cfg = in_series(cfg, series[0], series[1], scn.repeat)

@@ -28,7 +28,7 @@ from typing import Any, Iterator
 
 from irqlab.config_files import MAX_NESTING, ConfigFileError, nesting_depth, read_regular_text
 
-TOP_KEYS = ("name", "description", "run", "matrix")
+TOP_KEYS = ("name", "description", "run", "matrix", "tags")
 # Options a scenario may not set: the matrix command owns the database and the output,
 # and names each run after its cell.
 FORBIDDEN = {"db": "pass --db to `irqlab matrix`", "json": "use `irqlab matrix --format json`",
@@ -92,6 +92,8 @@ class Scenario:
     description: str = ""
     lines: dict[tuple[str, str], int] = field(default_factory=dict)
     digest: str = ""
+    # [tags]: labels every run of the scenario carries (as `irqlab run --tag`).
+    tags: dict[str, str] = field(default_factory=dict)
 
     def cells(self) -> list[dict[str, Any]]:
         """The cross product of the matrix lists, first key varying slowest; a paired
@@ -286,13 +288,28 @@ def load_scenario(path: str | Path, repeat: int | None = None,
                 check("matrix", key, item, name_)
     scn = Scenario(name=name, path=path, run=run, matrix=matrix,
                    description=str(data.get("description", "")), lines=lines,
-                   digest=_digest(run, matrix))
+                   digest=_digest(run, matrix), tags=_tags(data.get("tags", {}), err))
     # Whole cells: options that are fine alone may clash together (run_config's checks).
     # A large matrix checks each cell before its run instead (irqlab.cli.matrix).
     if total <= CHECK_CELLS_FIRST:
         for cell in scn.iter_cells():
             check_cell(scn, cell)
     return scn
+
+
+def _tags(val: Any, err: Any) -> dict[str, str]:
+    """[tags] as text, e.g. kernel = "rt"; irqlab's own keys refused (cli.cmd_manage)."""
+    from irqlab.store.manage import RESERVED_TAGS
+
+    if not isinstance(val, dict):
+        raise err("", "tags", "must be a table: [tags] then KEY = \"VALUE\" lines")
+    for key, v in val.items():
+        if key in RESERVED_TAGS:
+            raise err("tags", key, "is irqlab's own (repeat and the matrix set it); pick "
+                                   "another key")
+        if not isinstance(v, (str, int, bool)):
+            raise err("tags", key, f"{v!r} is not a valid tag value (write a string)")
+    return {k: value_text(v) for k, v in val.items()}
 
 
 def check_cell(scn: Scenario, cell: dict[str, Any]) -> None:

@@ -109,3 +109,19 @@ def test_tag_and_list_filters(db, native_built):
     out = run_cli(["tag", "a", "series=x"], db)
     assert out.code == 2 and "irqlab's own" in out.stderr
     assert names() == ["a", "b"]
+
+
+def test_scenario_tags_label_every_run_of_a_matrix(db, tmp_path, native_built):
+    scn = tmp_path / "tagged.toml"
+    scn.write_text('name = "tagged"\n[tags]\nkernel = "rt"\nbios = "2.1"\n'
+                   '[run]\ntarget = "native"\ncpus = "0"\nsamples = 50\nwindow = "50ms"\n'
+                   'tag = "lab=a"\n[matrix]\npriority = [80, 90]\n')
+    res = run_cli(["matrix", str(scn)], db)
+    assert res.code == 0, res.stderr
+    out = run_cli(["list", "--json", "--where", "tag:kernel=rt", "--where", "tag:lab=a"], db)
+    assert [x["name"] for x in out.lines] == ["tagged/priority=80", "tagged/priority=90"]
+    assert out.lines[0]["tags"]["bios"] == "2.1" and out.lines[0]["tags"]["priority"] == "80"
+    scn.write_text('name = "bad"\n[tags]\nseries = "x"\n[run]\ntarget = "native"\n'
+                   '[matrix]\npriority = [80]\n')
+    res = run_cli(["matrix", str(scn)], db)
+    assert res.code == 2 and "irqlab's own" in res.stderr, res.stderr
