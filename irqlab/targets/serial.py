@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -225,6 +226,37 @@ class BoardConsoleReader(ConsoleReader):
         return []
 
 
+def port_problem(path: str) -> str | None:
+    """What ``path`` is if it is no tty (a regular file, a directory, /dev/null), or
+    None. Checked before the run starts: pyserial opens /dev/null or a file without
+    complaint, and the run then fails with an empty table. A character device is looked
+    up in sysfs (its class must be tty) so a real port is not opened twice; a device
+    sysfs does not list (a pty's /dev/pts/N) is opened without becoming the controlling
+    terminal and asked isatty()."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"not usable ({exc.strerror})"
+    if stat.S_ISDIR(st.st_mode):
+        return "a directory"
+    if stat.S_ISREG(st.st_mode):
+        return "a regular file"
+    if not stat.S_ISCHR(st.st_mode):
+        return "neither a tty nor a character device"
+    sysfs = f"/sys/dev/char/{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}/subsystem"
+    if os.path.exists(sysfs):
+        cls = os.path.basename(os.path.realpath(sysfs))
+        return None if cls == "tty" else f"a character device of class {cls}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return None            # e.g. no access: opening it for the run says so
+    try:
+        return None if os.isatty(fd) else "a character device that is no tty"
+    finally:
+        os.close(fd)
+
+
 def check_baud(baud: int) -> int:
     if not 50 <= baud <= 20_000_000:
         raise TargetUsageError(f"--baud {baud} is not a baud rate: use e.g. 115200")
@@ -277,8 +309,13 @@ class SerialTarget(Target):
         if "://" not in port and not os.path.exists(port):
             raise TargetUsageError(f"--serial-port {port} does not exist: plug the board "
                                    f"in or name its device (ls /dev/serial/by-id/)")
-        return SerialOptions(serial_port=port,
-                             baud=check_baud(given.get("baud", DEFAULT_BAUD)))
+        baud = check_baud(given.get("baud", DEFAULT_BAUD))
+        problem = None if "://" in port else port_problem(port)
+        if problem:
+            raise TargetUsageError(f"--serial-port {port} is {problem}, not a serial port: "
+                                   f"name the board's tty (ls /dev/serial/by-id/) or a "
+                                   f"socket:// or rfc2217:// URL")
+        return SerialOptions(serial_port=port, baud=baud)
 
     def accel_plans(self, cfg: Any) -> list[AccelPlan]:
         return [AccelPlan("none", "board", False)]     # real hardware, as far as we know
