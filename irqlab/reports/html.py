@@ -22,7 +22,9 @@ from irqlab.reports.compare import build_compare, noise_seeds
 from irqlab.reports.data import FROM_TEXT, RunData, figures
 from irqlab.reports.plots import Plot, overlay_plot, run_plots
 from irqlab.reports.scan import scan_runs
-from irqlab.reports.tables import COLUMNS, cell, noise_lines, notes_lines
+from irqlab.reports.provenance import configuration_lines, host_lines
+from irqlab.reports.tables import COLUMNS, cell, differs_lines, noise_lines, notes_lines
+from irqlab.store.provenance import provenance
 from irqlab.stats.fields import REPORT_TABLE, WINDOW_TABLE
 
 MAX_WINDOW_ROWS = 2000
@@ -199,6 +201,14 @@ def _run_section(run: RunData, plots: list[Plot],
     out.append("<h3>Metadata</h3>")
     out += _table(["field", "value"], ([esc(k), esc(v)] for k, v in _metadata_rows(run)),
                   left=2, cls="meta")
+    # How the run was made (docs/formats.md §4a), as `irqlab show` prints it.
+    record = provenance(run.row)
+    for title, lines in (("Configuration", configuration_lines(record)),
+                         ("Host", host_lines(record))):
+        out.append(f"<h3>{title}</h3>")
+        out += _table(["fact", "value"], ([esc(k), esc(v)] for k, v in
+                                           (line.split(": ", 1) for line in lines)),
+                      left=2, cls="meta")
     out.append("<h3>Summary</h3>")
     out += _table(["statistic", "value"], _summary_rows(run))
     if explained is not None:
@@ -221,6 +231,7 @@ def _compare_section(runs: list[RunData],
                   ([esc(cell(r, key, kind)) for _, key, kind in COLUMNS] for r in model["rows"]))
     out += ["<ul>"] + [f"<li>{esc(x)}</li>" for x in notes_lines(model) + noise_lines(model)] \
         + ["</ul>"]
+    out += [f'<p class="warn">{esc(x)}</p>' for x in differs_lines(model)]
     out += [f'<p class="warn">{esc(w["text"])}</p>' for w in model["warnings"]]
     overlay = overlay_plot(runs)
     if overlay:

@@ -28,7 +28,7 @@ def native_built():
 def test_show_json_carries_load_knobs_pin_prio_with_read_back(db, native_built):
     res = run_cli(RUN + ["--load", "cpu:cpus=1", "--halt-poll-global", "0",
                          "--cpu-pm", "on", "--pin", "1", "--prio", "80",
-                         "--priority", "70", "--name", "loaded"], db)
+                         "--priority", "70", "--tag", "kernel=rt", "--name", "loaded"], db)
     assert res.code == 0, res.stderr
     show = run_cli(["show", "loaded", "--json"], db)
     assert show.code == 0, show.stderr
@@ -59,10 +59,19 @@ def test_show_json_carries_load_knobs_pin_prio_with_read_back(db, native_built):
     if sched["probe_policy"] == "SCHED_FIFO":
         assert sched["probe_priority"] == 70
     assert line["host"]["clocksource"] != "" and "thp" in line["host"]
+    assert conf["tags"] == {"kernel": "rt"}
     # People see the same: a configuration block and a host block.
     text = run_cli(["show", "loaded"], db).stdout
     assert "configuration:" in text and "load cpu: cpus=1: ok" in text
     assert "knob halt_poll_global: 0:" in text and "clocksource:" in text
+    # The HTML report's run section has both blocks.
+    html = db.with_name("loaded.html")
+    rep = run_cli(["report", "loaded", "--no-explain", "-o", str(html)], db)
+    assert rep.code == 0, rep.stderr
+    page = html.read_text()
+    assert "<h3>Configuration</h3>" in page and "<h3>Host</h3>" in page
+    assert '<td class="l">load cpu</td><td class="l">cpus=1: ok' in page
+    assert '<td class="l">knob prio</td><td class="l">80: ' in page
     # The API: the facts as columns, and the record itself.
     with irqlab.open_store(db) as lab:
         runs = lab.runs()

@@ -37,6 +37,8 @@ def test_sections_metadata_windows_and_comparison(report):
     text, _ = report
     assert "<title>T &amp; &lt;T&gt;</title>" in text
     for part in ("<h2>Comparison</h2>", "<h2>Run 1 base</h2>", "<h3>Windows</h3>",
-                 "compare runs from one host", "EMULATED", "kernel 6.6", "calibrated-pit",
+                 "what differs (", "host.hostname (h1 | h1 | h2)", "EMULATED",
+                 "kernel 6.6", "calibrated-pit", "<h3>Configuration</h3>", "<h3>Host</h3>",
+                 '<td class="l">clocksource</td><td class="l">unknown</td>',
                  '<td class="l">period</td>', "Overlaid CDF and exceedance curves"):
         assert part in text, part
