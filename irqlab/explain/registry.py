@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from irqlab.explain.host import HostVcpuExplainer
+from irqlab.explain.native import NativeExplainer
 from irqlab.explain.netpath import NetRunExplainer
 from irqlab.explain.seam import CaptureExplainer, Request, Silent, hook_meta
 from irqlab.explain.xen import XentraceExplainer
@@ -22,6 +23,7 @@ EXPLAINERS: dict[str, CaptureExplainer] = {e.kind: e for e in (
     HostVcpuExplainer(),
     XentraceExplainer(),
     NetRunExplainer(),
+    NativeExplainer(),
 )}
 
 # The capture hooks (irqlab.trace.capture.TraceHook, irqlab.xen.capture.XentraceHook)
@@ -43,7 +45,7 @@ def capture_kind(run: RunRow) -> str | None:
             return "xentrace"
         if meta.get("path") == "net":
             return "net-path"
-        return "host-vcpu"
+        return "native" if run.target == "native" else "host-vcpu"
     return None
 
 

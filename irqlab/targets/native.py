@@ -4,6 +4,7 @@ each writing its own ring in a memfd irqlab reads (irqlab.samples.multiring)."""
 from __future__ import annotations
 
 import platform
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,3 +60,9 @@ class NativeTarget(Target):
 
     def open_source(self, cfg: Any, process: MeasuredProcess) -> SampleSource:
         return MultiRingReader(process.mem_path)
+
+    def trace_capture(self, options: TargetOptions, db_path: Path, period_ns: int) -> Any:
+        """The host's tracefs around the probe's threads on CLOCK_MONOTONIC, the clock its
+        samples are read on, so `irqlab explain` maps them exactly (irqlab.explain.native)."""
+        from irqlab.trace.capture import TraceHook
+        return TraceHook(db_path, period_ns, clock="mono", kind="native")

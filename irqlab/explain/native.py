@@ -1,0 +1,292 @@
+"""The explainer of a native run (kind ``native``: ``irqlab run --target native --trace``):
+each spike of a probe thread on the host, in the shape of rtla timerlat's auto-analysis
+(``rtla timerlat --aa``: IRQ latency, the IRQ handler, interference, the blocking thread).
+
+The capture is taken on CLOCK_MONOTONIC (trace clock ``mono``), the clock the probe's
+deadlines and wake-ups are read on (probes/native/native.c: clock_nanosleep with
+TIMER_ABSTIME), so a sample's window [deadline, entry] is trace time as it is: the clock
+map is exact (``error_bound_ns`` 0).
+
+**Stages** (the first of each in the window, on the sample's CPU): deadline → *timer IRQ
+entry* (``irq_vectors:local_timer_entry``, else ``timers:hrtimer_expire_entry``) → *probe
+thread woken* (``sched_waking`` of the probe thread) → *switched in* (``sched_switch`` to
+it) → *handler* (the probe's clock read after its wake-up: the sample's entry).
+
+**Causes** (every ns of the window in one; "unexplained" always shown), read from the
+probe thread's states and what its CPU did meanwhile:
+- before the timer IRQ entry (the thread asleep): other hard IRQ handlers and NMIs running
+  (``hardirq: …``, by name) and, for the rest, ``IRQ latency in COMM/PID (IRQs off or
+  hardware; inferred from the gap)`` — the task that held the CPU — or ``IRQ latency: CPU
+  idle exit (C-state)``. No event marks IRQs off on a kernel without ``preemptirq``
+  tracepoints (this host's): the cause says it is inferred from the gap;
+- asleep after the timer IRQ entry: the IRQ handlers (the timer's own included);
+- runnable: whoever held the CPU — ``preempted by COMM/PID prio P`` (P: the SCHED_FIFO/RR
+  priority of a real-time task, else ``nice N``), IRQs and softirqs by name, ``CPU idle``;
+- running: IRQs, then ``probe thread running (return to user space)``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from irqlab.explain.attribute import UNEXPLAINED, Attribution, Explainer, aggregate
+from irqlab.explain.host import tracefs_writers
+from irqlab.explain.load import Trace, decode_capture
+from irqlab.explain.run import Explained, capture_path
+from irqlab.explain.seam import Explanation, Progress, Request, stored_samples
+from irqlab.explain.shape import attributed_json, select_samples
+from irqlab.explain.timeline import RUNNABLE, RUNNING, SLEEPING
+from irqlab.store import Store, StoreError
+from irqlab.store.db import RunRow
+from irqlab.trace.archive import read_archive
+from irqlab.trace.formats import parse_format, parse_header_page
+from irqlab.trace.ringbuf import decode_tables
+
+STAGE_ORDER = ("deadline", "timer IRQ entry", "probe thread woken", "switched in",
+               "handler")
+PROBE_RUNNING = "probe thread running (return to user space)"
+CPU_IDLE = "CPU idle while the probe thread was runnable"
+TIMER_EVENTS = ("local_timer_entry", "hrtimer_expire_entry")
+
+
+class NativeClock:
+    """The identity map (samples and trace are both CLOCK_MONOTONIC ns)."""
+
+    def __init__(self, trace_clock: str) -> None:
+        self.trace_clock = trace_clock
+
+    def as_dict(self, tick_hz: int) -> dict[str, Any]:
+        return {"method": "identity (samples and trace on CLOCK_MONOTONIC)",
+                "offset_tick": 0, "error_bound_ns": 0, "anchors": 0, "candidates": [],
+                "trace_clock": self.trace_clock}
+
+    def to_host(self, ticks: np.ndarray) -> np.ndarray:
+        return ticks
+
+    violations: dict[int, list[str]] = {}
+
+
+class NativeAttributor:
+    """One sample at a time, on top of the timelines irqlab.explain.attribute builds."""
+
+    def __init__(self, ex: Explainer, prio: dict[int, int]) -> None:
+        """``prio``: each task's kernel priority (switch_priorities)."""
+        self.ex = ex
+        self.probe_tids = sorted(ex.vmm)
+        sw = ex.switches
+        self.prio = prio
+        self.timer = self._timer_entries(ex.trace)
+        wk = ex.trace.t("sched_waking")
+        self.waking = (wk["ts"].astype(np.int64), wk["pid"].astype(np.int64)) if len(wk) \
+            else (np.empty(0, np.int64),) * 2
+        self.switch_in = (sw["ts"].astype(np.int64), sw["next_pid"].astype(np.int64),
+                          sw["cpu"].astype(np.int64)) if len(sw) else (np.empty(0, np.int64),) * 3
+
+    @staticmethod
+    def _timer_entries(trace: Trace) -> dict[int, np.ndarray]:
+        """Per CPU, the sorted times the timer interrupt was entered."""
+        for event in TIMER_EVENTS:
+            tb = trace.t(event)
+            if len(tb):
+                return {int(c): np.sort(tb["ts"][tb["cpu"] == c].astype(np.int64))
+                        for c in np.unique(tb["cpu"]).tolist()}
+        return {}
+
+    def who(self, pid: int, comm: str) -> str:
+        prio = self.prio.get(pid)
+        if prio is None:
+            return f"{comm}/{pid}"
+        return f"{comm}/{pid} prio {99 - prio}" if prio < 100 else \
+            f"{comm}/{pid} nice {prio - 120}"
+
+    def probe_tid(self, cpu: int, b: int) -> int | None:
+        """The probe thread that ran on ``cpu`` at the sample's entry ``b``."""
+        for tid in self.probe_tids:
+            tl = self.ex.threads.get(tid)
+            seg = tl.state_at(b) if tl else None
+            if seg is not None and seg.cpu == cpu and seg.state == RUNNING:
+                return tid
+        return None
+
+    def explain(self, seq: int, a: int, b: int, cpu: int) -> Attribution:
+        ex = self.ex
+        att = Attribution(seq, b - a, a, b)
+        if a < ex.span[0] or b > ex.span[1]:
+            att.status, att.reason = "not traced", "window outside the capture"
+            att.causes[UNEXPLAINED] = max(0, b - a)
+            return att
+        for c, lo, hi, why in ex.lost:
+            if c == cpu and lo < b and hi > a:
+                att.status, att.reason = "incomplete", why
+                att.causes[UNEXPLAINED] = max(0, b - a)
+                return att
+        tid = self.probe_tid(cpu, b)
+        causes: dict[str, int] = defaultdict(int)
+        t_irq = self._first(self.timer.get(cpu), a, b)
+        covered = 0
+        tl = ex.threads.get(tid) if tid is not None else None
+        for seg, lo, hi in (tl.between(a, b) if tl else []):
+            covered += hi - lo
+            if seg.state == SLEEPING:
+                cut = min(hi, t_irq) if t_irq is not None else hi
+                if cut > lo:
+                    self._irq_latency(seg.cpu, lo, cut, causes)
+                if hi > max(lo, cut):
+                    rest = ex._irqs(seg.cpu, max(lo, cut), hi, causes)
+                    causes["timer IRQ handler (expiry to wake-up)"] += rest
+            elif seg.state == RUNNABLE:
+                self._others(seg.cpu, lo, hi, causes)
+            elif seg.state == RUNNING:
+                causes[PROBE_RUNNING] += ex._irqs(seg.cpu, lo, hi, causes)
+            else:
+                causes[UNEXPLAINED] += hi - lo
+        if b - a > covered:
+            causes[UNEXPLAINED] += (b - a) - covered
+        if tid is None:
+            att.notes.append(f"no probe thread seen running on CPU {cpu} at the entry")
+        causes.setdefault(UNEXPLAINED, 0)
+        att.causes = dict(causes)
+        self._stages(att, tid, cpu, t_irq)
+        return att
+
+    @staticmethod
+    def _first(ts: np.ndarray | None, a: int, b: int) -> int | None:
+        if ts is None:
+            return None
+        i = int(np.searchsorted(ts, a, "left"))
+        return int(ts[i]) if i < len(ts) and ts[i] <= b else None
+
+    def _irq_latency(self, cpu: int, lo: int, hi: int, causes: dict[str, int]) -> None:
+        """Before the timer IRQ was entered: other handlers, else IRQs off or idle exit."""
+        for l2, h2, pid, comm in self.ex.runs.pieces(cpu, lo, hi):
+            rest = self.ex._irqs(cpu, l2, h2, causes)
+            if pid == 0:
+                causes["IRQ latency: CPU idle exit (C-state)"] += rest
+            elif pid < 0:
+                causes[UNEXPLAINED] += rest
+            else:
+                causes[f"IRQ latency in {self.who(pid, comm)} (IRQs off or hardware; "
+                       f"inferred from the gap)"] += rest
+
+    def _others(self, cpu: int, lo: int, hi: int, causes: dict[str, int]) -> None:
+        for l2, h2, pid, comm in self.ex.runs.pieces(cpu, lo, hi):
+            rest = self.ex._irqs(cpu, l2, h2, causes)
+            label = (CPU_IDLE if pid == 0 else UNEXPLAINED if pid < 0
+                     else f"preempted by {self.who(pid, comm)}")
+            causes[label] += rest
+
+    def _stages(self, att: Attribution, tid: int | None, cpu: int,
+                t_irq: int | None) -> None:
+        a, b = att.start, att.end
+        att.stages = [("deadline", a)]
+        if t_irq is not None:
+            att.stages.append(("timer IRQ entry", t_irq))
+        else:
+            att.stages_missing.append("timer IRQ entry (no local_timer_entry or "
+                                      "hrtimer_expire_entry on the CPU in the window)")
+        t = t_irq if t_irq is not None else a
+        wts, wpid = self.waking
+        sel = np.flatnonzero((wts >= t) & (wts <= b) & (wpid == (tid if tid is not None
+                                                                  else -1)))
+        if len(sel):
+            t = int(wts[sel[0]])
+            att.stages.append(("probe thread woken", t))
+        else:
+            att.stages_missing.append("probe thread woken (no sched_waking in the window)")
+        sts, spid, scpu = self.switch_in
+        sel = np.flatnonzero((sts >= t) & (sts <= b) & (spid == (tid if tid is not None
+                                                                 else -1)) & (scpu == cpu))
+        if len(sel):
+            att.stages.append(("switched in", int(sts[sel[0]])))
+        else:
+            att.stages_missing.append("switched in (no sched_switch to it in the window)")
+        att.stages.append(("handler", b))
+
+
+def switch_priorities(header: dict[str, Any], per_cpu: dict[int, bytes]) -> dict[int, int]:
+    """Each task's last priority seen switched in (``sched_switch`` next_prio: the kernel's
+    prio, 0-99 real-time with SCHED_FIFO/RR priority 99 - prio, 100-139 CFS with nice =
+    prio - 120). Decoded here, not by explain's shared tables, whose columns the other
+    explainers' golden outputs fix."""
+    key = "sched:sched_switch"
+    if key not in header.get("formats", {}):
+        return {}
+    fmt = parse_format(header["formats"][key], "sched")
+    if "next_prio" not in fmt.fields:
+        return {}
+    dec = decode_tables(per_cpu, parse_header_page(header["header_page"]),
+                        [(fmt, ["next_pid", "next_prio"])])
+    cols = dec.tables[fmt.id]
+    return {int(p): int(q) for p, q in zip(cols["next_pid"].tolist(),
+                                           cols["next_prio"].tolist())}
+
+
+def explain_native(run: RunRow, trace: Trace, s: dict[str, np.ndarray],
+                   request: Request, prio: dict[int, int]) -> Explained:
+    tick_hz = int(run.tick_hz or 1_000_000_000)
+    clock = trace.header.get("clock")
+    if clock not in ("mono", "mono_raw") and clock is not None:
+        raise StoreError(f"run {run.run_id}'s capture is on the {clock} clock, not the "
+                         f"probe's CLOCK_MONOTONIC: record it again with "
+                         f"`irqlab run --target native --trace`")
+    ex = Explainer(trace, vcpu_tids=[])
+    nat = NativeAttributor(ex, prio)
+    seq = s["seq"].astype(np.int64)
+    dl = s["deadline_tick"].astype(np.int64)
+    en = s["entry_tick"].astype(np.int64)
+    cpu = s["cpu"].astype(np.int64)
+    lat = en - dl
+    chosen = select_samples(seq, lat, tick_hz, run.threshold_ns, request.threshold_ns,
+                            request.top, request.sample)
+    if chosen is None:
+        raise StoreError(f"run {run.run_id} has no sample {request.sample}")
+    idx, how = chosen
+    atts = [nat.explain(int(seq[i]), int(dl[i]), int(en[i]), int(cpu[i]))
+            for i in idx.tolist()]
+    every = {"seq": seq, "latency_tick": lat, "host_deadline": dl, "host_entry": en}
+    return Explained(run, trace, NativeClock(str(clock)), atts, aggregate(atts), how,
+                     tick_hz, ex, every)
+
+
+def as_json(res: Explained) -> dict[str, Any]:
+    """The ``{"type": "explain"}`` object (docs/formats.md §9), ``source`` "native"."""
+    hdr = res.trace.header
+    enabled = hdr.get("enabled", [])
+    fired = res.trace.fired()
+    return {
+        "type": "explain", "version": 1, "run_id": res.run.run_id, "source": "native",
+        "selected_by": res.selected_by, "clock": res.clock.as_dict(res.tick_hz),
+        "events": res.trace.events, "events_missing": hdr.get("missing", []),
+        "events_never_fired": [e for e in enabled if e.split(":", 1)[1] not in fired],
+        "lost_regions": [{"cpu": c, "from_ns": res.ns(lo - res.explainer.span[0]),
+                          "to_ns": res.ns(hi - res.explainer.span[0]), "why": why}
+                         for c, lo, hi, why in res.explainer.lost],
+        "probe_threads": {str(t): c for t, c in sorted(res.explainer.vmm.items())},
+        **attributed_json(res.samples, res.culprits, res.ns, STAGE_ORDER),
+    }
+
+
+class NativeExplainer:
+    """A native run's spikes from the host's tracefs (like rtla timerlat --aa)."""
+
+    kind = "native"
+    title = "native (host tracefs around the probe's threads)"
+    outputs = ("dat", "text", "perfetto", "chrome_json")
+
+    def outputs_hint(self, run: RunRow) -> str:
+        return ""
+
+    def explain(self, store: Store, run: RunRow, request: Request,
+                progress: Progress) -> Explanation:
+        path = capture_path(store, run)
+        progress.stage(f"decoding capture ({path.stat().st_size / 1e6:.1f} MB gzip)")
+        header, per_cpu = read_archive(path)
+        trace = decode_capture(header, per_cpu)
+        prio = switch_priorities(header, per_cpu)
+        del per_cpu
+        progress.stage(f"attributing samples ({trace.events:,} events)")
+        res = explain_native(run, trace, stored_samples(store, run.run_id), request, prio)
+        return Explanation(as_json(res), tracefs_writers(res, path))
