@@ -15,7 +15,7 @@ from irqlab.measure.summary import window_dict
 from irqlab.runner.process import MeasuredProcess
 from irqlab.samples.record import FLAG_INJECTED
 from irqlab.samples.source import SampleSource
-from irqlab.stats import RunStats, WindowStats, format_window_line
+from irqlab.stats import RunStats, WindowStats, format_window_line, ticks_to_ns
 from irqlab.stats.percpu import PerCpuStats
 from irqlab.store import Store, StoreWriteError
 
@@ -146,10 +146,19 @@ class BreakAt:
     sample whose latency is above LATENCY, on every target. That sample is the run's
     last: samples after it in the same batch are dropped, and samples read later are
     kept only when their deadline is not after its deadline (a multi-ring source hands
-    other CPUs' earlier deadlines over later; docs/design.md step 12)."""
+    other CPUs' earlier deadlines over later; docs/design.md step 12).
+
+    It is armed once measuring starts: the samples already waiting at the first read
+    were taken while the run's hooks started, and a trace capture enabling its events
+    costs the probe milliseconds (2.75 ms at sample 7 of a native run here) before it
+    records anything, so such a break would stop every traced run with nothing to
+    explain. Those samples are kept and counted as usual; ``armed_after`` (metadata) is
+    their count."""
 
     def __init__(self, limit_ns: int, tick_hz: int) -> None:
         self.limit_ns, self.tick_hz = limit_ns, tick_hz
+        self.armed = False
+        self.armed_after = 0          # samples read before it was armed
         # latency_tick > floor(limit_ns * tick_hz / 1e9)  <=>  latency_ns > limit_ns,
         # exactly, in integers (a latency in ticks is a whole number).
         self.limit_tick = limit_ns * tick_hz // 1_000_000_000
@@ -162,6 +171,9 @@ class BreakAt:
     def keep(self, recs: np.ndarray, latencies: np.ndarray) -> np.ndarray | None:
         """Mask of the records the run keeps (None: all of them); the first record above
         the limit becomes ``sample``."""
+        if not self.armed:
+            self.armed_after += len(recs)
+            return None
         deadlines = recs["deadline_tick"].astype(np.int64)
         if self.sample is not None:
             inside = deadlines <= self.sample["deadline_tick"]
@@ -173,7 +185,7 @@ class BreakAt:
         r = recs[i]
         self.sample = {"seq": int(r["seq"]), "cpu": int(r["cpu"]),
                        "deadline_tick": int(deadlines[i]), "entry_tick": int(r["entry_tick"]),
-                       "latency_ns": int(latencies[i]) * 1_000_000_000 // self.tick_hz}
+                       "latency_ns": ticks_to_ns(int(latencies[i]), self.tick_hz)}
         mask = np.zeros(len(recs), dtype=bool)
         mask[:i + 1] = True
         return mask
@@ -181,7 +193,8 @@ class BreakAt:
     def metadata(self) -> dict[str, Any]:
         """The run's metadata ``break_at`` and the summary's ``break_sample`` source
         (docs/formats.md section 4)."""
-        return {"limit_ns": self.limit_ns, "sample": self.sample}
+        return {"limit_ns": self.limit_ns, "sample": self.sample,
+                "armed_after": self.armed_after}
 
     def message(self) -> str:
         assert self.sample is not None
@@ -323,6 +336,8 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
     try:
         while True:
             got = drain()
+            if break_at is not None:
+                break_at.armed = True   # after the first read: see BreakAt
             now = time.monotonic()
             if got:
                 last_sample_at = now

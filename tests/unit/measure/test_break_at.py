@@ -33,8 +33,34 @@ def test_a_sample_equal_to_the_limit_is_not_above_it(fake, store):
     res = run_cfg(store, break_at_ns=SPIKE_NS)
     assert res.status == "ok", res.summary["message"]
     assert res.summary["samples"] == 120 and "break_sample" not in res.summary
-    assert store.resolve(str(res.run_id)).metadata["break_at"] == {"limit_ns": SPIKE_NS,
-                                                              "sample": None}
+    meta = store.resolve(str(res.run_id)).metadata["break_at"]
+    assert (meta["limit_ns"], meta["sample"]) == (SPIKE_NS, None)
+
+
+def test_samples_of_the_first_read_do_not_break_the_run_later_ones_do():
+    # The first read holds what the probe took while the hooks started (a trace
+    # capture enabling its events): kept, never a break. Then the first sample above
+    # the limit is the last kept, and later reads keep no later deadline.
+    import numpy as np
+    from irqlab.measure.stream import BreakAt
+    from irqlab.samples.record import RECORD_DTYPE
+
+    def recs(deadlines, latencies):
+        r = np.zeros(len(deadlines), dtype=RECORD_DTYPE)
+        r["seq"] = np.arange(len(deadlines))
+        r["deadline_tick"] = deadlines
+        r["entry_tick"] = np.add(deadlines, latencies)
+        return r, np.asarray(latencies, dtype=np.int64)
+
+    b = BreakAt(limit_ns=1_000, tick_hz=2_000_000_000)   # 2000 ticks; above: >= 2001
+    assert b.keep(*recs([10, 20], [5_000, 7])) is None    # first read: not armed
+    b.armed = True
+    assert b.keep(*recs([30, 40], [2_000, 3])) is None    # equal to the limit: not above
+    mask = b.keep(*recs([50, 60, 70], [3, 2_001, 9]))
+    assert mask.tolist() == [True, True, False]
+    assert (b.sample["deadline_tick"], b.sample["latency_ns"]) == (60, 1_001)  # 1000.5 ns rounded
+    assert b.keep(*recs([55, 65], [1, 1])).tolist() == [True, False]
+    assert b.metadata()["armed_after"] == 2
 
 
 def test_without_break_at_nothing_changes(fake, store):
