@@ -4,10 +4,18 @@ and human output never carries a raw control character. In-process (irqlab.cli.m
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
+import json
 import os
+import signal
 import sqlite3
+import struct
+import sys
+import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from irqlab.cli.main import main
@@ -88,6 +96,89 @@ CASES += [
     ("no command", []),
     ("bench --rounds huge", ["bench", "--rounds", "9" * 30]),
 ]
+# Hostile configuration and files (issue 30): (label, argv, text the one line must hold,
+# naming the problem). {tmp}/... files are made by the `env` fixture.
+NAMED_CASES: list[tuple[str, list[str], str]] = [
+    # Scenarios: counted before anything is built; regular UTF-8 files of bounded depth.
+    ("matrix 10^12 cells", ["matrix", "{tmp}/cells_1e12.toml"], "1,000,000,000,000 cells"),
+    ("matrix 10^6 valid cells", ["matrix", "{tmp}/cells_1e6.toml"], "1,000,000 cells"),
+    ("matrix 10^6 cells, --max-cells below",
+     ["matrix", "{tmp}/cells_1e6.toml", "--max-cells", "999999"], "--max-cells 1000000"),
+    ("matrix --max-cells 0", ["matrix", "{tmp}/cells_1e6.toml", "--max-cells", "0"],
+     "--max-cells"),
+    ("matrix --max-cells x", ["matrix", "{tmp}/cells_1e6.toml", "--max-cells", "x"],
+     "--max-cells"),
+    ("matrix TOML nested 5000 deep", ["matrix", "{tmp}/deep5000.toml"], "nested too deeply"),
+    ("matrix TOML nested 100 deep", ["matrix", "{tmp}/deep100.toml"], "nested more than 64"),
+    ("matrix not UTF-8", ["matrix", "{tmp}/latin1.toml"], "not UTF-8"),
+    ("matrix FIFO", ["matrix", "{tmp}/fifo"], "is a FIFO"),
+    ("matrix directory", ["matrix", "{tmp}"], "is a directory"),
+    ("matrix /dev/zero", ["matrix", "/dev/zero"], "is a device"),
+    ("matrix 2 MiB file", ["matrix", "{tmp}/big.toml"], "larger than"),
+    # xentrace: the clock rate, the file kind, bombs and garbage.
+    ("xentrace random bytes", ["xentrace", "{tmp}/random1m.bin", "--tsc-hz", "2e9"],
+     "no Xen trace class"),
+    ("xentrace random bytes --json",
+     ["xentrace", "{tmp}/random1m.bin", "--tsc-hz", "2e9", "--json"], "no Xen trace class"),
+    ("xentrace gzip bomb", ["xentrace", "{tmp}/bomb.gz", "--tsc-hz", "2e9"],
+     "decompression bomb"),
+    ("xentrace zeros", ["xentrace", "{tmp}/zeros.bin", "--tsc-hz", "2e9"],
+     "no Xen trace class"),
+    ("xentrace header tsc_hz inf", ["xentrace", "{tmp}/hdr_inf.xentrace.gz"], "tsc_hz"),
+    ("xentrace header tsc_hz -1", ["xentrace", "{tmp}/hdr_neg.xentrace.gz"], "tsc_hz"),
+    ("xentrace header not an object", ["xentrace", "{tmp}/hdr_list.xentrace.gz"],
+     "not a JSON object"),
+    ("xentrace header of 4 GiB", ["xentrace", "{tmp}/hdr_huge.xentrace.gz"],
+     "capture header claims"),
+    ("xentrace FIFO", ["xentrace", "{tmp}/fifo", "--tsc-hz", "2e9"], "not a regular file"),
+    ("xentrace directory", ["xentrace", "{tmp}", "--tsc-hz", "2e9"], "not a regular file"),
+    ("xentrace /dev/zero", ["xentrace", "/dev/zero", "--tsc-hz", "2e9"],
+     "not a regular file"),
+    ("xentrace backwards cycles", ["xentrace", "{tmp}/backwards.xt", "--tsc-hz", "2e9"],
+     "cycle counts go back"),
+] + [(f"xentrace --tsc-hz {hz}", ["xentrace", "{tmp}/random1m.bin", "--tsc-hz", hz],
+      "--tsc-hz") for hz in ("1e400", "inf", "-inf", "nan", "0", "-1", "1e30", "0.5")] + [
+    # Serial targets: a port that is no tty is refused before the run starts.
+    ("serial /dev/null", ["run", "--target", "serial", "--serial-port", "/dev/null"],
+     "class mem"),
+    ("serial /dev/zero", ["run", "--target", "serial", "--serial-port", "/dev/zero"],
+     "class mem"),
+    ("serial regular file", ["run", "--target", "serial", "--serial-port",
+                             "{tmp}/random.bin"], "a regular file"),
+    ("serial directory", ["run", "--target", "serial", "--serial-port", "{tmp}"],
+     "a directory"),
+    ("serial FIFO", ["run", "--target", "serial", "--serial-port", "{tmp}/fifo"],
+     "not a serial port"),
+    # Damaged sample files of a run kept in Parquet (run 1 truncated, run 2 corrupt
+    # inside, run 3 its footer corrupt): user's files, not irqlab's bugs.
+] + [(f"{cmd[0]} run {run} damaged samples", [*cmd, "--db", "{tmp}/files.duckdb"],
+      "samples file is damaged")
+     for run, what in (("1", "truncated"), ("2", "inside"), ("3", "footer"))
+     for cmd in (["check", run, "--max", "1ms"], ["compare", run],
+                 ["export", run, "--parquet", "{tmp}/export-" + run],
+                 ["report", run, "-o", "{tmp}/r.html"])] + [
+    ("export --parquet /proc/self/x", ["export", "1", "--parquet", "/proc/self/x"],
+     "cannot create a directory there"),
+    ("export --parquet /sys/x", ["export", "1", "--parquet", "/sys/x"],
+     "cannot create a directory there"),
+    # PostgreSQL URLs libpq cannot parse.
+    ("list --db postgresql://[::1", ["list", "--db", "postgresql://[::1"], "[::1"),
+    ("list --db bad percent", ["list", "--db", "postgresql://%zz@[::1]/x"], "%zz"),
+    ("show --db bad port", ["show", "1", "--db", "postgresql://[::1]:99999/x"], "99999"),
+]
+if importlib.util.find_spec("labgrid") is not None:     # else "labgrid is not installed"
+    NAMED_CASES += [
+        (f"labgrid --lg-env {label}", ["run", "--target", "labgrid", "--lg-env", path],
+         text) for label, path, text in (
+            ("alias bomb", "{tmp}/bomb.yaml", "alias bomb"),
+            ("alias bomb under targets", "{tmp}/bomb_targets.yaml", "alias bomb"),
+            ("flow nested 10000 deep", "{tmp}/deep10000.yaml", "nesting depth"),
+            ("block nested 100 deep", "{tmp}/deep100.yaml", "nested more than 64"),
+            ("not UTF-8", "{tmp}/latin1.toml", "not UTF-8"),
+            ("FIFO", "{tmp}/fifo", "not a regular file"),
+            ("directory", "{tmp}", "not a regular file"),
+            ("/dev/zero", "/dev/zero", "not a regular file"))]
+
 # Correct results (exit 0): escaped names, a name that looks like markup.
 OK_CASES = [
     ("list with an evil name", ["list"]),
@@ -117,7 +208,91 @@ def env(tmp_path_factory) -> Path:
         "Counter freq is 33280000 Hz. Period is 30 ns\nMean: 600 (" + "9" * 400
         + " ns) stddev: 3737 (112110 ns) above thr: 0% [265 (7950 ns) - 66955 (2008650 "
         "ns)] global [265 (7950 ns) 66955 (2008650 ns)]\n")
+    _hostile_config_files(tmp)
     return tmp
+
+
+def _hostile_config_files(tmp: Path) -> None:
+    """The files NAMED_CASES read: scenarios, xentrace files, YAML, a damaged store."""
+    nums = ", ".join(str(i) for i in range(1, 101))
+    (tmp / "cells_1e12.toml").write_text(
+        'name = "big"\n[matrix]\n' + "".join(
+            f"{k} = [{', '.join(str(i) for i in range(1, 1001))}]\n"
+            for k in ("samples", "warmup", "priority", "inject_every")))
+    (tmp / "cells_1e6.toml").write_text(
+        f'name = "valid"\n[matrix]\nsamples = [{nums}]\nwarmup = [{nums}]\n'
+        f'threshold = [{", ".join(f"{chr(34)}{i}us{chr(34)}" for i in range(1, 101))}]\n')
+    (tmp / "deep5000.toml").write_text('name = "x"\n[run]\nload = ' + "[" * 5000
+                                       + "]" * 5000 + "\n")
+    (tmp / "deep100.toml").write_text('name = "x"\n[run]\nload = ' + "[" * 100
+                                      + "]" * 100 + "\n")
+    (tmp / "latin1.toml").write_bytes(b'name = "caf\xe9"\n')
+    (tmp / "big.toml").write_text("# " + "x" * (2 << 20) + "\n")
+    os.mkfifo(tmp / "fifo")
+    # xentrace: 1 MB of random bytes, zeros, a gzip bomb (100 MiB of zeros in ~100 KB),
+    # capture archives with hostile headers, records whose cycles run backwards.
+    (tmp / "random1m.bin").write_bytes(np.random.default_rng(30).bytes(1 << 20))
+    (tmp / "zeros.bin").write_bytes(bytes(1 << 16))
+    comp = zlib.compressobj(1, zlib.DEFLATED, 31)          # 31: a gzip stream
+    with open(tmp / "bomb.gz", "wb") as f:
+        zeros = bytes(1 << 20)
+        for _ in range(100):
+            f.write(comp.compress(zeros))
+        f.write(comp.flush())
+    from irqlab.xen.records import TRC_SCHED_SWITCH, encode_record, encode_window
+    recs = b"".join(encode_record(TRC_SCHED_SWITCH, (1, 2), tsc=10**9 - i * 1000)
+                    for i in range(200))
+    body = encode_window(0, recs)
+    (tmp / "backwards.xt").write_bytes(body)
+    for name, header, n in (("hdr_inf", b'{"tsc_hz": "inf"}', None),
+                            ("hdr_neg", b'{"tsc_hz": -1}', None),
+                            ("hdr_list", b"[1, 2]", None),
+                            ("hdr_huge", b'{"tsc_hz": 2e9}', 0xFFFFFFF0)):
+        (tmp / f"{name}.xentrace.gz").write_bytes(gzip.compress(
+            b"IRQLXTR1\n" + struct.pack("<I", len(header) if n is None else n) + header
+            + body))
+    # labgrid environment files
+    laughs = ['a: &a ["x","x","x","x","x","x","x","x","x","x"]']
+    for prev, cur in zip("abcdefgh", "bcdefghi"):
+        laughs.append(f"{cur}: &{cur} [" + ",".join([f"*{prev}"] * 10) + "]")
+    (tmp / "bomb.yaml").write_text("\n".join(laughs) + "\ntargets: [*i, *i]\n")
+    (tmp / "bomb_targets.yaml").write_text(
+        "\n".join(laughs[:7]) + "\ntargets:\n  main:\n    resources: {x: *g}\n")
+    (tmp / "deep10000.yaml").write_text("targets:\n  main: " + "[" * 10000 + "]" * 10000)
+    (tmp / "deep100.yaml").write_text("targets:\n  main:\n" + "".join(
+        "  " * (i + 2) + "k:\n" for i in range(100)))
+    _damaged_sample_files(tmp / "files.duckdb")
+
+
+def _damaged_sample_files(db: Path) -> None:
+    """A store with three runs kept in sample files, each file then damaged: run 1
+    truncated, run 2 corrupt inside its pages, run 3 in its footer."""
+    from irqlab.samples.record import RECORD_DTYPE
+    from irqlab.store import Store
+    from irqlab.store.sample_files import run_dir
+
+    rec = np.zeros(5000, RECORD_DTYPE)
+    rec["seq"] = np.arange(5000)
+    rec["deadline_tick"] = rec["seq"] * 1000
+    rec["entry_tick"] = rec["deadline_tick"] + 700
+    with Store(db) as st:
+        for name in ("truncated", "inside", "footer"):
+            rid = st.create_run(name, "guest", {}, {})
+            assert st.keep_samples_in_files(rid)
+            with st.transaction():
+                st.add_samples(rid, rec)
+            st.finish_run(rid, "ok", {"samples": len(rec)})
+    for rid, how in ((1, "truncated"), (2, "inside"), (3, "footer")):
+        (path,) = run_dir(db, rid).glob("*.parquet")
+        data = bytearray(path.read_bytes())
+        if how == "truncated":
+            data = data[:300]
+        else:
+            lo, hi = (100, len(data) - 200) if how == "inside" else (len(data) - 300,
+                                                                       len(data) - 8)
+            for i in range(lo, hi, 1 if how == "footer" else 7):
+                data[i] ^= 0x5A
+        path.write_bytes(bytes(data))
 
 
 def _argv(argv: list[str], tmp: Path) -> list[str]:
@@ -139,6 +314,47 @@ def _call(argv: list[str], capsys) -> tuple[int, str, str]:
 
 def test_catalogue_is_large_enough():
     assert len(CASES) + len(OK_CASES) >= 150
+    assert len(NAMED_CASES) >= 55
+
+
+class _Hang(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _Hang()
+
+
+@pytest.mark.parametrize("label,argv,text", NAMED_CASES, ids=[c[0] for c in NAMED_CASES])
+def test_hostile_configuration_is_one_line_naming_it(env, capsys, label, argv, text):
+    """Exit 2, one line on stderr naming the problem, no traceback, no internal error;
+    a case still running after 60 s (they take well under a second) is a hang: the
+    alarm stops it so the catalogue reports it instead of hanging."""
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.alarm(60)
+    try:
+        code, out, err = _call(_argv(argv, env), capsys)
+    except _Hang:
+        pytest.fail(f"{label}: still running after 60 s")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert code == 2, (code, err)
+    assert len(err.strip().splitlines()) == 1, err
+    assert text in err, err
+    assert out == "", out
+
+
+@pytest.mark.parametrize("argv", [["manpage"], ["completion", "bash"], ["list"]])
+def test_output_to_a_full_device_is_one_line(env, capsys, monkeypatch, argv):
+    """`irqlab manpage > /dev/full`: ENOSPC on stdout is the host's state, not a bug."""
+    with open("/dev/full", "w") as full:
+        monkeypatch.setattr(sys, "stdout", full)
+        code, _out, err = _call(_argv(argv, env), capsys)
+    assert code == 2, err
+    assert "internal error" not in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "No space left on device" in err
 
 
 @pytest.mark.parametrize("label,argv", CASES, ids=[c[0] for c in CASES])
