@@ -68,15 +68,13 @@ def run_rm(args: argparse.Namespace) -> int:
     from irqlab.store.manage import removable, remove_run
 
     ref = db_path(args)
-    if is_url(str(ref)):
-        raise UsageError("rm removes runs of a DuckDB file; a lab store's runs are shared "
-                         "by the lab: ask its administrator (DELETE FROM runs WHERE "
-                         "run_id = …)")
     with open_store(ref) as store:
         rows = select_runs(store, args.runs)
         for row in rows:                # refuse before removing any
             removable(store, row)
-        captures = {row.run_id: _captures(Path(ref).expanduser(), row) for row in rows}
+        # A lab store keeps no captures (push copies rows and samples only).
+        captures = {row.run_id: [] if is_url(str(ref)) else
+                    _captures(Path(ref).expanduser(), row) for row in rows}
         if not args.yes and not _confirmed(rows):
             print("irqlab rm: nothing removed", file=sys.stderr)
             return EXIT_OK

@@ -10,6 +10,7 @@ from irqlab.store.errors import StoreError
 
 if TYPE_CHECKING:
     from irqlab.store.db import RunRow, Store
+    from irqlab.store.pg import PgStore
 
 # Tags irqlab itself sets and selects by: a user's value would break `series:ID` and a
 # matrix's resume (irqlab.suite, irqlab.cli.matrix).
@@ -47,12 +48,14 @@ def removable(store: "Store", row: "RunRow") -> None:
                          f"runs when it has ended")
 
 
-def remove_run(store: "Store", row: "RunRow") -> dict[str, Any]:
+def remove_run(store: "Store | PgStore", row: "RunRow") -> dict[str, Any]:
     """Delete the run's rows from every table in one transaction, then its sample files
     (the rows go first: a crash between leaves orphan files, which the next writable
     open removes, never rows naming missing files)."""
-    from irqlab.store import sample_files     # numpy and pyarrow: only when removing
+    from irqlab.store import is_url, sample_files   # numpy and pyarrow: when removing
 
+    if is_url(str(store.path)):
+        return _remove_lab_run(store, row)
     removable(store, row)
     counts = {}
     with store.transaction():
@@ -62,6 +65,27 @@ def remove_run(store: "Store", row: "RunRow") -> dict[str, Any]:
     folder = sample_files.run_dir(store.path, row.run_id)
     files = sum(1 for _ in folder.glob("*")) if folder.is_dir() else 0
     shutil.rmtree(folder, ignore_errors=True)
+    return {"run_id": row.run_id, "name": row.name, "rows": counts, "sample_files": files}
+
+
+def _remove_lab_run(store: "PgStore", row: "RunRow") -> dict[str, Any]:
+    """The lab store's rows (windows and histograms go with the run: ON DELETE CASCADE;
+    samples have no foreign key, store/pg.py says why), then the run's samples file if
+    push put its samples in one (runs.samples_uri) and this host sees it."""
+    removable(store, row)
+    # Found before anything is deleted: a file this host cannot see stops rm here.
+    uri = store.samples_uri(row.run_id)
+    path = store._samples_file(row.run_id).path if uri else None
+    counts = {}
+    with store.transaction():
+        for table in ("samples", "windows", "histograms", "runs"):
+            got = store._write(f"WITH gone AS (DELETE FROM {table} WHERE run_id = %s "
+                               f"RETURNING 1) SELECT count(*) FROM gone", (row.run_id,))
+            counts[table] = int(got[0]) if got else None
+    files = 0
+    if path is not None:
+        path.unlink(missing_ok=True)
+        files = 1
     return {"run_id": row.run_id, "name": row.name, "rows": counts, "sample_files": files}
 
 
