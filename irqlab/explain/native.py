@@ -60,7 +60,8 @@ class NativeClock:
 
     def as_dict(self, tick_hz: int) -> dict[str, Any]:
         return {"method": "identity (samples and trace on CLOCK_MONOTONIC)",
-                "offset_tick": 0, "error_bound_ns": 0, "anchors": 0, "candidates": [],
+                "offset_tick": 0, "error_bound_ns": 0, "lower_tick": 0, "upper_tick": 0,
+                "anchors": 0, "consistent": True, "candidates": [],
                 "trace_clock": self.trace_clock}
 
     def to_host(self, ticks: np.ndarray) -> np.ndarray:

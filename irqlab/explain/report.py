@@ -52,9 +52,10 @@ def render_json(js: dict, show_all: bool = False) -> str:
     if shown:
         out.append("")
         out.append("every sample, worst first:" if show_all else
-                   f"the {len(shown)} worst samples:")
-    for s in shown:
-        out.extend(_sample(s))
+                   f"the {len(shown)} worst samples (the worst in full, the others one "
+                   f"line each: --all or --sample SEQ for theirs):")
+    for k, s in enumerate(shown):
+        out.extend(_sample(s) if show_all or k == 0 else [_sample_line(s)])
     if len(ranked) > len(shown):
         out.append(f"({len(ranked) - len(shown)} more samples: --all prints them, "
                    f"--json gives them all)")
@@ -84,6 +85,17 @@ def _stages(js: dict) -> list[str]:
     for stage, why in (js.get("stages_not_traced") or {}).items():
         out.append(f"  not traced: {stage}: {why}")
     return out
+
+
+def _sample_line(s: dict) -> str:
+    """One sample on one line: its two largest causes and the unexplained time."""
+    head = f"sample {s['seq']}: latency {s['latency_ns'] / 1000:.1f} us"
+    if s["status"] != "explained":
+        return f"{head}  [{s['status'].upper()}: {s['reason']}]"
+    top = [c for c in s["causes"] if c["ns"] and c["cause"] != "unexplained"][:2]
+    rest = next((c["ns"] for c in s["causes"] if c["cause"] == "unexplained"), 0)
+    return (f"{head}: " + "; ".join(f"{c['cause']} {c['pct']:.1f} %" for c in top)
+            + f"; unexplained {rest / 1000:.1f} us")
 
 
 def _sample(s: dict) -> list[str]:
