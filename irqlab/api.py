@@ -80,7 +80,8 @@ class StoreView:
         self.close()
 
     def runs(self) -> pa.Table:
-        """One row per run: id, name, target, status, accel, tick rate, period, suite."""
+        """One row per run: id, name, target, status, accel, tick rate, period, suite,
+        then the runs' provenance facts, one text column each (docs/formats.md §4a)."""
         rows = self._store.runs()
         return pa.table({
             "run_id": pa.array([r.run_id for r in rows], pa.int64()),

@@ -14,6 +14,12 @@ quantiles are scaled (the quantile of scaled samples is the scaled quantile); wi
 single runs the samples are, and the block bootstrap runs on them. No run is measured
 twice: every pair has its own 2 x runs_per_side runs.
 
+Real A/B (`b_period_ns`, `--b-period`): a scaled copy is a difference the test sees
+without any run-to-run variation of its own; a configuration that really differs has
+it. So each pair measures a third series B at another probe period (deeper idle between
+deadlines at a longer period: a real latency difference on most hosts), interleaved with
+the two A series (A1 A'1 B1 A2 ...), and compare judges A against B as it would a user's.
+
 Both shares carry a 95 % Wilson score interval (Wilson, JASA 22, 1927): with 20 pairs
 0/20 still allows up to 16 %, so the interval, not only the share, is the result.
 """
@@ -59,43 +65,56 @@ def _config(target: str, name: str, duration_ns: int, period_ns: int) -> Any:
 
 
 def _measure_pair(store: Any, target: str, index: int, k: int, duration_ns: int,
-                  period_ns: int) -> tuple[list[int], list[int]] | str:
-    """Two series of k runs (A and B, one configuration), interleaved: their run ids;
-    or why a run of them did not end ok."""
+                  period_ns: int, b_period_ns: int | None = None
+                  ) -> tuple[list[int], ...] | str:
+    """Two series of k runs of one configuration (A and A'), and with `b_period_ns` a
+    third at that period (B), interleaved: their run ids; or why a run did not end ok."""
     from irqlab.suite import run_suite
-    cfgs = [_config(target, f"noise-bench-{index}-{side}", duration_ns, period_ns)
-            for side in ("A", "B")]
+    sides = [("A", period_ns), ("B", period_ns)]
+    if b_period_ns is not None:
+        sides.append(("real-B", b_period_ns))
+    cfgs = [_config(target, f"noise-bench-{index}-{side}", duration_ns, period)
+            for side, period in sides]
     if k == 1:
         # One run a side is not a series (run_suite makes none for repeat 1).
         results = [run_suite([cfg], store, _Quiet()).results[0] for cfg in cfgs]
-        a_ids, b_ids = [results[0].run_id], [results[1].run_id]
+        ids = [[r.run_id] for r in results]
     else:
         suite = run_suite(cfgs, store, _Quiet(), repeat=k)
         results = suite.results
-        a_ids, b_ids = (list(s.run_ids) for s in suite.series)
+        ids = [list(s.run_ids) for s in suite.series]
     bad = [r for r in results if r.status != "ok"]
-    if bad or len(a_ids) != k or len(b_ids) != k:
+    if bad or len(ids) != len(sides) or any(len(i) != k for i in ids):
         return "; ".join(f"run {r.run_id} {r.status}: {r.summary.get('message')}"
                          for r in bad) or "a series is short"
-    return a_ids, b_ids
+    return tuple(ids)
 
 
 def _judge(store: Any, a_ids: list[int], b_ids: list[int],
-           shifts: tuple[float, ...]) -> dict[str, Any]:
-    """The A/A verdict by compare's model, and the A/B ones with B multiplied by each
-    of `shifts` (the first is the headline one)."""
+           shifts: tuple[float, ...], real_ids: list[int] | None = None) -> dict[str, Any]:
+    """The A/A verdict by compare's model, the A/B ones with B multiplied by each of
+    `shifts` (the first is the headline one), and with `real_ids` compare's verdict of
+    A against that really different series."""
     from irqlab.reports.compare import build_compare
     from irqlab.reports.data import load_runs
     rows = [store.resolve(str(i)) for i in a_ids + b_ids]
     runs = load_runs(store, rows)
     model = build_compare(runs)
     aa = model["rows"][len(a_ids)]["noise"]
+    real = None
+    if real_ids is not None:
+        real_runs = load_runs(store, [store.resolve(str(i)) for i in real_ids])
+        real_noise = build_compare(runs[:len(a_ids)] + real_runs)["rows"][len(a_ids)]["noise"]
+        real = {"beyond": real_noise["beyond_noise"] is True,
+                "p50_ratio": next((r["ratio"] for r in real_noise["results"]
+                                   if r["quantile"] == "p50"), None)}
     a_runs, b_runs = runs[:len(a_ids)], runs[len(a_ids):]
     # Single runs: the block bootstrap costs ~1 s a pair, so only the headline shift.
     ab = {shift: _shifted_verdict(a_runs, b_runs, shift)
           for shift in (shifts if min(len(a_ids), len(b_ids)) >= 2 else shifts[:1])}
     samples = [int(r.latency_tick.size) for r in runs if r.latency_tick is not None]
     return {"aa_beyond": aa["beyond_noise"] is True, "aa_verdict": aa["verdict"],
+            "real": real,
             "aa_excludes_1": aa["beyond_noise"] is not False, "ab": ab,
             "test": aa["test"], "samples": samples, "block_len": aa.get("block_len"),
             "p50_ratio": next((r["ratio"] for r in aa["results"]
@@ -157,8 +176,8 @@ def _share(label: str, hits: int, pairs: int, goal: float, at_most: bool,
 
 def bench_noise(pairs: int = DEFAULT_PAIRS, runs_per_side: int = DEFAULT_RUNS_PER_SIDE,
                 duration_ns: int = DEFAULT_DURATION_NS, target: str = "native",
-                period_ns: int = DEFAULT_PERIOD_NS, shift: float = SHIFT
-                ) -> list[dict[str, Any]]:
+                period_ns: int = DEFAULT_PERIOD_NS, shift: float = SHIFT,
+                b_period_ns: int | None = None) -> list[dict[str, Any]]:
     """A/A false "beyond noise" and A/B detection (B x `shift`) over `pairs` pairs, and
     the detection at other shifts of the same pairs (the power curve)."""
     t0 = time.perf_counter()
@@ -170,7 +189,7 @@ def bench_noise(pairs: int = DEFAULT_PAIRS, runs_per_side: int = DEFAULT_RUNS_PE
         with Store(Path(tmp) / "noise.duckdb") as store:
             for i in range(pairs):
                 got = _measure_pair(store, target, i + 1, runs_per_side, duration_ns,
-                                    period_ns)
+                                    period_ns, b_period_ns)
                 # A pair with a failed run is measured again (at most MAX_RETRIES
                 # times in all): the bench calibrates the test, not the probe.
                 while isinstance(got, str):
@@ -179,8 +198,9 @@ def bench_noise(pairs: int = DEFAULT_PAIRS, runs_per_side: int = DEFAULT_RUNS_PE
                         raise RuntimeError(f"bench noise: runs keep failing ({got}); "
                                            f"try `irqlab run --target {target}` alone")
                     got = _measure_pair(store, target, i + 1, runs_per_side,
-                                        duration_ns, period_ns)
-                verdicts.append(_judge(store, *got, shifts))
+                                        duration_ns, period_ns, b_period_ns)
+                verdicts.append(_judge(store, got[0], got[1], shifts,
+                                       got[2] if len(got) > 2 else None))
     samples = [n for v in verdicts for n in v["samples"]]
     common = {"pairs": pairs, "runs_per_side": runs_per_side,
               "duration_s": duration_ns / 1e9, "period_ns": period_ns, "target": target,
@@ -207,5 +227,13 @@ def bench_noise(pairs: int = DEFAULT_PAIRS, runs_per_side: int = DEFAULT_RUNS_PE
             "single runs are never 'beyond noise' by design; ci_excludes_1 counts the "
             "pairs told to re-run with --repeat")
         extra_aa["block_len"] = [v["block_len"] for v in verdicts]
-    return [_share("noise A/A", aa, pairs, AA_GOAL, True, common, extra_aa),
-            _share(f"noise A/B (x{shift:g})", ab, pairs, AB_GOAL, False, common, extra_ab)]
+    out = [_share("noise A/A", aa, pairs, AA_GOAL, True, common, extra_aa),
+           _share(f"noise A/B (x{shift:g})", ab, pairs, AB_GOAL, False, common, extra_ab)]
+    if b_period_ns is not None:
+        real = sum(v["real"]["beyond"] for v in verdicts)
+        common["runs"] = 3 * pairs * runs_per_side
+        out.append(_share(f"noise A/B (real: period {period_ns / 1000:g} us vs "
+                          f"{b_period_ns / 1000:g} us)", real, pairs, AB_GOAL, False,
+                          common, {"b_period_ns": b_period_ns,
+                                   "p50_ratios": [v["real"]["p50_ratio"] for v in verdicts]}))
+    return out

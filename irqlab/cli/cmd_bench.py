@@ -61,6 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="noise: A/B multiplies B's latencies by this (default 1.10)")
     b.add_argument("--period", type=duration, default=100_000, metavar="DUR",
                    help="noise: probe period of each run (default 100us)")
+    b.add_argument("--b-period", type=duration, default=None, metavar="DUR",
+                   help="noise: also a real A/B: each pair measures a third series at "
+                        "this period (a configuration that differs), judged against A")
     b.add_argument("--target", choices=("native", "guest"), default="native",
                    help="noise: what the runs measure (default native: this host, no VM "
                         "to boot; guest boots QEMU for every run)")
@@ -93,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
             "net": {"rounds": max(1, args.rounds), "duration_s": args.round_duration / 1e9},
             "noise": {"pairs": max(1, args.pairs), "runs_per_side": max(1, args.runs_per_side),
                       "duration_ns": args.duration, "period_ns": args.period,
-                      "target": args.target, "shift": args.shift},
+                      "target": args.target, "shift": args.shift,
+                      "b_period_ns": args.b_period},
             "startup": {"rounds": max(1, args.rounds)}}
     figures = run_benchmarks(args.what or list(DEFAULT_BENCHES), opts)
     renderer(args).bench(figures)

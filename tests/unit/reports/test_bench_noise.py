@@ -47,3 +47,17 @@ def test_bench_noise_figures(native_built, k):
         assert set(ab["by_shift"]) == {"1.05", "1.1", "1.2", "1.3", "1.5", "2"}
         assert all(v in (0.0, 0.5, 1.0) for v in ab["by_shift"].values())
         assert ab["by_shift"]["1.1"] == ab["value"]
+
+
+def test_bench_noise_real_ab_measures_a_third_series(native_built):
+    """--b-period: each pair also measures a series at another period and compare
+    judges A against it; the figure says which difference it is and what it found."""
+    figs = bench_noise(pairs=1, runs_per_side=2, duration_ns=200_000_000,
+                       b_period_ns=1_000_000)
+    assert [f["name"] for f in figs] == ["noise A/A", "noise A/B (x1.1)",
+                                         "noise A/B (real: period 100 us vs 1000 us)"]
+    real = figs[2]
+    jsonschema.validate({"type": "bench", "version": 1, **real}, SCHEMA)
+    assert real["runs"] == 3 * 1 * 2 and real["b_period_ns"] == 1_000_000
+    assert real["hits"] in (0, 1) and len(real["p50_ratios"]) == 1
+    assert real["p50_ratios"][0] > 0
