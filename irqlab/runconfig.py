@@ -34,6 +34,12 @@ class TargetOptions:
         a Linux dom0 that runs loads and xl for the run. Most targets offer none."""
         return frozenset()
 
+    def self_check(self) -> bool:
+        """True when the run injects known delays (``--inject-every N``, with
+        ``--inject-irqoff`` or ``--inject-delay``): its summary then carries the
+        self-check's verdict. A target with a self-check has an ``inject_every`` field."""
+        return bool(getattr(self, "inject_every", 0))
+
 
 @dataclass
 class RunConfig:

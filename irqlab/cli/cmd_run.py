@@ -291,6 +291,8 @@ def run(args: argparse.Namespace) -> int:
     out.summary(result.summary)
     if result.status == "interrupted":
         return EXIT_INTERRUPTED
+    if not (result.summary.get("self_check") or {}).get("passed", True):
+        return EXIT_FAIL                # the self-check found fewer than it injected
     return EXIT_OK if result.status == "ok" else EXIT_FAIL
 
 

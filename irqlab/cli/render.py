@@ -115,8 +115,10 @@ class Renderer:
 class JsonRenderer(Renderer):
     """JSON lines on stdout; notices go to stderr so stdout stays parseable."""
 
-    def __init__(self, out: TextIO = sys.stdout) -> None:
-        self.out = out
+    def __init__(self, out: TextIO | None = None) -> None:
+        # sys.stdout when used, not when this module was imported (a caller may have
+        # replaced it since: pytest's capture, a redirect).
+        self.out = out or sys.stdout
 
     def _emit(self, obj: dict[str, Any]) -> None:
         self.out.write(json_line(obj) + "\n")
@@ -237,6 +239,10 @@ class HumanRenderer(Renderer):
             self.console.print(line, markup=False)
         for line in imported_summary_lines(summary):
             self.console.print(line, markup=False)
+        check = summary.get("self_check")
+        if check:
+            self.console.print(Text(check["text"], style="green" if check["passed"]
+                                    else "bold red"))
         if summary.get("message"):
             style = "red" if summary["status"] == "failed" else "yellow"
             self.console.print(Text(str(summary["message"]), style=style))

@@ -58,6 +58,7 @@ class Run:
         self.windows: list[dict[str, Any]] = []
         self.status, self.message = "failed", None
         self.injected = 0
+        self.injected_found = 0           # injected samples above the threshold
         self.lost = 0
 
     def execute(self) -> RunResult:
@@ -172,7 +173,7 @@ class Run:
         invalid: list[dict[str, int]] = []      # entries before their deadline
         self.break_at = BreakAt.for_run(self.cfg, self.hdr.tick_hz)
         try:
-            self.status, self.message, self.injected = stream(
+            self.status, self.message, self.injected, self.injected_found = stream(
                 self.cfg, self.process, self.source, self.stats, self.store, self.run_id,
                 self.observer, self.windows, stop, self.hdr.tick_hz, stall_s,
                 per_cpu=self.per_cpu, bound=bound, invalid_kept=invalid,
@@ -240,6 +241,8 @@ class Run:
         summary = build_summary(self.cfg, self.run_id, self.name, self.plan, hdr, self.status,
                                 run_summary, self.lost, self.overruns(), self.injected,
                                 self.message)
+        if self.cfg.options.self_check():
+            summary["self_check"] = self_check(self.injected, self.injected_found)
         if self.break_at is not None and self.break_at.sample is not None:
             summary["break_sample"] = self.break_at.sample     # docs/formats.md section 4
         if self.per_cpu is not None:
@@ -303,6 +306,16 @@ class Run:
             # must still be stored, so the measured estimate stays, said aloud.
             self.observer.on_notice(f"percentiles stay the live histogram's estimate: "
                                     f"the stored samples could not be read ({exc})")
+
+
+def self_check(injected: int, found: int) -> dict[str, Any]:
+    """The self-check's verdict (``--inject-irqoff``/``--inject-delay`` with
+    ``--inject-every``): every injected sample, and at least one, must be found above
+    the threshold; the summary's ``self_check`` (docs/formats.md section 4)."""
+    passed = injected > 0 and found == injected
+    return {"injected": injected, "found": found, "passed": passed,
+            "text": f"self-check: {injected} injected, {found} found: "
+                    f"{'PASS' if passed else 'FAIL'}"}
 
 
 def _store_failed(exc: StoreWriteError) -> str:

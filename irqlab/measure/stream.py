@@ -227,8 +227,9 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
            bound: DurationBound | None = None,
            invalid_kept: list[dict[str, int]] | None = None,
            break_at: BreakAt | None = None,
-           ) -> tuple[str, str | None, int]:
-    """Poll the samples until the run ends; returns (status, message, injected count).
+           ) -> tuple[str, str | None, int, int]:
+    """Poll the samples until the run ends; returns (status, message, injected count,
+    injected samples above the threshold: the self-check's "found").
     ``stall_s``: the watchdog, no sample for this long fails the run. A failed store
     write (disk full) stops the run: ``failed``, what was stored before kept.
 
@@ -252,11 +253,11 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
     # closing window takes only the rest from ``pending``.
     stored_ahead = 0
     done = 0
-    injected = 0
+    injected = found = 0
     status, message = "ok", None
 
     def drain() -> int:
-        nonlocal pending_n, done, injected
+        nonlocal pending_n, done, injected, found
         batch = reader.poll()
         if len(batch):
             recs = batch.records
@@ -282,6 +283,8 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
                 per_cpu.add(recs["cpu"], deadlines, latencies)
             done += len(recs)           # the probe's count (--samples) includes invalid
             valid = latencies >= 0
+            marked = (recs["flags"] & FLAG_INJECTED) != 0
+            found += int(np.count_nonzero(marked & (latencies > stats.threshold_tick)))
             if not valid.all():
                 keep_invalid(recs[~valid])
                 recs = recs[valid]      # counted invalid by the statistics, not stored
@@ -410,4 +413,4 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
         except StoreWriteError:
             pass
         raise
-    return status, message, injected
+    return status, message, injected, found

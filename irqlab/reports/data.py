@@ -214,13 +214,16 @@ def exact_quantiles_tick(sorted_tick: np.ndarray, qs: list[float]) -> list[int]:
 
 
 def warm_max_ns(run: RunData) -> int | None:
-    """The summary's warm max, else the max of windows after the warm-up ones."""
+    """The summary's warm max, else the max of windows after the warm-up ones; the
+    warm-up never takes the last window (irqlab.stats.run.RunSummary, issue 32)."""
     s = run.row.summary or {}
     if s.get("warm_max_ns") is not None:
         return int(s["warm_max_ns"])
     warmup = int(run.row.params.get("warmup", 1) or 0)
-    maxima = [w["max_ns"] for w in run.windows
-              if w["index"] >= warmup and w.get("max_ns") is not None]
+    filled = [w for w in run.windows if w.get("max_ns") is not None]
+    maxima = [w["max_ns"] for w in filled if w["index"] >= warmup]
+    if not maxima and filled:
+        maxima = [max(filled, key=lambda w: w["index"])["max_ns"]]
     return max(maxima) if maxima else None
 
 

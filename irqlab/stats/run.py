@@ -27,7 +27,9 @@ class RunSummary:
     `histogram` (nearest rank, never under-reported, relative error < 1/128);
     `saturated_percentiles` names the p*_tick fields whose rank fell in the histogram's
     underflow (value = exact min) or overflow (value = exact max) bucket.
-    warm_max_tick is the max over windows with index >= warmup_windows.
+    warm_max_tick is the max over windows with index >= warmup_windows; the warm-up
+    never takes the last window, so a run of at most warmup_windows windows (a one-window
+    run) has its last window's max (docs/formats.md section 4, issue 32).
     invalid counts the samples whose latency was below the valid minimum (entry before
     deadline): they are in no other field, `samples` included.
     """
@@ -72,6 +74,7 @@ class RunStats:
         self._above = 0
         self._invalid = 0
         self._warm_max: int | None = None
+        self._last_window: tuple[int, int] | None = None    # (index, max)
         self._summary: RunSummary | None = None
 
     def add(self, deadline_tick: np.ndarray, latency_tick: np.ndarray) -> list[WindowStats]:
@@ -126,6 +129,15 @@ class RunStats:
             top = int(seg.max[warm].max())
             if self._warm_max is None or top > self._warm_max:
                 self._warm_max = top
+        # The last window's max so far (a window may span batches: several segments).
+        filled = seg.count > 0
+        if filled.any():
+            last = int(seg.index[filled].max())
+            top = int(seg.max[filled & (seg.index == last)].max())
+            if self._last_window is None or last > self._last_window[0]:
+                self._last_window = (last, top)
+            elif last == self._last_window[0]:
+                self._last_window = (last, max(top, self._last_window[1]))
 
     def _summarize(self) -> RunSummary:
         m, h = self._moments, self._histogram
@@ -137,7 +149,9 @@ class RunStats:
             if detail is not None and detail.saturated:
                 saturated.append(name)
         return RunSummary(samples=m.count, min_tick=m.min, mean_tick=m.mean,
-                          stddev_tick=m.stddev, max_tick=m.max, warm_max_tick=self._warm_max,
+                          stddev_tick=m.stddev, max_tick=m.max,
+                          warm_max_tick=self._warm_max if self._warm_max is not None
+                          else (self._last_window[1] if self._last_window else None),
                           above_threshold=self._above, histogram=h,
                           saturated_percentiles=tuple(saturated), invalid=self._invalid,
                           **values)

@@ -19,7 +19,7 @@ from irqlab.doctor import Check
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.process import MeasuredProcess
 from irqlab.samples.layout import HEADER_SIZE, RING_OFFSET, STATE_DONE, STATE_ERROR
-from irqlab.samples.record import FLAG_AFTER_OVERRUN
+from irqlab.samples.record import FLAG_AFTER_OVERRUN, FLAG_INJECTED
 from irqlab.samples.ring import RingReader
 from irqlab.samples.source import SampleSource
 from irqlab.samples.synthetic import SyntheticRing
@@ -30,6 +30,7 @@ SPIKE_EVERY = 50            # ... except every 50th: + 80 us
 SPIKE_NS = 80_000
 EARLY_NS = 1_748_808        # entered before the deadline (issue 27's Xen cell)
 SKIPPED_PERIODS = 2         # periods an overrun skips (skip_every)
+INJECT_NS = 2_000_000       # an injected sample's latency (the self-check's irqoff)
 
 BEHAVIOUR = Option("--fake-behaviour", "fake_behaviour", dict(
     choices=["ok", "hang", "crash", "probe-error"], help="how the fake probe ends"))
@@ -44,6 +45,8 @@ class FakeOptions(TargetOptions):
     early_every: int = 0           # every Nth sample entered before its deadline
     slowdown: int = 1              # host time per period: a guest clock this much slower
     skip_every: int = 0            # after every Nth sample, SKIPPED_PERIODS periods skipped
+    inject_every: int = 0          # self-check: every Nth sample flagged injected, INJECT_NS
+    inject_misses: int = 0         # ... of which the first this many show no delay
 
 
 class FakeProcess(MeasuredProcess):
@@ -108,6 +111,10 @@ class FakeProcess(MeasuredProcess):
             lat = SPIKE_NS if (n + 1) % SPIKE_EVERY == 0 else LATENCY_NS
             if self.opts.early_every and (n + 1) % self.opts.early_every == 0:
                 lat = -EARLY_NS          # a timer that fired early (a bad calibration)
+            if self.opts.inject_every and (n + 1) % self.opts.inject_every == 0:
+                flag |= FLAG_INJECTED    # a probe that failed to delay it: no latency
+                missed = (n + 1) // self.opts.inject_every <= self.opts.inject_misses
+                lat = LATENCY_NS if missed else INJECT_NS
             self.ring.write(deadline, deadline + lat, np.array([flag], dtype=np.uint32))
             n += 1
             if self.samples and n >= self.samples:
@@ -137,9 +144,11 @@ class FakeTarget(Target):
 
     def __init__(self, broken_accels: tuple[str, ...] = (), after: int = 100,
                  backlog: int = 0, early_every: int = 0, slowdown: int = 1,
-                 skip_every: int = 0) -> None:
+                 skip_every: int = 0, inject_every: int = 0,
+                 inject_misses: int = 0) -> None:
         self.broken_accels, self.after, self.backlog = broken_accels, after, backlog
         self.early_every, self.slowdown, self.skip_every = early_every, slowdown, skip_every
+        self.inject_every, self.inject_misses = inject_every, inject_misses
         self.processes: list[FakeProcess] = []
 
     def doctor(self) -> list[Check]:
@@ -151,7 +160,8 @@ class FakeTarget(Target):
         return FakeOptions(behaviour=given.get("fake_behaviour", "ok"), after=self.after,
                            broken_accels=self.broken_accels, backlog=self.backlog,
                            early_every=self.early_every, slowdown=self.slowdown,
-                           skip_every=self.skip_every)
+                           skip_every=self.skip_every, inject_every=self.inject_every,
+                           inject_misses=self.inject_misses)
 
     def accel_plans(self, cfg: Any) -> list[AccelPlan]:
         return [AccelPlan("kvm", "kvm", False), AccelPlan("tcg", "tcg", True)]

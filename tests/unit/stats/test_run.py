@@ -65,13 +65,24 @@ def test_batch_splits_give_identical_results():
     assert summary2 == summary  # dataclass eq includes the histogram's state
 
 
-def test_warm_max_none_when_all_samples_are_in_warmup():
+def test_the_warmup_never_takes_the_last_window():
+    # Issue 32: a run of at most --warmup windows (a one-window run) has its last
+    # window's max as warm max (was None, shown "—").
     d = np.arange(0, 3 * WINDOW, 1000, dtype=np.int64)  # windows 0..2 only
     lat = np.full(d.size, 300, np.int64)
+    lat[d < WINDOW] = 900                                # a cold first window
+    lat[d >= 2 * WINDOW] = 500
     _, s = _run(d, lat, warmup=3)
-    assert s.warm_max_tick is None and s.max_tick == 300
+    assert (s.warm_max_tick, s.max_tick) == (500, 900)
+    _, s = _run(d, lat, warmup=1)
+    assert s.warm_max_tick == 500
     _, s = _run(d, lat, warmup=0)
-    assert s.warm_max_tick == 300
+    assert s.warm_max_tick == 900
+    one = d < WINDOW
+    _, s = _run(d[one], lat[one], warmup=1)             # one window: its max
+    assert s.warm_max_tick == 900
+    cuts = np.array([7, 150, 151, 2000])                 # windows cut across batches
+    assert _run(d, lat, cuts, warmup=3)[1].warm_max_tick == 500
 
 
 def test_overflowing_percentiles_are_flagged():
