@@ -769,8 +769,11 @@ def xen_perfetto(res: XenExplained, path: Path, progress: Progress) -> dict[str,
                 yield _track_event(pb, ns(end), calls, "end"), 0
 
     spikes = [a for a in res.samples if a.status == "explained"]
-    run = PerfettoRun(f"irqlab run {res.run.run_id} (xentrace)", spikes, ns, res.ns, [],
-                      tracks)
+    # The latency track holds the explained samples (only those are mapped onto Xen's
+    # clock), at their deadlines.
+    counter = sorted((ns(a.start), res.ns(a.latency_tick)) for a in spikes)
+    run = PerfettoRun(f"irqlab run {res.run.run_id} (xentrace)", spikes, ns, res.ns,
+                      counter, tracks)
     progress.stage("writing Perfetto trace")
     return write_perfetto(path, run)
 

@@ -123,3 +123,39 @@ def test_paired_key_may_not_repeat_a_matrix_key(tmp_path):
                                            'period = ["1ms"]'))
     with pytest.raises(ScenarioError, match="period is also in another matrix key"):
         load_scenario(path)
+
+
+def _big(tmp_path, clash: bool = False):
+    """10 x 10 x 11 = 1,100 cells (more than CHECK_CELLS_FIRST); with ``clash`` [run]
+    sets priority, which does not apply to the guest target: every cell is invalid as a
+    whole though each value is fine alone."""
+    nums = ", ".join(str(i) for i in range(1, 11))
+    thresholds = ", ".join(f'"{i}us"' for i in range(1, 12))
+    run = "[run]\npriority = 5\n" if clash else ""
+    return _write(tmp_path, f'name = "big"\n{run}[matrix]\nsamples = [{nums}]\n'
+                            f'warmup = [{nums}]\nthreshold = [{thresholds}]\n')
+
+
+def test_cells_are_counted_not_built(tmp_path):
+    from irqlab.cli.scenario import CHECK_CELLS_FIRST, check_cell
+
+    path = _big(tmp_path)
+    with pytest.raises(ScenarioError, match=r"1,100 cells \(10 x 10 x 11\).*--max-cells 1100"):
+        load_scenario(path, max_cells=1000)
+    scn = load_scenario(path, max_cells=1100)
+    assert scn.cell_count() == 1100 > CHECK_CELLS_FIRST
+    first = next(scn.iter_cells())
+    assert first == {"samples": 1, "warmup": 1, "threshold": "1us"}
+    assert scn.cells()[-1] == {"samples": 10, "warmup": 10, "threshold": "11us"}
+    # A clash of whole cells in a matrix this large is found cell by cell, at its run.
+    clash = load_scenario(_big(tmp_path, clash=True), max_cells=1100)
+    with pytest.raises(ScenarioError, match="cell samples=1,warmup=1,threshold=1us"):
+        check_cell(clash, next(clash.iter_cells()))
+    check_cell(scn, first)
+
+
+def test_matrix_command_refuses_too_many_cells_at_once(tmp_path):
+    path = _big(tmp_path)
+    res = run_cli(["matrix", str(path)] + ["--max-cells", "1099"], tmp_path / "x.duckdb",
+                  timeout=60)
+    assert res.code == 2 and "1,100 cells" in res.stderr and "--max-cells 1100" in res.stderr

@@ -125,3 +125,31 @@ def test_rtds_budget_and_physical_irqs_named(tmp_path: Path) -> None:
     assert sum(att.causes.values()) == 6000
     notes = [n for n in att.notes if n.startswith("scheduler records on pCPU 0")]
     assert notes and "rtds budget_replenish x1" in notes[0]
+
+
+def test_perfetto_of_a_xen_explain_goes_through_the_one_writer(explained, tmp_path) -> None:
+    """xen_perfetto (irqlab.explain.xen) writes the Xen pCPU tracks and, through the
+    writer every explainer shares (irqlab.explain.perfetto), the latency track, the spikes
+    with their stages and the attribution (issue 29: the two writers were copies)."""
+    from types import SimpleNamespace
+
+    from irqlab.explain.attribute import aggregate
+    from irqlab.explain.perfetto import _pb
+    from irqlab.explain.seam import Silent
+    from irqlab.explain.xen import XenExplained, xen_perfetto
+    cap, clock, atts, hz, _lat = explained
+    res = XenExplained(SimpleNamespace(run_id=7), cap, clock, atts, aggregate(atts), "all",
+                       hz, None, np.ones(len(atts), bool))
+    out = tmp_path / "x.pftrace"
+    info = xen_perfetto(res, out, Silent())
+    trace = _pb().Trace()
+    trace.ParseFromString(out.read_bytes())
+    names = {p.track_descriptor.name for p in trace.packet if p.HasField("track_descriptor")}
+    spikes = [a for a in atts if a.status == "explained"]
+    assert "irqlab run 7 (xentrace)" in names and "Xen pCPU 0: vCPU running" in names
+    assert any(n.startswith("spikes (deadline → handler entry)") for n in names)
+    assert info["spikes"] == len(spikes) > 0 and info["samples"] == len(spikes)
+    assert info["events"] > 0 and info["bytes"] == out.stat().st_size
+    begins = [p.track_event.name for p in trace.packet
+              if p.HasField("track_event") and p.track_event.name.startswith("sample ")]
+    assert sorted(begins) == sorted(f"sample {a.seq}" for a in spikes)
