@@ -76,3 +76,28 @@ def test_all_prints_every_sample(db: Path) -> None:
     assert res.code == 0, res.stderr
     assert sorted(_sample_lines(res.stdout)) == list(range(0, N_SAMPLES, SPIKE_EVERY))
     assert "more samples" not in res.stdout
+
+
+def test_a_native_run_with_a_tsc_capture_is_one_clear_error(tmp_path: Path) -> None:
+    """Native runs recorded before 2026-11-26 have an x86-tsc capture: the native
+    explainer needs CLOCK_MONOTONIC and says how to get it (exit 2, one line)."""
+    path = tmp_path / "irqlab.duckdb"
+    with Store(path) as st:
+        rid = st.create_run("old-native", "native", {"window_ns": 10**9, "warmup": 1,
+                                                     "period_ns": PERIOD_NS},
+                            {"hooks": {"trace": {"file": str(CAPTURE)}}})
+        st.update_run(rid, arch="x86_64", tick_hz=10**9, period_ns=PERIOD_NS,
+                      threshold_ns=30_000)
+        rec = np.zeros(4, RECORD_DTYPE)
+        rec["seq"] = np.arange(4)
+        rec["deadline_tick"] = SPAN_START + rec["seq"] * PERIOD_NS
+        rec["entry_tick"] = rec["deadline_tick"] + np.uint64(50_000)
+        st.add_samples(rid, rec)
+        st.finish_run(rid, "ok", {"type": "summary", "version": 1, "run_id": rid,
+                                  "name": "old-native", "samples": 4, "tick_hz": 10**9,
+                                  "status": "ok"})
+    res = run_cli(["explain", "old-native"], path)
+    assert res.code == 2, (res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "x86-tsc clock" in lines[0] and "--trace" in lines[0], lines
+    assert "Traceback" not in res.stderr
