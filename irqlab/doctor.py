@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 # The command that installs or fetches what a failed check lacks.
 SETUP = "./setup.sh --install-only"
+NEEDED, NOT_YET = "needed to run", "not yet created"
 
 
 @dataclass
@@ -19,8 +20,11 @@ class Check:
     ok: bool
     detail: str
     fix: str | None = None
+    # "needed to run": a NO makes `irqlab doctor` exit 1. "not yet created": something
+    # irqlab makes on first use (a store file): said, never a failure (issue 32).
+    group: str = "needed to run"
 
     def line(self) -> str:
-        mark = "ok " if self.ok else "NO "
+        mark = "-- " if self.group == NOT_YET else "ok " if self.ok else "NO "
         return f"{mark} {self.check:<14} {self.detail}" + (f" — fix: {self.fix}"
                                                           if self.fix else "")

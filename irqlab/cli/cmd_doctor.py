@@ -16,7 +16,7 @@ from dataclasses import asdict
 from typing import Callable
 
 from irqlab.cli.common import EXIT_FAIL, EXIT_OK
-from irqlab.doctor import SETUP, Check
+from irqlab.doctor import NEEDED, NOT_YET, SETUP, Check
 
 DOCTOR_VERSION = 1
 
@@ -128,6 +128,10 @@ def _store(ref: str | None) -> Callable[[], Check]:
                 return Check("lab_store", True, "psycopg present: push and --db "
                              "postgresql:// work")
             where = env
+        if not is_url(where) and not os.path.exists(where):
+            # A store is made by the first run that writes it: not there yet is no fault.
+            return Check("store", True, f"{where}: no database yet; the first `irqlab run "
+                         f"--db {where}` (or import) creates it", group=NOT_YET)
         try:
             with open_store(where, read_only=True) as store:
                 n = len(store.runs())
@@ -147,9 +151,17 @@ def run(args: argparse.Namespace) -> int:
             _postgresql, _probes, _fast_path]
     # Then what each target needs (its images, its programs), then the store.
     results = [c() for c in host] + _targets() + [_store(args.db)()]
-    for r in results:
-        if args.json:
-            print(json.dumps({"type": "doctor", "version": DOCTOR_VERSION, **asdict(r)}))
-        else:
-            print(r.line())
-    return EXIT_OK if all(r.ok for r in results) else EXIT_FAIL
+    # Two groups, in this order: what a run needs (a NO fails: exit 1), then what irqlab
+    # creates when first needed (informational).
+    for group in (NEEDED, NOT_YET):
+        mine = [r for r in results if r.group == group]
+        if mine and not args.json:
+            print(f"{group}:" if group == NEEDED
+                  else f"{group} (irqlab makes it on first use; not a failure):")
+        for r in mine:
+            if args.json:
+                print(json.dumps({"type": "doctor", "version": DOCTOR_VERSION,
+                                  **asdict(r)}))
+            else:
+                print(r.line())
+    return EXIT_OK if all(r.ok for r in results if r.group == NEEDED) else EXIT_FAIL

@@ -43,3 +43,17 @@ def test_each_target_adds_its_own_checks():
     assert {"linux_guest", "xen", "net"} <= set(declared)
     assert names[names.index("fast_path") + 1:-1] == list(dict.fromkeys(declared))
     assert all(x["fix"] for x in lines if not x["ok"])
+
+
+def test_a_store_not_yet_created_is_said_and_is_no_failure(tmp_path):
+    # Issue 32: a fresh machine has no store yet; that is not something to fix.
+    base, _ = _doctor(dict(os.environ))
+    missing = tmp_path / "new.duckdb"
+    res = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "doctor", "--json",
+                          "--db", str(missing)], capture_output=True, text=True, timeout=60)
+    code, lines = res.returncode, [json.loads(x) for x in res.stdout.splitlines()]
+    store = next(x for x in lines if x["check"] == "store")
+    assert store["group"] == "not yet created" and store["ok"] is True
+    assert "no database yet" in store["detail"] and not missing.exists()
+    assert code == base                   # the needed checks alone decide the exit
+    assert {x["group"] for x in lines if x["check"] != "store"} == {"needed to run"}
