@@ -53,8 +53,11 @@ class TracefsFiles:
                           lambda done, _total: progress.update(done))
 
 
-def host_perfetto(res: Explained, files: TracefsFiles, path: Path,
-                  progress: Progress) -> dict[str, Any]:
+def host_perfetto(res: Explained, files: TracefsFiles, path: Path, progress: Progress,
+                  thread: tuple[int, str] | None = None,
+                  entry_word: str = "ISR entry") -> dict[str, Any]:
+    """``thread``: (tid, what it is) whose states to draw in the spike windows; default
+    the vCPU thread. ``entry_word``: what ends a spike (its track's name)."""
     from irqlab.explain.export import to_ns_function
     from irqlab.explain.perfetto import write_perfetto
     header, per_cpu, cmdlines = files.read()
@@ -72,23 +75,27 @@ def host_perfetto(res: Explained, files: TracefsFiles, path: Path,
             ns(every["host_deadline"][inside]).tolist(),
             every["latency_tick"][inside].tolist())]
     windows = sorted((a.start, max(a.end, a.start)) for a in res.samples)
-    tid = res.explainer.vcpus[0] if res.explainer.vcpus else None
+    if thread is None and res.explainer.vcpus:
+        thread = (res.explainer.vcpus[0], "vCPU thread")
+    tid = thread[0] if thread else None
     tl = res.explainer.threads.get(tid) if tid is not None else None
 
     def tracks(pb: Any, bar: Any) -> Any:
-        if tl is not None and windows:
-            for p in thread_state_packets(pb, VCPU, f"vCPU thread {tid} (spike windows)",
+        if tl is not None and windows and thread is not None:
+            for p in thread_state_packets(pb, VCPU, f"{thread[1]} {tid} (spike windows)",
                                           tl, windows, one):
                 yield p, 0
         yield from ftrace_packets(pb, header, per_cpu, cmdlines, ns, bar)
 
     run = PerfettoRun(f"irqlab run {res.run.run_id}", res.samples, one, res.ns, counter,
-                      tracks, entry_word="ISR entry")
+                      tracks, entry_word=entry_word)
     return write_perfetto(path, run, lambda done, _total: progress.update(done))
 
 
-def tracefs_writers(res: Explained, capture: Path) -> dict[str, Writer]:
-    """trace.dat, ftrace text, Perfetto and Chrome JSON of an explained tracefs capture."""
+def tracefs_writers(res: Explained, capture: Path, thread: tuple[int, str] | None = None,
+                    entry_word: str = "ISR entry") -> dict[str, Writer]:
+    """trace.dat, ftrace text, Perfetto and Chrome JSON of an explained tracefs capture;
+    ``thread``: the thread whose states Perfetto draws (host_perfetto)."""
     files = TracefsFiles(capture, res.trace.t("sched_switch").cols)
 
     def chrome(path: Path, progress: Progress) -> dict[str, Any]:
@@ -101,7 +108,7 @@ def tracefs_writers(res: Explained, capture: Path) -> dict[str, Writer]:
                                        res.tick_hz),
         "text": lambda p, pr: files.text(p, pr, res.run.run_id, res.tick_hz,
                                          res.trace.events),
-        "perfetto": lambda p, pr: host_perfetto(res, files, p, pr),
+        "perfetto": lambda p, pr: host_perfetto(res, files, p, pr, thread, entry_word),
         "chrome_json": chrome,
     }
 

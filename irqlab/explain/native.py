@@ -226,7 +226,10 @@ def switch_priorities(header: dict[str, Any], per_cpu: dict[int, bytes]) -> dict
 
 
 def explain_native(run: RunRow, trace: Trace, s: dict[str, np.ndarray],
-                   request: Request, prio: dict[int, int]) -> Explained:
+                   request: Request, prio: dict[int, int]
+                   ) -> tuple[Explained, int | None]:
+    """The explained samples, and the probe thread that took the worst of them (the one
+    Perfetto draws)."""
     tick_hz = int(run.tick_hz or 1_000_000_000)
     clock = trace.header.get("clock")
     if clock not in ("mono", "mono_raw") and clock is not None:
@@ -248,8 +251,13 @@ def explain_native(run: RunRow, trace: Trace, s: dict[str, np.ndarray],
     atts = [nat.explain(int(seq[i]), int(dl[i]), int(en[i]), int(cpu[i]))
             for i in idx.tolist()]
     every = {"seq": seq, "latency_tick": lat, "host_deadline": dl, "host_entry": en}
-    return Explained(run, trace, NativeClock(str(clock)), atts, aggregate(atts), how,
-                     tick_hz, ex, every)
+    res = Explained(run, trace, NativeClock(str(clock)), atts, aggregate(atts), how,
+                    tick_hz, ex, every)
+    tid = None
+    if len(idx):
+        worst = int(idx[np.argmax(lat[idx])])
+        tid = nat.probe_tid(int(cpu[worst]), int(en[worst]))
+    return res, tid
 
 
 def as_json(res: Explained) -> dict[str, Any]:
@@ -289,5 +297,7 @@ class NativeExplainer:
         prio = switch_priorities(header, per_cpu)
         del per_cpu
         progress.stage(f"attributing samples ({trace.events:,} events)")
-        res = explain_native(run, trace, stored_samples(store, run.run_id), request, prio)
-        return Explanation(as_json(res), tracefs_writers(res, path))
+        res, tid = explain_native(run, trace, stored_samples(store, run.run_id), request,
+                                  prio)
+        return Explanation(as_json(res), tracefs_writers(
+            res, path, (tid, "probe thread") if tid is not None else None, "handler"))

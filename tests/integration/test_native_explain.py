@@ -106,9 +106,10 @@ def hogged(tmp_path_factory, probe_built):
     with Store(db, read_only=True) as st:
         row = st.resolve("hogged")
         header, per_cpu = read_archive(capture_path(st, row))
-        res = explain_native(row, decode_capture(header, per_cpu),
-                             stored_samples(st, row.run_id), Request(threshold_ns=30_000),
-                             switch_priorities(header, per_cpu))
+        res, _tid = explain_native(row, decode_capture(header, per_cpu),
+                                   stored_samples(st, row.run_id),
+                                   Request(threshold_ns=30_000),
+                                   switch_priorities(header, per_cpu))
     return res, spins, hog.pid
 
 
