@@ -64,10 +64,6 @@ class NativeClock:
                 "anchors": 0, "consistent": True, "candidates": [],
                 "trace_clock": self.trace_clock}
 
-    def to_host(self, ticks: np.ndarray) -> np.ndarray:
-        return ticks
-
-    violations: dict[int, list[str]] = {}
 
 
 class NativeAttributor:
