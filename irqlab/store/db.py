@@ -186,6 +186,13 @@ def _sample_columns(run_id: int, records: np.ndarray) -> list[pa.Array]:
 
 
 
+# Borrowed operations a hand-over does not repeat: they may have landed, and nothing
+# tells (a second run row, a skipped sequence number), or they belong to a transaction.
+_NOT_RETRIED = (share.RUN_INSERT, share.NEXT_RUN_ID, share.COMMIT, share.ROLLBACK,
+                share.FILE_DELETE, share.SAMPLES_SHIFT)
+_TRANSACTION_OPS = (share.BEGIN, share.COMMIT, share.ROLLBACK)
+
+
 class SamplesUnordered(StoreError):
     """A run's samples are not stored in sequence order (read them sorted instead)."""
 
@@ -235,6 +242,11 @@ class Store:
         self._file_runs: set[int] = set()
         # Their files being written in the background, listed at the next settle point.
         self._files_writer = sample_files.Writer(self.path)
+        # Inside a borrowed transaction: its writes, to do again after a hand-over (the
+        # holder's end lost them), with a check of whether each landed (None: no check);
+        # ``_redo_broken`` when one cannot be done again (a streamed insert).
+        self._redo: list[tuple[Any, Any]] | None = None
+        self._redo_broken = False
         self._connect(read_only)
         try:
             if read_only or self.holder_pid is not None:
@@ -300,12 +312,16 @@ class Store:
             raise StoreError(f"{self.path} is not a usable irqlab database "
                              f"({_one_line(exc)}); pass --db PATH to another file") from None
 
-    def _close_dead_runs(self) -> None:
+    def _close_dead_runs(self, gone_only: bool = False) -> None:
         """Mark runs left ``running`` by a process that is gone as ``died`` (see
-        irqlab.store.recover); a read-only open reopens writable for it, if it can."""
-        from irqlab.store.recover import close_dead_run, dead_running_runs
+        irqlab.store.recover); a read-only open reopens writable for it, if it can.
+        ``gone_only``: only runs whose writer is known gone (a hand-over: other
+        borrowers of the dead holder may still be writing theirs)."""
+        from irqlab.store.recover import close_dead_run, dead_running_runs, writer_gone
 
         dead = dead_running_runs(self)
+        if gone_only:
+            dead = [(r, m) for r, m in dead if writer_gone(m.get("writer"))]
         if not dead:
             return
         if self.read_only:
@@ -329,6 +345,44 @@ class Store:
             if self.read_only:
                 self.con.close()
                 self._connect(read_only=True)
+
+    def _take_over(self) -> bool:
+        """The holder this process borrowed from is gone (killed, crashed, or ended while
+        this process was not writing): open the file itself (DuckDB replays the log the
+        holder left) and lend it in turn, or borrow from whoever took it over first.
+        False inside a borrowed transaction: the holder's end lost it, the caller's
+        error stands."""
+        if self.holder_pid is None or self.con.in_transaction:
+            return False
+        gone = self.holder_pid
+        self.con.close()
+        self.holder_pid = None
+        try:
+            self._connect(self.read_only)
+        except StoreError as exc:
+            raise StoreError(f"the irqlab process holding {self.path} (pid {gone}) is "
+                             f"gone and the file cannot be taken over: {exc}") from None
+        if self.holder_pid is None and not self.read_only:
+            self._close_dead_runs(gone_only=True)
+            self._server = StoreServer(self.con, self.path)
+            self.con.execute(f"SET checkpoint_threshold = '{_CHECKPOINT_BYTES}B'")
+        if location.notice is not None:
+            location.notice(f"the irqlab process holding {self.path} (pid {gone}) is gone; "
+                            f"this process " + ("took the file over" if self.holder_pid
+                                                is None else f"now works through pid "
+                                                f"{self.holder_pid}"))
+        return True
+
+    def _files_not_listed(self, rows: list[list[Any]]) -> list[list[Any]]:
+        """Sample-file rows the dead holder had not committed (a retry must not list a
+        file twice)."""
+        listed = {(int(r[0]), str(n)) for r in rows
+                  for _f, _c, n in self._files_listed(int(r[0]))}
+        return [r for r in rows if (int(r[0]), str(r[3])) not in listed]
+
+    def _files_listed(self, run_id: int) -> list[tuple[int, int, str]]:
+        return [(int(f), int(n), str(name)) for f, n, name in self._query(
+            share.FILES_OF_RUN, [run_id]).fetchall()]
 
     def _remove_orphan_files(self) -> None:
         """Sample files no committed row names (store/sample_files.py): this process is
@@ -412,7 +466,23 @@ class Store:
         (share.Op): only the name and typed arguments go to the holder."""
         if isinstance(sql, share.Op):
             if self.holder_pid is not None:
-                return _Rows(*self.con.call(sql, params))
+                in_redo = self._redo is not None and sql not in _TRANSACTION_OPS
+                if in_redo and sql.write:
+                    op, args = sql, params
+                    self._redo.append((lambda: self._query_raw(op, args), None))
+                try:
+                    return _Rows(*self.con.call(sql, params))
+                except share.HolderGone as exc:
+                    if in_redo:
+                        done = self._handover_in_transaction(exc)
+                        return done if sql.write else self._query_raw(sql, params)
+                    if sql in _NOT_RETRIED or not self._take_over():
+                        raise
+                    if sql is share.FILES_INSERT:
+                        params = self._files_not_listed(params)
+                        if not params:
+                            return _Rows([], None)
+                return self._query_raw(sql, params)
             op, (sql, params) = sql, sql.build(params)
             if op.many:
                 self.con.executemany(sql, params)
@@ -470,21 +540,70 @@ class Store:
         files written before it are listed before it begins; those written inside it
         are listed in it, or discarded with it."""
         self._list_files()
-        self._write(share.BEGIN)
+        self._begin()
         try:
             yield
             self._list_files()
         except BaseException:
+            self._redo = None
             self._files_writer.discard()
             with contextlib.suppress(duckdb.Error, share.HolderGone):
                 self._query_raw(share.ROLLBACK)
             raise
         try:
-            self._write(share.COMMIT)
+            self._commit()
         except StoreWriteError:
+            self._redo = None
             with contextlib.suppress(duckdb.Error, share.HolderGone):
                 self._query_raw(share.ROLLBACK)  # DuckDB may have rolled back already
             raise
+
+    def _begin(self) -> None:
+        self._write(share.BEGIN)
+        if self.holder_pid is not None:
+            self._redo, self._redo_broken = [], False
+
+    def _commit(self) -> None:
+        """COMMIT; borrowed, a holder that dies meanwhile leaves it unknown whether the
+        transaction landed: after the hand-over its writes are looked for, and done
+        again when none landed."""
+        redo, self._redo = self._redo, None
+        if self.holder_pid is None or redo is None:
+            self._write(share.COMMIT)
+            return
+        try:
+            self.con.call(share.COMMIT)
+            return
+        except duckdb.Error as exc:
+            self._borrowed_write_failed(exc)
+        except share.HolderGone as exc:
+            gone = exc
+        self.con.in_transaction = False
+        if self._redo_broken or not self._take_over():
+            self._borrowed_write_failed(gone)
+        landed = [check() for _do, check in redo if check is not None]
+        if landed and all(landed):
+            return                                  # the holder committed it, then died
+        if not landed or any(landed):
+            self._borrowed_write_failed(gone)       # cannot tell: say so
+        self._begin()
+        for do, _check in redo:
+            do()
+        self._commit()
+
+    def _handover_in_transaction(self, exc: BaseException) -> Any:
+        """The holder died inside this process's borrowed transaction, which died with
+        it: take the file over, begin again and do its writes again (the result of the
+        last one is returned: the write being made when the holder died)."""
+        redo, self._redo = self._redo or [], None
+        self.con.in_transaction = False
+        if self._redo_broken or not self._take_over():
+            self._borrowed_write_failed(exc)
+        self._begin()
+        result = None
+        for do, _check in redo:
+            result = do()
+        return result
 
     def _write(self, sql: "str | share.Op", params: Any = None, many: bool = False
                ) -> "_Rows":
@@ -591,9 +710,20 @@ class Store:
         """One INSERT for a whole Arrow table (row-by-row executemany took seconds for a
         few thousand rows); borrowed, the holder inserts the rows into its fixed table."""
         if self.holder_pid is not None:
+            if self._redo is not None:
+                self._redo.append((lambda: self._insert_arrow(table_name, table),
+                                   lambda: self._rows_landed(table_name, table)))
             try:
                 self.con.insert_rows(table_name, table)
-            except (duckdb.Error, share.HolderGone) as exc:
+            except share.HolderGone as exc:
+                if self._redo is not None:
+                    self._handover_in_transaction(exc)
+                    return
+                if not self._take_over():
+                    self._borrowed_write_failed(exc)
+                if not self._rows_landed(table_name, table):
+                    self._insert_arrow(table_name, table)
+            except duckdb.Error as exc:
                 self._borrowed_write_failed(exc)
             return
         columns = ", ".join(table.column_names)
@@ -670,7 +800,8 @@ class Store:
             return
         table = pa.table(_sample_columns(run_id, records), schema=_sample_schema())
         if self.holder_pid is not None:
-            self._insert_borrowed("records", None, iter(table.to_batches()), [])
+            self._insert_borrowed("records", None, iter(table.to_batches()), [],
+                                  (run_id, records))
             return
         self.con.register("_irqlab_batch", table)
         try:
@@ -757,14 +888,57 @@ class Store:
 
     def _insert_borrowed(self, kind: str, run_id: int | None,
                          batches: Iterator[pa.RecordBatch],
-                         failure: list[BaseException]) -> None:
-        """Samples sent to the holder, which inserts them with one INSERT."""
+                         failure: list[BaseException],
+                         records: tuple[int, np.ndarray] | None = None) -> None:
+        """Samples sent to the holder, which inserts them with one INSERT. `records`
+        (run id, RECORD_DTYPE array: a batch the caller still has) are written again
+        after a hand-over unless the dead holder committed them."""
+        if self._redo is not None:
+            if records is None:
+                self._redo_broken = True            # a stream cannot be read again
+            else:
+                rid, recs = records
+                self._redo.append((lambda: self.add_samples(rid, recs),
+                                   lambda: self._samples_landed(rid, recs) == len(recs)))
         try:
             self.con.insert_samples(kind, run_id, batches)
-        except (duckdb.Error, share.HolderGone) as exc:
+        except share.HolderGone as exc:
+            if failure:
+                raise failure[0] from None
+            if self._redo is not None:
+                self._handover_in_transaction(exc)
+                return
+            if records is None or not self._take_over():
+                self._borrowed_write_failed(exc)
+            rid, recs = records
+            landed = self._samples_landed(rid, recs)
+            if landed == 0:
+                self.add_samples(rid, recs)
+            elif landed != len(recs):
+                self._borrowed_write_failed(exc)
+        except duckdb.Error as exc:
             if failure:
                 raise failure[0] from None
             self._borrowed_write_failed(exc)
+
+    def _samples_landed(self, run_id: int, records: np.ndarray) -> int:
+        """How many of a run's samples with the records' sequence numbers are stored
+        (sequence numbers count per CPU: each CPU's range is looked up)."""
+        landed = 0
+        for cpu in np.unique(records["cpu"]):
+            seq = records["seq"][records["cpu"] == cpu]
+            landed += int(self._query(share.SAMPLES_IN_RANGE, [
+                run_id, int(cpu), int(seq.min()), int(seq.max())]).fetchone()[0])
+        return landed
+
+    def _rows_landed(self, table_name: str, table: pa.Table) -> bool:
+        """Whether the dead holder committed rows of windows or histograms (one INSERT:
+        all of them or none) before it died."""
+        run_id = int(table.column("run_id")[0].as_py())
+        if table_name == "windows":
+            have = {w["index"] for w in self.windows(run_id)}
+            return table.column("idx")[0].as_py() in have
+        return table.column("series")[0].as_py() in self.histogram(run_id)
 
     def _borrowed_write_failed(self, exc: BaseException) -> None:
         """A write the holder did not make: a bad value or a bug is raised as it is, the
@@ -984,7 +1158,12 @@ class Store:
         borrowed, the holder builds the same SQL from its own list of the run's files."""
         from_item = self._samples_from(run_id)
         if self.holder_pid is not None:
-            return self.con.read_samples(run_id, columns, order, batch)
+            try:
+                return self.con.read_samples(run_id, columns, order, batch)
+            except share.HolderGone:
+                if not self._take_over():
+                    raise
+                return self._read_samples(run_id, columns, order, batch)
         try:
             reader = self.con.sql(share.samples_select(columns, order, from_item)
                                   ).to_arrow_reader(batch)

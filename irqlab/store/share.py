@@ -80,7 +80,6 @@ _LOG_LINES_PER_10_S = 10         # a flood of bad peers is summed up, not echoed
 RUN_COLUMNS = ("run_id, name, target, arch, accel, emulated, status, started_at, ended_at, "
                "tick_hz, period_ns, threshold_ns, message, params, metadata, summary, "
                "kind, source, tags, suite, cell")
-RUN_STATUSES = ("running", "ok", "failed", "interrupted", "died", "stopped-at-break")
 
 
 def _env_s(name: str, default: float) -> float:
@@ -247,6 +246,8 @@ def _time(v: Any) -> dt.datetime:
 
 
 def _status(v: Any) -> str:
+    from irqlab.store.db import RUN_STATUSES    # loaded already: db imports this module
+
     if v not in RUN_STATUSES:
         raise BadRequest(f"a run's status is one of {', '.join(RUN_STATUSES)}")
     return v
@@ -334,6 +335,8 @@ FILE_DELETE = _fixed("file_delete", "DELETE FROM sample_files WHERE run_id = ? A
                      "name = ?", _int, _name, write=True)
 SAMPLE_COUNT = _fixed("sample_count", "SELECT count(*) FROM samples WHERE run_id = ?",
                       _int)
+SAMPLES_IN_RANGE = _fixed("samples_in_range", "SELECT count(*) FROM samples WHERE run_id = ? "
+                          "AND cpu = ? AND seq >= ? AND seq <= ?", _int, _int, _int, _int)
 SAMPLES_SHIFT = _fixed("samples_shift", "UPDATE samples SET deadline_tick = deadline_tick "
                        "+ ?, entry_tick = entry_tick + ? WHERE run_id = ? AND seq >= ? "
                        "AND seq < ?", _int, _int, _int, _int, _int, write=True)
@@ -808,6 +811,9 @@ class RemoteConnection:
         self._sock = sock
         self.holder_pid = holder_pid
         self._lock = threading.Lock()
+        # Inside BEGIN ... COMMIT: the transaction lives in the holder, and dies with it
+        # (store/db.py's hand-over then begins it again and redoes its writes).
+        self.in_transaction = False
 
     def _gone(self, exc: BaseException) -> HolderGone:
         return HolderGone(f"the irqlab process holding the database (pid "
@@ -849,6 +855,10 @@ class RemoteConnection:
                 reply = self._more()
                 rows += reply.get("rows") or []
         self._check(reply)
+        if op is BEGIN:
+            self.in_transaction = True
+        elif op in (COMMIT, ROLLBACK):
+            self.in_transaction = False
         cols = reply.get("columns")
         desc = [(c, None, None, None, None, None, None) for c in cols] \
             if cols is not None else None

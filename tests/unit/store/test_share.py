@@ -150,7 +150,7 @@ def test_holder_that_does_not_share_is_waited_for_then_named(tmp_path, monkeypat
     Store(db).close()                # free again: opens at once
 
 
-def test_holder_killed_is_one_clean_error(tmp_path):
+def test_reader_reconnects_when_the_holder_is_killed(tmp_path):
     db = tmp_path / "x.duckdb"
     holder = _holder(db)
     reader = Store(db, read_only=True)
@@ -158,13 +158,36 @@ def test_holder_killed_is_one_clean_error(tmp_path):
         assert reader.holder_pid == holder.pid
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait(30)
-        with pytest.raises(StoreError, match=f"pid {holder.pid}.* is gone"):
-            reader.runs()
+        # The socket went with the process: the reader opens the file itself.
+        assert [r.name for r in reader.runs()] == ["first"]
+        assert reader.holder_pid is None
     finally:
         reader.close()
-    # The socket went with the process: the file opens directly again.
-    with Store(db, read_only=True) as again:
-        assert again.holder_pid is None and again.runs()[0].name == "first"
+
+
+def test_a_borrowed_stream_lost_with_the_holder_is_one_clean_error(tmp_path):
+    db = tmp_path / "x.duckdb"
+    holder = _holder(db)
+    writer = Store(db)
+    try:
+        assert writer.holder_pid == holder.pid
+        rid = writer.create_run("second", "native", {}, {})
+
+        def batches():
+            recs = np.zeros(1_000, RECORD_DTYPE)
+            recs["seq"] = np.arange(1_000)
+            yield recs
+            os.kill(holder.pid, signal.SIGKILL)
+            holder.wait(30)
+            yield recs
+        # A streamed insert in a transaction cannot be read again: not redone.
+        with pytest.raises(StoreError, match=f"pid {holder.pid}.* is gone"):
+            with writer.transaction():
+                writer.add_sample_stream(rid, batches())
+    finally:
+        writer.close()
+    with Store(db, read_only=True) as after:
+        assert after.sample_count(rid) == 0        # the transaction is gone whole
 
 
 def test_other_users_are_not_served(tmp_path):
