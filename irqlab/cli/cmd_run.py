@@ -104,6 +104,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     output.add_argument("--tag", type=tag_pair, action="append", default=[],
                         metavar="KEY=VALUE",
                         help="tag the run, repeatable (select with tag:KEY=VALUE)")
+    output.add_argument("--brief", action="store_true",
+                        help="window lines in brief: '#3 mean 31.6 us max 76.5 us above 5' "
+                             "(the default keeps the seed logs' raw-tick shape)")
     output.add_argument("-q", "--quiet", action="store_true",
                         help="print no window lines and no progress, only the summary "
                              "(as cyclictest -q)")
@@ -280,7 +283,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfgs = run_configs(args)
     out = renderer(args)
-    out.quiet = args.quiet
+    out.quiet, out.brief = args.quiet, args.brief
     if len(cfgs) > 1 or args.repeat > 1:
         return _run_suite(cfgs, out, args)
     with open_store(db_path(args)) as store:

@@ -94,6 +94,8 @@ class Renderer:
 
     # `irqlab run -q`: no window lines and no progress, the summary only.
     quiet: bool = False
+    # `irqlab run --brief`: window lines as brief_window_line (human output only).
+    brief: bool = False
 
     def on_started(self, info: dict[str, Any]) -> None: ...
     def on_window(self, window: dict[str, Any], line: str) -> None: ...
@@ -203,7 +205,8 @@ class HumanRenderer(Renderer):
 
     def on_window(self, window: dict[str, Any], line: str) -> None:
         if not self.quiet:
-            self.console.print(line, markup=False)
+            self.console.print(brief_window_line(window) if self.brief else line,
+                               markup=False)
 
     def on_progress(self, fraction: float, detail: str) -> None:
         if self._progress is not None:
@@ -311,34 +314,60 @@ class HumanRenderer(Renderer):
         from rich.table import Table
         from rich.text import Text
 
+        from rich import box
+
         from irqlab.reports import tables as compare_tables
-        # Cells are Text objects: run names and tags are data, never rich markup.
-        table = Table(title=Text(f"compare against run {model['baseline_run_id']} "
-                                 f"(baseline)"))
+
+        def build(compact: bool) -> Table:
+            """Compact (issue 32): runs as #ID (named below the table), the verdict
+            wrapped at its spaces, no vertical rules: 161 -> 120 columns for 3 runs of
+            default names. Numbers never wrap nor become ellipses."""
+            # Cells are Text objects: run names and tags are data, never rich markup.
+            table = Table(title=Text(f"compare against run {model['baseline_run_id']} "
+                                     f"(baseline)"),
+                          box=box.SIMPLE_HEAD if compact else box.HEAVY_HEAD,
+                          show_edge=not compact, pad_edge=not compact,
+                          padding=(0, 1) if not compact else (0, 0, 0, 1),
+                          collapse_padding=compact)
+            for head, _key, kind in cols:
+                table.add_column(head, no_wrap=not (compact and kind == "verdict"),
+                                 justify="left" if kind in ("run", "verdict") else "right")
+            for row in model["rows"]:
+                table.add_row(*(Text(f"#{row['run_id']}" if compact and kind == "run"
+                                     else compare_tables.cell(row, key, kind))
+                                for _h, key, kind in cols))
+            return table
+
         cols = compare_tables.HUMAN_COLUMNS
-        for head, _key, kind in cols:
-            table.add_column(head, no_wrap=True,
-                             justify="left" if kind in ("run", "verdict") else "right")
-        for row in model["rows"]:
-            table.add_row(*(Text(compare_tables.cell(row, key, kind))
-                            for _h, key, kind in cols))
         c = self.console
-        # Never squeeze numbers into ellipses: a narrow terminal wraps the lines instead.
+        table = build(False)
         natural = c.measure(table, options=c.options.update(max_width=1000)).maximum
+        compact = natural > OUTPUT_WIDTH
+        if compact:
+            table = build(True)
+            natural = c.measure(table, options=c.options.update(max_width=1000)).minimum
         width = c.width
-        c.width = max(width, natural)
+        # A narrow terminal wraps the lines instead of squeezing numbers.
+        c.width = max(min(width, OUTPUT_WIDTH) if compact else width, natural)
         try:
             c.print(table)
         finally:
             c.width = width
+        if compact:
+            for part in wrapped("runs: " + ", ".join(f"#{r['run_id']} {r['name']}"
+                                                     for r in model["rows"])):
+                c.print(Text(part))
         for line in compare_tables.notes_lines(model):
-            c.print(Text(line, style="dim"))
+            for part in wrapped(line):
+                c.print(Text(part, style="dim"))
         for line in compare_tables.noise_lines(model):
-            c.print(Text(line))
+            for part in wrapped(line):
+                c.print(Text(part))
         for line in compare_tables.differs_lines(model):
+            for part in wrapped(line):
+                c.print(Text(part, style="yellow"))
+        for line in warning_blocks(model["warnings"]):
             c.print(Text(line, style="yellow"))
-        for w in model["warnings"]:
-            c.print(Text("WARNING: " + w["text"], style="yellow"))
 
     def check(self, result: dict[str, Any], lines: list[str]) -> None:
         from rich.text import Text
@@ -488,6 +517,47 @@ class LinesRenderer(Renderer):
 
 SUITE_COLUMNS = [("target", "target"), ("accel", "accel"), ("status", "status")] + [
     (c.heading, c.key) for c in SUITE_TABLE]
+
+
+# The widest line compare prints (issue 32: a 3-run compare had a 161-column table and
+# prose lines up to 378 characters).
+OUTPUT_WIDTH = 120
+
+
+def wrapped(line: str, width: int = OUTPUT_WIDTH) -> list[str]:
+    """A prose line cut at spaces into lines of at most ``width``, the rest indented."""
+    import textwrap
+    return textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=False,
+                         break_on_hyphens=False) or [""]
+
+
+def brief_window_line(window: dict[str, Any]) -> str:
+    """A window in one short line, '#3 mean 31.6 us max 76.5 us above 5' (the full line
+    keeps the seed logs' shape and raw ticks: 157-169 characters)."""
+    line = (f"#{window['index']} mean {format_latency(window.get('mean_ns'))} max "
+            f"{format_latency(window.get('max_ns'))} above {window.get('above_threshold')}")
+    return line + (f" invalid {window['invalid']}" if window.get("invalid") else "")
+
+
+def warning_blocks(warnings: list[dict[str, Any]]) -> list[str]:
+    """Compare's warnings, one block per kind: a kind several runs share is one heading,
+    one line per run and its advice once (the text after the last ': ', when every run's
+    is the same), each line within OUTPUT_WIDTH (the JSON keeps one warning per run)."""
+    kinds: dict[str, list[str]] = {}
+    for w in warnings:
+        kinds.setdefault(str(w.get("kind")), []).append(str(w["text"]))
+    out: list[str] = []
+    for kind, texts in kinds.items():
+        if len(texts) == 1:
+            out += wrapped("WARNING: " + texts[0])
+            continue
+        heads, advice = zip(*(t.rpartition(": ")[::2] for t in texts))
+        shared = len(set(advice)) == 1 and all(heads)
+        out += wrapped(f"WARNING ({kind}, {len(texts)} runs)"
+                       + (f": {advice[0]}:" if shared else ":"))
+        for text in (heads if shared else texts):
+            out += wrapped("  " + text)
+    return out
 
 
 def _value_text(val: Any, key: str) -> str:

@@ -1,6 +1,7 @@
 """`irqlab compare`: markdown / csv / json on deterministic runs, errors, a real run."""
 
 import csv
+import re
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +48,9 @@ def test_human_table_and_errors(rdb):
     res = run_cli(["compare", "base", "double"], rdb)
     assert res.code == 0 and "baseline" in res.stdout and "re-run --repeat" in res.stdout
     assert "97.5% CI" in res.stdout and "block bootstrap" in res.stdout
-    (line,) = [x for x in res.stdout.splitlines() if x.startswith("2 double vs 1 base: ")]
+    # Prose lines wrap at 120 columns (issue 32): continuation lines are indented.
+    logical = re.sub(r"\n  (?=\S)", " ", res.stdout).splitlines()
+    (line,) = [x for x in logical if x.startswith("2 double vs 1 base: ")]
     assert line.endswith(": single runs: re-run with --repeat to judge [block bootstrap, "
                          "blocks of 292/292 samples; run-to-run variation unknown from one "
                          "run each]") and "beyond noise" not in line
