@@ -43,6 +43,9 @@ examples:
   irqlab run --load cpu:cpus=1 --pin 1 --prio 80 --trace --name loaded
       with a CPU load and the vCPU pinned at SCHED_FIFO 80, host events captured
       for `irqlab explain loaded`
+  irqlab run --target native -D 3600 -i 1ms --break-at 1ms --trace -n spike
+      stop at the first sample above 1 ms (cyclictest -b, rtla -T; -D in seconds):
+      the capture ends at it, then `irqlab explain spike` names its cause
   irqlab run --samples 10000 --json | jq 'select(.type == "summary")'
       machine-readable: versioned JSON lines (docs/formats.md section 4)
 """
