@@ -18,12 +18,20 @@ after the database file's device and inode, so every path to the same file finds
 a peer with the holder's uid (``SO_PEERCRED``) is served: the same user could open the
 file anyway.
 
-Protocol (version 1; both ends are this module): frames of a 4-byte little-endian length
-and a body. A request is one JSON frame ``{"op": ..., ...}``, plus one Arrow IPC frame for
-``register``; a reply is one JSON frame (``{"ok": true, ...}`` or ``{"error": CLASS,
-"message": TEXT}``), plus Arrow IPC frames for ``arrow`` ended by an empty frame. Row
-values travel as tagged JSON so ``fetchall()`` returns the same Python types as DuckDB's
-(int for HUGEINT, Decimal, datetime, UUID).
+Protocol (version 2; both ends are this module; docs/formats.md section 11): frames of a
+4-byte little-endian length and a body, at most MAX_FRAME_BYTES. A request names one of
+the store's own operations with typed arguments (``{"op": NAME, "args": ...}``); the
+holder checks them and runs its own fixed SQL: no SQL text crosses the socket, since a
+peer that could send it could make the run's process read or write any file
+(``COPY ... TO``, ``read_text``), attach or install anything (issue 30). Samples travel
+as raw little-endian records, so the holder never parses Arrow from a peer. Row values
+travel as tagged JSON so rows keep DuckDB's Python types (Decimal, datetime, UUID). A
+peer that breaks the framing, stays silent or exceeds a limit costs one logged line and
+its connection, never a traceback or the run.
+
+When the holder dies, a writable borrower takes the file over (store/db.py,
+``Store._take_over``): DuckDB's file lock goes with the process, and opening the file
+replays the log the holder left.
 """
 
 from __future__ import annotations
@@ -335,8 +343,9 @@ FILE_DELETE = _fixed("file_delete", "DELETE FROM sample_files WHERE run_id = ? A
                      "name = ?", _int, _name, write=True)
 SAMPLE_COUNT = _fixed("sample_count", "SELECT count(*) FROM samples WHERE run_id = ?",
                       _int)
-SAMPLES_IN_RANGE = _fixed("samples_in_range", "SELECT count(*) FROM samples WHERE run_id = ? "
-                          "AND cpu = ? AND seq >= ? AND seq <= ?", _int, _int, _int, _int)
+SAMPLES_IN_RANGE = _fixed("samples_in_range", "SELECT count(*) FROM samples WHERE "
+                          "run_id = ? AND cpu = ? AND seq >= ? AND seq <= ?",
+                          _int, _int, _int, _int)
 SAMPLES_SHIFT = _fixed("samples_shift", "UPDATE samples SET deadline_tick = deadline_tick "
                        "+ ?, entry_tick = entry_tick + ? WHERE run_id = ? AND seq >= ? "
                        "AND seq < ?", _int, _int, _int, _int, _int, write=True)
@@ -508,7 +517,8 @@ class StoreServer:
                 conn.close()
 
     def _admit(self, conn: socket.socket) -> None:
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                struct.calcsize("3i"))
         pid, uid, _gid = struct.unpack("3i", creds)
         if uid != os.getuid():
             conn.close()
