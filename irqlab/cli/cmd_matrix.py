@@ -28,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--db", type=db_ref, default=None, help="database file (default as irqlab run)")
     m.add_argument("--format", default="table", choices=FORMATS,
                    help="results as a terminal table (default), markdown, csv or JSON lines")
+    m.add_argument("--raw", action="store_true",
+                   help="the terminal table's latencies in ns, as before 2026-11-26 "
+                        "(default: with units, 31.6 us)")
     m.add_argument("--resume", action="store_true",
                    help="skip cells this scenario already completed in the database")
     m.add_argument("--repeat", type=repeat_count, default=None, metavar="N",
@@ -86,11 +89,17 @@ def _header(keys: list[str]) -> list[str]:
     return [k.upper() for k in keys] + ["RUN", "STATUS"] + [c for c, _ in SUMMARY_COLUMNS]
 
 
-def _cells(res: CellResult, keys: list[str]) -> list[str]:
+def _cells(res: CellResult, keys: list[str], units: bool = False) -> list[str]:
+    """A result's cells; latencies in ns (csv, markdown, --raw) or, with ``units``, as
+    every command prints them (durations.format_latency: '31.6 us')."""
+    from irqlab.durations import format_latency
+
     s = res.summary
     vals = [value_text(res.cell.get(k, "")) for k in keys]
     vals += [str(res.run_id), res.status + (" (resumed)" if res.resumed else "")]
-    vals += ["—" if s.get(key) is None else str(s[key]) for _c, key in SUMMARY_COLUMNS]
+    vals += ["—" if s.get(key) is None
+             else format_latency(s[key]) if units and key.endswith("_ns") else str(s[key])
+             for _c, key in SUMMARY_COLUMNS]
     return vals
 
 
@@ -112,7 +121,7 @@ def markdown_lines(header: list[str], rows: list[list[str]], notes: list[str], t
 
 
 def render(results: list[CellResult], keys: list[str], fmt: str, title: str,
-           out=None) -> None:
+           out=None, raw: bool = False) -> None:
     out = out or sys.stdout
     if fmt == "json":
         for res in results:
@@ -134,12 +143,16 @@ def render(results: list[CellResult], keys: list[str], fmt: str, title: str,
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{title} (latencies in ns)")
+    from irqlab.cli.render import OUTPUT_WIDTH
+
+    table = Table(title=f"{title}" + (" (latencies in ns)" if raw else ""))
     for i, col in enumerate(header):
-        table.add_column(col, justify="left" if i < len(keys) + 2 else "right")
-    for row in rows:
-        table.add_row(*row)
-    console = Console(file=out, highlight=False, soft_wrap=False, width=200)
+        # Figures never wrap; the cell's keys (load specs ...) wrap to fit OUTPUT_WIDTH.
+        table.add_column(col, justify="left" if i < len(keys) + 2 else "right",
+                         no_wrap=i >= len(keys))
+    for res in results:
+        table.add_row(*_cells(res, keys, units=not raw))
+    console = Console(file=out, highlight=False, soft_wrap=False, width=OUTPUT_WIDTH)
     console.print(table)
     for n in notes:
         console.print(f"note: {n}", markup=False)
@@ -166,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     what = (f"{len(results)} cells" if scn.repeat == 1
             else f"{scn.cell_count()} cells x {scn.repeat} runs")
     render(results, keys, args.format, f"{scn.name}: {what}, "
-                                       f"{time.monotonic() - started:.0f} s")
+                                       f"{time.monotonic() - started:.0f} s", raw=args.raw)
     if interrupted:
         print(f"irqlab matrix: interrupted; continue with `irqlab matrix {args.file} "
               f"--resume`", file=sys.stderr)

@@ -40,3 +40,24 @@ def test_brief_window_lines(fake, tmp_path, capsys):
     # fake_target: 5 us samples, every 50th 80 us: 2 above 30 us in each 100.
     assert windows == [f"#{i} mean 6500 ns max 80.0 us above 2" for i in range(3)]
     assert all(re.fullmatch(r"#\d+ mean .+ max .+ above \d+", w) for w in windows)
+
+
+def test_matrix_table_has_units_and_fits_120_columns():
+    import io
+
+    from irqlab.cli.cmd_matrix import render
+    from irqlab.cli.matrix import CellResult
+    summary = {"mean_ns": 15_851_470, "min_ns": 9_120, "max_ns": 1_234_567_890,
+               "warm_max_ns": 987_654_321, "p999_ns": 55_123_456, "above_threshold": 123456}
+    cells = [CellResult({"load": f"cpu:cpus=1,workers={w},load=90", "idle": idle,
+                         "period": "1ms", "prio": 80, "pin": "1"}, 100 + w, "ok", summary, [])
+             for w in (1, 2) for idle in ("hlt", "poll")]
+    keys = ["load", "idle", "period", "prio", "pin"]
+    out = io.StringIO()
+    render(cells, keys, "table", "loaded: 4 cells, 1234 s", out)
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 120, max(lines, key=len)
+    assert "15.85 ms" in out.getvalue() and "15851470" not in out.getvalue()
+    raw = io.StringIO()
+    render(cells, keys, "table", "loaded", raw, raw=True)
+    assert "15851470" in raw.getvalue() and "latencies in ns" in raw.getvalue()
