@@ -51,8 +51,8 @@ COMMANDS: list[Command] = [
     Command("check", ("cmd_check", "register", "run"),
             "pass/fail a run against latency limits (CI gate)"),
     Command("explain", ("cmd_explain", "register", "run"),
-            "attribute latency spikes to host-side causes, or to Xen and its domains "
-            "(needs a run recorded with --trace)"),
+            "attribute latency spikes to their causes from the run's capture (needs a "
+            "run recorded with --trace)"),
     Command("import", ("cmd_import", "register", "run"), "import other tools' results as runs"),
     Command("model", ("cmd_model", "register", "run"),
             "analytic latency bounds (e.g. Xen RTDS: 2(P-B))"),
@@ -135,8 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     name = command_named(argv)
     args = build_parser(only=name, every=False).parse_args(argv)
-    # Undo host changes and kill loads a crashed irqlab left behind (irqlab.knobs.journal).
-    from irqlab.knobs.journal import replay_stale
+    # Undo host changes and kill loads a crashed irqlab left behind (irqlab.journal).
+    from irqlab.journal import replay_stale
     try:
         undone = replay_stale()
     except OSError as exc:          # an unreadable state directory must not stop irqlab

@@ -13,8 +13,7 @@ from irqlab.knobs.base import NOT_APPLICABLE, Knob
 
 def _knobs() -> dict[str, type[Knob]]:
     """Every knob by key. Built on first use: the knob modules import the runners, and
-    every command imports irqlab.knobs.journal (so this package) to undo a crashed run's
-    changes; `irqlab list` must not pay for them (docs/design.md, "Start-up")."""
+    `irqlab list` must not pay for them (docs/design.md, "Start-up")."""
     knobs = globals().get("KNOBS")
     if knobs is not None:
         return knobs

@@ -2,7 +2,7 @@
 
 Every knob is recorded in the run's metadata (``hooks``) with what was asked, what was
 done, and, when the host does not allow it, ``not applicable here: <reason>`` — a knob is
-never silently ignored. Host state a knob changes is journalled first (irqlab.knobs.journal)
+never silently ignored. Host state a knob changes is journalled first (irqlab.journal)
 and restored in ``stop()``, which runs after success, failure and Ctrl-C alike.
 """
 

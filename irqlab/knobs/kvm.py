@@ -10,7 +10,7 @@ import struct
 from typing import Any
 
 from irqlab.knobs.base import Knob, qemu_accel
-from irqlab.knobs.journal import journal, undo_kind
+from irqlab.journal import journal, undo_kind
 from irqlab.knobs.values import parse_duration, parse_onoff
 
 KVM_CAP_HALT_POLL = 182

@@ -4,7 +4,7 @@ one run, with a bridge, a tap for QEMU and the addresses of both ends inside it.
 Nothing of it touches the host's own network: QEMU and the sender run inside the
 namespace (they join it before exec), the addresses exist only there, and removing the
 namespace removes the tap, the bridge and the addresses with it. The namespace is
-journalled (irqlab.knobs.journal, op ``netns``) *before* it is created, so after a
+journalled (irqlab.journal, op ``netns``) *before* it is created, so after a
 ``kill -9`` the next irqlab command kills what is left inside it and deletes it, saying
 so in one line. Its name is unique per process and run (``irqlab-<pid>-<n>``).
 """
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from irqlab.knobs.journal import journal, undo_kind
+from irqlab.journal import journal, undo_kind
 from irqlab.runner.net import (RESPONDER_PORT, GuestNetwork, NetdevSetting, NETDEV_ID,
                                virtio_net_device)
 

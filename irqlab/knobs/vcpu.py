@@ -14,7 +14,7 @@ from typing import Any
 
 from irqlab.cpus import format_cpu_list, online_cpus, parse_available_cpus
 from irqlab.knobs.base import Knob
-from irqlab.knobs.journal import journal, proc_starttime, undo_kind
+from irqlab.journal import journal, proc_starttime, undo_kind
 from irqlab.knobs.values import parse_int
 
 _VCPU_RE = re.compile(r"^(?:CPU (\d+)|ALL CPUs)/(KVM|TCG|HVF|WHPX)$")

@@ -5,7 +5,7 @@ placement (affinity set before exec, inherited by every child). ``stop()`` measu
 group's CPU time from /proc (proof that it loaded the system), checks its exit status (a
 load that died during the run is an error, recorded in the run), then stops the whole group
 (SIGTERM, then SIGKILL) and sweeps it until no member is left: no orphan survives. The group
-is journalled (irqlab.knobs.journal) so a crashed irqlab's loads are killed at the next start.
+is journalled (irqlab.journal) so a crashed irqlab's loads are killed at the next start.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from irqlab.cpus import format_cpu_list, online_cpus, parse_available_cpus
-from irqlab.knobs.journal import journal, proc_starttime, undo_kind
+from irqlab.journal import journal, proc_starttime, undo_kind
 from irqlab.knobs.values import parse_duration
 from irqlab.runner.process import die_with_parent
 

@@ -12,7 +12,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from irqlab.knobs.journal import journal_dir
+from irqlab.journal import journal_dir
 from irqlab.knobs.values import parse_duration, parse_int, parse_size
 from irqlab.loads.base import Load
 

@@ -1,4 +1,4 @@
-"""Scratch directories in the restore journal (irqlab.knobs.journal), like namespaces and
+"""Scratch directories in the restore journal (irqlab.journal), like namespaces and
 trace instances: a run's initramfs (``/tmp/irqlab-net-*/initramfs.cpio``, 3.7 MB) or
 dom0 image (``/tmp/irqlab-xen-*/dom0.cpio``, 7.6 MB) is removed when the run ends, and by
 the next irqlab start if the run was killed (``kill -9``), instead of staying forever.
@@ -19,7 +19,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from irqlab.knobs.journal import Journal, journal, undo_kind
+from irqlab.journal import Journal, journal, undo_kind
 
 # Only directories with this prefix are ever removed by a journal entry: an entry is ours
 # (0600), but a removal that could reach anything else must not depend on that alone.

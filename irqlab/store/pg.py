@@ -609,7 +609,7 @@ class PgStore:
                 return self._push_guarded(src, row, rid, origin_db, None)
             except _CommitUnknown as exc:
                 raise self._commit_unknown(exc, row.run_id, None) from None
-        from irqlab.knobs.journal import journal
+        from irqlab.journal import journal
         file = samples_path(samples_dir.resolve(), rid)
         # Journalled before the file exists: a push killed from here on leaves an entry
         # whose undo, at the next irqlab start, removes the file unless a committed run

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from irqlab.knobs.journal import undo_kind
+from irqlab.journal import undo_kind
 from irqlab.store.db import StoreError
 from irqlab.store.location import redact
 from irqlab.store.arrow import numeric_view

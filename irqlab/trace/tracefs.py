@@ -5,7 +5,7 @@ back by :meth:`Instance.close` (in reverse order); the instance directory is rem
 tracefs we mounted ourselves is unmounted. Nothing is written to the global buffer.
 
 The instance and every private mount are entered in the restore journal
-(irqlab.knobs.journal) *before* they are made, so a process killed with SIGKILL leaves
+(irqlab.journal) *before* they are made, so a process killed with SIGKILL leaves
 nothing behind: the next irqlab start removes them and says so.
 """
 
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from irqlab.knobs.journal import journal, undo_kind
+from irqlab.journal import journal, undo_kind
 
 # The events of issue 8, in (system, name) form; ``irq_vectors:*`` is expanded at run time.
 WANTED_EVENTS: tuple[tuple[str, str], ...] = (

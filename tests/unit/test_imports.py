@@ -22,7 +22,7 @@ the import in a function. Each edge keeps ``module_level`` so a failure says whi
 kind it is.
 
 Not seen: modules loaded by name (importlib.import_module), e.g. the CLI's commands
-(irqlab.cli.main.COMMANDS) and the journal's undo kinds (irqlab.knobs.journal); those
+(irqlab.cli.main.COMMANDS) and the journal's undo kinds (irqlab.journal); those
 name their modules in data, where a reader finds them.
 
 Since every edge between two layers must point upward, a circle can only live inside

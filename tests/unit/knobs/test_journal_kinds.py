@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from irqlab.knobs.journal import Journal, undo_kind
+from irqlab.journal import Journal, undo_kind
 
 # Replays in a fresh interpreter that imported only the journal, as `irqlab` does at start.
-REPLAY = ("import sys\nfrom irqlab.knobs.journal import replay_stale\n"
+REPLAY = ("import sys\nfrom irqlab.journal import replay_stale\n"
           "print('\\n'.join(replay_stale()))\n"
           "print(sorted(m for m in sys.modules if m.startswith('irqlab.')))\n")
 
@@ -64,7 +64,7 @@ def test_an_entry_records_the_module_of_its_undo(tmp_path):
     j.add("test-kind", what="x")
     line = json.loads(j.path.read_text().splitlines()[0])
     assert line == {"id": 1, "op": "test-kind", "undo": __name__, "what": "x"}
-    from irqlab.knobs.journal import undo
+    from irqlab.journal import undo
     assert undo(line) == "undid x"
     j.done(1)
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from irqlab.knobs import make_knob, parse_knob
-from irqlab.knobs.journal import Journal, replay_stale
+from irqlab.journal import Journal, replay_stale
 from irqlab.knobs.kvm import HaltPollGlobalKnob
 from irqlab.loads import group_members
 
@@ -211,7 +211,7 @@ def test_journal_file_goes_away_when_everything_is_undone(tmp_path):
 def test_one_journal_per_state_directory_for_the_whole_process(tmp_path, monkeypatch):
     # Switching state directories and back must give the same journal: a second object
     # for the same file would flock it again and wait for itself (a hang seen in the suite).
-    from irqlab.knobs.journal import journal
+    from irqlab.journal import journal
     monkeypatch.setenv("IRQLAB_STATE_DIR", str(tmp_path / "a"))
     first = journal()
     entry = first.add("sched", tid=0, policy=0, priority=0, affinity=[0])

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from irqlab.knobs import make_knob
-from irqlab.knobs.journal import replay_stale
+from irqlab.journal import replay_stale
 from irqlab.knobs.net import vhost_net_missing
 from irqlab.knobs.netns import NETNS_DIR, NetnsNetwork, undo_netns
 
