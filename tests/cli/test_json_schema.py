@@ -97,6 +97,9 @@ def outputs(tmp_path_factory, probe_built) -> dict[str, list[dict[str, Any]]]:
     out["run (series)"] = _cli(["run", "--target", "native", "--rt-fallback", "--samples",
                                 "100", "--window", "50ms", "--repeat", "2", "--name", "rep",
                                 "--json"], db)
+    # Run management last: tag the series' runs, then remove one of them.
+    out["tag"] = _cli(["tag", "rep", "kernel=rt", "--json"], db)
+    out["rm"] = _cli(["rm", "rep", "--yes", "--json"], db)
     return out
 
 
