@@ -144,6 +144,8 @@ def run_matrix(scn: Scenario, store: Store, observer: MatrixObserver,
                resume: bool = False) -> tuple[list[CellResult], bool]:
     """Run the cells in order; returns (results in cell order, interrupted?). With
     ``repeat`` > 1: every run of every cell, interleaved (run_series)."""
+    from irqlab.measure.boot import StopFlag     # the run machinery, when a matrix runs
+
     if scn.repeat > 1:
         return run_series(scn, store, observer, resume)
     # The cells are walked lazily (a matrix may be large: scenario.MAX_CELLS); only the
@@ -156,21 +158,32 @@ def run_matrix(scn: Scenario, store: Store, observer: MatrixObserver,
     results: dict[str, CellResult] = {}
     interrupted = False
     index = 0
-    for cell in scn.iter_cells():
-        key = _key(cell)
-        if key in done:
-            results[key] = done[key]
-            continue
-        observer.cell_started(index, total - done_here, cell)
-        index += 1
-        res = _run_cell(scn, cell, store, observer)
-        results[key] = res
-        observer.cell_done(res)
-        if res.status == "interrupted":
-            interrupted = True
-            break
-    ordered = [results[_key(c)] for c in scn.iter_cells() if _key(c) in results]
-    return ordered, interrupted
+    # SIGINT/SIGTERM between runs, or one a run ended without heeding, stops the matrix.
+    cells = scn.iter_cells()
+    with StopFlag() as stop:
+        for cell in cells:
+            key = _key(cell)
+            if key in done:
+                results[key] = done[key]
+                continue
+            if stop.signum is not None:
+                interrupted = True
+                break
+            observer.cell_started(index, total - done_here, cell)
+            index += 1
+            res = _run_cell(scn, cell, store, observer)
+            results[key] = res
+            observer.cell_done(res)
+            if res.status == "interrupted" or stop.signum is not None:
+                interrupted = True
+                break
+    # Cells were visited in order, so results are in cell order; cells after a stop are
+    # walked only for the runs a resumed matrix already has.
+    if done:
+        for cell in cells:
+            if _key(cell) in done:
+                results[_key(cell)] = done[_key(cell)]
+    return list(results.values()), interrupted
 
 
 def previous_series(store: Store, scn: Scenario) -> dict[str, tuple[str, dict[int, CellResult]]]:
@@ -212,14 +225,20 @@ def run_series(scn: Scenario, store: Store, observer: MatrixObserver,
         observer.notice(f"resuming {scn.name}: {total - len(todo)} of {total} runs "
                         f"({len(cells)} cells x {scn.repeat}) already done")
     interrupted = False
-    for n, (cell, series_id, index) in enumerate(todo):
-        observer.cell_started(n, len(todo), cell)
-        res = _run_cell(scn, cell, store, observer, (series_id, index))
-        results[_key(cell)].append(res)
-        observer.cell_done(res)
-        if res.status == "interrupted":
-            interrupted = True
-            break
+    from irqlab.measure.boot import StopFlag
+
+    with StopFlag() as stop:            # as in run_matrix
+        for n, (cell, series_id, index) in enumerate(todo):
+            if stop.signum is not None:
+                interrupted = True
+                break
+            observer.cell_started(n, len(todo), cell)
+            res = _run_cell(scn, cell, store, observer, (series_id, index))
+            results[_key(cell)].append(res)
+            observer.cell_done(res)
+            if res.status == "interrupted" or stop.signum is not None:
+                interrupted = True
+                break
     ordered = [res for c in cells
                for res in sorted(results[_key(c)], key=lambda r: (r.index, r.run_id or 0))]
     return ordered, interrupted

@@ -31,6 +31,14 @@ class StopFlag:
     def __exit__(self, *exc: object) -> None:
         for sig, old in self._old.items():
             signal.signal(sig, old)
+            # A flag around this one (a suite's, a matrix's) learns of the signal too:
+            # a run that ended normally although it was asked to stop (its last sample
+            # came first) must not swallow the stop, or a matrix of short runs would
+            # go on through every SIGTERM.
+            outer = getattr(old, "__self__", None)
+            if self.signum is not None and isinstance(outer, StopFlag) \
+                    and outer.signum is None:
+                outer.signum = self.signum
 
 
 def boot(target: Target, cfg: RunConfig, plan: AccelPlan, name: str,

@@ -200,3 +200,26 @@ def test_ctrl_c_stops_the_whole_series(db, native_built):
     assert series["statuses"][1:] in ([], ["interrupted"])
     with Store(db, read_only=True) as st:
         assert [r.run_id for r in st.runs()] == series["run_ids"]
+
+
+def test_sigterm_stops_a_matrix_of_short_runs(db, tmp_path: Path, native_built):
+    """Runs of one sample end before they look at a stop request: the SIGTERM that came
+    during one must still stop the matrix (issue 30: a 10^6-cell matrix went on through
+    every SIGTERM). Exit 130, the runs before kept."""
+    nums = ", ".join(str(i) for i in range(1, 101))
+    scn = tmp_path / "short.toml"
+    scn.write_text(f'name = "short"\n[run]\ntarget = "native"\nperiod = "1ms"\n'
+                   f'[matrix]\nsamples = [1]\nwarmup = [{nums}]\npriority = [80, 90]\n')
+    proc = subprocess.Popen([sys.executable, "-m", "irqlab.cli.main", "matrix", str(scn),
+                             "--db", str(db), "--format", "json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:            # cell lines go to stderr
+        if ": run 3 ok" in line:
+            proc.send_signal(signal.SIGTERM)
+            break
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted; continue with" in err
+    cells = [json.loads(x) for x in out.splitlines()]
+    assert 3 <= len(cells) < 200
