@@ -228,6 +228,17 @@ def load_scenario(path: str | Path, repeat: int | None = None,
             raise err("", table, f"must be a table: [{table}]")
     if repeat is not None:
         run = {**run, "repeat": repeat}
+    for key, vals in matrix.items():
+        if not isinstance(vals, list) or not vals:
+            raise err("matrix", key, "must be a non-empty list, e.g. [\"hlt\", \"poll\"]")
+    # Counted before any value is checked, any cell built, even the run parser: 10^12
+    # cells are refused in microseconds, not after filling the memory.
+    total = cell_count(matrix)
+    if total > max_cells:
+        sizes = " x ".join(str(len(v)) for v in matrix.values())
+        raise ScenarioError(f"{path}: [matrix] has {total:,} cells ({sizes}), more than "
+                            f"the limit of {max_cells:,}: shorten its lists, or pass "
+                            f"--max-cells {total} to run them all")
     parser, options = _run_parser()
 
     def check(table: str, key: str, val: Any, name: str | None = None) -> None:
@@ -251,17 +262,6 @@ def load_scenario(path: str | Path, repeat: int | None = None,
         except (_ArgError, ValueError) as exc:
             raise err(table, key, str(exc)) from None
 
-    for key, vals in matrix.items():
-        if not isinstance(vals, list) or not vals:
-            raise err("matrix", key, "must be a non-empty list, e.g. [\"hlt\", \"poll\"]")
-    # Counted before any value is checked or any cell built: 10^12 cells are refused in
-    # microseconds, not after filling the memory.
-    total = cell_count(matrix)
-    if total > max_cells:
-        sizes = " x ".join(str(len(v)) for v in matrix.values())
-        raise ScenarioError(f"{path}: [matrix] has {total:,} cells ({sizes}), more than "
-                            f"the limit of {max_cells:,}: shorten its lists, or pass "
-                            f"--max-cells {total} to run them all")
     for key, val in run.items():
         check("run", key, val)
     for key, vals in matrix.items():
