@@ -221,3 +221,28 @@ def test_the_socket_is_named_after_the_file_not_the_path(tmp_path):
     link.symlink_to(db)
     assert share.socket_address(db) == share.socket_address(link)
     assert share.socket_address(db).startswith("\0irqlab-store-")
+
+
+def test_an_idle_borrower_does_not_keep_the_holder_open(tmp_path):
+    """Issue 30: an idle "writer" kept a finished holder alive (72 s; before, for ever
+    inside a transaction). Writing, it is waited for at most IRQLAB_SHARE_GRACE_S."""
+    db = tmp_path / "x.duckdb"
+    holder = _child(f"""
+        import sys
+        from irqlab.store import Store
+        s = Store({str(db)!r})
+        print('ready', flush=True)
+        sys.stdin.readline()
+        s.close()
+        print('closed', flush=True)
+        """, env={**os.environ, "IRQLAB_SHARE_GRACE_S": "1"}, stderr=subprocess.PIPE)
+    assert holder.stdout.readline().strip() == "ready"
+    remote = share.connect(db)
+    assert remote is not None
+    remote.call(share.BEGIN)                  # a transaction left open, then silence
+    remote.call(share.NEXT_RUN_ID)
+    out, err = holder.communicate("\n", timeout=60)
+    remote.close()
+    # Before, the holder waited for the open transaction for ever (timeout above).
+    assert out.strip() == "closed" and holder.returncode == 0
+    assert "Traceback" not in err, err
