@@ -46,12 +46,15 @@ def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers", "emulated: boots QEMU (or Xen under QEMU); ./run-tests.sh --quick "
                    "deselects it, with integration")
+    config.addinivalue_line(
+        "markers", "slow: a big synthetic case where size is the point (seconds of CPU); "
+                   "./run-tests.sh --quick deselects it, the whole suite runs it")
 
 
 def pytest_collection_modifyitems(config, items) -> None:
     """Every test under tests/integration is ``integration``, marked or not: the quick
-    set (./run-tests.sh --quick, ``-m "not integration and not emulated"``) never picks
-    one up because its module forgot ``pytestmark``."""
+    set (./run-tests.sh --quick, ``-m "not integration and not emulated and not slow"``)
+    never picks one up because its module forgot ``pytestmark``."""
     for item in items:
         if _INTEGRATION in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)

@@ -122,9 +122,12 @@ def _case_or_crash(store, name, fmt, text, hz, skip_bad) -> str:
         return "crash"
 
 
-def test_seeded_mutation_fuzz_storing_included():
+# 57 cases = every fixture (19) mutated three times, for the edit loop; the 300-case slice
+# (15 a fixture) is the whole suite's (marked slow: the number of cases is the point).
+@pytest.mark.parametrize("cases", [57, pytest.param(300, marks=pytest.mark.slow)])
+def test_seeded_mutation_fuzz_storing_included(cases):
     """A fixed slice of what scripts/fuzz-import runs: no crash, no case over 1 s."""
-    out = fuzz(300, D, seed=20)
+    out = fuzz(cases, D, seed=20)
     assert out.crashes == 0, out.crash_examples
     assert out.rejected and out.accepted
     # The slowest cases timed again alone, in CPU time (fuzz() retimes them in wall

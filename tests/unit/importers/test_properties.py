@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -160,8 +161,20 @@ def mutated_fixture(draw):
     return "\n".join(lines)
 
 
-@settings(max_examples=1500, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.sampled_from(sorted(FORMATS)), mutated_fixture(), st.booleans())
+_MUTATED = given(st.sampled_from(sorted(FORMATS)), mutated_fixture(), st.booleans())
+_FUZZ_HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large]
+
+
+# The same fuzz twice: 150 examples for the edit loop (./run-tests.sh --quick), 1,500 in
+# the whole suite (marked slow: there the number of examples is the point).
+@settings(max_examples=150, deadline=None, suppress_health_check=_FUZZ_HEALTH)
+@_MUTATED
 def test_fuzz_mutated_real_files_never_crash(fmt, text, skip_bad):
+    _clean(fmt, text, skip_bad)
+
+
+@pytest.mark.slow
+@settings(max_examples=1500, deadline=None, suppress_health_check=_FUZZ_HEALTH)
+@_MUTATED
+def test_fuzz_mutated_real_files_never_crash_1500_examples(fmt, text, skip_bad):
     _clean(fmt, text, skip_bad)
