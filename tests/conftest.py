@@ -66,6 +66,17 @@ def db(tmp_path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def pg_server():
+    """One throw-away PostgreSQL server for the session (initdb + start cost ~3 CPU s
+    each): every test takes a fresh database on it (``pg_server.database(unique name)``).
+    A test that stops or kills its server starts its own PgServer instead."""
+    from irqlab.store.pgserver import PgServer
+    server = PgServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def probe_built() -> Path:
     if not DEFAULT_PROBE.exists():
         subprocess.run(["make", "-s", "-C", str(DEFAULT_PROBE.parents[2])], check=True)

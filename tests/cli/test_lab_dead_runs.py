@@ -15,14 +15,11 @@ import pytest
 
 from irqlab.store import StoreError
 from irqlab.store.pg import PgStore
-from irqlab.store.pgserver import PgServer
 
 
 @pytest.fixture(scope="module")
-def pg():
-    server = PgServer()
-    yield server
-    server.stop()
+def pg(pg_server):
+    return pg_server            # the session's server (tests/conftest.py): fresh databases
 
 
 def test_killed_run_is_closed_by_the_next_open_of_this_host(pg):

@@ -127,31 +127,25 @@ def test_scenario_tags_label_every_run_of_a_matrix(db, tmp_path, native_built):
     assert res.code == 2 and "irqlab's own" in res.stderr, res.stderr
 
 
-def test_tag_list_and_rm_on_a_lab_store(db, tmp_path, native_built):
+def test_tag_list_and_rm_on_a_lab_store(db, tmp_path, native_built, pg_server):
     """The same commands on a real PostgreSQL lab store: a pushed run's rows and its
     samples file go; the other run stays."""
-    from irqlab.store.pgserver import PgServer
-
     for name in ("one", "two"):
         assert run_cli(["run", "--target", "native", "--cpus", "0", "--samples", "100",
                         "--window", "50ms", "-q", "--name", name], db).code == 0
-    server = PgServer()
-    try:
-        lab = server.database("lab")
-        files = tmp_path / "lab-samples"
-        files.mkdir()
-        res = run_cli(["push", "one", "two", "--to", lab, "--samples-dir", str(files)], db)
-        assert res.code == 0, res.stderr
-        assert len(list(files.iterdir())) == 2
-        res = run_cli(["tag", "one", "kernel=rt", "--json"], lab)
-        assert res.code == 0 and res.lines[0]["tags"] == {"kernel": "rt"}, res.stderr
-        listed = run_cli(["list", "--json", "--where", "tag:kernel=rt"], lab)
-        assert [x["name"] for x in listed.lines] == ["one"]
-        res = run_cli(["rm", "tag:kernel=rt", "--yes", "--json"], lab)
-        assert res.code == 0, res.stderr
-        assert res.lines[0]["rows"]["runs"] == 1 and res.lines[0]["sample_files"] == 1
-        assert [x["name"] for x in run_cli(["list", "--json"], lab).lines] == ["two"]
-        assert len(list(files.iterdir())) == 1
-        assert run_cli(["show", "two", "--json"], lab).code == 0
-    finally:
-        server.stop()
+    lab = pg_server.database("manage_lab")
+    files = tmp_path / "lab-samples"
+    files.mkdir()
+    res = run_cli(["push", "one", "two", "--to", lab, "--samples-dir", str(files)], db)
+    assert res.code == 0, res.stderr
+    assert len(list(files.iterdir())) == 2
+    res = run_cli(["tag", "one", "kernel=rt", "--json"], lab)
+    assert res.code == 0 and res.lines[0]["tags"] == {"kernel": "rt"}, res.stderr
+    listed = run_cli(["list", "--json", "--where", "tag:kernel=rt"], lab)
+    assert [x["name"] for x in listed.lines] == ["one"]
+    res = run_cli(["rm", "tag:kernel=rt", "--yes", "--json"], lab)
+    assert res.code == 0, res.stderr
+    assert res.lines[0]["rows"]["runs"] == 1 and res.lines[0]["sample_files"] == 1
+    assert [x["name"] for x in run_cli(["list", "--json"], lab).lines] == ["two"]
+    assert len(list(files.iterdir())) == 1
+    assert run_cli(["show", "two", "--json"], lab).code == 0

@@ -24,7 +24,6 @@ from irqlab.runner.native import NATIVE_PROBE
 from irqlab.stats import quantile_rank
 from irqlab.stats.fields import CHECK_LIMITS, PERCENTILE_FIELDS
 from irqlab.store import open_store
-from irqlab.store.pgserver import PgServer
 from tests.conftest import DEFAULT_PROBE, run_cli
 
 KEYS = [f.key for f in PERCENTILE_FIELDS]            # p50_ns .. p9999_ns
@@ -42,10 +41,8 @@ RUNS = {
 
 
 @pytest.fixture(scope="module")
-def pg():
-    server = PgServer()
-    yield server
-    server.stop()
+def pg(pg_server):
+    return pg_server            # the session's server (tests/conftest.py): fresh databases
 
 
 @pytest.fixture(scope="module", params=[

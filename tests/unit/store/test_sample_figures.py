@@ -14,7 +14,6 @@ import pytest
 from irqlab.importers import ParseOptions, store_runs, stream_file
 from irqlab.importers.ingest import _records
 from irqlab.store import PgStore, Store
-from irqlab.store.pgserver import PgServer
 
 QS = [0.0, 0.5, 0.9, 0.99, 0.999, 0.9999, 1.0]
 
@@ -37,10 +36,8 @@ DATASETS = {
 
 
 @pytest.fixture(scope="module")
-def pg():
-    server = PgServer()
-    yield server
-    server.stop()
+def pg(pg_server):
+    return pg_server            # the session's server (tests/conftest.py): fresh databases
 
 
 def fill(store, name: str, lat: np.ndarray) -> int:
