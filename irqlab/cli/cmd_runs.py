@@ -64,7 +64,8 @@ def register_show(sub: argparse._SubParsersAction) -> None:
     sh = sub.add_parser("show", help="show one stored run")
     sh.add_argument("run", metavar="RUN", help="run id or name (latest run of that name); "
                                                "tag:KEY=VALUE, suite:NAME or series:ID show "
-                                               "each of their runs")
+                                               "each of their runs; so does the --name "
+                                               "of an import that made several runs")
     add_db_json(sh)
 
 def _list_row(row) -> dict[str, Any]:

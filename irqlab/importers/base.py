@@ -92,6 +92,9 @@ class ParsedRun:
     figures: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     provenance: dict[str, Any] = field(default_factory=dict)
+    # Host facts the source recorded, under irqlab.runner.hostinfo's keys (hostname,
+    # kernel ...): stored as the run's metadata.host, the provenance record's host.
+    host: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

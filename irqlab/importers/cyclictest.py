@@ -79,7 +79,42 @@ def _parse_json(src: Lines, text: str) -> ParseResult:
                       "rt_test_version": doc.get("rt_test_version:"),
                       "start_time": doc.get("start_time"), "end_time": doc.get("end_time"),
                       "sysinfo": doc.get("sysinfo"), "unit_ns": unit}
+    run.host = host_facts(doc.get("sysinfo"))
     return ParseResult([run], src.skipped)
+
+
+# cyclictest --json's sysinfo is uname(2) plus "realtime" (rt-tests src/lib/rt-utils.c,
+# rt_write_json: 1 when /sys/kernel/realtime says so); named as irqlab's own host facts
+# (irqlab.runner.hostinfo.host_info) so show, compare and the API read them alike.
+_UNAME_FACTS = (("nodename", "hostname"), ("release", "kernel"),
+                ("version", "kernel_version"), ("machine", "machine"))
+
+
+def host_facts(sysinfo: Any) -> dict[str, Any]:
+    """The host facts a cyclictest --json sysinfo object carries; absent ones stay out
+    (shown "unknown"), never guessed."""
+    if not isinstance(sysinfo, dict):
+        return {}
+    out: dict[str, Any] = {key: sysinfo[src] for src, key in _UNAME_FACTS
+                           if isinstance(sysinfo.get(src), str) and sysinfo[src]}
+    model = _preempt_model(sysinfo.get("realtime"), out.get("kernel_version"))
+    if model:
+        out["preempt_model"] = model
+    return out
+
+
+def _preempt_model(realtime: Any, version: str | None) -> str | None:
+    # As hostinfo.preempt_model reads a live host, minus what only the host itself can
+    # tell (debugfs's PREEMPT_DYNAMIC mode, /boot/config): the tag the kernel build puts
+    # in `uname -v` (scripts/mkcompile_h), or the RT flag.
+    tags = (version or "").split()
+    if realtime == 1 or "PREEMPT_RT" in tags:
+        return "rt"
+    if "PREEMPT_DYNAMIC" in tags:
+        return "dynamic (mode unknown: not in cyclictest's sysinfo)"
+    if "PREEMPT" in tags:
+        return "full"
+    return None
 
 
 def _int_key(src: Lines, key: str) -> int:

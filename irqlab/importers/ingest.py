@@ -131,6 +131,8 @@ def _store_one(store: Store, run: ParsedRun, name: str, tags: dict[str, str],
         summary = build_summary(run, run_id, name)
     meta = {"irqlab_version": __version__, "import": {"format": run.source, "file": run.path,
                                                       "line": run.line, **run.provenance}}
+    if run.host:
+        meta["host"] = dict(run.host)
     # One statement per table: the id first, so the summary goes in with the row.
     store.create_run(name, IMPORT_TARGET, params, meta, kind=run.kind, source=run.source,
                      tags=tags, status="ok", run_id=run_id, tick_hz=run.tick_hz,

@@ -13,6 +13,7 @@ A statistic that cannot be derived is None (shown "—").
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from irqlab.importers.base import ParsedRun, Series
 from irqlab.stats import Moments, quantile_rank, ticks_to_ns
-from irqlab.stats.fields import PERCENTILE_FIELDS, make_summary, percentiles_from
+from irqlab.stats.fields import PERCENTILE_FIELDS, field, make_summary, percentiles_from
 
 # (summary key, quantile) of each percentile, as importers match a source's percentiles.
 PCT_KEYS: tuple[tuple[str, float], ...] = tuple(
@@ -64,6 +65,49 @@ def bucket_percentile(buckets: list[tuple[int, int | None, int, int]], total: in
     return None
 
 
+def bucket_stddev(buckets: list[tuple[int, int | None, int, int]]) -> int | None:
+    """Population standard deviation (ddof 0, as a measured run's) of bucketed samples,
+    in ns, each sample taken at the value bucket_percentile gives its bucket: exact at
+    the source's resolution when the buckets are that wide (cyclictest -h: 1 us buckets
+    of latencies it truncated to whole us), bucket-resolution otherwise. None when any
+    sample overflowed: its value, and so its square, is unknown. Exact integer sums
+    (n*S2 - S1^2) / n^2, so no cancellation."""
+    if any(hi is None for _lo, hi, _n, _res in buckets):
+        return None
+    n = s1 = s2 = 0
+    for lo, hi, count, res in buckets:
+        assert hi is not None
+        value = max(lo, hi - res)
+        n += count
+        s1 += count * value
+        s2 += count * value * value
+    if n == 0:
+        return None
+    return round(math.sqrt((n * s2 - s1 * s1) / (n * n)))
+
+
+def _overflow_bound(buckets: list[tuple[int, int | None, int, int]], total: int, q: float,
+                    vmax: int | None) -> list[int | None] | None:
+    """[lowest, highest] a percentile can be when its rank falls in the overflow bucket
+    (values >= the bucket's lower edge, <= the printed max); None when it does not."""
+    rank = quantile_rank(q, total) if total > 0 else 0
+    inside = sum(n for _lo, hi, n, _res in buckets if hi is not None)
+    over = [lo for lo, hi, _n, _res in buckets if hi is None]
+    if not over or rank <= inside or rank == total:
+        return None
+    return [min(over), vmax]
+
+
+def _stddev_and_bounds(out: dict[str, Any], rows: list[tuple[int, int | None, int, int]],
+                       total: int, vmax: int | None) -> None:
+    """stddev_ns from the buckets, and the bounds of percentiles lost in the overflow."""
+    out["stddev_ns"] = bucket_stddev(rows)
+    bounds = {key: b for key, q in PCT_KEYS
+              if out.get(key) is None and (b := _overflow_bound(rows, total, q, vmax))}
+    if bounds:
+        out["percentile_bounds"] = bounds
+
+
 def _merged(series: dict[str, Series]) -> list[tuple[int, int | None, int, int]]:
     rows = [(lo, hi, n, s.resolution_ns) for s in series.values() for lo, hi, n in s.buckets]
     # Overflow buckets last: their values lie above every regular bucket of their series.
@@ -82,6 +126,7 @@ def _series_figures(s: Series) -> dict[str, Any]:
     overflow = sum(n for _lo, hi, n in s.buckets if hi is None)
     if rows:
         out["overflow"] = overflow
+        _stddev_and_bounds(out, rows, total, s.max_ns)
     out.update(s.extra)
     return out
 
@@ -111,6 +156,27 @@ def _from_series(run: ParsedRun, out: dict[str, Any]) -> None:
                                   "the overflow bucket")
         out["overflow"] = sum(n for s in run.series.values() for _l, hi, n in s.buckets
                               if hi is None)
+        _stddev_and_bounds(out, rows, total, out["max_ns"])
+        out["stddev_from"] = _stddev_from(out)
+        if out.get("percentile_bounds"):
+            out["percentile_note"] = (
+                "; ".join(f"{field(key).label} lies in the overflow bucket, "
+                          f"{_us(lo)} to {_us(hi)}"
+                          for key, (lo, hi) in out["percentile_bounds"].items())
+                + ": the source keeps no value above its histogram (a larger histogram "
+                  "gives it)")
+
+
+def _us(ns: int | None) -> str:
+    return "the max (not printed)" if ns is None else f"{ns / 1000:g} us"
+
+
+def _stddev_from(out: dict[str, Any]) -> str:
+    if out["stddev_ns"] is not None:
+        return ("stddev from the histogram, each sample at its bucket's value (bucket "
+                "resolution: exact to the source's unit where buckets are 1 unit wide)")
+    return (f"no stddev: {out['overflow']} samples overflowed the histogram, their "
+            f"values unknown")
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ A selector is a run id, a run name (the latest run of that name), ``tag:KEY=VALU
 run with that tag), ``suite:NAME`` (every run of that suite or matrix) or ``series:ID``
 (every run of the series ``irqlab run --repeat`` made, tag ``series=ID``; ``series:NAME``
 with a run name: the runs of the latest series of runs named NAME), in run-id order.
+A name no run has, given to an import that made several runs (`import rtla-timerlat
+--name rtla` makes rtla/irq and rtla/thread), selects that import's runs: the group.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ TAG_PREFIX = "tag:"
 SUITE_PREFIX = "suite:"
 SERIES_PREFIX = "series:"
 SERIES_TAG = "series"      # the runs.tags (and runs.metadata) key of irqlab.suite's series
+IMPORT_TARGET = "import"    # irqlab.importers.ingest.IMPORT_TARGET (not imported: light)
 
 
 def select_runs(store: Store, refs: list[str]) -> list[RunRow]:
@@ -56,7 +59,34 @@ def _select_one(store: Store, ref: str) -> list[RunRow]:
         return rows
     if ref.startswith(SERIES_PREFIX):
         return _series(store, ref[len(SERIES_PREFIX):])
-    return [store.resolve(ref)]
+    try:
+        return [store.resolve(ref)]
+    except StoreError:
+        group = _import_group(store, ref)
+        if group:
+            return group
+        raise
+
+
+def _import_group(store: Store, name: str) -> list[RunRow]:
+    """The runs one import named ``name/…`` (the latest such import): imported runs of
+    that prefix and of the same source file, with consecutive run ids (one import stores
+    its runs in one transaction, irqlab.importers.ingest.store_runs). Empty: no group."""
+    prefix = f"{name}/"
+    runs = sorted(store.runs(), key=lambda r: r.run_id)
+    members = [r for r in runs if r.target == IMPORT_TARGET and r.name.startswith(prefix)]
+    if not members:
+        return []
+    latest = members[-1]
+    source = (latest.metadata or {}).get("import", {}).get("file")
+    group: list[RunRow] = []
+    for row in reversed(runs[:runs.index(latest) + 1]):
+        same = (row.target == IMPORT_TARGET and row.name.startswith(prefix)
+                and (row.metadata or {}).get("import", {}).get("file") == source)
+        if not same:
+            break
+        group.append(row)
+    return group[::-1]
 
 
 def _series(store: Store, key: str) -> list[RunRow]:

@@ -145,6 +145,7 @@ IMPORT_EXTRA_FIELDS: tuple[Field, ...] = (
     Field("percentile_note", "percentile note", "text", "note"),
     Field("above_threshold_note", "above threshold note", "text", "note"),
     Field("mean_from", "mean from", "text", "note"),
+    Field("stddev_from", "stddev from", "text", "note"),
     Field("warm_max_from", "warm max from", "text", "note"),
 )
 

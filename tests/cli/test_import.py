@@ -188,3 +188,43 @@ def test_list_json_marks_imported_runs(tmp_path):
     res = run_cli(["list", "--json"], db)
     assert {(r["source"], r["kind"]) for r in res.lines} == {("net-rtt", "network")}
     assert [r["name"] for r in res.lines][:2] == ["net#1", "net#2"]
+
+
+def test_cyclictest_json_sysinfo_is_the_runs_host(capfd, tmp_path):
+    # Issue 31: sysinfo was kept only in the import metadata; show and compare read
+    # metadata.host (the provenance record's host), so they said "unknown" / None.
+    db = tmp_path / "h.duckdb"
+    code, _o, err = cli(capfd, "import", "cyclictest", str(D / "cyclictest.json"), "--name",
+                        "c", "--db", str(db))
+    assert code == 0, err
+    code, out, err = cli(capfd, "show", "c", "--db", str(db), "--json")
+    assert code == 0, err
+    host = jlines(out)[0]["host"]
+    assert (host["hostname"], host["kernel"], host["machine"]) == ("vm", "6.18.44-fc-v657",
+                                                                    "x86_64")
+    assert host["kernel_version"] == "#1 SMP PREEMPT_DYNAMIC @0"
+    assert host["cpu_model"] == "unknown"          # not in sysinfo: never guessed
+
+
+def test_a_multi_run_import_is_addressable_by_its_name(capfd, tmp_path):
+    db = tmp_path / "r.duckdb"
+    rtla = str(D / "rtla_timerlat_hist.txt")
+    code, _o, err = cli(capfd, "import", "rtla-timerlat", rtla, "--name", "rtla",
+                        "--db", str(db))
+    assert code == 0, err
+    code, out, err = cli(capfd, "show", "rtla", "--db", str(db), "--json")
+    assert code == 0, err
+    assert [s["name"] for s in jlines(out)] == ["rtla/irq", "rtla/thread"]
+    # A later import of the same name: the name selects the latest group only.
+    cli(capfd, "import", "cyclictest", str(D / "cyclictest_q.txt"), "--name", "rtla/x",
+        "--db", str(db))
+    cli(capfd, "import", "rtla-timerlat", rtla, "--name", "rtla", "--db", str(db))
+    code, out, err = cli(capfd, "show", "rtla", "--db", str(db), "--json")
+    assert code == 0, err
+    assert [(s["run_id"], s["name"]) for s in jlines(out)] == [(4, "rtla/irq"),
+                                                               (5, "rtla/thread")]
+    code, out, err = cli(capfd, "compare", "rtla/irq", "rtla/thread", "--db", str(db),
+                         "--json")
+    assert code == 0, err
+    code, _o, err = cli(capfd, "show", "rtl", "--db", str(db))
+    assert code == 2 and "no run 'rtl'" in err
