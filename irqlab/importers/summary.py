@@ -93,7 +93,8 @@ def _overflow_bound(buckets: list[tuple[int, int | None, int, int]], total: int,
     rank = quantile_rank(q, total) if total > 0 else 0
     inside = sum(n for _lo, hi, n, _res in buckets if hi is not None)
     over = [lo for lo, hi, _n, _res in buckets if hi is None]
-    if not over or rank <= inside or rank == total:
+    # Rank n with a printed max is that max (bucket_percentile), no bound needed.
+    if not over or rank <= inside or (rank == total and vmax is not None):
         return None
     return [min(over), vmax]
 

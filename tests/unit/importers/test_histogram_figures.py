@@ -96,3 +96,13 @@ def test_stddev_matches_the_arithmetic_of_a_two_value_histogram():
     # = 18.75 us^2, stddev 4.3301 us.
     s = _summary(_h_text({10: (1, 1), 20: (3, 3)}, (0, 0)))
     assert s["stddev_ns"] == 4330
+
+
+def test_overflow_bound_without_a_printed_max_is_open_above():
+    from irqlab.importers.summary import _overflow_bound
+
+    rows = [(0, 1000, 5, 1000), (1000, None, 5, 1000)]    # 5 in [0, 1) us, 5 overflowed
+    assert _overflow_bound(rows, 10, 0.999, None) == [1000, None]
+    assert _overflow_bound(rows, 10, 0.999, 7000) is None    # rank n: the printed max
+    assert _overflow_bound(rows, 10, 0.9, 7000) == [1000, 7000]
+    assert _overflow_bound(rows, 10, 0.5, 7000) is None      # inside the buckets
