@@ -8,7 +8,7 @@ import pytest
 
 from irqlab.store import Store
 from tests.cli._report_store import make_store
-from tests.conftest import run_cli
+from tests.conftest import call_cli as run_cli   # in-process: output and exit codes
 from tests.unit.reports._runs import add_run, latencies
 
 ROOT = Path(__file__).parents[2]

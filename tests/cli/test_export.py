@@ -10,7 +10,7 @@ import pytest
 import irqlab
 from irqlab.stats import ticks_to_ns
 from irqlab.store import Store
-from tests.conftest import DEFAULT_PROBE, run_cli
+from tests.conftest import DEFAULT_PROBE, call_cli, run_cli
 
 
 @pytest.mark.emulated          # boots the guest probe under TCG
@@ -29,7 +29,7 @@ def test_export_reads_back_equal_to_the_store(tmp_path):
     want = [ticks_to_ns(int(t), row.tick_hz) for t in ticks]
 
     out = tmp_path / "export"
-    exp = run_cli(["export", str(run_id), "--parquet", str(out), "--json"], db)
+    exp = call_cli(["export", str(run_id), "--parquet", str(out), "--json"], db)
     assert exp.code == 0, exp.stderr
     assert exp.lines == [{"type": "export", "version": 1, "run_id": run_id, "samples": 500,
                           "path": str(out)}]
@@ -48,7 +48,7 @@ def test_export_reads_back_equal_to_the_store(tmp_path):
         assert lab.summaries().to_pylist()[0]["p50_ns"] == res.summary["p50_ns"]
         assert len(lab.windows(run_id)) == len(res.windows)
 
-    again = run_cli(["export", str(run_id), "--parquet", str(out)], db)
+    again = call_cli(["export", str(run_id), "--parquet", str(out)], db)
     assert again.code == 2 and "not an empty directory" in again.stderr
 
 

@@ -14,7 +14,7 @@ from irqlab.cli.main import main
 from irqlab.cli.render import JsonRenderer
 from irqlab.importers import ingest
 from irqlab.store import Store
-from tests.conftest import run_cli
+from tests.conftest import call_cli
 
 D = Path(__file__).resolve().parents[1] / "fixtures" / "import"
 SUMMARY_KEYS = {"type", "version", "run_id", "name", "target", "arch", "accel", "emulated",
@@ -183,9 +183,9 @@ def test_histograms_and_windows_are_stored_at_source_resolution(capfd, tmp_path)
 
 def test_list_json_marks_imported_runs(tmp_path):
     db = tmp_path / "g.duckdb"
-    res = run_cli(["import", "net-rtt", str(D / "net_rtt_seed003.txt"), "--name", "net"], db)
+    res = call_cli(["import", "net-rtt", str(D / "net_rtt_seed003.txt"), "--name", "net"], db)
     assert res.code == 0, res.stderr
-    res = run_cli(["list", "--json"], db)
+    res = call_cli(["list", "--json"], db)
     assert {(r["source"], r["kind"]) for r in res.lines} == {("net-rtt", "network")}
     assert [r["name"] for r in res.lines][:2] == ["net#1", "net#2"]
 

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from irqlab.runner.native import NATIVE_PROBE
-from tests.conftest import run_cli
+from tests.conftest import call_cli, run_cli
 
 # 10 us periods in 1 s windows: over 65,536 samples per window, so the run keeps its
 # samples in Parquet files beside the database (irqlab.store.sample_files).
@@ -59,7 +59,7 @@ def test_rm_leaves_no_samples_sample_files_or_capture(db, native_built):
     assert not run_dir.exists() and not capture.exists()
     # The other run is untouched.
     assert _rows(db, 2)["runs"] == 1 and _rows(db, 2)["windows"] > 0
-    assert run_cli(["show", "kept", "--json"], db).code == 0
+    assert call_cli(["show", "kept", "--json"], db).code == 0
 
 
 def test_rm_refuses_a_running_run(db, native_built):
@@ -69,7 +69,7 @@ def test_rm_refuses_a_running_run(db, native_built):
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(200):          # until its row is stored (status running)
-            listed = run_cli(["list", "--json", "--status", "running"], db)
+            listed = call_cli(["list", "--json", "--status", "running"], db)
             if listed.code == 0 and listed.lines:
                 break
             time.sleep(0.1)
@@ -80,7 +80,7 @@ def test_rm_refuses_a_running_run(db, native_built):
     finally:
         run.terminate()
         run.wait(timeout=60)
-    assert run_cli(["list", "--json", "--where", "tag:x=y"], db).lines == []
+    assert call_cli(["list", "--json", "--where", "tag:x=y"], db).lines == []
 
 
 def test_tag_and_list_filters(db, native_built):
@@ -88,15 +88,15 @@ def test_tag_and_list_filters(db, native_built):
         res = run_cli(["run", "--target", "native", "--cpus", "0", "--samples", "50",
                        "--window", "50ms", "-q", "--name", name, *tags], db)
         assert res.code == 0, res.stderr
-    res = run_cli(["show", "a", "--json"], db)
+    res = call_cli(["show", "a", "--json"], db)
     assert res.lines[0]["configuration"]["tags"] == {"kernel": "rt", "bios": "2.1"}
-    res = run_cli(["tag", "b", "kernel=rt", "--json"], db)
+    res = call_cli(["tag", "b", "kernel=rt", "--json"], db)
     assert res.code == 0 and res.lines[0]["tags"] == {"kernel": "rt"}
-    res = run_cli(["tag", "a", "bios=", "--json"], db)        # KEY= removes the tag
+    res = call_cli(["tag", "a", "bios=", "--json"], db)        # KEY= removes the tag
     assert res.lines[0]["tags"] == {"kernel": "rt"}
 
     def names(*args: str) -> list[str]:
-        out = run_cli(["list", "--json", *args], db)
+        out = call_cli(["list", "--json", *args], db)
         assert out.code == 0, out.stderr
         return [x["name"] for x in out.lines]
     assert names("--where", "tag:kernel=rt") == ["a", "b"]
@@ -104,9 +104,9 @@ def test_tag_and_list_filters(db, native_built):
         ["a", "b"]
     assert names("--target", "guest") == [] and names("--since", "2999-01-01") == []
     for bad in (["--where", "kernel=rt"], ["--since", "yesterday"], ["--status", "okay"]):
-        out = run_cli(["list", *bad], db)
+        out = call_cli(["list", *bad], db)
         assert out.code == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
-    out = run_cli(["tag", "a", "series=x"], db)
+    out = call_cli(["tag", "a", "series=x"], db)
     assert out.code == 2 and "irqlab's own" in out.stderr
     assert names() == ["a", "b"]
 
@@ -118,7 +118,7 @@ def test_scenario_tags_label_every_run_of_a_matrix(db, tmp_path, native_built):
                    'tag = "lab=a"\n[matrix]\npriority = [80, 90]\n')
     res = run_cli(["matrix", str(scn)], db)
     assert res.code == 0, res.stderr
-    out = run_cli(["list", "--json", "--where", "tag:kernel=rt", "--where", "tag:lab=a"], db)
+    out = call_cli(["list", "--json", "--where", "tag:kernel=rt", "--where", "tag:lab=a"], db)
     assert [x["name"] for x in out.lines] == ["tagged/priority=80", "tagged/priority=90"]
     assert out.lines[0]["tags"]["bios"] == "2.1" and out.lines[0]["tags"]["priority"] == "80"
     scn.write_text('name = "bad"\n[tags]\nseries = "x"\n[run]\ntarget = "native"\n'
@@ -139,13 +139,13 @@ def test_tag_list_and_rm_on_a_lab_store(db, tmp_path, native_built, pg_server):
     res = run_cli(["push", "one", "two", "--to", lab, "--samples-dir", str(files)], db)
     assert res.code == 0, res.stderr
     assert len(list(files.iterdir())) == 2
-    res = run_cli(["tag", "one", "kernel=rt", "--json"], lab)
+    res = call_cli(["tag", "one", "kernel=rt", "--json"], lab)
     assert res.code == 0 and res.lines[0]["tags"] == {"kernel": "rt"}, res.stderr
-    listed = run_cli(["list", "--json", "--where", "tag:kernel=rt"], lab)
+    listed = call_cli(["list", "--json", "--where", "tag:kernel=rt"], lab)
     assert [x["name"] for x in listed.lines] == ["one"]
     res = run_cli(["rm", "tag:kernel=rt", "--yes", "--json"], lab)
     assert res.code == 0, res.stderr
     assert res.lines[0]["rows"]["runs"] == 1 and res.lines[0]["sample_files"] == 1
-    assert [x["name"] for x in run_cli(["list", "--json"], lab).lines] == ["two"]
+    assert [x["name"] for x in call_cli(["list", "--json"], lab).lines] == ["two"]
     assert len(list(files.iterdir())) == 1
-    assert run_cli(["show", "two", "--json"], lab).code == 0
+    assert call_cli(["show", "two", "--json"], lab).code == 0

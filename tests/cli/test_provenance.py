@@ -11,7 +11,7 @@ import pytest
 
 import irqlab
 from irqlab.runner.native import NATIVE_PROBE
-from tests.conftest import run_cli
+from tests.conftest import call_cli, run_cli
 
 HALT_POLL = "/sys/module/kvm/parameters/halt_poll_ns"
 RUN = ["run", "--target", "native", "--cpus", "0", "--samples", "200", "--window",
@@ -30,7 +30,7 @@ def test_show_json_carries_load_knobs_pin_prio_with_read_back(db, native_built):
                          "--cpu-pm", "on", "--pin", "1", "--prio", "80",
                          "--priority", "70", "--tag", "kernel=rt", "--name", "loaded"], db)
     assert res.code == 0, res.stderr
-    show = run_cli(["show", "loaded", "--json"], db)
+    show = call_cli(["show", "loaded", "--json"], db)
     assert show.code == 0, show.stderr
     [line] = show.lines
     conf = line["configuration"]
@@ -61,12 +61,12 @@ def test_show_json_carries_load_knobs_pin_prio_with_read_back(db, native_built):
     assert line["host"]["clocksource"] != "" and "thp" in line["host"]
     assert conf["tags"] == {"kernel": "rt"}
     # People see the same: a configuration block and a host block.
-    text = run_cli(["show", "loaded"], db).stdout
+    text = call_cli(["show", "loaded"], db).stdout
     assert "configuration:" in text and "load cpu: cpus=1: ok" in text
     assert "knob halt_poll_global: 0:" in text and "clocksource:" in text
     # The HTML report's run section has both blocks.
     html = db.with_name("loaded.html")
-    rep = run_cli(["report", "loaded", "--no-explain", "-o", str(html)], db)
+    rep = call_cli(["report", "loaded", "--no-explain", "-o", str(html)], db)
     assert rep.code == 0, rep.stderr
     page = html.read_text()
     assert "<h3>Configuration</h3>" in page and "<h3>Host</h3>" in page
@@ -84,9 +84,9 @@ def test_compare_names_exactly_the_knob_two_runs_differ_in(db, native_built):
     for name, value in (("a", "0"), ("b", "100us")):
         res = run_cli(RUN + ["--halt-poll-global", value, "--name", name], db)
         assert res.code == 0, res.stderr
-    res = run_cli(["compare", "a", "b", "--json"], db)
+    res = call_cli(["compare", "a", "b", "--json"], db)
     assert res.code == 0, res.stderr
     assert res.lines[0]["differs"] == [{"fact": "knob.halt_poll_global",
                                         "values": ["0", "100us"]}]
-    text = run_cli(["compare", "a", "b"], db).stdout
+    text = call_cli(["compare", "a", "b"], db).stdout
     assert "what differs (1): knob.halt_poll_global (0 | 100us)" in text

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from tests.cli._report_store import make_store
-from tests.conftest import run_cli
+from tests.conftest import call_cli
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -27,7 +27,7 @@ def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rep")
     db = make_store(tmp / "r.duckdb")
     out = tmp / "out"
-    res = run_cli(["report", "base", "double", "3", "-o", str(out / "report.html"),
+    res = call_cli(["report", "base", "double", "3", "-o", str(out / "report.html"),
                    "--png", str(out / "png"), "--svg", str(out / "svg"), "--json"], db)
     assert res.code == 0, res.stderr
     return out, res.lines[0]
@@ -96,7 +96,7 @@ def test_chromium_screenshot_shows_the_page(built, tmp_path):
 
 def test_report_needs_an_output_and_a_known_run(tmp_path):
     db = make_store(tmp_path / "r.duckdb")
-    res = run_cli(["report", "base"], db)
+    res = call_cli(["report", "base"], db)
     assert res.code == 2 and "-o report.html" in res.stderr
-    res = run_cli(["report", "nope", "-o", str(tmp_path / "x.html")], db)
+    res = call_cli(["report", "nope", "-o", str(tmp_path / "x.html")], db)
     assert res.code == 2 and not (tmp_path / "x.html").exists()

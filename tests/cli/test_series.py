@@ -13,7 +13,7 @@ import pytest
 
 from irqlab.runner.native import NATIVE_PROBE
 from irqlab.store import Store
-from tests.conftest import run_cli
+from tests.conftest import call_cli, run_cli
 
 MATRIX = """\
 name = "rep"
@@ -63,14 +63,14 @@ def test_repeat_3_makes_a_series_of_stored_runs(db, native_built):
     assert run_cli(["run", "--target", "native", "--samples", "100", "--name", "nat"],
                    db).code == 0
     for ref in (f"series:{sid}", "series:nat"):
-        cmp = run_cli(["compare", ref, "--json"], db)
+        cmp = call_cli(["compare", ref, "--json"], db)
         assert cmp.code == 0, cmp.stderr
         shown = [x["run_id"] for x in cmp.lines if x["type"] == "compare_run"]
         assert shown == series["run_ids"], (ref, cmp.lines[:3])
-    show = run_cli(["show", f"series:{sid}", "--json"], db)
+    show = call_cli(["show", f"series:{sid}", "--json"], db)
     assert show.code == 0, show.stderr
     assert [x["run_id"] for x in show.lines] == series["run_ids"]
-    listed = run_cli(["list", "--json"], db)
+    listed = call_cli(["list", "--json"], db)
     assert [x["series"] for x in listed.lines] == [sid] * 3 + [None]
 
     # Human output: the series line names the selector.
@@ -101,7 +101,7 @@ def test_unknown_series_is_one_line(db, native_built):
     for ref, words in (("series:nope", "no series 'nope'"),
                        ("series:single", "no series (made without --repeat)"),
                        ("series:", "write series:ID")):
-        res = run_cli(["compare", ref], db)
+        res = call_cli(["compare", ref], db)
         _one_line_usage_error(res)
         assert words in res.stderr, res.stderr
 

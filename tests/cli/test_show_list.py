@@ -1,7 +1,7 @@
 """`irqlab list` / `irqlab show` on a stored run: JSON contract and human output."""
 
 from irqlab.store import Store
-from tests.conftest import run_cli
+from tests.conftest import call_cli
 
 SUMMARY = {"type": "summary", "version": 1, "run_id": 1, "name": "wfi", "target": "guest",
            "arch": "x86_64", "accel": "tcg", "emulated": True, "status": "ok",
@@ -29,7 +29,7 @@ def _store_run(db) -> int:
 def test_show_json_prints_the_stored_summary(db):
     rid = _store_run(db)
     for ref in (str(rid), "wfi"):
-        res = run_cli(["show", ref, "--json"], db)
+        res = call_cli(["show", ref, "--json"], db)
         assert res.code == 0, res.stderr
         [line] = res.lines
         # The stored summary, plus how the run was made (docs/formats.md, "Provenance").
@@ -43,14 +43,14 @@ def test_show_json_prints_the_stored_summary(db):
 def test_list_json_has_one_line_per_run(db):
     _store_run(db)
     _store_run(db)
-    res = run_cli(["list", "--json"], db)
+    res = call_cli(["list", "--json"], db)
     assert [(x["run_id"], x["name"], x["status"], x["samples"]) for x in res.lines] == [
         (1, "wfi", "ok", 3), (2, "wfi", "ok", 3)]
 
 
 def test_show_human_has_metadata_windows_and_emulation_warning(db):
     _store_run(db)
-    res = run_cli(["show", "wfi"], db)
+    res = call_cli(["show", "wfi"], db)
     assert res.code == 0, res.stderr
     out = res.stdout
     assert "qemu-system-x86_64 -accel tcg" in out
