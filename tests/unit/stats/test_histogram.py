@@ -1,5 +1,4 @@
 import json
-import time
 from fractions import Fraction
 
 import numpy as np
@@ -185,12 +184,5 @@ def test_serialization_round_trip_through_json():
         LogHistogram.from_dict(data)
 
 
-def test_add_speed_at_least_20m_per_second():
-    values = np.random.default_rng(7).lognormal(6, 1, 5_000_000).astype(np.int64)
-    best = float("inf")
-    for _ in range(3):
-        h = LogHistogram()
-        start = time.perf_counter()
-        h.add(values)
-        best = min(best, time.perf_counter() - start)
-    assert values.size / best >= 20e6, f"{values.size / best / 1e6:.1f} M values/s"
+# The histogram's speed is a figure of `irqlab bench stats` (against numpy in the same run),
+# not a test: a timed assertion fails on a busy 2-core CI host (issue 28).
