@@ -64,6 +64,7 @@ def _wait_for_file(shared: Path, proc: subprocess.Popen) -> Path:
     raise AssertionError("the push never started its samples file")
 
 
+@pytest.mark.slow     # tens of seconds of real processes: the whole suite runs it
 def test_two_pushes_of_one_run_store_it_once_and_lose_no_file(pg, tmp_path):
     lab = pg.database("race")
     src = tmp_path / "host.duckdb"

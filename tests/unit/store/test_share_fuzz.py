@@ -5,6 +5,8 @@ stays small and prints no traceback, and no SQL is carried out (irqlab/store/sha
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import random
@@ -117,6 +119,7 @@ def _windows_stored(db: Path) -> int:
         return len(reader.windows(1))
 
 
+@pytest.mark.slow     # tens of seconds of real processes: the whole suite runs it
 def test_socket_fuzz_during_a_run(db, tmp_path):
     run = subprocess.Popen([sys.executable, "-m", "irqlab.cli.main", "run", "--target",
                             "native", "--duration", "40s", "--window", "2s", "--name",

@@ -33,6 +33,7 @@ def _windows(db, name: str) -> int:
         return len(store.windows(runs[0].run_id)) if runs else 0
 
 
+@pytest.mark.slow     # tens of seconds of real processes: the whole suite runs it
 @pytest.mark.parametrize("trial", range(TRIALS))
 def test_borrower_takes_over_when_the_holder_is_killed(tmp_path, trial):
     db = tmp_path / "x.duckdb"
