@@ -500,9 +500,10 @@ def stage_progress(args: Any) -> StageProgress:
 class LinesRenderer(Renderer):
     """Plain text lines from a formatter (markdown, csv) on stdout; notices on stderr."""
 
-    def __init__(self, compare_lines: Any, out: TextIO = sys.stdout) -> None:
+    def __init__(self, compare_lines: Any, out: TextIO | None = None) -> None:
         self.compare_lines = compare_lines
-        self.out = out
+        # sys.stdout when used, not when this module was imported (as JsonRenderer).
+        self.out = out or sys.stdout
 
     def on_notice(self, text: str) -> None:
         print(text, file=sys.stderr)
