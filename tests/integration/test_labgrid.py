@@ -272,8 +272,18 @@ def test_matrix_over_boards_with_the_environment_as_a_key(probes, tmp_path):
                          capture_output=True, text=True, timeout=240)
     cells = [json.loads(ln) for ln in res.stdout.splitlines() if ln.startswith("{")]
     assert res.returncode == 0, res.stderr
-    assert [(c["arch"], c["status"], c["samples"], c["lost"]) for c in cells] == [
-        ("x86_64", "ok", 1000, 0), ("arm64", "ok", 1000, 0)], res.stdout + res.stderr
+    assert [(c["arch"], c["status"], c["samples"]) for c in cells] == [
+        ("x86_64", "ok", 1000), ("arm64", "ok", 1000)], res.stdout + res.stderr
+    # The boards' samples come over the console: on a busy host TCG's UART can fall
+    # behind the probe's ring, which then overflows. Such loss must be counted, never
+    # hidden or invented: every gap in the stored sequence is a lost sample.
+    with Store(tmp_path / "db.duckdb", read_only=True) as store:
+        for c in cells:
+            seqs = sorted(int(s) for b in store.iter_samples(c["run_id"])
+                          for s in b.column("seq").to_pylist())
+            assert len(seqs) == c["samples"]
+            assert seqs[-1] + 1 - seqs[0] - len(seqs) == c["lost"], c
+            assert c["lost"] <= 0.05 * c["samples"], c
 
 
 def test_killed_irqlab_leaves_no_qemu(probes, tmp_path):

@@ -8,6 +8,7 @@ import importlib
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,18 @@ def small_tmpfs(tmp_path) -> Path:
     try:
         yield mnt
     finally:
-        subprocess.run(["umount", str(mnt)], check=True)
+        _unmount(mnt)
+
+
+def _unmount(mnt: Path) -> None:
+    """Unmount the test's tmpfs: a store's background thread may still be closing a file
+    on it for a moment on a busy host ("target is busy"), so retry, then detach it."""
+    deadline = time.monotonic() + 10
+    while subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
+        if time.monotonic() > deadline:
+            subprocess.run(["umount", "-l", str(mnt)], check=True)
+            return
+        time.sleep(0.2)
 
 
 def test_disk_full_mid_run_fails_cleanly_and_keeps_windows_with_their_samples(
