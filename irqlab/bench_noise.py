@@ -57,9 +57,13 @@ class _Quiet:
 
 def _config(target: str, name: str, duration_ns: int, period_ns: int) -> Any:
     from irqlab.measure import config_for_target
-    # Native without SCHED_FIFO rights falls back to normal priority (and says so in
-    # the run's metadata) instead of failing: the bench measures what the host allows.
-    given = {"rt_fallback": True} if target == "native" else {}
+    from irqlab.targets import get_target
+    from irqlab.targets.options import RT_FALLBACK
+    # A target that asks for SCHED_FIFO falls back to normal priority without the right
+    # (and says so in the run's metadata) instead of failing: the bench measures what
+    # the host allows.
+    takes_fallback = RT_FALLBACK in get_target(target).options
+    given = {RT_FALLBACK.dest: True} if takes_fallback else {}
     return config_for_target(target, given, period_ns=period_ns, duration_ns=duration_ns,
                                 window_ns=duration_ns, name=name)
 
