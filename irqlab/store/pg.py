@@ -116,6 +116,8 @@ _DDL = [
     # --samples-dir); NULL: in the table.
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS samples_uri TEXT",
 ]
+# The advisory lock key of schema creation (any constant; 'irqlab' in ASCII).
+SCHEMA_LOCK_KEY = 0x6972716C6162
 _SAMPLE_COLUMNS = ("seq", "deadline_tick", "entry_tick", "flags", "cpu")
 _RUN_COLUMNS = ("run_id, name, target, arch, accel, emulated, status, started_at, ended_at, "
                 "tick_hz, period_ns, threshold_ns, message, params, metadata, summary, "
@@ -249,6 +251,11 @@ class PgStore:
             elif read_only:
                 raise StoreError(f"{self.path} is not an irqlab lab store yet: `irqlab push "
                                  f"RUN --to {self.path}` creates it")
+            # Two first pushes at once would both create the schema: PostgreSQL's
+            # IF NOT EXISTS is not safe against a concurrent CREATE (a duplicate key in
+            # pg_type), so creators take one advisory lock, held to this commit; the
+            # second then finds every object made and creates nothing.
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
             for stmt in _DDL:
                 cur.execute(stmt)
             # Migrations are the idempotent DDL above; the version only goes up.

@@ -141,3 +141,18 @@ def test_a_server_stopped_mid_push_leaves_nothing_and_says_so(tmp_path):
     finally:
         with contextlib.suppress(RuntimeError):
             server.stop()
+
+
+def test_first_opens_of_a_new_lab_store_at_once_create_it_once(pg):
+    """Two first pushes at once both create the schema: without a lock PostgreSQL's
+    CREATE ... IF NOT EXISTS raced (duplicate key in pg_type: "internal error")."""
+    code = ("import sys\nfrom irqlab.store import PgStore\n"
+            "with PgStore(sys.argv[1]) as s:\n    print(len(s.runs()))\n")
+    for trial in range(5):
+        url = pg.database(f"fresh{trial}")
+        procs = [subprocess.Popen([sys.executable, "-c", code, url], text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(4)]
+        outs = [p.communicate(timeout=120) for p in procs]
+        assert [p.returncode for p in procs] == [0] * 4, [err for _, err in outs]
+        assert [out.strip() for out, _ in outs] == ["0"] * 4
