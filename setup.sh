@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-APT_PACKAGES=(qemu-system-x86 qemu-system-data gcc make python3 python3-venv python3-pip chromium rt-tests libc6-dev cpio gcc-aarch64-linux-gnu qemu-system-arm stress-ng fio trace-cmd device-tree-compiler postgresql sockperf iputils-ping flex bison dpkg-dev)
+APT_PACKAGES=(qemu-system-x86 qemu-system-data gcc make python3 python3-venv python3-pip chromium rt-tests libc6-dev cpio gcc-aarch64-linux-gnu qemu-system-arm stress-ng fio trace-cmd device-tree-compiler postgresql prometheus chromium-driver sockperf iputils-ping flex bison dpkg-dev)
 run_after=1
 run_args=()
 while (($#)); do

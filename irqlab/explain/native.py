@@ -204,21 +204,31 @@ class NativeAttributor:
 
 
 def switch_priorities(header: dict[str, Any], per_cpu: dict[int, bytes]) -> dict[int, int]:
-    """Each task's last priority seen switched in (``sched_switch`` next_prio: the kernel's
-    prio, 0-99 real-time with SCHED_FIFO/RR priority 99 - prio, 100-139 CFS with nice =
-    prio - 120). Decoded here, not by explain's shared tables, whose columns the other
+    """Each task's last priority seen at a switch (``sched_switch`` prev_prio when it left
+    the CPU, next_prio when it took it: the kernel's prio, 0-99 real-time with
+    SCHED_FIFO/RR priority 99 - prio, 100-139 CFS with nice = prio - 120). Both sides are
+    read because a busy ring can lose the page with a task's switch-in and keep its
+    switch-out. Decoded here, not by explain's shared tables, whose columns the other
     explainers' golden outputs fix."""
     key = "sched:sched_switch"
     if key not in header.get("formats", {}):
         return {}
     fmt = parse_format(header["formats"][key], "sched")
-    if "next_prio" not in fmt.fields:
+    sides = [(p, q) for p, q in (("prev_pid", "prev_prio"), ("next_pid", "next_prio"))
+             if p in fmt.fields and q in fmt.fields]
+    if not sides:
         return {}
     dec = decode_tables(per_cpu, parse_header_page(header["header_page"]),
-                        [(fmt, ["next_pid", "next_prio"])])
+                        [(fmt, [f for side in sides for f in side])])
     cols = dec.tables[fmt.id]
-    return {int(p): int(q) for p, q in zip(cols["next_pid"].tolist(),
-                                           cols["next_prio"].tolist())}
+    ts = np.concatenate([cols["ts"].astype(np.int64) for _ in sides])
+    pid = np.concatenate([cols[p].astype(np.int64) for p, _ in sides])
+    prio = np.concatenate([cols[q].astype(np.int64) for _, q in sides])
+    # A stable sort by time with the switch-in after the switch-out of the same record:
+    # the later of two entries for one pid wins in the dict below.
+    order = np.argsort(ts, kind="stable")
+    return {int(p): int(q) for p, q in zip(pid[order].tolist(), prio[order].tolist())
+            if p > 0}
 
 
 def explain_native(run: RunRow, trace: Trace, s: dict[str, np.ndarray],

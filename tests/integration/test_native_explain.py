@@ -4,10 +4,10 @@ be named, with its duration.
 One real native run with `--trace` on CPU 1 (probe SCHED_FIFO 90); a helper thread at
 SCHED_FIFO 95 on the same CPU spins HOG_NS every 100 ms for a bounded time and records
 each spin's CLOCK_MONOTONIC start and end. The native capture is on CLOCK_MONOTONIC too,
-so a spin is a trace interval as it is. Each spike whose deadline fell inside a spin must
-name the helper ("preempted by irqlab-hog/PID prio 95") for the rest of that spin (the
-truth: spin end - deadline) within 10 %, on >= 95 % of those spikes (TAIL_NS says which
-are left out).
+so a spin is a trace interval as it is. Each spike that a spin overlaps must name the
+helper ("preempted by irqlab-hog/PID prio 95") for the part of the spin inside it (the
+truth: the overlap of [spin start, spin end] with [deadline, handler entry]) within 10 %,
+on >= 95 % of those spikes (TAIL_NS says which are left out).
 """
 
 from __future__ import annotations
@@ -114,15 +114,23 @@ def hogged(tmp_path_factory, probe_built):
 
 def test_the_preempting_fifo_thread_is_named_with_its_duration(hogged):
     res, spins, pid = hogged
-    label = f"preempted by irqlab-hog/{pid} prio {HOG_PRIO}"
+    # The trace names the hog by its kernel pid: the same as Popen's outside a pid
+    # namespace, another inside one (a CI container), so the label is found by its name.
+    labels = {c for att in res.samples for c in att.causes
+              if c.startswith("preempted by irqlab-hog/")}
+    assert len(labels) == 1, labels
+    label = labels.pop()
+    assert label.endswith(f" prio {HOG_PRIO}"), label
     checked = []
     for att in res.samples:
         if att.status != "explained":
             continue
-        inside = [(s0, s1) for s0, s1 in spins if s0 <= att.start < s1]
-        if not inside:
-            continue
-        truth = inside[0][1] - att.start
+        # The hog's share of this spike: its spin inside [deadline, handler entry]. The
+        # deadline may fall just before a spin (the hog woke between the timer and the
+        # probe thread) as well as inside one; which happens depends on the phase of the
+        # two periods in this run.
+        truth = max((min(s1, att.end) - max(s0, att.start) for s0, s1 in spins
+                     if s0 < att.end and att.start < s1), default=0)
         if truth < TAIL_NS:
             continue
         got = att.inclusive(label)
