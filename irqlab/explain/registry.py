@@ -45,7 +45,10 @@ def capture_kind(run: RunRow) -> str | None:
             return "xentrace"
         if meta.get("path") == "net":
             return "net-path"
-        return "native" if run.target == "native" else "host-vcpu"
+        # Native runs traced before then were recorded on the host capture's own clock,
+        # not the probe's CLOCK_MONOTONIC the native explainer maps by; explain read them
+        # as host captures, and still does.
+        return "host-vcpu"
     return None
 
 

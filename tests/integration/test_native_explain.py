@@ -105,21 +105,24 @@ def hogged(tmp_path_factory, probe_built):
     with Store(db, read_only=True) as st:
         row = st.resolve("hogged")
         header, per_cpu = read_archive(capture_path(st, row))
+        prio = switch_priorities(header, per_cpu)
         res, _tid = explain_native(row, decode_capture(header, per_cpu),
                                    stored_samples(st, row.run_id),
-                                   Request(threshold_ns=30_000),
-                                   switch_priorities(header, per_cpu))
-    return res, spins, hog.pid
+                                   Request(threshold_ns=30_000), prio)
+    return res, spins, prio
 
 
 def test_the_preempting_fifo_thread_is_named_with_its_duration(hogged):
-    res, spins, pid = hogged
+    res, spins, prio = hogged
     # The trace names the hog by its kernel pid: the same as Popen's outside a pid
     # namespace, another inside one (a CI container), so the label is found by its name.
     labels = {c for att in res.samples for c in att.causes
               if c.startswith("preempted by irqlab-hog/")}
     assert len(labels) == 1, labels
     label = labels.pop()
+    hog_pid = int(label.split("/")[1].split()[0])
+    # The kernel's prio of a SCHED_FIFO task is 99 - its priority (sched_switch).
+    assert prio.get(hog_pid) == 99 - HOG_PRIO, (hog_pid, len(prio), prio.get(hog_pid))
     assert label.endswith(f" prio {HOG_PRIO}"), label
     checked = []
     for att in res.samples:
@@ -142,7 +145,7 @@ def test_the_preempting_fifo_thread_is_named_with_its_duration(hogged):
 
 
 def test_every_spike_shows_its_stages_and_unexplained(hogged):
-    res, _spins, _pid = hogged
+    res, _spins, _prio = hogged
     explained = [a for a in res.samples if a.status == "explained"]
     assert explained
     for att in explained:
