@@ -39,6 +39,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--max-cells", type=repeat_count, default=MAX_CELLS, metavar="N",
                    help=f"run a matrix of up to N cells (default {MAX_CELLS:,}; a larger "
                         f"one is refused before anything runs)")
+    m.add_argument("--dry-run", action="store_true",
+                   help="list the cells (name, estimated time, irqlab run arguments) and "
+                        "exit: no run, no store opened")
+    m.add_argument("--set", dest="overrides", action="append", type=_set_option,
+                   default=[], metavar="KEY=VALUE",
+                   help="set a [run] key for every cell, e.g. --set duration=5s "
+                        "(repeatable; checked as the file's keys are)")
+    m.add_argument("--only", action="append", default=[], metavar="PATTERN",
+                   help="run only the cells whose name (e.g. idle=hlt,cpu_pm=off) matches "
+                        "this shell-style pattern, e.g. 'idle=hlt*' (repeatable)")
+    m.add_argument("--lg-places", metavar="MATCH", default=None,
+                   help="spread the cells over the labgrid places matching MATCH (a name "
+                        "pattern, e.g. 'rig-*', or tag=value), acquired through the "
+                        "coordinator one cell at a time (the scenario's target: labgrid)")
+    m.add_argument("--parallel", type=repeat_count, default=1, metavar="N",
+                   help="with --lg-places: run up to N cells at once, each on its own "
+                        "place (default 1)")
+
+
+def _set_option(text: str) -> tuple[str, Any]:
+    """argparse type of --set: a bad one is one line, exit 2 (Parser.error)."""
+    from irqlab.cli.scenario import parse_set
+
+    try:
+        return parse_set(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 class _Progress:
@@ -158,16 +185,38 @@ def render(results: list[CellResult], keys: list[str], fmt: str, title: str,
         console.print(f"note: {n}", markup=False)
 
 
-def run(args: argparse.Namespace) -> int:
+def load(args: argparse.Namespace) -> Any:
+    """The scenario with --repeat, --set and --only applied; bad input is exit 2."""
     try:
-        scn = load_scenario(args.file, repeat=args.repeat, max_cells=args.max_cells)
+        return load_scenario(args.file, repeat=args.repeat, max_cells=args.max_cells,
+                             overrides=dict(args.overrides), only=tuple(args.only))
     except ScenarioError as exc:
         raise UsageError(str(exc)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.parallel > 1 and args.lg_places is None:
+        raise UsageError("--parallel N spreads cells over labgrid places: give "
+                         "--lg-places MATCH too")
+    scn = load(args)
+    if args.dry_run:
+        from irqlab.cli.matrix_plan import plan, render_plan
+
+        render_plan(scn, plan(scn), args.format, sys.stdout)
+        return EXIT_OK
+    pool = None
+    if args.lg_places is not None:
+        from irqlab.cli.matrix_pool import Pool
+
+        pool = Pool.from_args(args, scn)     # checks the coordinator and the places
     progress = _Progress()
     started = time.monotonic()
     try:
         with open_store(db_path(args)) as store:
-            results, interrupted = run_matrix(scn, store, progress, resume=args.resume)
+            if pool is not None:
+                results, interrupted = pool.run(store, progress, resume=args.resume)
+            else:
+                results, interrupted = run_matrix(scn, store, progress, resume=args.resume)
     except KeyboardInterrupt:
         progress.close()
         print(f"irqlab matrix: interrupted; continue with `irqlab matrix {args.file} "

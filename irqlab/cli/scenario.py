@@ -15,6 +15,7 @@ exactly what the option means. Every error names the file, the line and the key.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import functools
 import hashlib
 import itertools
@@ -37,6 +38,8 @@ FORBIDDEN = {"db": "pass --db to `irqlab matrix`", "json": "use `irqlab matrix -
 # Options [run] may set but [matrix] may not vary.
 MATRIX_FORBIDDEN = {"repeat": "put repeat = N in [run]: every cell is then run N times, "
                               "the cells' runs interleaved"}
+# err()'s table name for a key given by `irqlab matrix --set` (its errors name the option).
+SET_TABLE = "--set"
 _KEY_RE = re.compile(r'^\s*"?([A-Za-z0-9_.+-]+)"?\s*=')
 PAIR_SEP = "+"
 _TABLE_RE = re.compile(r"^\s*\[\s*([A-Za-z0-9_.-]+)\s*\]")
@@ -94,6 +97,9 @@ class Scenario:
     digest: str = ""
     # [tags]: labels every run of the scenario carries (as `irqlab run --tag`).
     tags: dict[str, str] = field(default_factory=dict)
+    # `irqlab matrix --only PATTERN`: fnmatch patterns over cell_id(); a cell runs when
+    # any matches. Not part of the digest: a picked cell resumes the whole matrix's runs.
+    only: tuple[str, ...] = ()
 
     def cells(self) -> list[dict[str, Any]]:
         """The cross product of the matrix lists, first key varying slowest; a paired
@@ -101,7 +107,13 @@ class Scenario:
         return list(self.iter_cells())
 
     def iter_cells(self) -> Iterator[dict[str, Any]]:
-        """The cells of cells(), one at a time (a large matrix is never held whole)."""
+        """The cells of cells(), one at a time (a large matrix is never held whole);
+        with ``only``, just the cells a pattern matches."""
+        for cell in self._all_cells():
+            if not self.only or picked(cell, self.only):
+                yield cell
+
+    def _all_cells(self) -> Iterator[dict[str, Any]]:
         keys = list(self.matrix)
         for combo in itertools.product(*self.matrix.values()):
             cell: dict[str, Any] = {}
@@ -113,7 +125,9 @@ class Scenario:
             yield cell
 
     def cell_count(self) -> int:
-        """len(cells()), computed from the lists' lengths."""
+        """len(cells()), computed from the lists' lengths (counted, with ``only``)."""
+        if self.only:
+            return sum(1 for _ in self.iter_cells())
         return cell_count(self.matrix)
 
     @property
@@ -134,6 +148,29 @@ class Scenario:
 def cell_id(cell: dict[str, Any]) -> str:
     """Stable text for a cell: 'idle=hlt,load=cpu'."""
     return ",".join(f"{k}={value_text(v)}" for k, v in cell.items())
+
+
+def picked(cell: dict[str, Any], patterns: tuple[str, ...]) -> bool:
+    """Does any ``--only`` pattern match the cell's name (case-sensitive fnmatch)?"""
+    name = cell_id(cell)
+    return any(fnmatch.fnmatchcase(name, pat) for pat in patterns)
+
+
+def parse_set(text: str) -> tuple[str, Any]:
+    """``--set KEY=VALUE`` as (key, value). VALUE is read as a TOML value when it is one
+    (5, true, ["cpu", "io"]), else kept as text (5s, cpu:cpus=1): what the key would
+    hold in [run]. Raises ValueError naming the fix."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not re.fullmatch(r"[A-Za-z0-9_-]+", key):
+        raise ValueError(f"--set {text!r}: write KEY=VALUE with a scenario key, e.g. "
+                         f"--set duration=5s")
+    raw = raw.strip()
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key, value
 
 
 def value_text(v: Any) -> str:
@@ -201,15 +238,23 @@ def _read_toml(path: Path) -> tuple[str, dict[str, Any]]:
 
 
 def load_scenario(path: str | Path, repeat: int | None = None,
-                  max_cells: int = MAX_CELLS) -> Scenario:
+                  max_cells: int = MAX_CELLS, overrides: dict[str, Any] | None = None,
+                  only: tuple[str, ...] = ()) -> Scenario:
     """Read and check a scenario file; raises ScenarioError naming line and key.
-    ``repeat`` (``irqlab matrix --repeat``) replaces the file's [run] repeat. A matrix
-    of more than ``max_cells`` cells is refused before any cell is built."""
+    ``repeat`` (``irqlab matrix --repeat``) replaces the file's [run] repeat;
+    ``overrides`` (``--set KEY=VALUE``) replace or add [run] keys, checked as [run]'s
+    are (they change the definition, hence the digest: --resume continues only runs
+    made with the same --set); ``only`` (``--only``) picks cells by name. A matrix of
+    more than ``max_cells`` cells is refused before any cell is built."""
     path = Path(path)
     text, data = _read_toml(path)
     lines = _find_lines(text)
 
+    overrides = dict(overrides or {})
+
     def err(table: str, key: str, msg: str) -> ScenarioError:
+        if table == SET_TABLE:
+            return ScenarioError(f"--set {key}={value_text(overrides.get(key))}: {msg}")
         line = lines.get((table, key))
         where = f"{path}:{line}" if line else str(path)
         label = f"[{table}] key {key!r}" if table else f"key {key!r}"
@@ -228,6 +273,16 @@ def load_scenario(path: str | Path, repeat: int | None = None,
             raise err("", table, f"must be a table: [{table}]")
     if repeat is not None:
         run = {**run, "repeat": repeat}
+    for key in overrides:
+        norm = key.replace("-", "_")
+        varied = [k for k in matrix if norm in k.replace("-", "_").split(PAIR_SEP)]
+        if varied:
+            raise err(SET_TABLE, key, f"{key} varies in [matrix] ({varied[0]}): pick its "
+                                      f"cells with --only instead, e.g. --only "
+                                      f"'*{norm}={value_text(overrides[key])}*'")
+        # The override replaces the key however [run] spells it (stall-timeout or _).
+        run = {k: v for k, v in run.items() if k.replace("-", "_") != norm}
+        run[key] = overrides[key]
     for key, vals in matrix.items():
         if not isinstance(vals, list) or not vals:
             raise err("matrix", key, "must be a non-empty list, e.g. [\"hlt\", \"poll\"]")
@@ -263,7 +318,7 @@ def load_scenario(path: str | Path, repeat: int | None = None,
             raise err(table, key, str(exc)) from None
 
     for key, val in run.items():
-        check("run", key, val)
+        check(SET_TABLE if key in overrides else "run", key, val)
     for key, vals in matrix.items():
         for name_ in key.split(PAIR_SEP):
             if name_.replace("-", "_") in MATRIX_FORBIDDEN:
@@ -288,7 +343,14 @@ def load_scenario(path: str | Path, repeat: int | None = None,
                 check("matrix", key, item, name_)
     scn = Scenario(name=name, path=path, run=run, matrix=matrix,
                    description=str(data.get("description", "")), lines=lines,
-                   digest=_digest(run, matrix), tags=_tags(data.get("tags", {}), err))
+                   digest=_digest(run, matrix), tags=_tags(data.get("tags", {}), err),
+                   only=tuple(only))
+    if only and not any(True for _ in scn.iter_cells()):
+        example = cell_id(next(scn._all_cells(), {}))
+        names = f"cell names look like {example!r}" if example else \
+            "its one cell has an empty name: --only '*' picks it"
+        raise ScenarioError(f"--only {' '.join(only)}: matches none of the {total:,} "
+                            f"cells of {path} ({names}; list them with --dry-run)")
     # Whole cells: options that are fine alone may clash together (run_config's checks).
     # A large matrix checks each cell before its run instead (irqlab.cli.matrix).
     if total <= CHECK_CELLS_FIRST:

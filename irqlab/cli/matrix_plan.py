@@ -1,0 +1,97 @@
+"""``irqlab matrix FILE --dry-run``: the cells a matrix would run, each with its ``irqlab
+run`` arguments and an estimated time, without opening the store or touching the host.
+
+The estimate of a run is its length (``samples`` x ``period`` when samples are given,
+else ``duration``) plus a boot estimate per target (BOOT_ESTIMATE_S); a cell takes that
+times ``repeat``. The boot figures are rough planning guesses (a TCG guest boots in a
+few seconds, Xen and a Linux guest in tens), not measured on this host: the real time
+also depends on the load and on emulation speed.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import IO, Any
+
+from irqlab.cli.scenario import Scenario, cell_id, parse_cell_args
+
+# Seconds from start to the first sample, per target (docs/matrix.md, "Dry run").
+BOOT_ESTIMATE_S = {"native": 1.0, "guest": 5.0, "net": 5.0, "serial": 5.0,
+                   "labgrid": 10.0, "linux-guest": 30.0, "xen": 30.0}
+DEFAULT_BOOT_ESTIMATE_S = 10.0
+
+PLAN_VERSION = 1   # of the {"type": "planned_cell"} line (docs/formats.md section 5)
+
+
+@dataclass
+class PlannedCell:
+    cell: dict[str, Any]
+    argv: list[str]
+    target: str
+    run_s: float | None        # None: the run has no end (neither samples nor duration)
+    boot_s: float
+    repeat: int
+
+    @property
+    def estimated_s(self) -> float | None:
+        return None if self.run_s is None else self.repeat * (self.run_s + self.boot_s)
+
+    def row(self) -> dict[str, Any]:
+        return {"type": "planned_cell", "version": PLAN_VERSION, "name": cell_id(self.cell),
+                "cell": self.cell, "argv": self.argv, "target": self.target,
+                "repeat": self.repeat, "run_s": self.run_s, "boot_estimate_s": self.boot_s,
+                "estimated_s": self.estimated_s}
+
+
+def plan(scn: Scenario) -> list[PlannedCell]:
+    """Every (picked) cell with its run arguments and estimate; parses, runs nothing."""
+    from irqlab.cli import cmd_run
+
+    out = []
+    for cell in scn.iter_cells():
+        cfg = cmd_run.run_config(parse_cell_args(scn, cell))
+        if cfg.samples:
+            run_s: float | None = cfg.samples * cfg.period_ns / 1e9
+        elif cfg.duration_ns:
+            run_s = cfg.duration_ns / 1e9
+        else:
+            run_s = None
+        out.append(PlannedCell(cell, scn.argv(cell), cfg.target, run_s,
+                               BOOT_ESTIMATE_S.get(cfg.target, DEFAULT_BOOT_ESTIMATE_S),
+                               scn.repeat))
+    return out
+
+
+def seconds_text(s: float | None) -> str:
+    """'45 s', '2 min 05 s', '1 h 02 min'; 'unbounded' for a run with no end."""
+    if s is None:
+        return "unbounded"
+    s = round(s)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def render_plan(scn: Scenario, cells: list[PlannedCell], fmt: str, out: IO[str]) -> None:
+    """JSON lines with --format json, else a text table: cell, estimate, arguments."""
+    import json
+
+    if fmt == "json":
+        for c in cells:
+            out.write(json.dumps(c.row(), default=str) + "\n")
+        return
+    times = [c.estimated_s for c in cells]
+    total = None if any(t is None for t in times) else sum(t for t in times if t)
+    boots = sorted({f"{c.target} {c.boot_s:g} s" for c in cells})
+    runs = "" if scn.repeat == 1 else f" x {scn.repeat} runs"
+    out.write(f"{scn.name}: {len(cells)} cells{runs}, estimated {seconds_text(total)} "
+              f"run one after another (boot estimate: {', '.join(boots) or '-'})\n")
+    names = [cell_id(c.cell) or "(single cell)" for c in cells]
+    width = max([len("CELL"), *map(len, names)])
+    out.write(f"{'CELL':<{width}}  {'ESTIMATE':>12}  CONFIGURATION (irqlab run ...)\n")
+    for name, c in zip(names, cells):
+        out.write(f"{name:<{width}}  {seconds_text(c.estimated_s):>12}  "
+                  f"{shlex.join(c.argv)}\n")
