@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -69,13 +70,37 @@ def pytest_configure(config) -> None:
                    "./run-tests.sh --quick deselects it, the whole suite runs it")
 
 
+# Module text that means a test holds a host-wide resource while it runs: a native probe
+# pinned at SCHED_FIFO on a CPU, a tracefs capture, a real-time hog. Under pytest-xdist
+# (./run-tests.sh runs two workers) such modules share one xdist group, so they run one
+# after another on one worker and never measure or trace each other; every other test
+# (stores, statistics, CLI output, emulated guests) spreads over both workers, which to
+# them is the load they are already tested under (stress-ng --cpu 1 beside the suite).
+_HOST_WIDE = re.compile(r"--target\", \"native|\"native\"|--trace\b|\"--trace\"|SCHED_FIFO|"
+                        r"sched_set|taskset|Tracefs\(|TraceHook|netns|\"--pin\"|--prio")
+_host_wide_cache: dict[Path, bool] = {}
+
+
+def _holds_host_wide(path: Path) -> bool:
+    if path not in _host_wide_cache:
+        try:
+            _host_wide_cache[path] = bool(_HOST_WIDE.search(path.read_text()))
+        except OSError:
+            _host_wide_cache[path] = False
+    return _host_wide_cache[path]
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """Every test under tests/integration is ``integration``, marked or not: the quick
     set (./run-tests.sh --quick, ``-m "not integration and not emulated and not slow"``)
-    never picks one up because its module forgot ``pytestmark``."""
+    never picks one up because its module forgot ``pytestmark``. Tests holding a
+    host-wide resource share the xdist group ``host`` (see _HOST_WIDE)."""
     for item in items:
-        if _INTEGRATION in Path(str(item.fspath)).parents:
+        path = Path(str(item.fspath))
+        if _INTEGRATION in path.parents:
             item.add_marker(pytest.mark.integration)
+        if _holds_host_wide(path):
+            item.add_marker(pytest.mark.xdist_group("host"))
 
 
 @pytest.fixture
