@@ -1,0 +1,199 @@
+"""Change points of a series of per-run figures: E-divisive means.
+
+The method is E-divisive (Matteson & James, "A Nonparametric Approach for Multiple Change
+Point Analysis of Multivariate Data", JASA 109(505), 2014, sections 2-3), the one Apache
+Otava (formerly Hunter) and MongoDB's signal-processing-algorithms use for performance
+CI. Neither library is a dependency: both pin numpy releases older than irqlab's (and
+pull in scipy, gevent, BigQuery, Slack clients ...); the method is ~100 lines of numpy.
+
+For a segment Z and a split of it into X = Z[s:tau] and Y = Z[tau:kappa] the
+divergence with exponent alpha (here 1, the paper's choice in its examples) is
+
+    E(X, Y) = 2/(m n) sum|X_i - Y_j| - C(m,2)^-1 sum_{i<k}|X_i - X_k|
+                                     - C(n,2)^-1 sum_{j<k}|Y_j - Y_k|
+
+(m = |X|, n = |Y|) and the statistic Q = m n / (m + n) E. The next change point is the
+tau of the (tau, kappa) that maximise Q over every current segment (kappa lets Y stop
+before a later change, eq. 7). Its significance is a permutation test (section 3.3):
+the values are permuted within each current segment, the maximum of Q recomputed, and
+p = (1 + #{permuted max >= observed}) / (R + 1) (the "+1"s make the p-value valid for
+a finite number R of permutations: Phipson & Smyth, Stat. Appl. Genet. Mol. Biol. 9,
+2010). Change points are added one by one while p <= p_max; a segment shorter than
+``min_size`` on either side of a split is never formed (ecp's ``min.size``).
+
+Sums over blocks of the distance matrix come from its 2-D prefix sums, so the whole
+(tau, kappa) grid of a segment costs O(n^2), for R permutations at once (numpy).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+DEFAULT_P_MAX = 0.05
+DEFAULT_PERMUTATIONS = 199
+DEFAULT_MIN_SIZE = 5
+# The distance matrix is n x n per permutation: 2,000 values are 32 MB per matrix. A
+# trend of one configuration is runs of days or months; more is a selection to narrow.
+MAX_VALUES = 2000
+# Elements of the (permutations x n x n) arrays handled at once (about 64 MB of float64).
+_BATCH_ELEMENTS = 8_000_000
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """A change between ``values[index - 1]`` and ``values[index]``."""
+
+    index: int            # position of the first value after the change
+    p_value: float        # the permutation test's, when this point was added
+    mean_before: float    # mean of the values from the previous change point (or 0)
+    mean_after: float     # mean of the values up to the next change point (or the end)
+    ratio: float          # mean_after / mean_before (nan when mean_before is 0)
+
+
+def find_change_points(values: Sequence[float], *, p_max: float = DEFAULT_P_MAX,
+                       permutations: int = DEFAULT_PERMUTATIONS,
+                       min_size: int = DEFAULT_MIN_SIZE, seed: int = 0,
+                       log: bool = True) -> list[ChangePoint]:
+    """The change points of ``values`` in index order (empty: none significant).
+
+    With ``log`` (the default) the method sees log(values): a latency percentile's
+    run-to-run spread grows with its level (a 5 % jitter of 20 us is 1 us, of 200 us
+    10 us), so on the log scale the noise is alike before and after a change and a step
+    is the same size whatever the level, a ratio (the unit every irqlab comparison
+    reports). Every value must then be > 0. The means and ratios reported are of the
+    values themselves. Same values and seed, same answer.
+    """
+    raw = _checked(values, p_max, permutations, min_size, log)
+    series = np.log(raw) if log else raw
+    rng = np.random.default_rng(seed)
+    found: dict[int, float] = {}
+    while True:
+        bounds = [0, *sorted(found), len(series)]
+        segments = [(a, b) for a, b in zip(bounds, bounds[1:]) if b - a >= 2 * min_size]
+        if not segments:
+            break
+        best_q, best_tau = -math.inf, -1
+        for a, b in segments:
+            q, tau = _best_split(series[a:b][None, :], min_size)
+            if q[0] > best_q:
+                best_q, best_tau = float(q[0]), a + int(tau[0])
+        p = _permutation_p(series, bounds, best_q, min_size, permutations, rng)
+        if p > p_max:
+            break
+        found[best_tau] = p
+    return _described(raw, found)
+
+
+def _checked(values: Sequence[float], p_max: float, permutations: int, min_size: int,
+             log: bool) -> np.ndarray:
+    """``values`` as float64, or ValueError naming what is wrong and the fix."""
+    raw = np.asarray(values, dtype=np.float64)
+    if raw.ndim != 1:
+        raise ValueError("values must be one series of numbers")
+    if not np.all(np.isfinite(raw)):
+        raise ValueError("values must be finite numbers (no NaN or infinity)")
+    if log and np.any(raw <= 0):
+        raise ValueError("a value is <= 0 and has no log: pass log=False")
+    if len(raw) > MAX_VALUES:
+        raise ValueError(f"{len(raw)} values: at most {MAX_VALUES} (select fewer runs)")
+    if not 0 < p_max < 1:
+        raise ValueError(f"p_max {p_max} must be between 0 and 1")
+    if permutations < 1:
+        raise ValueError("permutations must be at least 1")
+    if min_size < 2:
+        # A segment of one value has no within-segment distance (C(1,2) = 0).
+        raise ValueError("min_size must be at least 2")
+    return raw
+
+
+def _best_split(z: np.ndarray, min_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of ``z`` (R x n), the largest Q over every (tau, kappa) with
+    min_size <= tau, kappa - tau >= min_size, kappa <= n, and that tau."""
+    r, n = z.shape
+    grid = _split_grid(n, min_size)
+    # S[r, i, j] = sum of |z_a - z_b| over a < i, b < j (2-D prefix sums, zero-padded),
+    # read flat: S[i, j] is s[:, i * (n + 1) + j].
+    s = np.zeros((r, n + 1, n + 1))
+    np.cumsum(np.abs(z[:, :, None] - z[:, None, :]), axis=2, out=s[:, 1:, 1:])
+    np.cumsum(s, axis=1, out=s)
+    s = s.reshape(r, -1)
+    q = (np.take(s, grid.at_tk, axis=1) * grid.w_tk + np.take(s, grid.at_tt, axis=1)
+         * grid.w_tt + np.take(s, grid.at_kk, axis=1) * grid.w_kk)
+    at = np.argmax(q, axis=1)
+    return q[np.arange(r), at], grid.tau[at]
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """Every (tau, kappa) split of a segment of n values, flattened, with Q as a sum of
+    three prefix sums S times weights. With m = tau, k = kappa - tau:
+    between = S[tau,kappa] - S[tau,tau]; within X = S[tau,tau] (both orders: twice the
+    sum over i < k); within Y = S[kappa,kappa] - 2 S[tau,kappa] + S[tau,tau] (the
+    distance matrix is symmetric); so Q = m k/(m+k) (2 between/(m k) - within X/(m(m-1))
+    - within Y/(k(k-1))) collects into w_tk S[tau,kappa] + w_tt S[tau,tau]
+    + w_kk S[kappa,kappa]."""
+
+    tau: np.ndarray
+    at_tk: np.ndarray
+    at_tt: np.ndarray
+    at_kk: np.ndarray
+    w_tk: np.ndarray
+    w_tt: np.ndarray
+    w_kk: np.ndarray
+
+
+@lru_cache(maxsize=64)
+def _split_grid(n: int, min_size: int) -> _Grid:
+    taus, kappas = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+    ok = (taus >= min_size) & (kappas - taus >= min_size)
+    tau, kappa = taus[ok], kappas[ok]
+    m, k = tau.astype(np.float64), (kappa - tau).astype(np.float64)
+    a = 2 / (m + k)                     # of between
+    b = k / ((m + k) * (m - 1))         # of within X
+    c = m / ((m + k) * (k - 1))         # of within Y
+    width = n + 1
+    return _Grid(tau, tau * width + kappa, tau * width + tau, kappa * width + kappa,
+                 a + 2 * c, -a - b - c, -c)
+
+
+def _permutation_p(series: np.ndarray, bounds: list[int], observed: float, min_size: int,
+                   permutations: int, rng: np.random.Generator) -> float:
+    """Matteson & James's permutation p-value of the best split ``observed``: each
+    permutation shuffles the values within every current segment and takes the best
+    split over all of them, as the observed one was taken."""
+    n = len(series)
+    batch = max(1, _BATCH_ELEMENTS // ((n + 1) * (n + 1)))
+    at_least = 0
+    done = 0
+    # Equal up to rounding counts as reached: a permutation that leaves a segment as it
+    # was must not look smaller by the last bit.
+    bar = observed - 1e-12 * max(1.0, abs(observed))
+    while done < permutations:
+        r = min(batch, permutations - done)
+        best = np.full(r, -np.inf)
+        for a, b in zip(bounds, bounds[1:]):
+            if b - a < 2 * min_size:
+                continue
+            shuffled = rng.permuted(np.broadcast_to(series[a:b], (r, b - a)), axis=1)
+            best = np.maximum(best, _best_split(shuffled, min_size)[0])
+        at_least += int(np.count_nonzero(best >= bar))
+        done += r
+    return (1 + at_least) / (permutations + 1)
+
+
+def _described(raw: np.ndarray, found: dict[int, float]) -> list[ChangePoint]:
+    """The change points with the means of the segments on either side."""
+    cuts = sorted(found)
+    bounds = [0, *cuts, len(raw)]
+    out = []
+    for i, index in enumerate(cuts, start=1):
+        before = float(np.mean(raw[bounds[i - 1]:index]))
+        after = float(np.mean(raw[index:bounds[i + 1]]))
+        ratio = after / before if before != 0 else math.nan
+        out.append(ChangePoint(index, found[index], before, after, ratio))
+    return out
