@@ -21,7 +21,10 @@ probe thread's states and what its CPU did meanwhile:
   tracepoints (this host's): the cause says it is inferred from the gap;
 - asleep after the timer IRQ entry: the IRQ handlers (the timer's own included);
 - runnable: whoever held the CPU — ``preempted by COMM/PID prio P`` (P: the SCHED_FIFO/RR
-  priority of a real-time task, else ``nice N``), IRQs and softirqs by name, ``CPU idle``;
+  priority of a real-time task, else ``nice N``), or, for a task of lower priority than
+  the probe thread (which cannot preempt it), ``non-preemptible COMM/PID nice N (lower
+  priority, held the CPU in the kernel; inferred)``; IRQs and softirqs by name, ``CPU
+  idle``;
 - running: IRQs, then ``probe thread running (return to user space)``.
 """
 
@@ -135,7 +138,7 @@ class NativeAttributor:
                     rest = ex._irqs(seg.cpu, max(lo, cut), hi, causes)
                     causes["timer IRQ handler (expiry to wake-up)"] += rest
             elif seg.state == RUNNABLE:
-                self._others(seg.cpu, lo, hi, causes)
+                self._others(seg.cpu, lo, hi, causes, tid)
             elif seg.state == RUNNING:
                 causes[PROBE_RUNNING] += ex._irqs(seg.cpu, lo, hi, causes)
             else:
@@ -168,12 +171,26 @@ class NativeAttributor:
                 causes[f"IRQ latency in {self.who(pid, comm)} (IRQs off or hardware; "
                        f"inferred from the gap)"] += rest
 
-    def _others(self, cpu: int, lo: int, hi: int, causes: dict[str, int]) -> None:
+    def _others(self, cpu: int, lo: int, hi: int, causes: dict[str, int],
+                tid: int | None) -> None:
         for l2, h2, pid, comm in self.ex.runs.pieces(cpu, lo, hi):
             rest = self.ex._irqs(cpu, l2, h2, causes)
             label = (CPU_IDLE if pid == 0 else UNEXPLAINED if pid < 0
-                     else f"preempted by {self.who(pid, comm)}")
+                     else self._holder(pid, comm, tid))
             causes[label] += rest
+
+    def _holder(self, pid: int, comm: str, tid: int | None) -> str:
+        """Who kept the runnable probe thread off its CPU. A task of lower priority
+        (kernel prio numerically higher) cannot preempt it: it held the CPU in kernel
+        code the scheduler could not interrupt (preemption or BH disabled, or a
+        PREEMPT_NONE/VOLUNTARY kernel between preemption points) — a flood's sendmsg
+        does so. No event marks it on a kernel without preemptirq tracepoints."""
+        mine = self.prio.get(tid) if tid is not None else None
+        theirs = self.prio.get(pid)
+        if mine is not None and theirs is not None and theirs > mine:
+            return (f"non-preemptible {self.who(pid, comm)} (lower priority, held the "
+                    f"CPU in the kernel; inferred)")
+        return f"preempted by {self.who(pid, comm)}"
 
     def _stages(self, att: Attribution, tid: int | None, cpu: int,
                 t_irq: int | None) -> None:

@@ -14,11 +14,12 @@ from irqlab.loads.io import IoLoad
 from irqlab.loads.memory import MemoryLoad
 from irqlab.loads.neighbour import NeighbourLoad
 from irqlab.loads.net_flood import NetFloodLoad
+from irqlab.loads.netns_flood import NetnsFloodLoad
 
 LOADS: dict[str, type[Load]] = {c.kind: c for c in (
     CpuLoad, HackbenchLoad, IoLoad, CacheLoad, MemoryLoad, ConsoleLoad, NeighbourLoad,
     Dom0CpuLoad, Dom0ConsoleLoad, DomainCreateLoad, HypercallLoad, NetFloodLoad,
-    GuestDiskLoad)}
+    GuestDiskLoad, NetnsFloodLoad)}
 
 
 def parse_load(spec: str, index: int = 1) -> Load | None:

@@ -1,0 +1,133 @@
+"""`irqlab explain` of a native run under a softirq load (issue 29's interference truth).
+
+One real native run with `--trace` on CPU 1 (probe SCHED_FIFO 90) and `--load
+netns-flood:cpus=1`: a ping flood of 60000-byte echoes across a veth pair between two
+namespaces the load creates, from a ping pinned to the probe's CPU, so the NET_RX
+softirq (fragments, reassembly, the reply) runs there. The flood lasts the whole run (it
+starts before the probe and stops after it), so every spike of the run is one of its
+spikes; >= 90 % of them must have the flood's softirq ("softirq NET_RX") as their largest
+cause. The namespaces must be gone after the run, and after a `kill -9` of irqlab the
+next irqlab command removes them and says so.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from irqlab.explain.load import decode_capture
+from irqlab.explain.native import explain_native, switch_priorities
+from irqlab.explain.run import capture_path
+from irqlab.explain.seam import Request, stored_samples
+from irqlab.knobs.netns import NETNS_DIR
+from irqlab.store import Store
+from irqlab.trace.archive import read_archive
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+CPU, PROBE_PRIO, RUN_S, THRESHOLD_NS = 1, 90, 4, 30_000
+FLOOD_LABEL = "softirq NET_RX"
+
+
+def _needs_root_and_ping() -> None:
+    if os.geteuid() != 0 or (os.cpu_count() or 1) < 2:
+        pytest.skip("needs root (tracefs, SCHED_FIFO, namespaces) and 2 CPUs")
+    if subprocess.run(["sh", "-c", "command -v ping && command -v ip"],
+                      capture_output=True).returncode != 0:
+        pytest.skip("needs ping (iputils-ping) and ip (iproute2)")
+
+
+@pytest.fixture(scope="module")
+def flooded(tmp_path_factory, probe_built):
+    _needs_root_and_ping()
+    tmp = tmp_path_factory.mktemp("native-softirq")
+    db = tmp / "irqlab.duckdb"
+    run = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "run", "--target",
+                          "native", "--cpus", str(CPU), "--priority", str(PROBE_PRIO),
+                          "--duration", f"{RUN_S}s", "--trace", "--json", "--name",
+                          "flooded", "--load", f"netns-flood:cpus={CPU}", "--db", str(db)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    with Store(db, read_only=True) as st:
+        row = st.resolve("flooded")
+        header, per_cpu = read_archive(capture_path(st, row))
+        res, _tid = explain_native(row, decode_capture(header, per_cpu),
+                                   stored_samples(st, row.run_id),
+                                   Request(threshold_ns=THRESHOLD_NS),
+                                   switch_priorities(header, per_cpu))
+    return res, row.metadata["hooks"]["load:netns-flood"]
+
+
+def test_the_flood_ran_in_its_own_namespaces_and_left_nothing(flooded):
+    _res, load = flooded
+    assert load["status"] == "ok", load
+    assert load["argv"][:5] == ["ping", "-q", "-n", "-f", "-s"] and load["cpu_s"] > 0
+    assert len(load["namespaces"]) == 2
+    assert not any((NETNS_DIR / ns).exists() for ns in load["namespaces"])
+
+
+def test_the_softirq_is_named_on_its_spikes(flooded):
+    res, _load = flooded
+    explained = [a for a in res.samples if a.status == "explained"]
+    # Enough spikes to judge 90 % on (this host: ~3,000 of ~4,000 samples above 30 us).
+    assert len(explained) >= 100, len(res.samples)
+    top = [a.ranked()[0][0] for a in explained]
+    named = sum(t == FLOOD_LABEL for t in top)
+    others: dict[str, int] = {}
+    for t in top:
+        if t != FLOOD_LABEL:
+            others[t] = others.get(t, 0) + 1
+    assert named >= 0.9 * len(explained), (named, len(explained), others)
+    for att in explained:
+        assert sum(att.causes.values()) == att.latency_tick
+        assert "unexplained" in att.causes
+
+
+def test_ping_is_never_said_to_preempt_the_fifo_probe(flooded):
+    # ping (nice 0) cannot preempt a SCHED_FIFO thread: when it holds the CPU while the
+    # probe thread is runnable it is in kernel code (its 60000-byte sendmsg) that the
+    # scheduler could not interrupt, and the cause says so.
+    res, _load = flooded
+    causes = {c for a in res.samples for c in a.causes if "ping/" in c}
+    assert not [c for c in causes if c.startswith("preempted by ping/")], causes
+    assert any(c.startswith("non-preemptible ping/") for c in causes), causes
+
+
+def test_kill_9_then_any_command_removes_the_flood_namespaces(tmp_path):
+    _needs_root_and_ping()
+    state = tmp_path / "state"
+    env = {**os.environ, "IRQLAB_STATE_DIR": str(state)}
+    proc = subprocess.Popen([sys.executable, "-m", "irqlab.cli.main", "run", "--target",
+                             "native", "--cpus", str(CPU), "--duration", "60s", "--load",
+                             f"netns-flood:cpus={CPU},rate=100,size=56", "--json",
+                             "--db", str(tmp_path / "a.duckdb")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    names = [NETNS_DIR / f"irqlab-{proc.pid}-f1{x}" for x in "ab"]
+    try:
+        end = time.monotonic() + 30
+        while not all(ns.exists() for ns in names):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < end, "the flood's namespaces never appeared"
+            time.sleep(0.05)
+        time.sleep(1.0)                 # ping is inside the first one now
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    assert all(ns.exists() for ns in names), "SIGKILL leaves them: the journal must go"
+    res = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "list",
+                          "--db", str(tmp_path / "other.duckdb")],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert not any(ns.exists() for ns in names)
+    said = [ln for ln in res.stderr.splitlines() if "network namespace" in ln]
+    assert len(said) == 2, res.stderr
+    assert all(any(f"removed network namespace {ns.name}" in ln for ln in said)
+               for ns in names), said
+    assert "Traceback" not in res.stderr
+    assert not list((state / "journal").glob("*.jsonl"))
