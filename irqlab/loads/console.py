@@ -9,11 +9,11 @@ and bulk serial output from it would be a different probe.
 
 from __future__ import annotations
 
-import os
-import tempfile
+from pathlib import Path
 
 from irqlab.knobs.values import parse_int
 from irqlab.loads.base import Load
+from irqlab.runner.scratch import ScratchDir
 from irqlab.loads.vm import flood_rom, neighbour_plan, rom_vm_argv, vm_name
 
 
@@ -39,11 +39,14 @@ class ConsoleLoad(Load):
         self.sink = params.get("sink", "/dev/null")
         self.plan = neighbour_plan(params.get("accel", "tcg"))
         self.rom_path: str | None = None
+        self._scratch: ScratchDir | None = None
 
     def prepare(self) -> None:
-        fd, self.rom_path = tempfile.mkstemp(prefix="irqlab-flood-", suffix=".rom")
-        with os.fdopen(fd, "wb") as f:
-            f.write(flood_rom(self.spin))
+        # In a journalled scratch directory: a kill -9 of irqlab leaves no ROM behind
+        # (the next start removes it, irqlab.runner.scratch).
+        self._scratch = ScratchDir("irqlab-flood-")
+        self.rom_path = str(Path(self._scratch.name) / "flood.rom")
+        Path(self.rom_path).write_bytes(flood_rom(self.spin))
 
     def command(self) -> list[str]:
         self.details["accel"] = self.plan.label
@@ -51,6 +54,7 @@ class ConsoleLoad(Load):
                            f"file:{self.sink}")
 
     def cleanup(self) -> None:
-        if self.rom_path:
-            os.unlink(self.rom_path)
+        if self._scratch is not None:
+            self._scratch.cleanup()
+            self._scratch = None
             self.rom_path = None

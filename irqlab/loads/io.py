@@ -7,14 +7,13 @@ irqlab's state directory (on disk; /tmp may be RAM) and are removed at stop.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import threading
 from pathlib import Path
 
 from irqlab.journal import journal_dir
 from irqlab.knobs.values import parse_duration, parse_int, parse_size
 from irqlab.loads.base import Load
+from irqlab.runner.scratch import ScratchDir
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
 
@@ -35,13 +34,16 @@ class IoLoad(Load):
         self.drop_ns = parse_duration(params.get("drop", "1s"))
         self.base = Path(params["dir"]) if "dir" in params else journal_dir().parent / "io"
         self.scratch: Path | None = None
+        self._scratch: ScratchDir | None = None
         self._halt = threading.Event()
         self._dropper: threading.Thread | None = None
         self.drops = 0
 
     def prepare(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
-        self.scratch = Path(tempfile.mkdtemp(prefix="irqlab-io-", dir=self.base))
+        # Journalled (irqlab.runner.scratch): fio's files go with it after a kill -9 too.
+        self._scratch = ScratchDir("irqlab-io-", base=self.base)
+        self.scratch = Path(self._scratch.name)
         if self.drop_ns:
             self._dropper = threading.Thread(target=self._drop_loop, daemon=True)
             self._dropper.start()
@@ -68,5 +70,6 @@ class IoLoad(Load):
         if self._dropper is not None:
             self._dropper.join(5)
         self.details.setdefault("drop_caches", f"{self.drops} drops")
-        if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+        if self._scratch is not None:
+            self._scratch.cleanup()
+            self._scratch = None

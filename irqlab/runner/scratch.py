@@ -55,14 +55,14 @@ def _remove(path: Path, owner: Journal, entry: int) -> None:
 
 
 class ScratchDir:
-    """A private (0700) directory ``$TMPDIR/<prefix>XXXXXXXXXXXX``, journalled; removed by
-    cleanup(), at interpreter exit if cleanup() was never called (as
-    tempfile.TemporaryDirectory), or by the next irqlab start after a kill."""
+    """A private (0700) directory ``<base>/<prefix>XXXXXXXXXXXX`` (base: ``$TMPDIR`` unless
+    given), journalled; removed by cleanup(), at interpreter exit if cleanup() was never
+    called (as tempfile.TemporaryDirectory), or by the next irqlab start after a kill."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, base: Path | None = None) -> None:
         if not prefix.startswith(PREFIX):
             raise ValueError(f"scratch directory prefix {prefix!r} must start with {PREFIX!r}")
-        base = Path(tempfile.gettempdir())
+        base = Path(base) if base is not None else Path(tempfile.gettempdir())
         owner = journal()          # the one this entry is in, whatever happens later
         for _ in range(_ATTEMPTS):
             path = base / f"{prefix}{secrets.token_hex(6)}"

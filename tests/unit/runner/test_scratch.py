@@ -76,3 +76,32 @@ def test_an_entry_never_removes_what_is_not_an_irqlab_scratch_directory(tmp_path
                          capture_output=True, text=True, timeout=60)
     assert res.stderr.count("not an irqlab scratch directory") == 2
     assert precious.is_dir() and link.is_symlink()
+
+
+# A load's files (the console flood's ROM, fio's files) as far as scratch goes: the load
+# is configured and prepared as a run does, then held until killed.
+HOLD_LOAD = ("import sys, time\n"
+             "from irqlab.loads import LOADS\n"
+             "load = LOADS[sys.argv[1]](dict(a.split('=', 1) for a in sys.argv[2:]))\n"
+             "load.prepare()\n"
+             "print(load.rom_path if sys.argv[1] == 'console' else load.scratch, flush=True)\n"
+             "time.sleep(600)\n")
+
+
+def test_the_next_start_removes_a_killed_runs_load_files(tmp_path):
+    for argv in (["console"], ["io", f"dir={tmp_path / 'io'}", "drop=0s"]):
+        child = subprocess.Popen([sys.executable, "-c", HOLD_LOAD, *argv],
+                                 env=_env(tmp_path), stdout=subprocess.PIPE, text=True)
+        made = Path(child.stdout.readline().strip())
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        child.stdout.close()
+        assert made.exists(), argv                    # the kill left it behind
+        scratch = made.parent if argv[0] == "console" else made
+        assert scratch.name.startswith(f"irqlab-{'flood' if argv[0] == 'console' else 'io'}-")
+        res = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "list", "--db",
+                              str(tmp_path / "none.duckdb")], env=_env(tmp_path),
+                             capture_output=True, text=True, timeout=60)
+        assert f"removed scratch directory {scratch}" in res.stderr, res.stderr
+        assert not scratch.exists()
+    assert not list((tmp_path / "state" / "journal").glob("*.jsonl"))
