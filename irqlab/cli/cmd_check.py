@@ -55,6 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--require-hardware", action="store_true",
                    help="fail runs that were emulated (TCG, software KVM) or not known "
                         "to run on hardware")
+    p.add_argument("--per-cpu", action="store_true",
+                   help="every limit must also hold on each CPU's samples (runs with "
+                        "per-CPU samples: native, multi-vCPU linux-guest); a failing CPU "
+                        "is named; JSON: per_cpu {\"0\": {passed, limits, ...}}")
     p.add_argument("--junit", type=Path, default=None, metavar="FILE",
                    help="write JUnit XML for CI systems")
     p.add_argument("--json", action="store_true", help="print one JSON line per run")
@@ -88,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
             runs = load_runs(store, select_runs(store, args.runs))
             gates = Gates(allow_interrupted=args.allow_interrupted,
                           max_lost=args.max_lost, require_hardware=args.require_hardware)
-            results = [evaluate(r, limits, args.threshold, gates) for r in runs]
+            results = [evaluate(r, limits, args.threshold, gates, per_cpu=args.per_cpu)
+                       for r in runs]
     except StoreError as exc:
         # CI still gets a JUnit file saying why nothing could be checked.
         failed = CheckResult(0, " ".join(args.runs), error=str(exc))

@@ -45,6 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resamples", type=count, default=noise.DEFAULT_RESAMPLES,
                    help="resamples of the single runs' block bootstrap (groups of >= 2 runs "
                         "use Welch's t: no resampling)")
+    p.add_argument("--per-cpu", action="store_true",
+                   help="also a row per CPU of each run with per-CPU samples (native, "
+                        "multi-vCPU linux-guest), like cyclictest's T:0 T:1 lines; JSON: "
+                        "each compare_run gains per_cpu {\"0\": figures, ...}")
 
 
 def choose_renderer(fmt: str) -> Renderer:
@@ -69,6 +73,6 @@ def run(args: argparse.Namespace) -> int:
     with open_store(db_path(args), read_only=True) as store:
         runs = load_runs(store, select_runs(store, args.runs))
         model = build_compare(runs, args.threshold, seed=args.seed,
-                              resamples=max(1, args.resamples))
+                              resamples=max(1, args.resamples), per_cpu=args.per_cpu)
     choose_renderer("json" if args.json else args.format).compare(model)
     return EXIT_OK

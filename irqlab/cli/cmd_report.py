@@ -33,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-explain", action="store_true",
                    help="leave out 'Where the time goes' (by default runs recorded with "
                         "--trace are explained from their capture, as `irqlab explain`)")
+    p.add_argument("--per-cpu", action="store_true",
+                   help="a per-CPU table in each run's section (runs with per-CPU samples: "
+                        "native, multi-vCPU linux-guest)")
     p.add_argument("--json", action="store_true", help="print a JSON line of what was written")
 
 
@@ -106,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
             runs = load_runs(store, select_runs(store, args.runs))
             explained = _explain(store, runs, args, progress)
             progress.stage(f"plotting {len(runs)} run(s)")
-            text, plots = build_report(runs, args.threshold, args.title, explained)
+            text, plots = build_report(runs, args.threshold, args.title, explained,
+                                       per_cpu=args.per_cpu)
         written: list[str] = []
         for folder, ext in ((args.png, "png"), (args.svg, "svg")):
             if folder is None:

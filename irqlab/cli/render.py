@@ -357,6 +357,7 @@ class HumanRenderer(Renderer):
             for part in wrapped("runs: " + ", ".join(f"#{r['run_id']} {r['name']}"
                                                      for r in model["rows"])):
                 c.print(Text(part))
+        self._per_cpu_table(model)
         for line in compare_tables.notes_lines(model):
             for part in wrapped(line):
                 c.print(Text(part, style="dim"))
@@ -368,6 +369,31 @@ class HumanRenderer(Renderer):
                 c.print(Text(part, style="yellow"))
         for line in warning_blocks(model["warnings"]):
             c.print(Text(line, style="yellow"))
+
+    def _per_cpu_table(self, model: dict[str, Any]) -> None:
+        """compare --per-cpu: a row per CPU of each run ('#4 T:1'), within OUTPUT_WIDTH."""
+        if not model.get("per_cpu"):
+            return
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
+
+        from irqlab.reports import tables as compare_tables
+
+        rows = compare_tables.per_cpu_rows(model)
+        if rows:
+            table = Table(title=Text("per CPU"), box=box.SIMPLE_HEAD, show_edge=False,
+                          pad_edge=False)
+            for head, _key, kind in compare_tables.PER_CPU_COLUMNS:
+                table.add_column(head, no_wrap=True,
+                                 justify="left" if kind == "cpu_run" else "right")
+            for row in rows:
+                table.add_row(*(Text(compare_tables.per_cpu_cell(row, key, kind))
+                                for _h, key, kind in compare_tables.PER_CPU_COLUMNS))
+            self.console.print(table)
+        for line in compare_tables.per_cpu_notes(model):
+            for part in wrapped(line):
+                self.console.print(Text(part, style="dim"))
 
     def check(self, result: dict[str, Any], lines: list[str]) -> None:
         from rich.text import Text

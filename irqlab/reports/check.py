@@ -36,6 +36,7 @@ from typing import Any
 from irqlab.durations import format_latency, format_ns
 from irqlab.reports.comparability import MIN_TAIL_SAMPLES
 from irqlab.reports.data import FROM_TEXT, RunData, figures
+from irqlab.reports.percpu import NO_PER_CPU, cpu_runs
 from irqlab.reports.select import SERIES_TAG
 from irqlab.stats.fields import CHECK_LIMITS
 from irqlab.store.db import RunRow
@@ -97,6 +98,9 @@ class CheckResult:
     accel: str | None = None
     samples: int | None = None
     lost: int | None = None
+    # check --per-cpu: {"0": {"cpu", "samples", "passed", "limits", "gates"}, ...}
+    # (None: not asked; {} asked, but the run has no per-CPU samples).
+    per_cpu: dict[str, dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self.suite_name = self.suite_name or self.name
@@ -104,7 +108,12 @@ class CheckResult:
     @property
     def passed(self) -> bool:
         return (self.error is None and all(g["passed"] for g in self.gates)
-                and all(o["passed"] for o in self.outcomes))
+                and all(o["passed"] for o in self.outcomes)
+                and all(c["passed"] for c in (self.per_cpu or {}).values()))
+
+    @property
+    def failed_cpus(self) -> list[int]:
+        return [c["cpu"] for c in (self.per_cpu or {}).values() if not c["passed"]]
 
     @property
     def gate_failed(self) -> bool:
@@ -118,7 +127,8 @@ class CheckResult:
                 "limits": self.outcomes, "notes": self.notes, "gates": self.gates,
                 "suite_name": self.suite_name, "target": self.target,
                 "status": self.status, "emulated": self.emulated, "accel": self.accel,
-                "samples": self.samples, "lost": self.lost}
+                "samples": self.samples, "lost": self.lost,
+                **({} if self.per_cpu is None else {"per_cpu": self.per_cpu})}
 
 
 def show_value(value: int | float, unit: str) -> str:
@@ -193,9 +203,11 @@ def _param(key: str, val: Any) -> str:
 
 
 def evaluate(run: RunData, limits: list[tuple[str, int]],
-             threshold_ns: int | None = None, gates: Gates | None = None) -> CheckResult:
+             threshold_ns: int | None = None, gates: Gates | None = None,
+             per_cpu: bool = False) -> CheckResult:
     """Judge ``run`` against ``(limit name, maximum allowed)`` pairs (ns or a count) and
-    the ``gates`` (default: strict: ended ok, no lost sample)."""
+    the ``gates`` (default: strict: ended ok, no lost sample). With ``per_cpu`` every
+    limit must also hold on each CPU's samples (evaluate_cpus)."""
     gates = gates or Gates()
     row = run.row
     res = CheckResult(run.run_id, row.name, suite_name=suite_name(row), target=row.target,
@@ -227,7 +239,34 @@ def evaluate(run: RunData, limits: list[tuple[str, int]],
             return res
         res.outcomes.append(_outcome(name, value, allowed, needed.get(name)))
     res.notes += _thin_tail_notes(res.samples, [n for n, _ in limits])
+    if per_cpu:
+        res.per_cpu = evaluate_cpus(run, limits, threshold_ns)
+        if not res.per_cpu:
+            res.notes.append(f"--per-cpu: {NO_PER_CPU}")
     return res
+
+
+def evaluate_cpus(run: RunData, limits: list[tuple[str, int]],
+                  threshold_ns: int | None = None) -> dict[str, dict[str, Any]]:
+    """Each CPU's samples against the limits (a limit holds on every CPU, as
+    cyclictest's per-thread max): its figures are the whole run's computation over that
+    CPU's samples (irqlab.reports.percpu); a percentile limit needs as many samples on
+    the CPU as on a run (samples gate)."""
+    needed = _needed(limits)
+    out: dict[str, dict[str, Any]] = {}
+    for cpu, sub in cpu_runs(run):
+        figs = figures(sub, threshold_ns)
+        samples = int(figs.get("samples") or 0)
+        cpu_gates = [_samples_gate(samples, needed)] if needed else []
+        outcomes = [_outcome(name, figs[_KEY[name]], allowed, needed.get(name))
+                    for name, allowed in limits if figs.get(_KEY[name]) is not None]
+        missing = [name for name, _ in limits if figs.get(_KEY[name]) is None]
+        passed = (bool(samples) and not missing and all(g["passed"] for g in cpu_gates)
+                  and all(o["passed"] for o in outcomes))
+        out[str(cpu)] = {"cpu": cpu, "samples": samples, "passed": passed,
+                         "limits": outcomes, "gates": cpu_gates,
+                         "missing": missing}
+    return out
 
 
 def _figures(run: RunData, threshold_ns: int | None) -> dict[str, Any]:
@@ -376,8 +415,24 @@ def result_lines(res: CheckResult) -> list[str]:
     bad = [g["gate"] for g in res.gates if not g["passed"]]
     if bad:
         head += f"; failed: {', '.join(bad)}"
+    if res.failed_cpus:
+        head += f"; failed on cpu {', '.join(map(str, res.failed_cpus))}"
     return [head] + gate_lines + [f"  {o['text']}" for o in res.outcomes] + \
-        [f"  ({n})" for n in res.notes]
+        cpu_lines(res) + [f"  ({n})" for n in res.notes]
+
+
+def cpu_lines(res: CheckResult) -> list[str]:
+    """check --per-cpu: 'cpu 1: FAIL 0/1 limits met (4000 samples)', then its gates and
+    limits, indented under it."""
+    out = []
+    for c in (res.per_cpu or {}).values():
+        met = sum(o["passed"] for o in c["limits"])
+        out.append(f"  cpu {c['cpu']}: {'PASS' if c['passed'] else 'FAIL'} "
+                   f"{met}/{len(c['limits'])} limits met ({c['samples']} samples)")
+        out += [f"    {g['text']}" for g in c["gates"]]
+        out += [f"    {o['text']}" for o in c["limits"]]
+        out += [f"    FAIL {name}: no figure for this CPU" for name in c["missing"]]
+    return out
 
 
 def _properties(suite: ET.Element, res: CheckResult) -> None:
@@ -428,6 +483,19 @@ def _suite(root: ET.Element, res: CheckResult, stamp: str, seconds: float
             # The limit and the value are in the message, never in the test's id.
             ET.SubElement(case, "system-out").text = o["text"]
         n += 1
+    # check --per-cpu: a case per CPU and limit, named "cpu1 max" (stable across runs).
+    for c in (res.per_cpu or {}).values():
+        for o in c["gates"] + c["limits"]:
+            name = o.get("limit") or o["gate"]
+            case = _case(suite, cls, f"cpu{c['cpu']} {name}")
+            if not o["passed"]:
+                ET.SubElement(case, "failure", message=o["text"],
+                              type="LimitExceeded" if "limit" in o else "GateFailed"
+                              ).text = o["text"]
+                fails += 1
+            else:
+                ET.SubElement(case, "system-out").text = o["text"]
+            n += 1
     for key, val in (("tests", n), ("failures", fails), ("errors", errors),
                      ("skipped", skipped)):
         suite.set(key, str(val))

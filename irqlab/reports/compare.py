@@ -18,6 +18,7 @@ from irqlab.reports import noise
 from irqlab.reports.comparability import pair_warnings, run_warnings, threshold_warning
 from irqlab.store.provenance import differs, provenance
 from irqlab.reports.data import FROM_RAW, FROM_TEXT, NS_PER_S, RunData, figures
+from irqlab.reports.percpu import per_cpu_figures
 from irqlab.reports.scan import scan_runs
 from irqlab.reports.select import SERIES_TAG
 from irqlab.durations import format_ns, parse_duration_ns
@@ -61,8 +62,11 @@ def series_of(run: RunData) -> str | None:
 
 def build_compare(runs: list[RunData], threshold_ns: int | None = None,
                   seed: int = noise.DEFAULT_SEED,
-                  resamples: int = noise.DEFAULT_RESAMPLES) -> dict[str, Any]:
-    """The table model; ``runs[0]`` is the baseline, its group the baseline group."""
+                  resamples: int = noise.DEFAULT_RESAMPLES,
+                  per_cpu: bool = False) -> dict[str, Any]:
+    """The table model; ``runs[0]`` is the baseline, its group the baseline group.
+    With ``per_cpu`` each row gains ``per_cpu``: {"0": that CPU's figures, ...} ({} for
+    a run without per-CPU samples; irqlab.reports.percpu)."""
     if not runs:
         raise ValueError("compare needs at least one run")
     # Runs kept in the store are read once for all of the below.
@@ -88,6 +92,8 @@ def build_compare(runs: list[RunData], threshold_ns: int | None = None,
         if bound is not None:
             row["rtds_period_ns"], row["rtds_budget_ns"], row["rtds_bound_ns"] = bound
         row["noise"] = noise_of[g]
+        if per_cpu:
+            row["per_cpu"] = per_cpu_figures(run, threshold_ns)
         rows.append(row)
         if run is not base:
             warnings.extend(pair_warnings(base, run))
@@ -101,10 +107,14 @@ def build_compare(runs: list[RunData], threshold_ns: int | None = None,
     # Every recorded condition (setting, load, knob, host fact) not equal across the
     # runs: a difference in latency may come from any of them (issue 31).
     diff = differs([provenance(r.row) for r in runs]) if len(runs) > 1 else []
-    return {"type": "compare", "differs": diff, "version": COMPARE_VERSION, "baseline_run_id": base.run_id,
-            "threshold_override_ns": threshold_ns, "rows": rows, "warnings": warnings,
-            "noise_method": noise.method_text(seed, resamples),
-            "percentiles_note": _percentiles_note(sources), "groups": len(groups)}
+    model = {"type": "compare", "differs": diff, "version": COMPARE_VERSION,
+             "baseline_run_id": base.run_id,
+             "threshold_override_ns": threshold_ns, "rows": rows, "warnings": warnings,
+             "noise_method": noise.method_text(seed, resamples),
+             "percentiles_note": _percentiles_note(sources), "groups": len(groups)}
+    if per_cpu:
+        model["per_cpu"] = True
+    return model
 
 
 def _group_noise(runs: list[RunData], figs: list[dict[str, Any]], groups: list[list[int]],

@@ -96,6 +96,8 @@ class RunData:
     latency_tick: np.ndarray | None = None   # int64, in sequence order
     deadline_s: np.ndarray | None = None     # float64, seconds since the first deadline
     flags: np.ndarray | None = None          # uint32
+    cpu: np.ndarray | None = None            # uint32, the CPU of each sample (per-CPU
+    #                                          figures: irqlab.reports.percpu)
     histogram: list[tuple[int, int | None, int]] | None = None
     stored: StoredSamples | None = None
     _sorted: np.ndarray | None = field(default=None, repr=False)
@@ -185,7 +187,7 @@ def load_run(store: Store | PgStore, row: RunRow, raw: bool = True,
         if count > (IN_MEMORY_SAMPLES if in_memory_samples is None else in_memory_samples):
             data.stored = StoredSamples(store, row.run_id, count)
             return data
-        lat, dl, fl = [], [], []
+        lat, dl, fl, cpu = [], [], [], []
         for batch in store.iter_samples(row.run_id):
             deadline = numeric_view(batch.column("deadline_tick")).astype(np.int64)
             entry = numeric_view(batch.column("entry_tick")).astype(np.int64)
@@ -194,11 +196,13 @@ def load_run(store: Store | PgStore, row: RunRow, raw: bool = True,
             lat.append(entry - deadline)
             dl.append(deadline)
             fl.append(numeric_view(batch.column("flags")))
+            cpu.append(numeric_view(batch.column("cpu")))
         if lat:
             data.latency_tick = np.concatenate(lat)
             deadlines = np.concatenate(dl)
             data.deadline_s = (deadlines - deadlines[0]) / data.tick_hz
             data.flags = np.concatenate(fl)
+            data.cpu = np.concatenate(cpu)
     return data
 
 

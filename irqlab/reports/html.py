@@ -20,10 +20,12 @@ from irqlab.durations import format_latency, format_ns
 from irqlab.reports import noise
 from irqlab.reports.compare import build_compare, noise_seeds
 from irqlab.reports.data import FROM_TEXT, RunData, figures
+from irqlab.reports.percpu import NO_PER_CPU, per_cpu_figures
 from irqlab.reports.plots import Plot, overlay_plot, run_plots
 from irqlab.reports.scan import scan_runs
 from irqlab.reports.provenance import configuration_lines, host_lines
-from irqlab.reports.tables import COLUMNS, cell, differs_lines, noise_lines, notes_lines
+from irqlab.reports.tables import (COLUMNS, PER_CPU_COLUMNS, cell, differs_lines, noise_lines,
+                                   notes_lines, per_cpu_cell)
 from irqlab.store.provenance import provenance
 from irqlab.stats.fields import REPORT_TABLE, WINDOW_TABLE
 
@@ -190,8 +192,24 @@ def _explain_section(js: dict[str, Any] | str) -> list[str]:
     return out
 
 
+def _per_cpu_section(run: RunData, threshold_ns: int | None) -> list[str]:
+    """report --per-cpu: the run's figures CPU by CPU (irqlab.reports.percpu), the compare
+    table's columns (tables.PER_CPU_COLUMNS)."""
+    out = ["<h3>Per CPU</h3>"]
+    figs = per_cpu_figures(run, threshold_ns)
+    if not figs:
+        return out + [f"<p>{esc(NO_PER_CPU)}.</p>"]
+    rows = [{"run_id": run.run_id, "name": run.row.name, **f} for f in figs.values()]
+    heads = ["cpu"] + [h for h, _, _ in PER_CPU_COLUMNS[1:]]
+    return out + _table([esc(h) for h in heads], (
+        [esc(r["cpu"])] + [esc(per_cpu_cell(r, key, kind))
+                           for _, key, kind in PER_CPU_COLUMNS[1:]] for r in rows),
+        left=1, cls="per-cpu")
+
+
 def _run_section(run: RunData, plots: list[Plot],
-                 explained: dict[str, Any] | str | None = None) -> list[str]:
+                 explained: dict[str, Any] | str | None = None,
+                 per_cpu: bool = False, threshold_ns: int | None = None) -> list[str]:
     out = [f'<section id="run-{run.run_id}"><h2>Run {esc(run.row.run_id)} '
            f'{esc(run.row.name)}</h2>']
     if run.row.emulated:
@@ -211,6 +229,8 @@ def _run_section(run: RunData, plots: list[Plot],
                       left=2, cls="meta")
     out.append("<h3>Summary</h3>")
     out += _table(["statistic", "value"], _summary_rows(run))
+    if per_cpu:
+        out += _per_cpu_section(run, threshold_ns)
     if explained is not None:
         out += _explain_section(explained)
     out.append("<h3>Plots</h3>")
@@ -242,10 +262,11 @@ def _compare_section(runs: list[RunData],
 
 def build_report(runs: list[RunData], threshold_ns: int | None = None,
                  title: str | None = None,
-                 explained: dict[int, dict[str, Any] | str] | None = None
-                 ) -> tuple[str, list[Plot]]:
+                 explained: dict[int, dict[str, Any] | str] | None = None,
+                 per_cpu: bool = False) -> tuple[str, list[Plot]]:
     """The HTML text and every plot in it (for --png/--svg); ``explained``: per run id, its
-    explain object (or why it has none) for the runs recorded with a capture."""
+    explain object (or why it has none) for the runs recorded with a capture; with
+    ``per_cpu`` each run's section has a per-CPU table."""
     explained = explained or {}
     plots: list[Plot] = []
     body: list[str] = []
@@ -259,7 +280,7 @@ def build_report(runs: list[RunData], threshold_ns: int | None = None,
     for run in runs:
         rp = run_plots(run)
         plots += rp
-        body += _run_section(run, rp, explained.get(run.run_id))
+        body += _run_section(run, rp, explained.get(run.run_id), per_cpu, threshold_ns)
     heading = title or "irqlab report: " + ", ".join(r.label for r in runs)
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     head = [

@@ -188,6 +188,50 @@ def _md(text: str) -> str:
             .replace(">", "&gt;").replace("\n", " "))
 
 
+# `compare --per-cpu`: one row per CPU of each run ("#4 T:1"), the compare table's
+# figures and the CPU's lost samples.
+PER_CPU_COLUMNS: list[tuple[str, str, str]] = [
+    ("run", "run", "cpu_run"), *_figure_columns(human=True), ("lost", "lost", "int")]
+
+
+def per_cpu_rows(model: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of the per-CPU table: each run's CPUs in order, with the run's id and
+    name (runs without per-CPU samples have none: per_cpu_notes names them)."""
+    return [{"run_id": row["run_id"], "name": row["name"], **fig}
+            for row in model["rows"]
+            for fig in (row.get("per_cpu") or {}).values()]
+
+
+def per_cpu_notes(model: dict[str, Any]) -> list[str]:
+    """The runs `--per-cpu` has nothing for, said once."""
+    if not model.get("per_cpu"):
+        return []
+    from irqlab.reports.percpu import NO_PER_CPU
+    return [f"#{row['run_id']} {row['name']}: {NO_PER_CPU}" for row in model["rows"]
+            if not row.get("per_cpu")]
+
+
+def per_cpu_cell(row: dict[str, Any], key: str, kind: str) -> str:
+    """A cell of the per-CPU table ('#4 T:1' for the run, else as `cell`)."""
+    if kind == "cpu_run":
+        return f"#{row['run_id']} T:{row['cpu']}"
+    return cell(row, key, "above" if kind == "above" else kind)
+
+
+def _per_cpu_markdown(model: dict[str, Any]) -> list[str]:
+    rows = per_cpu_rows(model)
+    if not model.get("per_cpu"):
+        return []
+    out = ["", "**Per CPU**", ""]
+    if rows:
+        out += ["| " + " | ".join(h for h, _, _ in PER_CPU_COLUMNS) + " |",
+                "|" + "|".join("---" if k == "cpu_run" else "---:"
+                               for _, _, k in PER_CPU_COLUMNS) + "|"]
+        out += ["| " + " | ".join(_md(per_cpu_cell(r, key, kind))
+                                  for _, key, kind in PER_CPU_COLUMNS) + " |" for r in rows]
+    return out + [f"- {_md(x)}" for x in per_cpu_notes(model)]
+
+
 def markdown_lines(model: dict[str, Any]) -> list[str]:
     heads = [h for h, _, _ in COLUMNS]
     lines = ["| " + " | ".join(heads) + " |",
@@ -202,6 +246,7 @@ def markdown_lines(model: dict[str, Any]) -> list[str]:
     if noise_text:
         lines += ["", "**Noise**", ""] + [f"- {_md(x)}" for x in noise_text]
     lines += [f"- {_md(x)}" for x in differs_lines(model)]
+    lines += _per_cpu_markdown(model)
     if model["warnings"]:
         lines += ["", "**Warnings**", ""] + [f"- {_md(w['text'])}" for w in model["warnings"]]
     return lines
@@ -222,14 +267,26 @@ def _csv_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def csv_lines(model: dict[str, Any]) -> list[str]:
-    """Machine-friendly: latencies in integer ns, ratios and p-values as numbers."""
+    """Machine-friendly: latencies in integer ns, ratios and p-values as numbers. With
+    --per-cpu a last column `cpu` (empty on a run's row) and a row per CPU after the
+    runs' rows (its figures; the columns that compare runs stay empty)."""
+    per_cpu = bool(model.get("per_cpu"))
+    fields = CSV_FIELDS + (["cpu"] if per_cpu else [])
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
+
+    def write(values: dict[str, Any]) -> None:
+        writer.writerow({k: ("" if v is None else f"{v:.6g}" if isinstance(v, float) else v)
+                         for k, v in values.items()})
     for row in model["rows"]:
-        writer.writerow({k: ("" if v is None else
-                             f"{v:.6g}" if isinstance(v, float) else v)
-                         for k, v in _csv_row(row).items()})
+        write({**_csv_row(row), **({"cpu": None} if per_cpu else {})})
+    if per_cpu:
+        by_id = {row["run_id"]: row for row in model["rows"]}
+        for fig in per_cpu_rows(model):
+            run = by_id[fig["run_id"]]
+            write({k: fig.get(k, run.get(k) if k in ("name", "status", "accel", "emulated")
+                              else None) for k in fields})
     return buf.getvalue().splitlines()
 
 
@@ -253,6 +310,8 @@ def json_objects(model: dict[str, Any]) -> list[dict[str, Any]]:
     head["groups"] = model.get("groups", len(model["rows"]))
     head["differs"] = model.get("differs", [])
     head["runs"] = len(model["rows"])
+    if model.get("per_cpu"):
+        head["per_cpu"] = True      # compare --per-cpu: each compare_run has per_cpu
     out = [head]
     out += [{"type": "compare_run", "version": COMPARE_VERSION, **row}
             for row in model["rows"]]
