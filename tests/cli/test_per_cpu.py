@@ -116,3 +116,20 @@ def test_report_per_cpu_table(pdb, tmp_path):
     assert ('<td class="l">1</td><td class="">4000</td><td class="">3 ns</td>'
             '<td class="">6000 ns</td>') in html
     assert "no per-CPU samples (one stream)" in html
+
+
+def test_per_cpu_figures_of_a_run_kept_in_the_store_equal_in_memory(pdb):
+    """A big run's samples stay in the store (read CPU by CPU in batches): the same
+    per-CPU figures as when read whole."""
+    from irqlab.reports.data import load_runs
+    from irqlab.reports.percpu import per_cpu_figures
+    from irqlab.store import Store
+
+    with Store(pdb, read_only=True) as st:
+        rows = [r for r in st.runs() if r.name == "two-cpu-x4"]
+        (whole,) = load_runs(st, rows)
+        (kept,) = load_runs(st, rows, in_memory_samples=0)
+        assert kept.stored is not None and whole.stored is None
+        got = per_cpu_figures(kept, 40_000)           # CPU 1: 12 ns * k > 40 us: k > 3333
+        assert got == per_cpu_figures(whole, 40_000)
+        assert got["1"]["above_threshold"] == 667 and got["1"]["max_ns"] == 48_000
