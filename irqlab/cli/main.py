@@ -43,6 +43,9 @@ COMMANDS: list[Command] = [
             "remove stored runs with their samples and captures"),
     Command("bench", ("cmd_bench", "register", "run"),
             "print performance figures (a benchmark, not a test)"),
+    Command("monitor", ("cmd_monitor", "register", "run"),
+            "measure one target without end, in windows, with bounded storage and "
+            "Prometheus metrics"),
     Command("matrix", ("cmd_matrix", "register", "run"),
             "run every cell of a scenario file (TOML) and tabulate the results"),
     Command("compare", ("cmd_compare", "register", "run"), "compare stored runs in one table"),

@@ -980,6 +980,37 @@ class Store:
         self._write(share.SAMPLES_SHIFT,
                     [delta_tick, delta_tick, run_id, first_seq, end_seq])
 
+    def drop_sample_files(self, run_id: int, names: list[str],
+                          kept: pa.RecordBatch | None = None) -> None:
+        """Retention (store/retention.py): the run's files ``names`` go, and ``kept`` (the
+        records of theirs kept for good) becomes one new file in their place. Crash-safe
+        without a journal: the new file is whole on disk before the one transaction that
+        swaps the rows; a crash before the commit leaves it unnamed, after the commit
+        leaves the old files unnamed, and the next writable open removes unnamed files
+        (_remove_orphan_files)."""
+        row = None
+        if kept is not None and kept.num_rows:
+            name = sample_files.write_file(self.path, run_id, kept,
+                                           prefix=sample_files.KEPT_PREFIX)
+            row = [int(run_id), int(kept.column(0)[0].as_py()), kept.num_rows, name]
+        try:
+            with self.transaction():
+                for old in names:
+                    self._write(share.FILE_DELETE, [run_id, old])
+                if row is not None:
+                    self._write(share.FILES_INSERT, [row])
+        except BaseException:
+            if row is not None:       # no committed row names it
+                sample_files.file_path(self.path, run_id, row[3]).unlink(missing_ok=True)
+            raise
+        for old in names:
+            sample_files.file_path(self.path, run_id, old).unlink(missing_ok=True)
+
+    def sample_file_rows(self, run_id: int) -> list[tuple[int, int, str]]:
+        """(first_seq, samples, name) of a run's sample files, in sequence order ([] for
+        a run whose samples are in the table)."""
+        return self._files(run_id)
+
     # -- reading ----------------------------------------------------------------------
     def runs(self) -> list[RunRow]:
         rows = self._query(share.RUNS).fetchall()

@@ -46,6 +46,10 @@ parquet = lazy_import("irqlab.store.parquet")
 # a size where a file's fixed cost (open, footer, fsync: ~1 ms) is a few percent.
 FILES_MIN_SAMPLES_PER_WINDOW = 65_536
 
+# A file that retention (store/retention.py, `irqlab monitor --keep-raw`) wrote in place
+# of dropped files: only their samples above the threshold, kept for good, never pruned.
+KEPT_PREFIX = "kept-"
+
 # Files being written at once (Writer): pyarrow encodes outside the GIL, so one thread
 # writes batch k while the caller makes batch k+1; two bound the memory held in waiting.
 FILES_IN_FLIGHT = 2
@@ -97,15 +101,15 @@ def record_batch(records: np.ndarray) -> pa.RecordBatch:
     return pa.record_batch([numeric_array(records[k]) for k in schema.names], schema=schema)
 
 
-def write_file(db_path: Path, run_id: int, batch: pa.RecordBatch) -> str:
+def write_file(db_path: Path, run_id: int, batch: pa.RecordBatch, prefix: str = "") -> str:
     """Write one batch of a run's records as a new file, whole or not at all (temporary
-    name, fsync, rename, directory fsync); returns its name."""
+    name, fsync, rename, directory fsync); returns its name (``prefix`` + a uuid)."""
     folder = run_dir(db_path, run_id)
     new_dir = not folder.is_dir()
     folder.mkdir(parents=True, exist_ok=True)
     if new_dir:
         _fsync_dir(folder.parent)
-    name = f"{uuid.uuid4().hex}.parquet"
+    name = f"{prefix}{uuid.uuid4().hex}.parquet"
     tmp = folder / f".{name}.tmp"
     try:
         with parquet.samples_writer(tmp, parquet.RECORD_SCHEMA) as writer:
