@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.machines import machine_for
-from irqlab.runner.native import (NATIVE_INIT, NATIVE_PROBE, no_layout,
+from irqlab.runner.native import (NATIVE_GTRACE, NATIVE_INIT, NATIVE_PROBE, no_layout,
                                   probe_args)
 from irqlab.runner.process import MeasuredProcess
 from irqlab.runner.qemu import base_argv, memfd_backend
@@ -138,7 +138,12 @@ class LinuxGuest(MeasuredProcess):
         if shutil.which(self.machine.qemu) is None:
             raise FileNotFoundError(f"{self.machine.qemu} not found: "
                                     f"{self.machine.install_hint}")
-        initrd = build_initramfs(self._workdir("irqlab-linux-") / "initramfs.cpio")
+        # irqlab-gtrace runs only when --trace gives the guest its trace device
+        # (irqlab.trace.guest); without it the initramfs is as before.
+        extra = ([("irqlab-gtrace", stat.S_IFREG | 0o755, NATIVE_GTRACE.read_bytes())]
+                 if NATIVE_GTRACE.exists() else [])
+        initrd = build_initramfs(self._workdir("irqlab-linux-") / "initramfs.cpio",
+                                 extra=extra)
         # ivshmem BARs are a power of two in size.
         shm_bytes = _pow2_at_least(self.layout_bytes(len(self.guest_cpus()), self.capacity))
         self._create_memfd("irqlab-ivshmem", shm_bytes)

@@ -68,5 +68,11 @@ class LinuxGuestTarget(Target):
                           icount=opts.icount, extra_qemu_args=list(process_args),
                           name=name, layout_bytes=layout_bytes)
 
+    def trace_capture(self, options: Any, db_path: Any, period_ns: int) -> Any:
+        """The host capture around QEMU and the guest kernel's own (kind
+        "linux-guest", irqlab.trace.guest)."""
+        from irqlab.trace.guest import LinuxGuestTraceHook
+        return LinuxGuestTraceHook(db_path, period_ns)
+
     def open_source(self, cfg: Any, process: MeasuredProcess) -> SampleSource:
         return MultiRingReader(process.mem_path)

@@ -16,6 +16,11 @@
  * lo up, and runs /irqlab-echo with those options instead of the probe.
  * With irqlab.disk=OPT;VALUE;... it first starts /irqlab-diskio with those
  * options (the guest-disk load, on the virtio-blk disk) and leaves it running.
+ *
+ * Guest trace (`--target linux-guest --trace`): when a second ivshmem-plain
+ * device sits at the trace slot (PCI 00:10.0), /irqlab-gtrace records the
+ * guest kernel's ftrace into it; the probe starts once tracing is on, and
+ * gtrace drains its last pages before the VM ends.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -27,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/io.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -44,6 +51,9 @@
 #define MODULE_DIR		"/lib/modules"
 #define MODULE_ORDER		MODULE_DIR "/load-order"
 #define NETDEV_WAIT_MS		10000	/* virtio-net probes asynchronously */
+#define GTRACE_PATH		"/irqlab-gtrace"
+#define GTRACE_SLOT		"0000:00:10.0"	/* irqlab.trace.guest.TRACE_SLOT */
+#define GTRACE_WAIT_MS		10000
 #define DEBUG_EXIT_PORT		0xf4
 #define EXIT_DONE_VALUE		0x10
 #define EXIT_ERROR_VALUE	0x11
@@ -96,8 +106,9 @@ static int write_small(const char *path, const char *text)
 	return n < 0 ? -errno : 0;
 }
 
-/* find_ivshmem - path of the ivshmem-plain BAR 2 file into @out; 0 or -ENODEV */
-static int find_ivshmem(char *out, size_t len)
+/* find_ivshmem - path of the ivshmem-plain BAR 2 file into @out, skipping the
+ * device at PCI address @skip (the trace region; NULL: none); 0 or -ENODEV */
+static int find_ivshmem(char *out, size_t len, const char *skip)
 {
 	const char *base = "/sys/bus/pci/devices";
 	char path[512], vendor[32], device[32];
@@ -107,7 +118,7 @@ static int find_ivshmem(char *out, size_t len)
 	if (!d)
 		return -errno;
 	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
+		if (e->d_name[0] == '.' || (skip && !strcmp(e->d_name, skip)))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s/vendor", base, e->d_name);
 		if (read_small(path, vendor, sizeof(vendor)))
@@ -289,6 +300,59 @@ static int start_diskio(char *cmdline)
 	return 0;
 }
 
+/*
+ * start_gtrace - when the trace device is there, run GTRACE_PATH on it and wait
+ * until its tracing is on; its pid, 0 without the device, -1 when it failed
+ */
+static pid_t start_gtrace(void)
+{
+	char bar[256], dev[128], fdtext[16];
+	struct pollfd pfd;
+	int pipefd[2];
+	pid_t pid;
+	char byte;
+
+	snprintf(dev, sizeof(dev), "/sys/bus/pci/devices/%s", GTRACE_SLOT);
+	if (access(dev, F_OK))
+		return 0;
+	snprintf(bar, sizeof(bar), "%s/enable", dev);
+	write_small(bar, "1");
+	snprintf(bar, sizeof(bar), "%s/resource2", dev);
+	if (pipe(pipefd))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		close(pipefd[0]);
+		snprintf(fdtext, sizeof(fdtext), "%d", pipefd[1]);
+		execl(GTRACE_PATH, GTRACE_PATH, bar, fdtext, (char *)NULL);
+		say(GTRACE_PATH, strerror(errno));
+		_exit(127);
+	}
+	close(pipefd[1]);
+	pfd.fd = pipefd[0];
+	pfd.events = POLLIN;
+	if (pid < 0 || poll(&pfd, 1, GTRACE_WAIT_MS) != 1 || read(pipefd[0], &byte, 1) != 1) {
+		close(pipefd[0]);
+		say("guest tracing did not start", NULL);
+		return -1;
+	}
+	close(pipefd[0]);
+	say("guest tracing on", GTRACE_SLOT);
+	return pid;
+}
+
+/* stop_gtrace - let gtrace drain its last pages (SIGUSR1) and wait for it */
+static void stop_gtrace(pid_t pid)
+{
+	int status;
+
+	if (pid <= 0)
+		return;
+	kill(pid, SIGUSR1);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+}
+
 int main(void)
 {
 	static char cmdline[CMDLINE_BYTES];
@@ -297,7 +361,7 @@ int main(void)
 	char *argv[MAX_ARGS + 4];
 	const char *prog = PROBE_PATH;
 	int argc = 0, status, err;
-	pid_t pid;
+	pid_t pid, gtrace = 0;
 
 	mount("proc", "/proc", "proc", 0, NULL);
 	mount("sysfs", "/sys", "sysfs", 0, NULL);
@@ -324,7 +388,7 @@ int main(void)
 		argv[argc++] = ECHO_PATH;
 		argc += probe_args(cmdline, "irqlab.echo=", argv + argc, MAX_ARGS);
 	} else {
-		err = find_ivshmem(shm, sizeof(shm));
+		err = find_ivshmem(shm, sizeof(shm), GTRACE_SLOT);
 		if (err) {
 			say("no ivshmem-plain device (1af4:1110)", strerror(-err));
 			end_vm(EXIT_ERROR_VALUE);
@@ -333,6 +397,7 @@ int main(void)
 		argv[argc++] = "--shm";
 		argv[argc++] = shm;
 		argc += probe_args(cmdline, "irqlab.args=", argv + argc, MAX_ARGS);
+		gtrace = start_gtrace();
 		say("starting the probe on", shm);
 	}
 	argv[argc] = NULL;
@@ -349,6 +414,7 @@ int main(void)
 	}
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
+	stop_gtrace(gtrace);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		end_vm(EXIT_DONE_VALUE);
 	say("the probe failed", NULL);

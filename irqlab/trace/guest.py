@@ -1,0 +1,157 @@
+"""``irqlab run --target linux-guest --trace``: the guest kernel's own ftrace beside the
+host capture (issue 29).
+
+The host gives the guest a second ivshmem-plain device at PCI slot 0x10 (``TRACE_SLOT``)
+backed by a file in a journalled scratch directory. irqlab-init sees it and runs
+``/irqlab-gtrace`` (probes/native/gtrace.c) before the probe: it enables the guest's
+sched, irq, softirq, timer, irq_vectors (and preemptirq, where the kernel has them)
+events on the guest's CLOCK_MONOTONIC — the clock the probe's samples are read on — and
+copies every ring page into that memory every 50 ms. After the run the host reads the
+region (``read_region``) and writes it as an ordinary capture archive
+(irqlab.trace.archive, ``clock`` "mono", ``layer`` "guest") next to the host capture:
+``run-N.guest.irqtrace.gz``. The guest also reads its clock and TSC back to back at
+start and at each drain (``guest_anchors``); :class:`LinuxGuestTraceHook` keeps them, the
+first and last host-side KVM debugfs reads, and the host capture's own guest->host
+anchors, so explain can bound the guest->host mapping.
+"""
+
+from __future__ import annotations
+
+import struct
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from irqlab.runner.scratch import ScratchDir
+from irqlab.trace.archive import spool_chunk, trace_dir_for, write_archive
+from irqlab.trace.capture import TraceHook
+
+TRACE_SLOT = 0x10                   # PCI 00:10.0; probes/native/init.c GTRACE_SLOT
+REGION_BYTES = 64 << 20             # ivshmem BARs are a power of two
+MAGIC = b"IRQGTR01"
+HEADER_BYTES = 4096
+STATES = {0: "not started", 1: "recording", 2: "done", 3: "error"}
+_HEAD = struct.Struct("<8sIIQQIIQ200s")
+_ANCHORS = struct.Struct("<II4Q")
+_REC = struct.Struct("<IIII")
+
+
+def guest_trace_file_for(db_path: Path, run_id: int) -> Path:
+    """Where a Linux guest run's guest-side capture lives, beside the host capture."""
+    return trace_dir_for(db_path) / f"run-{run_id}.guest.irqtrace.gz"
+
+
+def read_region(raw: bytes) -> tuple[dict[str, Any], list[tuple[int, bytes]]]:
+    """(facts, [(cpu, page), ...]) of a guest trace region; ValueError when it holds
+    none. Facts: state, error, dropped_pages, ncpus, the shipped tracefs files
+    (``files``: name -> text) and the guest's clock anchors."""
+    if len(raw) < HEADER_BYTES or raw[:8] != MAGIC:
+        raise ValueError("the guest wrote no trace (irqlab-gtrace did not start)")
+    (_m, version, state, committed, dropped, ncpus, page_bytes, _size,
+     error) = _HEAD.unpack_from(raw, 0)
+    n_anchors, _pad, m0, t0, m1, t1 = _ANCHORS.unpack_from(raw, 256)
+    facts: dict[str, Any] = {
+        "version": version, "state": STATES.get(state, str(state)),
+        "error": error.split(b"\0", 1)[0].decode("utf-8", "replace") or None,
+        "dropped_pages": dropped, "ncpus": ncpus, "page_bytes": page_bytes,
+        "committed_bytes": committed,
+        "guest_anchors": [{"mono_ns": m0, "tsc": t0}, {"mono_ns": m1, "tsc": t1}]
+        if n_anchors == 2 else [],
+        "files": {}}
+    pages: list[tuple[int, bytes]] = []
+    at, end = HEADER_BYTES, HEADER_BYTES + min(committed, len(raw) - HEADER_BYTES)
+    while at + _REC.size <= end:
+        kind, cpu, n, name_len = _REC.unpack_from(raw, at)
+        body = at + _REC.size
+        name = raw[body:body + name_len].decode("utf-8", "replace")
+        data = raw[body + name_len:body + name_len + n]
+        if kind == 1:
+            facts["files"][name] = data.decode("utf-8", "replace")
+        elif kind == 2:
+            pages.append((cpu, data))
+        at += (_REC.size + name_len + n + 7) & ~7
+    return facts, pages
+
+
+def archive_header(facts: dict[str, Any], run_id: int) -> dict[str, Any]:
+    """The capture header (irqlab.trace.archive) of a guest-side capture."""
+    files = facts["files"]
+    formats = {}
+    for name, text in files.items():
+        parts = name.split("/")
+        if len(parts) == 4 and parts[0] == "events" and parts[3] == "format":
+            formats[f"{parts[1]}:{parts[2]}"] = text
+    enabled = [e.replace("/", ":") for e in files.get("enabled", "").split()]
+    return {"version": 1, "run_id": run_id, "clock": "mono", "layer": "guest",
+            "header_page": files.get("header_page", ""),
+            "header_event": files.get("header_event", ""), "formats": formats,
+            "cpus": list(range(facts["ncpus"])), "stats": {}, "vmm_pid": None,
+            "vmm_threads": {}, "vcpu_tids": [], "anchors": [],
+            "enabled": enabled,
+            "missing": [e.replace("/", ":") for e in files.get("missing", "").split()],
+            "kernel": files.get("kernel", "").strip(),
+            "guest_anchors": facts["guest_anchors"],
+            "dropped_pages": facts["dropped_pages"]}
+
+
+class LinuxGuestTraceHook(TraceHook):
+    """The host capture around QEMU (TraceHook, kind "linux-guest") plus the guest's
+    own, shipped through a second ivshmem device (see the module docstring)."""
+
+    def __init__(self, db_path: Path, period_ns: int = 1_000_000) -> None:
+        super().__init__(db_path, period_ns, kind="linux-guest")
+        self._scratch: ScratchDir | None = None
+        self._region: Path | None = None
+        self.meta["guest"] = {"status": "not started"}
+
+    def _make_region(self) -> Path:
+        if self._region is None:
+            self._scratch = ScratchDir("irqlab-gtrace-")
+            self._region = Path(self._scratch.name) / "region"
+            with open(self._region, "wb") as f:
+                f.truncate(REGION_BYTES)          # sparse: only written pages take room
+        return self._region
+
+    def qemu_args(self) -> list[str]:
+        path = self._make_region()
+        # A file QEMU maps shared (not a memfd: a hook cannot hand QEMU an fd).
+        return ["-object", f"memory-backend-file,id=irqlab-gtrace,size={REGION_BYTES},"
+                           f"mem-path={path},share=on",
+                "-device", f"ivshmem-plain,memdev=irqlab-gtrace,addr={TRACE_SLOT:#x}"]
+
+    def _finish(self) -> None:
+        super()._finish()
+        self._keep_guest()
+
+    def _keep_guest(self) -> None:
+        """Read the region (QEMU has exited) and store it as the guest-side capture."""
+        g = self.meta["guest"]
+        if self._region is None or not hasattr(self, "run_id"):
+            return
+        try:
+            facts, pages = read_region(self._region.read_bytes())
+        except (OSError, ValueError) as exc:
+            g.update({"status": "none", "why": str(exc)})
+            self.meta["problems"].append(f"guest trace: {exc}")
+            return
+        path = guest_trace_file_for(self.db_path, self.run_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path.parent) as spool:
+            for cpu, page in pages:
+                spool_chunk(spool, cpu, page)
+            size = write_archive(path, archive_header(facts, self.run_id), spool)
+        g.update({"status": "ok" if facts["state"] in ("recording", "done") else "error",
+                  "state": facts["state"], "file": str(path), "bytes": size,
+                  "pages": len(pages), "dropped_pages": facts["dropped_pages"],
+                  "clock": "mono", "guest_anchors": facts["guest_anchors"],
+                  "enabled": archive_header(facts, self.run_id)["enabled"],
+                  "missing": archive_header(facts, self.run_id)["missing"]})
+        if facts["error"]:
+            g["error"] = facts["error"]
+            self.meta["problems"].append(f"guest trace: {facts['error']}")
+
+    def _teardown(self) -> None:
+        super()._teardown()
+        if self._scratch is not None:
+            self._scratch.cleanup()
+            self._scratch = None
