@@ -65,6 +65,8 @@ COMMANDS: list[Command] = [
     Command("push", ("cmd_push", "register", "run"), "copy runs to a lab store on PostgreSQL"),
     Command("export", ("cmd_export", "register", "run"),
             "export runs' samples (ns) as a Parquet dataset"),
+    Command("serve", ("cmd_serve", "register", "run"),
+            "a read-only web dashboard over the store (runs, compare, trends, live)"),
     Command("doctor", ("cmd_doctor", "register", "run"),
             "what works on this host, and the fix for what does not"),
     Command("completion", ("cmd_completion", "register", "run"),

@@ -1,0 +1,167 @@
+"""The dashboard's ASGI application (Starlette): routes, templates, security headers, token.
+
+Safety, as the HTML report (irqlab/reports/html.py): every value from a run reaches the
+page through Jinja2 with autoescape on (names, tags, metadata are data, never markup);
+chart data travels as JSON in ``<script type="application/json">`` (Jinja2's ``tojson``
+escapes ``<``, ``>``, ``&`` and quotes); and a Content-Security-Policy allows scripts,
+styles and fetches from this server only: no inline script, no other origin, so even a
+missed escape could neither run code nor send anything anywhere.
+"""
+
+from __future__ import annotations
+
+import hmac
+import html
+from http.cookies import SimpleCookie
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+from urllib.parse import parse_qsl, urlencode
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from irqlab.serve.runs_query import BadQuery
+from irqlab.serve.web import Dashboard, PageError, json_response
+from irqlab.store.errors import StoreError
+from irqlab.store.location import redact
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+HEADERS = [(b"content-security-policy", CSP.encode()),
+           (b"x-content-type-options", b"nosniff"),
+           (b"referrer-policy", b"no-referrer"),
+           (b"x-frame-options", b"DENY")]
+TOKEN_COOKIE = "irqlab_token"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _page(dashboard: Dashboard, fn: Callable[[Dashboard, Request], Response],
+          json: bool = False) -> Handler:
+    """A route handler: the page function in a worker thread (it reads the store, which
+    blocks), a store or query problem as an error page (or JSON) naming the fix."""
+    from starlette.concurrency import run_in_threadpool
+
+    async def handler(request: Request) -> Response:
+        try:
+            return await run_in_threadpool(fn, dashboard, request)
+        except (PageError, BadQuery, StoreError) as exc:
+            status = exc.status if isinstance(exc, PageError) else (
+                400 if isinstance(exc, BadQuery) else 404 if "no run" in str(exc) else 400)
+            text = redact(str(exc))
+            if json:
+                return json_response({"error": text}, status)
+            return dashboard.render("error.html", status=status, title="error", message=text)
+    return handler
+
+
+def build_app(db: str | Path, token: str | None = None,
+              allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS) -> Starlette:
+    """The application over the store ``db``. ``token``: every request must carry it
+    (``Authorization: Bearer``, the ``irqlab_token`` cookie, or ``?token=`` once, which
+    sets the cookie). ``allowed_hosts``: the Host headers answered (None: any), so a web
+    page elsewhere cannot reach a loopback server through DNS rebinding."""
+    from irqlab.serve.pages import compare, live, run, runs, trends
+
+    dashboard = Dashboard(db)
+    routes = [
+        Route("/", _page(dashboard, runs.page)),
+        Route("/runs/{run_id:int}", _page(dashboard, run.page)),
+        Route("/runs/{run_id:int}/live", _page(dashboard, live.page)),
+        Route("/compare", _page(dashboard, compare.page)),
+        Route("/trends", _page(dashboard, trends.page)),
+        Route("/api/runs", _page(dashboard, runs.api, json=True)),
+        Route("/api/runs/{run_id:int}", _page(dashboard, run.api, json=True)),
+        Route("/api/runs/{run_id:int}/windows", _page(dashboard, live.api, json=True)),
+        Route("/api/compare", _page(dashboard, compare.api, json=True)),
+        Route("/api/trends", _page(dashboard, trends.api, json=True)),
+        Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
+    ]
+    app = Starlette(routes=routes)
+    return Guard(app, token, allowed_hosts)  # type: ignore[return-value]
+
+
+class Guard:
+    """Pure ASGI middleware: Host check, token check, security headers on every answer."""
+
+    def __init__(self, app: Any, token: str | None,
+                 allowed_hosts: tuple[str, ...] | None) -> None:
+        self.app, self.token, self.allowed_hosts = app, token, allowed_hosts
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = list(message.get("headers", [])) + HEADERS
+            await send(message)
+
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        problem = self._refused(scope, headers)
+        if problem is not None:
+            await problem(scope, receive, send_with_headers)
+            return
+        if self.token is not None and _query_token(scope) is not None:
+            # The token came in the URL (the one printed at start): keep it in a cookie
+            # and drop it from the address bar, history and Referer.
+            await _redirect_without_token(scope, self.token)(scope, receive,
+                                                             send_with_headers)
+            return
+        await self.app(scope, receive, send_with_headers)
+
+    def _refused(self, scope: dict, headers: dict[str, str]) -> Response | None:
+        if self.allowed_hosts is not None:
+            host = headers.get("host", "")
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if name not in self.allowed_hosts:
+                return Response(f"irqlab serve: host {host!r} is not served: open "
+                                f"http://127.0.0.1:PORT/\n", 421, media_type="text/plain")
+        if self.token is None:
+            return None
+        given = _bearer(headers) or _cookie(headers) or _query_token(scope) or ""
+        if hmac.compare_digest(given.encode(), self.token.encode()):
+            return None
+        return Response("irqlab serve: 401: a token is required: open the URL `irqlab "
+                        "serve` printed (it ends in ?token=...), or send "
+                        "'Authorization: Bearer TOKEN'\n", 401, media_type="text/plain",
+                        headers={"www-authenticate": 'Bearer realm="irqlab"'})
+
+
+def _bearer(headers: dict[str, str]) -> str | None:
+    value = headers.get("authorization", "")
+    return value[7:].strip() if value.lower().startswith("bearer ") else None
+
+
+def _cookie(headers: dict[str, str]) -> str | None:
+    jar = SimpleCookie()
+    try:
+        jar.load(headers.get("cookie", ""))
+    except Exception:           # a malformed cookie header is no token
+        return None
+    morsel = jar.get(TOKEN_COOKIE)
+    return morsel.value if morsel else None
+
+
+def _query_token(scope: dict) -> str | None:
+    for key, value in parse_qsl(scope.get("query_string", b"").decode("latin-1")):
+        if key == "token":
+            return value
+    return None
+
+
+def _redirect_without_token(scope: dict, token: str) -> Response:
+    rest = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"))
+            if k != "token"]
+    # One leading slash: "//host/..." would send the browser to another host.
+    target = "/" + scope.get("path", "/").lstrip("/") + (f"?{urlencode(rest)}" if rest
+                                                         else "")
+    response = Response(f"<a href=\"{html.escape(target)}\">continue</a>", 303,
+                        headers={"location": target}, media_type="text/html")
+    response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+    return response

@@ -1,0 +1,33 @@
+"""Live: a run's windows as they arrive. The page polls the JSON endpoint once a second
+(a plain GET: each poll opens the store read-only, borrowing a running run's connection
+through its lending socket, and closes it; nothing waits on the writer)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+
+from irqlab.serve.web import Dashboard, PageError, json_response
+
+POLL_MS = 1000
+
+
+def page(dashboard: Dashboard, request: Request) -> HTMLResponse:
+    with dashboard.access.open() as store:
+        row = store.resolve(str(request.path_params["run_id"]))
+    return dashboard.render("live.html", title=f"run {row.run_id} live", row=row,
+                            poll_ms=POLL_MS)
+
+
+def api(dashboard: Dashboard, request: Request) -> Response:
+    """``{"type": "run_windows", "version": 1, "run_id", "status", "windows": [window
+    objects of irqlab show/run --json whose index >= after]}``."""
+    text = request.query_params.get("after", "0")
+    if not (text.isascii() and text.isdigit()):
+        raise PageError(400, f"after {text!r}: a window index (0 or more)")
+    after = int(text)
+    with dashboard.access.open() as store:
+        row = store.resolve(str(request.path_params["run_id"]))
+        windows = [w for w in store.windows(row.run_id) if w["index"] >= after]
+    return json_response({"type": "run_windows", "version": 1, "run_id": row.run_id,
+                          "status": row.status, "windows": windows})

@@ -1,0 +1,72 @@
+"""One run: windows over time, every percentile, its configuration and host facts."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+
+from irqlab.reports.provenance import configuration_lines, host_lines
+from irqlab.stats.fields import PERCENTILE_FIELDS, SUMMARY_TABLE, make_summary
+from irqlab.serve.web import Dashboard, json_response
+from irqlab.store.provenance import provenance
+
+if TYPE_CHECKING:
+    from irqlab.store.db import RunRow
+
+
+def show_object(row: RunRow) -> dict[str, Any]:
+    """The run's `irqlab show --json` line: its summary (every key, None where unknown
+    while it runs) and its provenance record (irqlab/cli/cmd_runs.py builds the same; a
+    test holds the two equal)."""
+    summary = row.summary or make_summary(row.run_id, row.name, {
+        "target": row.target, "arch": row.arch, "accel": row.accel,
+        "emulated": row.emulated, "status": row.status, "tick_hz": row.tick_hz,
+        "period_ns": row.period_ns, "threshold_ns": row.threshold_ns,
+        "samples": None, "above_threshold": None,
+        "message": row.message or "run has no summary yet (still running, or irqlab was "
+                                  "killed before it could write one)"})
+    record = provenance(row)
+    return {**summary, "provenance_version": record["version"],
+            "configuration": record["configuration"], "host": record["host"]}
+
+
+def ccdf_points(summary: dict[str, Any]) -> list[tuple[int, float]]:
+    """(latency ns, fraction of samples above it) of the summary's percentiles: the
+    distribution's tail as the stored figures give it, no sample read."""
+    points = [(summary[f.key], f.exceedance) for f in PERCENTILE_FIELDS
+              if isinstance(summary.get(f.key), (int, float))]
+    samples = summary.get("samples")
+    if isinstance(summary.get("max_ns"), (int, float)) and samples:
+        points.append((summary["max_ns"], 1.0 / samples))
+    return sorted(points)
+
+
+def _load(dashboard: Dashboard, run_id: int) -> tuple[RunRow, list[dict[str, Any]]]:
+    with dashboard.access.open() as store:
+        row = store.resolve(str(run_id))
+        return row, store.windows(row.run_id)
+
+
+def page(dashboard: Dashboard, request: Request) -> HTMLResponse:
+    row, windows = _load(dashboard, request.path_params["run_id"])
+    shown = show_object(row)
+    record = provenance(row)
+    chart = {"kind": "windows",
+             "x": [w["start_s"] for w in windows],
+             "series": {k: [w.get(k) for w in windows]
+                        for k in ("max_ns", "mean_ns", "min_ns")}}
+    ccdf = ccdf_points(shown)
+    return dashboard.render(
+        "run.html", title=f"run {row.run_id}", row=row, summary=shown,
+        figures=[(c.field.label, c.key, shown.get(c.key)) for c in SUMMARY_TABLE],
+        configuration=configuration_lines(record), host=host_lines(record),
+        windows=windows, chart=chart,
+        ccdf={"kind": "ccdf", "series": {row.name: ccdf}} if ccdf else None)
+
+
+def api(dashboard: Dashboard, request: Request) -> Response:
+    """The `irqlab show --json` summary line of the run, as one JSON object."""
+    row, _ = _load(dashboard, request.path_params["run_id"])
+    return json_response(show_object(row))

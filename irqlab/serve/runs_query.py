@@ -1,0 +1,264 @@
+"""The runs table: filters, sort and paging done by the database, not in Python.
+
+A lab store holds 100,000 runs and more; decoding every row (``Store.runs()``, what
+`irqlab list` reads) to show 50 of them costs seconds. So a page is one COUNT and one
+``ORDER BY ... LIMIT ... OFFSET`` query over the runs table, with the summary figures and
+tags read by the database's own JSON functions (DuckDB: json_extract_string; PostgreSQL:
+JSONB ``->>``). Only while another irqlab process holds a DuckDB file and lends it
+(store/share.py, which carries named operations, never SQL) is the page cut from
+``Store.runs()`` in Python, by :func:`select_page` with the same filters and order.
+
+Each row of a page has the keys of an `irqlab list --json` line (docs/formats.md) plus
+``host`` (the run's host name), ``p50_ns`` and ``p999_ns``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from irqlab.reports.select import SERIES_TAG
+from irqlab.stats.fields import LIST_TABLE, percentiles_from
+
+if TYPE_CHECKING:
+    from irqlab.store.db import RunRow, Store
+    from irqlab.store.pg import PgStore
+
+PER_PAGE = 50
+PER_PAGE_MAX = 500
+# Columns a page sorts by: a runs column, or a summary figure (ns, None sorts last).
+SORT_COLUMNS = ("run_id", "name", "started_at", "target", "status")
+SORT_FIGURES = ("samples", "p50_ns", "p99_ns", "p999_ns", "max_ns")
+SORTS = SORT_COLUMNS + SORT_FIGURES
+# A tag key as the query names it (in a JSON path): no quote or backslash to escape.
+_TAG_KEY = re.compile(r"^[^\"\\]{1,200}$")
+
+
+class BadQuery(ValueError):
+    """A filter or paging value that cannot be used; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class RunsQuery:
+    """What the runs page was asked for (its URL's query string)."""
+
+    name: str = ""                        # substring of the run name, any case
+    target: str = ""
+    status: str = ""
+    host: str = ""                        # the run's host name, exactly
+    tag: tuple[str, str] | None = None    # KEY=VALUE
+    since: dt.datetime | None = None      # started at or after (UTC as stored)
+    sort: str = "run_id"
+    desc: bool = True
+    page: int = 1
+    per_page: int = PER_PAGE
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> RunsQuery:
+        """The query of a URL; BadQuery names the parameter and what it takes."""
+        tag = None
+        if params.get("tag"):
+            key, sep, value = params["tag"].partition("=")
+            if not sep or not _TAG_KEY.match(key):
+                raise BadQuery(f"tag {params['tag']!r}: write KEY=VALUE, e.g. kernel=6.1")
+            tag = (key, value)
+        since = None
+        if params.get("since"):
+            try:
+                since = dt.datetime.fromisoformat(params["since"]).replace(tzinfo=None)
+            except ValueError:
+                raise BadQuery(f"since {params['since']!r}: write YYYY-MM-DD or "
+                               f"YYYY-MM-DDTHH:MM") from None
+        sort = params.get("sort") or "run_id"
+        if sort not in SORTS:
+            raise BadQuery(f"sort {sort!r}: one of {', '.join(SORTS)}")
+        order = params.get("order") or "desc"
+        if order not in ("asc", "desc"):
+            raise BadQuery(f"order {order!r}: asc or desc")
+        return cls(name=params.get("name", ""), target=params.get("target", ""),
+                   status=params.get("status", ""), host=params.get("host", ""),
+                   tag=tag, since=since, sort=sort, desc=order == "desc",
+                   page=_int_param(params, "page", 1, 1, 10**9),
+                   per_page=_int_param(params, "per_page", PER_PAGE, 1, PER_PAGE_MAX))
+
+    def params(self, **change: Any) -> dict[str, str]:
+        """This query (with ``change``) as URL parameters, defaults left out."""
+        q = replace(self, **change)
+        out = {"name": q.name, "target": q.target, "status": q.status, "host": q.host,
+               "tag": f"{q.tag[0]}={q.tag[1]}" if q.tag else "",
+               "since": q.since.isoformat() if q.since else "",
+               "sort": "" if q.sort == "run_id" else q.sort,
+               "order": "" if q.desc else "asc",
+               "page": "" if q.page == 1 else str(q.page),
+               "per_page": "" if q.per_page == PER_PAGE else str(q.per_page)}
+        return {k: v for k, v in out.items() if v}
+
+
+def _int_param(params: Mapping[str, str], key: str, default: int, low: int,
+               high: int) -> int:
+    text = params.get(key)
+    if not text:
+        return default
+    if not (text.isascii() and text.isdigit()) or not low <= int(text) <= high:
+        raise BadQuery(f"{key} {text!r}: a whole number from {low} to {high}")
+    return int(text)
+
+
+@dataclass
+class RunsPage:
+    rows: list[dict[str, Any]]
+    total: int          # runs that pass the filters
+    query: RunsQuery
+
+    @property
+    def pages(self) -> int:
+        return max(1, math.ceil(self.total / self.query.per_page))
+
+
+def list_row(row: RunRow) -> dict[str, Any]:
+    """One run as `irqlab list --json` shows it (irqlab/cli/cmd_runs.py, whose keys and
+    values a test holds equal), plus host, p50_ns and p999_ns."""
+    s = row.summary or {}
+    figs = {c.key: s.get(c.key, 0 if c.key == "samples" else None) for c in LIST_TABLE}
+    host = row.metadata.get("host")
+    return {"run_id": row.run_id, "name": row.name, "started_at": row.started_at.isoformat(),
+            "target": row.target, "accel": row.accel, "emulated": row.emulated,
+            "status": row.status, **figs, "source": row.source, "kind": row.kind,
+            "percentiles_from": percentiles_from(s),
+            "series": row.tags.get(SERIES_TAG), "tags": row.tags,
+            "host": host.get("hostname") if isinstance(host, dict) else None,
+            "p50_ns": s.get("p50_ns"), "p999_ns": s.get("p999_ns")}
+
+
+def runs_page(store: Store | PgStore, q: RunsQuery) -> RunsPage:
+    """One page of runs, filtered and sorted by the database when it can."""
+    from irqlab.store.db import Store
+
+    if isinstance(store, Store):
+        if store.holder_pid is not None:      # borrowed: named operations only
+            return select_page(store.runs(), q)
+        return _sql_page(store, q, _DUCKDB)
+    return _sql_page(store, q, _POSTGRES)
+
+
+# ---- in Python (a borrowed DuckDB file) ------------------------------------------------
+
+def _figure(row: RunRow, key: str) -> float | None:
+    value = (row.summary or {}).get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(
+        value, bool) else None
+
+
+def _passes(row: RunRow, q: RunsQuery) -> bool:
+    host = row.metadata.get("host")
+    hostname = host.get("hostname") if isinstance(host, dict) else None
+    return ((not q.name or q.name.lower() in row.name.lower())
+            and (not q.target or row.target == q.target)
+            and (not q.status or row.status == q.status)
+            and (not q.host or hostname == q.host)
+            and (q.tag is None or row.tags.get(q.tag[0]) == q.tag[1])
+            and (q.since is None or row.started_at.replace(tzinfo=None) >= q.since))
+
+
+def select_page(rows: list[RunRow], q: RunsQuery) -> RunsPage:
+    """The page of ``rows`` the query asks for, in the SQL path's order (None last, ties
+    by run id in the same direction)."""
+    kept = [r for r in rows if _passes(r, q)]
+    if q.sort in SORT_FIGURES:
+        key: Callable[[RunRow], Any] = lambda r: _figure(r, q.sort)
+    else:
+        key = lambda r: getattr(r, q.sort)
+    present = [r for r in kept if key(r) is not None]
+    absent = [r for r in kept if key(r) is None]
+    present.sort(key=lambda r: (key(r), r.run_id), reverse=q.desc)
+    absent.sort(key=lambda r: r.run_id, reverse=q.desc)
+    ordered = present + absent
+    start = (q.page - 1) * q.per_page
+    return RunsPage([list_row(r) for r in ordered[start:start + q.per_page]],
+                    len(kept), q)
+
+
+# ---- in SQL ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Dialect:
+    mark: str                                 # parameter placeholder
+    text: Callable[[str], str]                # SQL of a JSON column's member as text
+    number: Callable[[str], str]              # ... as a number (NULL if not one)
+    hostname: str                             # SQL of metadata.host.hostname
+    contains: str                             # SQL: name contains a lower-case parameter
+
+
+_DUCKDB = _Dialect(
+    mark="?",
+    text=lambda col: f"json_extract_string({col}, ?)",
+    number=lambda key: f"TRY_CAST(json_extract_string(summary, '$.{key}') AS DOUBLE)",
+    hostname="json_extract_string(metadata, '$.host.hostname')",
+    contains="contains(lower(name), ?)")
+_POSTGRES = _Dialect(
+    mark="%s",
+    text=lambda col: f"({col} ->> %s)",
+    number=lambda key: (f"(CASE WHEN jsonb_typeof(summary -> '{key}') = 'number' "
+                        f"THEN (summary ->> '{key}')::double precision END)"),
+    hostname="(metadata -> 'host' ->> 'hostname')",
+    contains="strpos(lower(name), %s) > 0")
+
+
+def _where(q: RunsQuery, d: _Dialect) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    args: list[Any] = []
+    if q.name:
+        clauses.append(d.contains)
+        args.append(q.name.lower())
+    for column, value in (("target", q.target), ("status", q.status)):
+        if value:
+            clauses.append(f"{column} = {d.mark}")
+            args.append(value)
+    if q.host:
+        clauses.append(f"{d.hostname} = {d.mark}")
+        args.append(q.host)
+    if q.tag is not None:
+        clauses.append(f"{d.text('tags')} = {d.mark}")
+        # DuckDB takes a JSON path (the key quoted), PostgreSQL the key itself.
+        args += [f'$."{q.tag[0]}"' if d is _DUCKDB else q.tag[0], q.tag[1]]
+    if q.since is not None:
+        clauses.append(f"started_at >= {d.mark}")
+        args.append(q.since)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", args
+
+
+def _order(q: RunsQuery, d: _Dialect) -> str:
+    # SORTS is a fixed list: the column name or figure key is never user text.
+    way = "DESC" if q.desc else "ASC"
+    column = d.number(q.sort) if q.sort in SORT_FIGURES else q.sort
+    return f" ORDER BY {column} {way} NULLS LAST, run_id {way}"
+
+
+def _sql_page(store: Store | PgStore, q: RunsQuery, d: _Dialect) -> RunsPage:
+    from irqlab.store.share import RUN_COLUMNS
+
+    where, args = _where(q, d)
+    offset = (q.page - 1) * q.per_page
+    tail = f"{_order(q, d)} LIMIT {q.per_page} OFFSET {offset}"
+    if d is _DUCKDB:
+        from irqlab.store.db import _row      # the store's own decoding of a runs row
+
+        total = int(store._query(f"SELECT count(*) FROM runs{where}", args).fetchone()[0])
+        # The page's ids first, then only their rows: an ORDER BY ... OFFSET over every
+        # column drags each skipped row's JSON along (0.35 s for the last of 2,000 pages).
+        ids = [int(r[0]) for r in store._query(f"SELECT run_id FROM runs{where}{tail}",
+                                                args).fetchall()]
+        marks = ", ".join("?" * len(ids)) or "NULL"
+        by_id = {int(r[0]): _row(r) for r in store._query(
+            f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id IN ({marks})", ids).fetchall()}
+        rows = [by_id[i] for i in ids if i in by_id]
+    else:
+        with store.con.cursor() as cur:
+            cur.execute(f"SELECT count(*) FROM runs{where}", args)
+            total = int(cur.fetchone()[0])
+        store.con.rollback()                  # read-only: end the snapshot
+        rows = store._run_rows(where + tail, tuple(args))
+    return RunsPage([list_row(r) for r in rows], total, q)

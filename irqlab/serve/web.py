@@ -1,0 +1,62 @@
+"""What every page shares: the store access, the templates, JSON answers, errors.
+
+(Its own module: the page modules import it, and app.py imports the pages.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import jinja2
+from starlette.responses import HTMLResponse, Response
+
+from irqlab import __version__
+from irqlab.durations import format_ns
+from irqlab.serve.access import StoreAccess
+from irqlab.store.location import redact
+
+HERE = Path(__file__).parent
+
+
+class PageError(Exception):
+    """A request the page cannot answer: ``status`` and a line naming the fix."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(text)
+        self.status = status
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
+                             autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters["ns"] = lambda v: "—" if v is None else str(v)
+    env.filters["human_ns"] = lambda v: "—" if v is None else format_ns(v)
+    env.filters["or_dash"] = lambda v: "—" if v is None or v == "" else v
+    env.globals["version"] = __version__
+    env.globals["qs"] = lambda params: urlencode(params, doseq=True)
+    return env
+
+
+class Dashboard:
+    """What every page shares: the store, the templates and the store's name for titles."""
+
+    def __init__(self, db: str | Path) -> None:
+        self.access = StoreAccess(db)
+        self.db_name = redact(str(db))
+        self.templates = _environment()
+
+    def render(self, template: str, status: int = 200, **values: Any) -> HTMLResponse:
+        text = self.templates.get_template(template).render(db=self.db_name, **values)
+        return HTMLResponse(text, status_code=status)
+
+
+
+
+def json_response(obj: Any, status: int = 200) -> Response:
+    """JSON as the CLI writes its lines (irqlab/cli/render.py json_line: datetimes and
+    other non-JSON values as text), so an endpoint and `--json` agree to the byte."""
+    return Response(json.dumps(obj, default=str), status, media_type="application/json")
