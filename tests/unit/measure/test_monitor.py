@@ -4,6 +4,7 @@ real HTTP server; no QEMU."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -12,6 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -262,3 +264,11 @@ def test_cli_sigterm_is_a_clean_exit_0(fake, tmp_path):
         timer.cancel()
     assert res.code == 0, res.stderr
     assert res.summary["status"] == "interrupted" and res.summary["name"] == "monitor-fake"
+    # Its JSON lines are run's own kinds, each valid against its schema (docs/schema/).
+    schemas = Path(__file__).resolve().parents[3] / "docs" / "schema"
+    kinds = set()
+    for line in res.lines:
+        kinds.add(line["type"])
+        schema = json.loads((schemas / f"{line['type']}.schema.json").read_text())
+        jsonschema.validate(line, schema)
+    assert {"window", "summary"} <= kinds
