@@ -56,6 +56,8 @@ COMMANDS: list[Command] = [
     Command("explain", ("cmd_explain", "register", "run"),
             "attribute latency spikes to their causes from the run's capture (needs a "
             "run recorded with --trace)"),
+    Command("trend", ("cmd_trend", "register", "run"),
+            "find the runs at which a metric of a series changed (change points)"),
     Command("import", ("cmd_import", "register", "run"), "import other tools' results as runs"),
     Command("model", ("cmd_model", "register", "run"),
             "analytic latency bounds (e.g. Xen RTDS: 2(P-B))"),
