@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from irqlab.cli.common import EXIT_OK, count, db_path, duration
+from irqlab.cli.common import EXIT_OK, UsageError, count, db_path, duration
 from irqlab.cli.common import db_ref
 from irqlab.cli.render import HumanRenderer, JsonRenderer, LinesRenderer, Renderer
 from irqlab.reports import noise
@@ -45,6 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resamples", type=count, default=noise.DEFAULT_RESAMPLES,
                    help="resamples of the single runs' block bootstrap (groups of >= 2 runs "
                         "use Welch's t: no resampling)")
+    p.add_argument("--hist", action="store_true",
+                   help="also the runs' latency histograms side by side on shared 1-2-5 "
+                        "log buckets (a count and a log-scaled bar per run; see irqlab "
+                        "show --hist); JSON: a histogram line per run")
     p.add_argument("--per-cpu", action="store_true",
                    help="also a row per CPU of each run with per-CPU samples (native, "
                         "multi-vCPU linux-guest), like cyclictest's T:0 T:1 lines; JSON: "
@@ -69,10 +73,40 @@ def run(args: argparse.Namespace) -> int:
     from irqlab.reports.compare import build_compare
     from irqlab.reports.data import load_runs
 
+    fmt = "json" if args.json else args.format
+    if args.hist and fmt == "csv":
+        raise UsageError("--hist has no csv form: use --json (one histogram line per run) "
+                         "or the default table")
     # The store stays open: big runs' samples are read from it while comparing.
     with open_store(db_path(args), read_only=True) as store:
         runs = load_runs(store, select_runs(store, args.runs))
         model = build_compare(runs, args.threshold, seed=args.seed,
                               resamples=max(1, args.resamples), per_cpu=args.per_cpu)
-    choose_renderer("json" if args.json else args.format).compare(model)
+        hists = _histograms(store, runs) if args.hist else []
+    choose_renderer(fmt).compare(model)
+    _print_histograms(hists, fmt)
     return EXIT_OK
+
+
+def _histograms(store: object, runs: list) -> list[dict]:
+    from irqlab.reports.termhist import run_histograms
+    try:
+        return run_histograms(store, runs)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _print_histograms(models: list[dict], fmt: str) -> None:
+    """compare --hist: after the comparison, the runs' histograms (JSON: a line each)."""
+    if not models:
+        return
+    from irqlab.cli.render import json_line
+    from irqlab.reports.termhist import side_by_side_lines
+
+    if fmt == "json":
+        lines = [json_line(m) for m in models]
+    else:
+        lines = ["", "histogram (latency, then per run: count and log10 bar)"]
+        body = side_by_side_lines(models)
+        lines += ["```", *body, "```"] if fmt == "markdown" else body
+    print("\n".join(lines), flush=True)

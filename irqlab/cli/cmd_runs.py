@@ -66,6 +66,12 @@ def register_show(sub: argparse._SubParsersAction) -> None:
                                                "tag:KEY=VALUE, suite:NAME or series:ID show "
                                                "each of their runs; so does the --name "
                                                "of an import that made several runs")
+    sh.add_argument("--hist", action="store_true",
+                    help="print the run's latency histogram instead of its detail: 1-2-5 "
+                         "log buckets (1 us, 2 us, 5 us, ...) with count, %%, cumulative "
+                         "%% and a log-scaled bar (like rtla timerlat hist, cyclictest -h), "
+                         "from the raw samples, or the stored histogram of a big or "
+                         "imported run; --json: a histogram line")
     add_db_json(sh)
 
 def _list_row(row) -> dict[str, Any]:
@@ -89,12 +95,38 @@ def run_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 def run_show(args: argparse.Namespace) -> int:
+    if getattr(args, "hist", False):
+        return _show_hist(args)
     with open_store(db_path(args), read_only=True) as store:
         # A selector of several runs (series:ID …) shows each, in run-id order.
         shown = [(row, store.windows(row.run_id)) for row in select_runs(store, [args.run])]
     out = renderer(args)
     for row, windows in shown:
         _show(out, row, windows)
+    return EXIT_OK
+
+
+def _show_hist(args: argparse.Namespace) -> int:
+    """show --hist: each selected run's terminal histogram (irqlab.reports.termhist)."""
+    from irqlab.cli.render import json_line
+    from irqlab.reports.data import load_run
+    from irqlab.reports.termhist import histogram_lines, run_histograms
+
+    with open_store(db_path(args), read_only=True) as store:
+        models = []
+        for row in select_runs(store, [args.run]):
+            # Raw samples (exact) when they fit in memory, else the stored histogram.
+            try:
+                models += run_histograms(store, [load_run(store, row)])
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+    for i, model in enumerate(models):
+        if args.json:
+            print(json_line(model))
+            continue
+        if i:
+            print()
+        print("\n".join(histogram_lines(model)))
     return EXIT_OK
 
 

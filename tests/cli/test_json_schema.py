@@ -74,6 +74,7 @@ def outputs(tmp_path_factory, probe_built) -> dict[str, list[dict[str, Any]]]:
     out["matrix"] = _cli(["matrix", str(scn), "--format", "json"], db)
     out["list"] = _cli(["list", "--json"], db)
     out["show"] = _cli(["show", "1", "--json"], db)
+    out["show --hist"] = _cli(["show", "1", "--hist", "--json"], db)
     out["compare"] = _cli(["compare", "1", "2", "3", "--json"], db)
     out["check"] = _cli(["check", "1", "2", "--max", "30us", "--json"], db, ok=(0, 1))
     out["report"] = _cli(["report", "1", "2", "-o", str(tmp / "r.html"), "--json"], db)
@@ -147,7 +148,7 @@ def test_every_line_of_every_command_validates_against_its_schema(outputs):
     # The run was a suite: windows, summaries and the suite line; and the others.
     assert {"window", "summary", "suite", "cell", "run", "compare", "compare_run", "check",
             "report", "import", "explain", "bench", "model", "runstate", "hypercall",
-            "series"} <= produced
+            "series", "histogram"} <= produced
     schemas = {p.name.split(".")[0] for p in SCHEMAS.glob("*.schema.json")}
     absent = {"export", "doctor"} - _commands()       # a command this checkout does not have
     assert schemas - produced - NOT_PRODUCED_HERE - absent == set(), "a schema no output uses"
