@@ -107,7 +107,10 @@ def human_lines(trend: Trend) -> list[str]:
         p = trend.points[c.index]
         ratio = "—" if math.isnan(c.ratio) else f"x{c.ratio:.3g}"
         out.append(f"change at run #{p.run_id} {p.name} ({p.started_at:%Y-%m-%d %H:%M:%S}): "
-                   f"{label} {format_latency(c.mean_before)} -> {format_latency(c.mean_after)} "
+                   # Means to the ns, as the JSON has them (format_latency shows ns
+                   # as given: a float would print all its digits).
+                   f"{label} {format_latency(round(c.mean_before))} -> "
+                   f"{format_latency(round(c.mean_after))} "
                    f"({ratio}, segment means), p = {c.p_value:.3g}")
     if not trend.change_points:
         out.append(f"no change point with p <= {trend.p_max:g} in {len(trend.points)} runs")

@@ -19,7 +19,7 @@ SCHEMAS = Path(__file__).parents[2] / "docs" / "schema"
 T0 = dt.datetime(2026, 11, 1, 3, 0, 0)
 # The max of latencies 1..1000 ns times the scale is 1000 x scale, exactly: a doubling
 # from the 7th nightly run on.
-SCALES = [10, 11, 10, 9, 10, 11, 20, 22, 20, 18, 20, 22]
+SCALES = [9, 10, 9, 8, 9, 10, 18, 20, 18, 16, 18, 20]
 SERIES = "series:nightly-0a1b2c"
 
 
@@ -49,19 +49,20 @@ def test_text_lists_each_run_marks_the_change_and_says_it(store_path):
     assert res.stdout.splitlines() == [
         "max of 12 runs (series:nightly-0a1b2c) by start time; change points: E-divisive "
         "means, p <= 0.05, 199 permutations, >= 5 runs a segment, log scale",
-        "  2026-11-01 03:00:00  #1      10.0 us  nightly",
-        "  2026-11-02 03:00:00  #2      11.0 us  nightly",
-        "  2026-11-03 03:00:00  #3      10.0 us  nightly",
-        "  2026-11-04 03:00:00  #4      9000 ns  nightly",
-        "  2026-11-05 03:00:00  #5      10.0 us  nightly",
-        "  2026-11-06 03:00:00  #6      11.0 us  nightly",
-        "* 2026-11-07 03:00:00  #7      20.0 us  nightly   <- change point",
-        "  2026-11-08 03:00:00  #8      22.0 us  nightly",
-        "  2026-11-09 03:00:00  #9      20.0 us  nightly",
-        "  2026-11-10 03:00:00  #10     18.0 us  nightly",
-        "  2026-11-11 03:00:00  #11     20.0 us  nightly",
-        "  2026-11-12 03:00:00  #12     22.0 us  nightly",
-        f"change at run #7 nightly (2026-11-07 03:00:00): max 10.2 us -> 20.3 us (x2, "
+        "  2026-11-01 03:00:00  #1      9000 ns  nightly",
+        "  2026-11-02 03:00:00  #2      10.0 us  nightly",
+        "  2026-11-03 03:00:00  #3      9000 ns  nightly",
+        "  2026-11-04 03:00:00  #4      8000 ns  nightly",
+        "  2026-11-05 03:00:00  #5      9000 ns  nightly",
+        "  2026-11-06 03:00:00  #6      10.0 us  nightly",
+        "* 2026-11-07 03:00:00  #7      18.0 us  nightly   <- change point",
+        "  2026-11-08 03:00:00  #8      20.0 us  nightly",
+        "  2026-11-09 03:00:00  #9      18.0 us  nightly",
+        "  2026-11-10 03:00:00  #10     16.0 us  nightly",
+        "  2026-11-11 03:00:00  #11     18.0 us  nightly",
+        "  2026-11-12 03:00:00  #12     20.0 us  nightly",
+        # Segment means to the ns: 55000/6 and 110000/6.
+        f"change at run #7 nightly (2026-11-07 03:00:00): max 9167 ns -> 18.3 us (x2, "
         f"segment means), p = {p:.3g}",
     ]
     assert p <= 0.05
