@@ -238,10 +238,9 @@ class HumanRenderer(Renderer):
         for label, text in summary_lines(summary):
             table.add_row(label, text)
         self.console.print(table)
-        for line in per_cpu_lines(summary):
-            self.console.print(line, markup=False)
-        for line in imported_summary_lines(summary):
-            self.console.print(line, markup=False)
+        for line in per_cpu_lines(summary) + imported_summary_lines(summary):
+            for part in detail_wrapped(line):
+                self.console.print(part, markup=False)
         check = summary.get("self_check")
         if check:
             self.console.print(Text(check["text"], style="green" if check["passed"]
@@ -276,7 +275,12 @@ class HumanRenderer(Renderer):
 
         c = self.console
         for key, val in detail.items():
-            c.print(f"{key}: {val}", markup=False)
+            # A block's lines (configuration, host facts) wrap within OUTPUT_WIDTH: a
+            # kernel command line or a QEMU command is hundreds of characters (issue
+            # 32); --json keeps each value whole.
+            for line in f"{key}: {val}".split("\n"):
+                for part in detail_wrapped(line):
+                    c.print(part, markup=False)
         if windows:
             table = Table(title="windows")
             for col in ["#", "start"] + [c.heading for c in WINDOW_TABLE]:
@@ -556,6 +560,18 @@ def wrapped(line: str, width: int = OUTPUT_WIDTH) -> list[str]:
     import textwrap
     return textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=False,
                          break_on_hyphens=False) or [""]
+
+
+def detail_wrapped(line: str, width: int = OUTPUT_WIDTH) -> list[str]:
+    """A `show` line within ``width``: cut at spaces (a word longer than a line, e.g. a
+    path, at ``width``), continuation lines indented 4 more than the line itself."""
+    import textwrap
+    if len(line) <= width:
+        return [line]
+    indent = line[:len(line) - len(line.lstrip(" "))]
+    return textwrap.wrap(line, width, initial_indent="", subsequent_indent=indent + "    ",
+                         break_long_words=True, break_on_hyphens=False,
+                         drop_whitespace=True) or [line[:width]]
 
 
 def brief_window_line(window: dict[str, Any]) -> str:
