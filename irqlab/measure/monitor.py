@@ -28,15 +28,20 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from pyarrow import ArrowException
+
 from irqlab.measure.config import Observer, RunConfig, RunResult
 from irqlab.measure.metrics import MonitorMetrics
 from irqlab.measure.run import Run
 from irqlab.stats import RunSummary
-from irqlab.store import Store
+from irqlab.store import Store, StoreError, StoreWriteError
 from irqlab.store import retention, sample_files
 
 SERIES_TAG = "series"          # the tag and metadata key of a series (irqlab.suite)
 RECENT_WINDOWS = 100           # windows a monitor's result keeps in memory
+# Raw samples a retention pass reads after one window at most (~0.1 s of Parquet decoding
+# and filtering here): the ring fills meanwhile, so a big backlog is pruned over windows.
+PASS_SAMPLES = 1_000_000
 _ID_STEM_CHARS = 40
 # Parameters that do not make another configuration: how long, what it is called,
 # when to give up booting, and tags.
@@ -193,9 +198,12 @@ class _Monitor:
 
     # -- retention -----------------------------------------------------------------------
     def prune(self) -> None:
-        """One retention pass over every run of the series (this one included)."""
+        """One retention pass over every run of the series (this one included), of at
+        most PASS_SAMPLES samples read: the ring is not polled meanwhile, so a pass
+        with more to do goes on after the next window instead of stalling the run."""
         sid = self.mcfg.run.tags.get(SERIES_TAG)
         runs = series_runs(self.store, sid) if sid else []
+        budget = PASS_SAMPLES
         for row in runs:
             if row.run_id == self.run.run_id:
                 threshold_tick = self.threshold_tick
@@ -203,8 +211,22 @@ class _Monitor:
                 threshold_tick = row.threshold_ns * row.tick_hz // 1_000_000_000
             else:
                 continue         # never started: no samples
-            done = retention.prune_run(self.store, row.run_id, self.mcfg.keep_raw_s,
-                                       threshold_tick)
+            if budget <= 0:
+                self._next_pass = 0.0        # the rest after the next window
+                break
+            try:
+                done = retention.prune_run(self.store, row.run_id, self.mcfg.keep_raw_s,
+                                           threshold_tick, max_samples=budget)
+            except StoreWriteError:
+                raise                        # the disk: the run fails as on any write
+            except (OSError, StoreError, ArrowException) as exc:
+                # A damaged or vanished file must not end a monitor: say it, go on.
+                self.run.observer.on_notice(f"retention skipped run {row.run_id} this "
+                                            f"pass: {exc}")
+                continue
+            budget -= done.samples
+            if done.more:
+                self._next_pass = 0.0
             if not done.files:
                 continue
             self.total.add(done)

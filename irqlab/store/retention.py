@@ -47,6 +47,7 @@ class Pruned:
     files: int = 0              # files dropped
     samples: int = 0            # raw samples in them
     kept: int = 0               # of which above the threshold, kept in kept-* files
+    more: bool = False          # prunable files were left for the next call (a budget)
 
     def add(self, other: Pruned) -> None:
         self.files += other.files
@@ -83,13 +84,18 @@ def old_files(store: Store, run_id: int, older_than_s: float) -> list[str]:
 
 
 def prune_run(store: Store, run_id: int, keep_raw_s: float, threshold_tick: int,
-              now_s: float | None = None) -> Pruned:
+              now_s: float | None = None, max_samples: int | None = None) -> Pruned:
     """Drop the run's raw samples older than ``keep_raw_s`` seconds, keeping those whose
     latency is above ``threshold_tick`` (latency_tick > threshold_tick, the windows'
-    ``above_threshold`` rule)."""
+    ``above_threshold`` rule). ``max_samples``: stop after the file that reaches this
+    many samples read (a caller that must get back to its ring soon; ``done.more``
+    says files were left for the next call)."""
     cutoff = (time.time() if now_s is None else now_s) - keep_raw_s
     done = Pruned()
-    names = old_files(store, run_id, cutoff)
+    names = every = old_files(store, run_id, cutoff)
+    if max_samples is not None:
+        names = _within_budget(store, run_id, every, max_samples)
+        done.more = len(names) < len(every)
     group: list[str] = []
     kept: list[pa.Table] = []
     kept_n = 0
@@ -109,6 +115,19 @@ def prune_run(store: Store, run_id: int, keep_raw_s: float, threshold_tick: int,
     if group:
         _swap(store, run_id, group, kept)
     return done
+
+
+def _within_budget(store: Store, run_id: int, names: list[str], max_samples: int
+                   ) -> list[str]:
+    """The first of ``names`` up to and including the one reaching ``max_samples``."""
+    sizes = {name: n for _f, n, name in store.sample_file_rows(run_id)}
+    out, total = [], 0
+    for name in names:
+        if total >= max_samples:
+            break
+        out.append(name)
+        total += sizes.get(name, 0)
+    return out
 
 
 def _swap(store: Store, run_id: int, names: list[str], kept: list[pa.Table]) -> None:

@@ -147,7 +147,12 @@ def test_prune_is_whole_files_and_crash_safe(fake, tmp_path):
         # Crash after the commit, before the old files were unlinked: keep copies.
         saved = tmp_path / "saved"
         shutil.copytree(sample_files.run_dir(db, res.run_id), saved)
+        # A budget of 1 sample: one file a call, the rest left for the next.
+        first = prune_run(store, res.run_id, 3600, THRESHOLD_NS, now_s=later, max_samples=1)
+        assert first.files == 1 and first.more
         done = prune_run(store, res.run_id, 3600, THRESHOLD_NS, now_s=later)
+        assert not done.more
+        done.add(first)
         assert done.files == len(before) and done.samples == n_before
         assert store.sample_count(res.run_id) == done.kept == spikes > 0
         assert (_stored_latencies(store, res.run_id) == SPIKE_NS).all()
@@ -156,7 +161,7 @@ def test_prune_is_whole_files_and_crash_safe(fake, tmp_path):
     with Store(db) as store:          # a writable open sweeps what no row names
         names = {name for _f, _n, name in store.sample_file_rows(res.run_id)}
         assert {p.name for p in sample_files.run_dir(db, res.run_id).iterdir()} == names
-        assert len(names) == 1 and next(iter(names)).startswith(sample_files.KEPT_PREFIX)
+        assert names and all(n.startswith(sample_files.KEPT_PREFIX) for n in names)
 
 
 def test_a_restart_continues_the_series_and_prunes_its_old_runs(fake, tmp_path):
