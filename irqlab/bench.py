@@ -9,6 +9,8 @@
   false "beyond noise" and detection of a 10 % shift, with 95 % Wilson intervals.
 - startup: wall time of `irqlab --version`, `--help`, `list`, `show` and `completion`
   against `python -c 'import duckdb'` in the same rounds (irqlab/bench_startup.py).
+- serve: `irqlab serve`'s runs page over 100,000 runs (first page ms, peak RSS) against
+  `irqlab list --json` on the same store (irqlab/serve/bench.py).
 """
 
 from __future__ import annotations
@@ -180,6 +182,11 @@ def _bench_startup(opts: dict[str, Any]) -> list[dict[str, Any]]:
     return bench_startup(**opts.get("startup", {}))
 
 
+def _bench_serve(opts: dict[str, Any]) -> list[dict[str, Any]]:
+    from irqlab.serve.bench import bench_serve
+    return bench_serve(**opts.get("serve", {}))
+
+
 def _bench_compare(opts: dict[str, Any]) -> list[dict[str, Any]]:
     from irqlab.reports.bench import bench_compare
     return bench_compare(**opts.get("compare", {}))
@@ -202,6 +209,7 @@ BENCHES: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
     "xentrace": _bench_xentrace,
     "noise": _bench_noise,
     "startup": _bench_startup,
+    "serve": _bench_serve,
 }
 DEFAULT_BENCHES = ("ingest", "stats", "rate")
 

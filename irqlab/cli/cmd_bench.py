@@ -67,6 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--target", choices=("native", "guest"), default="native",
                    help="noise: what the runs measure (default native: this host, no VM "
                         "to boot; guest boots QEMU for every run)")
+    b.add_argument("--serve-runs", type=count, default=100_000, metavar="N",
+                   help="serve: runs in the store the runs page is served from (default "
+                        "100,000)")
     b.add_argument("--json", action="store_true", help="print JSON lines")
 
 
@@ -98,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
                       "duration_ns": args.duration, "period_ns": args.period,
                       "target": args.target, "shift": args.shift,
                       "b_period_ns": args.b_period},
-            "startup": {"rounds": max(1, args.rounds)}}
+            "startup": {"rounds": max(1, args.rounds)},
+            "serve": {"runs": max(2, args.serve_runs), "rounds": max(1, args.rounds)}}
     figures = run_benchmarks(args.what or list(DEFAULT_BENCHES), opts)
     renderer(args).bench(figures)
     return EXIT_OK

@@ -48,6 +48,8 @@ class Dashboard:
         self.access = StoreAccess(db)
         self.db_name = redact(str(db))
         self.templates = _environment()
+        for name in self.templates.list_templates():    # compiled now, not on a request
+            self.templates.get_template(name)
 
     def render(self, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         text = self.templates.get_template(template).render(db=self.db_name, **values)

@@ -251,3 +251,29 @@ def test_help_does_not_import_the_web_stack():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_a_lab_store_pages_in_sql_as_list_shows_it(store, pg_server):
+    """PostgreSQL (JSONB) pages: the rows of `irqlab list --db URL --json`, and the same
+    pages as the Python path for a sort by a figure and a tag filter."""
+    from irqlab.store import open_store
+
+    url = pg_server.database("serve_pages")
+    res = call_cli(["push", *map(str, range(1, 29)), "--to", url, "--json"], store)
+    assert res.code == 0, res.stderr
+    listed = {r["run_id"]: r for r in _cli_json(["list"], url)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lab = TestClient(build_app(url), base_url=LOCAL)
+    got = lab.get("/api/runs?per_page=500").json()
+    assert got["total"] == len(listed) == 28
+    for row in got["runs"]:
+        cli = {k: v for k, v in listed[row["run_id"]].items() if k not in ("type", "version")}
+        assert {k: v for k, v in row.items() if k not in ("host", "p50_ns", "p999_ns")} == cli
+    assert lab.get("/api/runs/3").json() == _cli_json(["show", "3"], url)[0]
+    with open_store(url, read_only=True) as st:
+        for params in ({"sort": "p999_ns", "per_page": "10", "page": "2"},
+                       {"tag": "series=s1", "sort": "name", "order": "asc"},
+                       {"name": "STEP", "host": "board-1", "sort": "max_ns"}):
+            q = RunsQuery.from_params(params)
+            assert runs_page(st, q).rows == select_page(st.runs(), q).rows, params
