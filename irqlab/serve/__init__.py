@@ -5,5 +5,5 @@ store access in access.py (a short read-only open per request, so a run that wan
 file is never kept waiting), the runs table's paging in runs_query.py, the server and its
 token in server.py, `irqlab bench serve` in bench.py. Every figure comes from the functions
 the CLI's JSON uses (store rows and summaries, irqlab.reports.compare, the provenance
-record, irqlab.stats.changepoint).
+record, irqlab.reports.trend).
 """

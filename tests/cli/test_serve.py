@@ -154,17 +154,17 @@ def test_sql_pages_equal_the_python_pages(store, params):
         assert runs_page(st, q).rows == select_page(st.runs(), q).rows
 
 
-def test_trend_finds_the_step_of_the_series(client):
-    from irqlab.stats.changepoint import find_change_points
-
-    got = client.get("/api/trends?series=tag:series%3Ds1&metric=p999_ns").json()
-    values = [r["p999_ns"] for r in got["runs"]]
-    assert len(values) == 24
-    expected = find_change_points(values)
-    assert [c["index"] for c in got["change_points"]] == [c.index for c in expected]
-    assert [c["index"] for c in got["change_points"]] == [12]
-    assert got["change_points"][0]["p_value"] == expected[0].p_value <= 0.05
-    assert 'id="chart-trend"' in client.get("/trends?series=tag:series%3Ds1").text
+def test_trend_equals_irqlab_trend_json_and_finds_the_step(client, store):
+    cli = _cli_json(["trend", "tag:series=s1", "--metric", "p99.9"], store)
+    got = client.get("/api/trends?series=tag:series%3Ds1&metric=p99.9")
+    assert got.status_code == 200
+    assert got.json()["lines"] == _roundtrip(cli)
+    changes = [x for x in cli if x["type"] == "trend_change"]
+    assert [c["index"] for c in changes] == [12] and changes[0]["p_value"] <= 0.05
+    page = client.get("/trends?series=tag:series%3Ds1").text
+    assert 'id="chart-trend"' in page
+    assert f'<td class="num" data-key="p_value">{changes[0]["p_value"]}</td>' in page
+    assert client.get("/trends?series=tag:series%3Ds1&metric=nonsense").status_code == 400
 
 
 def test_live_windows_after_an_index(client, store):

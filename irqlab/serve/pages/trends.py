@@ -1,6 +1,6 @@
-"""Trends: one summary figure (p99.9, max, ...) of a series of runs, in run order, with
-the runs at which it changed (E-divisive means: irqlab.stats.changepoint, the function
-`irqlab trend` uses)."""
+"""Trends: one summary figure (p99.9, max, ...) of a series of runs in time order, with
+the runs at which it changed: `irqlab trend SEL --metric M --json`'s lines, built by the
+same function (irqlab.reports.trend.build_trend: E-divisive means, defaults)."""
 
 from __future__ import annotations
 
@@ -10,65 +10,52 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from irqlab.serve.web import Dashboard, PageError, json_response
-from irqlab.stats.fields import field
 
-METRICS = ("p50_ns", "p90_ns", "p99_ns", "p999_ns", "p9999_ns", "max_ns", "warm_max_ns",
-           "mean_ns")
-DEFAULT_METRIC = "p999_ns"
-MIN_RUNS = 2
+DEFAULT_METRIC = "p99.9"
 
 
-def trend(dashboard: Dashboard, selector: str, metric: str) -> dict[str, Any]:
-    """The series' runs with ``metric`` (runs without it are listed, not used) and the
-    change points found in the values, each at a run (``index`` counts used runs)."""
-    from irqlab.reports.select import select_runs
-    from irqlab.stats.changepoint import find_change_points
+def _selectors(request: Request) -> list[str]:
+    return [s.strip() for s in request.query_params.get("series", "").split(",")
+            if s.strip()]
 
-    if metric not in METRICS:
-        raise PageError(400, f"metric {metric!r}: one of {', '.join(METRICS)}")
+
+def trend_lines(dashboard: Dashboard, selectors: list[str],
+                metric: str) -> list[dict[str, Any]]:
+    """The JSON lines of `irqlab trend SELECTORS --metric METRIC --json`."""
+    from irqlab.reports.trend import TrendError, build_trend
+
     with dashboard.access.open() as store:
-        rows = sorted(select_runs(store, [selector]), key=lambda r: r.run_id)
-    points = []
-    for row in rows:
-        value = (row.summary or {}).get(metric)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            points.append({"run_id": row.run_id, "name": row.name,
-                           "started_at": row.started_at.isoformat(),
-                           "status": row.status, "tags": row.tags, metric: value})
-    found = []
-    if len(points) >= MIN_RUNS:
         try:
-            found = find_change_points([p[metric] for p in points])
-        except ValueError as exc:        # too many values: the message says so
-            raise PageError(400, f"{selector}: {exc}") from None
-    changes = [{"index": c.index, "run_id": points[c.index]["run_id"],
-                "p_value": c.p_value, "mean_before": c.mean_before,
-                "mean_after": c.mean_after, "ratio": c.ratio} for c in found]
-    return {"type": "trend", "version": 1, "selector": selector, "metric": metric,
-            "runs": points, "skipped": len(rows) - len(points), "change_points": changes}
+            return build_trend(store, selectors, metric).lines()
+        except TrendError as exc:
+            raise PageError(400, str(exc)) from None
 
 
 def page(dashboard: Dashboard, request: Request) -> HTMLResponse:
-    selector = request.query_params.get("series", "").strip()
+    from irqlab.reports.trend import metric_names
+
+    selectors = _selectors(request)
     metric = request.query_params.get("metric") or DEFAULT_METRIC
-    result = trend(dashboard, selector, metric) if selector else None
+    lines = trend_lines(dashboard, selectors, metric) if selectors else []
+    head = lines[0] if lines else None
+    runs = [x for x in lines if x["type"] == "trend_run"]
+    changes = [x for x in lines if x["type"] == "trend_change"]
     chart = None
-    if result and result["runs"]:
-        at = {c["index"] for c in result["change_points"]}
-        chart = {"kind": "trend", "metric": field(metric).label,
-                 "x": list(range(len(result["runs"]))),
-                 "y": [p[metric] for p in result["runs"]],
-                 "marks": sorted(at),
-                 "labels": [f"#{p['run_id']} {p['name']}" for p in result["runs"]]}
-    return dashboard.render("trends.html", title="trends", selector=selector,
-                            metric=metric, metrics=[(m, field(m).label) for m in METRICS],
-                            result=result, chart=chart)
+    if runs:
+        chart = {"kind": "trend", "metric": head["metric"],
+                 "x": [r["index"] for r in runs], "y": [r["value_ns"] for r in runs],
+                 "marks": [c["index"] for c in changes],
+                 "labels": [f"#{r['run_id']} {r['name']}" for r in runs]}
+    return dashboard.render("trends.html", title="trends", selector=",".join(selectors),
+                            metric=metric, metrics=metric_names(), head=head, runs=runs,
+                            changes=changes, chart=chart)
 
 
 def api(dashboard: Dashboard, request: Request) -> Response:
-    selector = request.query_params.get("series", "").strip()
-    if not selector:
-        raise PageError(400, "no series given: add series=SELECTOR (series:ID, tag:KEY=VALUE, "
-                             "suite:NAME or a run name)")
-    return json_response(trend(dashboard, selector,
-                               request.query_params.get("metric") or DEFAULT_METRIC))
+    """``{"lines": [the lines of irqlab trend --json, in order]}``."""
+    selectors = _selectors(request)
+    if not selectors:
+        raise PageError(400, "no series given: add series=SELECTOR (series:ID, "
+                             "tag:KEY=VALUE, suite:NAME, run ids; comma-separated)")
+    return json_response({"lines": trend_lines(
+        dashboard, selectors, request.query_params.get("metric") or DEFAULT_METRIC)})
