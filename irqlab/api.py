@@ -2,8 +2,8 @@
 
     import irqlab
     with irqlab.open_store("~/.local/share/irqlab/irqlab.duckdb") as lab:   # or postgresql://
-        runs = lab.runs().to_pandas()
-        lat = lab.samples(runs.run_id.iloc[-1]).column("latency_ns")
+        runs = lab.runs()                                   # Arrow (pandas: .to_pandas())
+        lat = lab.samples(runs.column("run_id")[-1].as_py()).column("latency_ns")
 
 Everything here is read-only and in integer nanoseconds (raw ticks converted exactly,
 half away from zero, as irqlab.stats.units does for one value). docs/api.md documents it.

@@ -14,9 +14,10 @@ import argparse
 import datetime as dt
 import re
 import sys
+from pathlib import Path
 from typing import Iterator
 
-from irqlab.cli.common import EXIT_OK
+from irqlab.cli.common import EXIT_OK, UsageError
 
 SHELLS = ("bash", "zsh")
 
@@ -30,7 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                               "completions/irqlab\n"
                               "  irqlab completion zsh > \"${fpath[1]}/_irqlab\"",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("shell", choices=SHELLS, help="the shell")
+    c.add_argument("shell", choices=SHELLS, nargs="?", default=None, help="the shell")
+    # What the scripts call to complete RUN: the stored runs' names, one a line.
+    c.add_argument("--run-names", action="store_true",
+                   help="print the names of the default store's runs (what the "
+                        "completion scripts offer for RUN), nothing when it has none")
+    c.add_argument("--db", type=Path, default=None, help=argparse.SUPPRESS)
 
 
 def register_manpage(sub: argparse._SubParsersAction) -> None:
@@ -50,7 +56,47 @@ def _parser(for_completion: bool = False) -> argparse.ArgumentParser:
             if action.choices is not None and not isinstance(action.choices, dict):
                 action.choices = [str(c) for c in action.choices
                                   if not isinstance(c, (list, tuple, dict))]
+            extra = _value_completion(action)
+            if extra is not None:
+                action.complete = extra           # type: ignore[attr-defined]
     return parser
+
+
+def _words(name: str, words: list[str]) -> dict[str, object]:
+    """A shtab completion of fixed words (a bash function and a zsh list)."""
+    listed = " ".join(words)
+    return {"bash": f"_irqlab_{name}", "zsh": f"({listed})",
+            "preamble": {"bash": f"_irqlab_{name}() {{\n  compgen -W '{listed}' -- \"$1\"\n}}\n"}}
+
+
+# RUN: the stored runs' names, asked of irqlab itself when the user presses TAB (the
+# store is read then, not when the script is made or irqlab starts).
+RUN_NAMES = {"bash": "_irqlab_run_names", "zsh": "(${(f)\"$(irqlab completion --run-names "
+                                                  "2>/dev/null)\"})",
+             "preamble": {"bash": "_irqlab_run_names() {\n  local IFS=$'\\n'\n"
+                                  "  compgen -W \"$(irqlab completion --run-names "
+                                  "2>/dev/null)\" -- \"$1\"\n}\n"}}
+
+
+def _value_completion(action: argparse.Action) -> dict[str, object] | None:
+    """What to offer for an option's value or a positional: --target's targets (and
+    suites), --load's kinds, --knob's keys, a scenario's TOML files, RUN's run names."""
+    if action.metavar == "RUN":
+        return RUN_NAMES
+    if "--target" in action.option_strings and action.choices is None:
+        from irqlab.targets import SUITES, TARGETS
+        return _words("targets", [*TARGETS, *SUITES])
+    if "--load" in action.option_strings:
+        from irqlab.loads import LOADS
+        return _words("loads", [f"{kind}:" for kind in LOADS] + list(LOADS))
+    if "--knob" in action.option_strings:
+        from irqlab.knobs import KNOBS
+        return _words("knobs", [f"{key}=" for key in KNOBS])
+    if action.dest == "scenario" or (not action.option_strings and action.dest == "file"
+                                     and action.metavar in (None, "FILE", "SCENARIO")):
+        import shtab
+        return shtab.FILE
+    return None
 
 
 def _walk(parser: argparse.ArgumentParser) -> Iterator[argparse.Action]:
@@ -68,8 +114,63 @@ def completion_script(shell: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.run_names:
+        sys.stdout.write("".join(f"{name}\n" for name in run_names(args.db)))
+        return EXIT_OK
+    if args.shell is None:
+        raise UsageError("name the shell: irqlab completion bash (or zsh)")
     sys.stdout.write(completion_script(args.shell))
     return EXIT_OK
+
+
+def run_names(db: Path | None = None) -> list[str]:
+    """The distinct names of the store's runs, newest first; [] when there is no store
+    or it cannot be read (a TAB press never prints an error).
+
+    A TAB press should not pay for DuckDB's import and an open (~0.6 s): the names are
+    kept in a cache file, used while it is newer than the database and its WAL (a new
+    run writes one of them)."""
+    from irqlab.store.location import default_db_path
+
+    path = Path(db or default_db_path())
+    if str(path).startswith("postgresql") or not path.exists():
+        return []
+    cache = _names_cache(path)
+    try:
+        newest = max(p.stat().st_mtime_ns for p in (path, Path(f"{path}.wal"))
+                     if p.exists())
+        if cache.stat().st_mtime_ns > newest:
+            return cache.read_text().splitlines()
+    except OSError:
+        pass
+    names = _stored_names(path)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text("".join(f"{n}\n" for n in names))
+    except OSError:
+        pass                  # no cache: the next TAB reads the store again
+    return names
+
+
+def _names_cache(db: Path) -> Path:
+    """The run-name cache of one database file (under $XDG_CACHE_HOME/irqlab)."""
+    import hashlib
+    import os
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    key = hashlib.sha256(str(db.resolve()).encode()).hexdigest()[:16]
+    return base / "irqlab" / f"run-names-{key}.txt"
+
+
+def _stored_names(path: Path) -> list[str]:
+    from irqlab.store import open_store
+    try:
+        with open_store(path, read_only=True) as store:
+            rows = sorted(store.runs(), key=lambda r: r.run_id, reverse=True)
+    except Exception:         # noqa: BLE001 - completion must stay silent
+        return []
+    # Printable one-line names only: a name with a newline cannot be one word.
+    return [n for n in dict.fromkeys(r.name for r in rows) if n.isprintable()]
 
 
 def run_manpage(args: argparse.Namespace) -> int:
@@ -78,6 +179,41 @@ def run_manpage(args: argparse.Namespace) -> int:
 
 
 # --- the man page ---------------------------------------------------------------------
+
+# Every IRQLAB_* variable irqlab reads (tests/cli/test_completion_manpage.py greps the
+# code for them: a new one must be added here).
+ENVIRONMENT: list[tuple[str, str]] = [
+    ("IRQLAB_DB", "database file or postgresql:// URL (default "
+                  "~/.local/share/irqlab/irqlab.duckdb); --db overrides it"),
+    ("IRQLAB_DB_WAIT_S", "seconds a writer waits for a database another process holds "
+                         "and does not share (default 10)"),
+    ("IRQLAB_SAMPLES_DIR", "where to look for a run's sample files when the recorded "
+                           "path is gone (the directory mounted elsewhere)"),
+    ("IRQLAB_STATE_DIR", "the restore journal of host settings (default "
+                         "~/.local/state/irqlab)"),
+    ("IRQLAB_SHARE_IDLE_S", "seconds an idle process borrowing the database's connection "
+                            "stays connected (default 300)"),
+    ("IRQLAB_SHARE_GRACE_S", "seconds the process holding the database lets borrowers "
+                             "finish their writes when it stops (default 30)"),
+    ("IRQLAB_XEN", "hypervisor image for --target xen (default --xen-binary)"),
+    ("IRQLAB_LINUX_KERNEL", "guest kernel for --target linux-guest and net (default: the "
+                            "cached Debian vmlinuz)"),
+    ("IRQLAB_LINUX_NET_MODULES", "network driver modules for the net target's guest "
+                                 "(default: those beside the cached kernel)"),
+    ("IRQLAB_NATIVE", "0: use the numpy code instead of the C fast paths"),
+    ("IRQLAB_PROGRESS", "0: no progress bars (they are shown only on a terminal)"),
+    ("IRQLAB_DEBUG", "1: show tracebacks of internal errors"),
+    ("IRQLAB_BENCH_IN_MEMORY", "1: irqlab bench's report figures read every run whole "
+                               "(set by irqlab bench for its comparison child)"),
+]
+
+
+def _positionals(parser: argparse.ArgumentParser) -> list[str]:
+    """A command's positional arguments as its usage shows them: 'RUN [RUN ...]'."""
+    fmt = parser._get_formatter()
+    return [fmt._format_actions_usage([a], []).strip() for a in parser._actions
+            if not a.option_strings and not isinstance(a, argparse._SubParsersAction)
+            and a.help is not argparse.SUPPRESS]
 
 def _roff(text: str) -> str:
     """Text safe in roff: backslashes and hyphens escaped, no line starting with a
@@ -129,8 +265,9 @@ def man_lines(parser: argparse.ArgumentParser) -> list[str]:
                                    "in VMs and on hosts, store every sample, explain the "
                                    "spikes"),
              ".SH SYNOPSIS"]
-    for name, _help, _sub in subs:
-        lines += [f".B irqlab {name}", ".RI [ options ]", ".br"]
+    for name, _help, sub in subs:
+        lines += [f".B irqlab {name}", ".RI [ options ]"]
+        lines += [f".I {_roff(p)}" for p in _positionals(sub)] + [".br"]
     lines += [".SH DESCRIPTION", _roff(
         "irqlab tells how long it takes from a timer interrupt's deadline to its handler "
         "running, on the host, inside a QEMU/KVM virtual machine and inside Xen domains, "
@@ -150,11 +287,10 @@ def man_lines(parser: argparse.ArgumentParser) -> list[str]:
               _roff("the default database ($IRQLAB_DB or --db to change)"),
               ".TP", "\\fI~/.local/state/irqlab/journal\\fR",
               _roff("the restore journal of host settings ($IRQLAB_STATE_DIR)"),
-              ".SH ENVIRONMENT", ".TP", "\\fBIRQLAB_DB\\fR", _roff("database file or URL"),
-              ".TP", "\\fBIRQLAB_NATIVE\\fR", _roff("0: use the numpy code instead of the C "
-                                                    "fast paths"),
-              ".TP", "\\fBIRQLAB_DEBUG\\fR", _roff("1: show tracebacks of internal errors"),
-              ".SH EXIT STATUS", _roff("0 ok, 1 failed (or a check limit exceeded), 2 usage "
+              ".SH ENVIRONMENT"]
+    for var, text in ENVIRONMENT:
+        lines += [".TP", f"\\fB{_roff(var)}\\fR", _roff(text)]
+    lines += [".SH EXIT STATUS", _roff("0 ok, 1 failed (or a check limit exceeded), 2 usage "
                                        "or data error, 130 interrupted."),
               ".SH SEE ALSO", "trace\\-cmd(1), cyclictest(8), rtla\\-timerlat(1)"]
     return lines

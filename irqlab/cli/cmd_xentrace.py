@@ -13,19 +13,29 @@ from irqlab.cli.common import EXIT_OK, UsageError
 from irqlab.cli.render import json_line
 
 NAME = "xentrace"
+USAGE = ("%(prog)s [-h] [--json] [--tsc-hz HZ] CAPTURE   (a run's capture: its rate is "
+         "recorded)\n       %(prog)s [-h] [--json] --tsc-hz HZ FILE      (a plain xentrace "
+         "file: --tsc-hz required)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     x = sub.add_parser("xentrace", help="per-vCPU runstates and hypercalls of a xentrace "
                                         "file (as xenalyze --summary counts them)",
+                       # Two forms: xentrace's own files carry no cycle rate (xenalyze
+                       # needs --cpu-hz for them too), so there --tsc-hz is required.
+                       usage=USAGE,
                        description="Runstate times and hypercall counts per domain and vCPU "
                                    "of a xentrace file: one a run recorded with --trace "
                                    "(<db>.traces/run-N.xentrace.gz), or a plain one as "
                                    "xentrace writes it (gzipped or not).")
-    x.add_argument("file", type=Path, metavar="FILE", help="xentrace file")
+    x.add_argument("file", type=Path, metavar="FILE",
+                   help="xentrace file: a run's capture (<db>.traces/run-N.xentrace.gz, "
+                        "which records its cycle rate) or a plain one as xentrace writes "
+                        "it (which does not: give --tsc-hz)")
     x.add_argument("--tsc-hz", type=_hz, default=None, metavar="HZ",
-                   help="the records' cycle rate (default: the capture's own; needed for "
-                        "a plain file: xl info's cpu_mhz x 1000000)")
+                   help="the records' cycle rate: required for a plain xentrace file "
+                        "(xl info's cpu_mhz x 1000000); a run's capture has its own, "
+                        "which this overrides")
     x.add_argument("--json", action="store_true",
                    help="JSON lines: runstate and hypercall lines (docs/formats.md §4)")
 
