@@ -179,6 +179,16 @@ def _windows(db: Path, run_id: int) -> list[dict]:
         return st.windows(run_id)
 
 
+def test_the_server_leaves_the_file_free_for_a_writer(client, store, monkeypatch):
+    # A run opening the file after pages were served gets it at once (no waiting for a
+    # reader: IRQLAB_DB_WAIT_S=0 makes a held file an error).
+    monkeypatch.setenv("IRQLAB_DB_WAIT_S", "0")
+    assert client.get("/").status_code == 200
+    assert client.get("/runs/1").status_code == 200
+    with Store(store) as writer:
+        assert writer.holder_pid is None and writer.resolve("1").run_id == 1
+
+
 def test_token_is_required_when_set(store):
     token = "t" * 32
     with warnings.catch_warnings():

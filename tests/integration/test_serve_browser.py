@@ -224,6 +224,14 @@ def test_every_page_in_chromium(tmp_path):
         assert time.monotonic() - t0 <= 2 * WINDOW_S + 1.5
         assert driver.js("return document.getElementById('live-status').textContent") \
             == "running"
+        # The running run's own page: no summary yet, every figure "—", windows drawn.
+        driver.get(f"{base}/runs/{live_id}")
+        assert driver.js("return document.getElementById('status').textContent") \
+            == "running"
+        assert driver.js("return document.querySelector('#figures td[data-key=p999_ns]')"
+                         ".textContent") == "—"
+        _wait("its windows chart", lambda: driver.js(
+            "return document.querySelectorAll('.uplot canvas').length") >= 1)
 
         # No console error anywhere; no request to anything but the server.
         errors = [e for e in driver.logs("browser") if e["level"] == "SEVERE"]
