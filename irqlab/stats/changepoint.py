@@ -37,11 +37,15 @@ import numpy as np
 DEFAULT_P_MAX = 0.05
 DEFAULT_PERMUTATIONS = 199
 DEFAULT_MIN_SIZE = 5
-# The distance matrix is n x n per permutation: 2,000 values are 32 MB per matrix. A
-# trend of one configuration is runs of days or months; more is a selection to narrow.
+# The distance matrix is n x n per permutation: 2,000 values are 32 MB per matrix, and
+# time grows as n^2 (CPU time with one change and 199 permutations: 60 values 0.04 s,
+# 500 values 1.8 s, 1,000 values 6 s). A trend of one configuration is runs of days or
+# months; more is a selection to narrow.
 MAX_VALUES = 2000
-# Elements of the (permutations x n x n) arrays handled at once (about 64 MB of float64).
+# Elements of the (permutations x n x n) arrays handled at once (about 64 MB of float64),
+# and at most this many permutations a batch: after each the test may stop (below).
 _BATCH_ELEMENTS = 8_000_000
+_BATCH_MAX = 20
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ def find_change_points(values: Sequence[float], *, p_max: float = DEFAULT_P_MAX,
             q, tau = _best_split(series[a:b][None, :], min_size)
             if q[0] > best_q:
                 best_q, best_tau = float(q[0]), a + int(tau[0])
-        p = _permutation_p(series, bounds, best_q, min_size, permutations, rng)
+        p = _permutation_p(series, bounds, best_q, min_size, permutations, p_max, rng)
         if p > p_max:
             break
         found[best_tau] = p
@@ -162,12 +166,18 @@ def _split_grid(n: int, min_size: int) -> _Grid:
 
 
 def _permutation_p(series: np.ndarray, bounds: list[int], observed: float, min_size: int,
-                   permutations: int, rng: np.random.Generator) -> float:
+                   permutations: int, p_max: float, rng: np.random.Generator) -> float:
     """Matteson & James's permutation p-value of the best split ``observed``: each
     permutation shuffles the values within every current segment and takes the best
-    split over all of them, as the observed one was taken."""
+    split over all of them, as the observed one was taken.
+
+    The permutations stop early once so many reached ``observed`` that p > p_max
+    whatever the rest give (a sequential test that decides as the full one would:
+    Besag & Clifford, Biometrika 78, 1991); the value returned is then a lower bound,
+    which is only ever compared with p_max. A significant split has every permutation
+    done, so its p-value is the full test's."""
     n = len(series)
-    batch = max(1, _BATCH_ELEMENTS // ((n + 1) * (n + 1)))
+    batch = max(1, min(_BATCH_MAX, _BATCH_ELEMENTS // ((n + 1) * (n + 1))))
     at_least = 0
     done = 0
     # Equal up to rounding counts as reached: a permutation that leaves a segment as it
@@ -183,6 +193,8 @@ def _permutation_p(series: np.ndarray, bounds: list[int], observed: float, min_s
             best = np.maximum(best, _best_split(shuffled, min_size)[0])
         at_least += int(np.count_nonzero(best >= bar))
         done += r
+        if (1 + at_least) / (permutations + 1) > p_max:
+            break
     return (1 + at_least) / (permutations + 1)
 
 
