@@ -29,6 +29,8 @@ if TYPE_CHECKING:       # the store is opened by the command, not at import (des
 SUMMARY_COLUMNS = [(c.heading, c.key) for c in MATRIX_TABLE]
 
 CELL_VERSION = 1   # of the {"type": "cell"} line (docs/formats.md section 5)
+# The tag naming the labgrid place a pooled cell ran on: `compare tag:board=NAME`.
+BOARD_TAG = "board"
 
 
 class MatrixObserver(Protocol):
@@ -48,6 +50,7 @@ class CellResult:
     resumed: bool = False
     series: str | None = None      # with repeat > 1: the cell's series id
     index: int | None = None       # ... and the run's index in it (1-based)
+    place: str | None = None       # with --lg-places: the labgrid place it ran on
 
     def row(self) -> dict[str, Any]:
         """The JSON object of a cell: its keys, then its run's summary keys."""
@@ -58,6 +61,8 @@ class CellResult:
                 out[key] = val
         if self.series is not None:
             out["series"], out["index"] = self.series, self.index
+        if self.place is not None:
+            out["place"] = self.place
         out["resumed"] = self.resumed
         out["notes"] = self.notes
         return out
@@ -110,8 +115,13 @@ class _RunObserver:
 
 
 def _run_cell(scn: Scenario, cell: dict[str, Any], store: Store,
-              observer: MatrixObserver, series: tuple[str, int] | None = None) -> CellResult:
-    """One run of ``cell``; ``series`` = (id, index) when the matrix repeats its cells."""
+              observer: MatrixObserver, series: tuple[str, int] | None = None,
+              place: str | None = None, pool: dict[str, Any] | None = None) -> CellResult:
+    """One run of ``cell``; ``series`` = (id, index) when the matrix repeats its cells;
+    ``place``: the labgrid place a pool gave it (irqlab.cli.matrix_pool), run as
+    ``--lg-place`` and tagged ``board`` (the cell's own keys stay its identity, so
+    --resume finds it whichever board ran it); ``pool``: the attempt's record, kept in
+    the run's metadata."""
     from irqlab.cli import cmd_run
     from irqlab.measure import run as measure
     from irqlab.cli.common import UsageError
@@ -124,20 +134,24 @@ def _run_cell(scn: Scenario, cell: dict[str, Any], store: Store,
             raise UsageError(f"{exc} (the runs before it are stored; fix the cell and "
                              f"continue with --resume)") from None
     # Hooks as `irqlab run` builds them (a cell's trace = true captures into this store).
-    cfg = cmd_run.run_config(parse_cell_args(scn, cell), store.path)
+    args = parse_cell_args(scn, cell if place is None else {**cell, "lg_place": place})
+    cfg = cmd_run.run_config(args, store.path)
     cfg.name = f"{scn.name}/{cell_id(cell)}"
     cfg.suite = scn.name
     cfg.cell = cell
     # run --tag (a [run] tag = "K=V"), then [tags], then the cell's own keys.
     cfg.tags = {**cfg.tags, **scn.tags, **{k: value_text(v) for k, v in cell.items()},
                 "scenario": scn.digest[:16]}
+    if place is not None:
+        cfg.tags[BOARD_TAG] = place
+        cfg.metadata = {**cfg.metadata, "pool": pool or {"place": place}}
     if series is not None:
         cfg = in_series(cfg, series[0], series[1], scn.repeat)
     result = measure(cfg, store, _RunObserver(observer))
     meta = store.resolve(str(result.run_id)).metadata
     return CellResult(cell, result.run_id, result.status, result.summary, hook_notes(meta),
                       series=None if series is None else series[0],
-                      index=None if series is None else series[1])
+                      index=None if series is None else series[1], place=place)
 
 
 def run_matrix(scn: Scenario, store: Store, observer: MatrixObserver,

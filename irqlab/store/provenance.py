@@ -84,7 +84,10 @@ def _identities(row: Any, meta: dict[str, Any]) -> dict[str, Any]:
             "xen_binary_sha256": binary.get("sha256"),
             "xen_sched": xen.get("sched_in_use") or row.params.get("xen_sched"),
             "dom0_kernel": dom0.get("kernel") if isinstance(dom0, dict) else None,
-            "import_source": (meta.get("import") or {}).get("file")}
+            "import_source": (meta.get("import") or {}).get("file"),
+            # The labgrid place (--lg-place, or the one a matrix pool gave the cell):
+            # cells of one configuration on different boards are different runs.
+            "board": (meta.get("labgrid") or {}).get("place")}
 
 
 def provenance(row: Any) -> dict[str, Any]:

@@ -1,0 +1,461 @@
+"""``irqlab matrix FILE --lg-places MATCH --parallel N``: a matrix spread over a pool of
+labgrid places (docs/matrix.md, "A pool of boards").
+
+labgrid's coordinator already schedules boards (places, tags, acquire/release), so the
+pool only picks: for each cell it asks the coordinator which matching places are free,
+starts a worker process for the cell on one (``python -m irqlab.cli.matrix_pool``,
+which runs the cell as ``irqlab run --target labgrid --lg-place PLACE`` does: the
+labgrid target acquires the place, boots, measures, releases) and waits for up to N such
+workers at once.
+
+- One writer: the workers open the store the parent holds; a DuckDB file is then lent
+  over the holder's socket (irqlab/store/share.py), a lab store is PostgreSQL.
+- A place whose run fails (boot failure, console gone, QEMU killed) is marked failed and
+  not used again by this matrix; the cell is retried once on another place, and the
+  retry's run records the failure (metadata ``pool.failed``) and the cell a note. A
+  place someone else took between the listing and the acquire is not a failure: the
+  cell waits for the next free place.
+- Ctrl-C / SIGTERM: every worker is told (SIGINT), its run stops and stores what it has
+  and its target releases the place; a place a worker still holds after that (a worker
+  killed) is released here. --resume then skips the cells done.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import getpass
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from irqlab.cli.common import UsageError
+from irqlab.cli.matrix import (CellResult, MatrixObserver, _key, previous_results,
+                               previous_series)
+from irqlab.cli.scenario import Scenario, cell_id, load_scenario
+
+if TYPE_CHECKING:
+    import argparse
+
+    from irqlab.store import Store
+
+_CLIENT_TIMEOUT_S = 30.0
+_POLL_S = 0.1
+# A worker told to stop ends its run, stores it and releases its place: QEMU's end,
+# labgrid's clean-up and the release take seconds, a loaded host more.
+_STOP_GRACE_S = 60.0
+# How often free places are looked for while every matching one is taken by others.
+_WAIT_NOTICE_S = 30.0
+_LIST_EVERY_S = 1.0
+ACQUIRE_FAILED = "cannot acquire labgrid place"    # irqlab.targets.labgrid's message
+
+
+@dataclass
+class PlaceInfo:
+    name: str
+    tags: dict[str, str]
+    acquired: str | None          # "host/user", or None when free
+
+
+def me() -> str:
+    """Who labgrid-client says acquired a place from here (its gethostname/getuser)."""
+    return (os.environ.get("LG_HOSTNAME", socket.gethostname()) + "/"
+            + os.environ.get("LG_USERNAME", getpass.getuser()))
+
+
+def parse_places(text: str) -> list[PlaceInfo]:
+    """``labgrid-client -v places`` output (labgrid.remote.common.Place.show): a
+    "Place 'NAME':" line, then indented "tags: k=v, ..." and "acquired: X" lines."""
+    out: list[PlaceInfo] = []
+    for line in text.splitlines():
+        if line.startswith("Place '") and line.rstrip().endswith("':"):
+            out.append(PlaceInfo(line.strip()[len("Place '"):-2], {}, None))
+        elif out and line.startswith("  tags: "):
+            for item in line[len("  tags: "):].split(", "):
+                k, _, v = item.partition("=")
+                out[-1].tags[k.strip()] = v.strip()
+        elif out and line.startswith("  acquired: "):
+            who = line[len("  acquired: "):].strip()
+            out[-1].acquired = None if who == "None" else who
+    return out
+
+
+def matches(place: PlaceInfo, match: str) -> bool:
+    """MATCH: ``tag=value`` (several joined by ',' must all hold) or an fnmatch pattern
+    over the place's name."""
+    if "=" in match:
+        wanted = [item.partition("=") for item in match.split(",")]
+        return all(place.tags.get(k.strip()) == v.strip() for k, _, v in wanted)
+    return fnmatch.fnmatchcase(place.name, match)
+
+
+class Coordinator:
+    """labgrid-client calls to one coordinator (the CLI, as the labgrid target uses)."""
+
+    def __init__(self, address: str | None) -> None:
+        from irqlab.targets.labgrid import labgrid_client
+
+        self.address = address
+        self.argv = labgrid_client() + (["-x", address] if address else [])
+
+    def _call(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*self.argv, *args], capture_output=True, text=True,
+                              timeout=_CLIENT_TIMEOUT_S, stdin=subprocess.DEVNULL)
+
+    def places(self) -> list[PlaceInfo]:
+        res = self._call("-v", "places")
+        if res.returncode != 0:
+            raise OSError((res.stderr or res.stdout).strip()[-300:])
+        return parse_places(res.stdout)
+
+    def release(self, place: str) -> str | None:
+        """Release ``place``; None when done, else the client's message."""
+        res = self._call("-p", place, "release")
+        return None if res.returncode == 0 else (res.stderr or res.stdout).strip()[-300:]
+
+
+@dataclass
+class Job:
+    cell: dict[str, Any]
+    series: tuple[str, int] | None
+    tried: list[str] = field(default_factory=list)             # places, in order
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Worker:
+    job: Job
+    place: str
+    proc: subprocess.Popen
+    log: Any                      # its stderr, a temporary file
+
+
+class Pool:
+    """Runs a scenario's cells over the matching places, N at a time."""
+
+    def __init__(self, scn: Scenario, spec: dict[str, Any], coordinator: Coordinator,
+                 match: str, places: list[str], parallel: int) -> None:
+        self.scn, self.spec, self.coordinator = scn, spec, coordinator
+        self.match, self.places, self.parallel = match, places, parallel
+        self.failed: dict[str, str] = {}      # place -> why it was marked failed
+        self.used: set[str] = set()
+        self._next_listing = 0.0
+        self.free: set[str] = set()           # places last listed free, not yet used
+        self.held: list[str] = []             # "place by host/user", others' places
+
+    # -- set-up -----------------------------------------------------------------------
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, scn: Scenario) -> Pool:
+        """Check the scenario runs on labgrid and the coordinator has matching places;
+        bad input is a UsageError (exit 2)."""
+        from irqlab.cli import cmd_run
+        from irqlab.cli.common import db_path
+        from irqlab.cli.scenario import parse_cell_args
+
+        first = next(scn.iter_cells(), {})
+        cfg = cmd_run.run_config(parse_cell_args(scn, first))
+        if cfg.target != "labgrid":
+            raise UsageError(f"--lg-places runs cells on labgrid places: the scenario's "
+                             f"target is {cfg.target}; set target = \"labgrid\" and lg_env "
+                             f"in [run] (or --set target=labgrid --set lg_env=ENV.yaml)")
+        keys = {k.replace("-", "_") for k in scn.run} | {
+            part.replace("-", "_") for k in scn.matrix for part in k.split("+")}
+        if "lg_place" in keys:
+            raise UsageError("--lg-places picks each cell's place: remove lg_place from "
+                             "the scenario")
+        coordinator = Coordinator(cfg.options.coordinator)
+        try:
+            listed = coordinator.places()
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            where = coordinator.address or "LG_COORDINATOR / 127.0.0.1:20408"
+            raise UsageError(f"--lg-places: cannot list the places of the labgrid "
+                             f"coordinator at {where}: {exc}; start it or set "
+                             f"LG_COORDINATOR=HOST:PORT") from None
+        names = sorted(p.name for p in listed if matches(p, args.lg_places))
+        if not names:
+            known = ", ".join(sorted(p.name for p in listed)) or "none"
+            raise UsageError(f"--lg-places {args.lg_places}: no place of the coordinator "
+                             f"matches (its places: {known}); give a name pattern such "
+                             f"as 'rig-*' or tag=value")
+        spec = {"file": str(Path(args.file).resolve()), "repeat": args.repeat,
+                "max_cells": args.max_cells, "overrides": dict(args.overrides),
+                "db": str(db_path(args)), "match": args.lg_places}
+        return cls(scn, spec, coordinator, args.lg_places, names, args.parallel)
+
+    # -- the run ----------------------------------------------------------------------
+
+    def _jobs(self, store: Store, resume: bool) -> tuple[list[Job], dict[str, Any], int]:
+        """(jobs to run, results already stored keyed by cell, runs in all)."""
+        from irqlab.suite import interleave, new_series_id
+
+        if self.scn.repeat == 1:
+            done = previous_results(store, self.scn) if resume else {}
+            cells = list(self.scn.iter_cells())
+            return ([Job(c, None) for c in cells if _key(c) not in done],
+                    {k: [v] for k, v in done.items()}, len(cells))
+        series = previous_series(store, self.scn) if resume else {}
+        plans, stored = [], {}
+        for cell in self.scn.cells():
+            sid, ok = series.get(_key(cell)) or (
+                new_series_id(f"{self.scn.name}/{cell_id(cell)}"), {})
+            stored[_key(cell)] = [ok[i] for i in sorted(ok) if i <= self.scn.repeat]
+            plans.append([Job(cell, (sid, i)) for i in range(1, self.scn.repeat + 1)
+                          if i not in ok])
+        return interleave(plans), stored, self.scn.cell_count() * self.scn.repeat
+
+    def run(self, store: Store, observer: MatrixObserver,
+            resume: bool = False) -> tuple[list[CellResult], bool]:
+        """Every job on a place, N at a time; returns (results in cell order,
+        interrupted?) as run_matrix does."""
+        from irqlab.measure.boot import StopFlag
+
+        jobs, stored, total = self._jobs(store, resume)
+        if resume and total > len(jobs):
+            observer.notice(f"resuming {self.scn.name}: {total - len(jobs)} of {total} "
+                            f"runs already done")
+        queue: deque[Job] = deque(jobs)
+        running: list[Worker] = []
+        results: dict[str, list[CellResult]] = {k: list(v) for k, v in stored.items()}
+        started, waiting_since = 0, None
+        interrupted = False
+        with StopFlag() as stop:
+            try:
+                while queue or running:
+                    if stop.signum is not None:
+                        interrupted = True
+                        break
+                    started, waiting_since = self._dispatch(queue, running, observer,
+                                                            started, len(jobs),
+                                                            waiting_since)
+                    for w in [w for w in running if w.proc.poll() is not None]:
+                        running.remove(w)
+                        res = self._finished(w, queue, observer)
+                        if res is not None:
+                            results.setdefault(_key(res.cell), []).append(res)
+                            observer.cell_done(res)
+                            interrupted |= res.status == "interrupted"
+                    if interrupted:
+                        break
+                    if not running and queue and self._usable() == []:
+                        for job in queue:       # every place failed: nothing can run
+                            res = self._unrun(job)
+                            results.setdefault(_key(job.cell), []).append(res)
+                            observer.cell_done(res)
+                        queue.clear()
+                    time.sleep(_POLL_S)
+            finally:
+                self._stop_workers(running, observer)
+                self._release_leftovers(observer)
+        ordered = [r for c in self.scn.iter_cells()
+                   for r in sorted(results.get(_key(c), []),
+                                   key=lambda r: (r.index or 0, r.run_id or 0))]
+        return ordered, interrupted or stop.signum is not None
+
+    def _usable(self) -> list[str]:
+        return [p for p in self.places if p not in self.failed]
+
+    def _dispatch(self, queue: deque[Job], running: list[Worker],
+                  observer: MatrixObserver, started: int, total: int,
+                  waiting_since: float | None) -> tuple[int, float | None]:
+        """Start workers while jobs wait, fewer than N run and a place is free."""
+        while queue and len(running) < self.parallel:
+            job = queue[0]
+            busy = {w.place for w in running}
+            # A retry goes to a place the cell has not tried.
+            choice = next((p for p in self._usable() if p in self.free and p not in busy
+                           and p not in job.tried), None)
+            if choice is None and self._relist(observer):
+                continue
+            if choice is None:
+                break
+            queue.popleft()
+            self.free.discard(choice)
+            running.append(self._start(job, choice))
+            observer.cell_started(started, total, job.cell)
+            started += 1
+            waiting_since = None
+        if queue and not running:
+            now = time.monotonic()
+            if waiting_since is None or now - waiting_since > _WAIT_NOTICE_S:
+                observer.notice(f"waiting for a free place matching {self.match} "
+                                f"(held by others: {', '.join(self.held) or 'none'})")
+                waiting_since = now
+        return started, waiting_since
+
+    def _relist(self, observer: MatrixObserver) -> bool:
+        """Ask the coordinator which places are free; False when asked less than a second
+        ago. Free places are remembered between listings (each is a labgrid-client
+        process, ~0.5 CPU s): one this matrix's worker released is free again, and one
+        someone else took meanwhile only makes that worker's acquire fail (the cell
+        then waits, see _finished)."""
+        if time.monotonic() < self._next_listing:
+            return False
+        self._next_listing = time.monotonic() + _LIST_EVERY_S
+        try:
+            listed = [p for p in self.coordinator.places() if p.name in self.places]
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            observer.notice(f"labgrid coordinator: {exc}; retrying")
+            return False
+        self.free = {p.name for p in listed if p.acquired is None}
+        self.held = [f"{p.name} by {p.acquired}" for p in listed if p.acquired]
+        return bool(self.free)
+
+    def _start(self, job: Job, place: str) -> Worker:
+        from irqlab.runner.process import die_with_parent
+
+        self.used.add(place)
+        job.tried.append(place)
+        spec = {**self.spec, "cell": job.cell, "series": job.series,
+                "pool": {"match": self.match, "place": place, "attempt": len(job.tried),
+                         "failed": job.failures}}
+        env = dict(os.environ)
+        if self.coordinator.address:
+            env["LG_COORDINATOR"] = self.coordinator.address
+        log = tempfile.TemporaryFile("w+")
+        # Its own session: a terminal's Ctrl-C reaches the parent only, which tells each
+        # worker once (a second SIGINT would not let a run store what it has).
+        proc = subprocess.Popen([sys.executable, "-m", "irqlab.cli.matrix_pool", "--place",
+                                 place, json.dumps(spec, default=str)],
+                                stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
+                                text=True, env=env, start_new_session=True,
+                                preexec_fn=die_with_parent)
+        return Worker(job, place, proc, log)
+
+    def _finished(self, w: Worker, queue: deque[Job],
+                  observer: MatrixObserver) -> CellResult | None:
+        """The worker's result; None when the cell goes back to the queue."""
+        out = w.proc.stdout.read() if w.proc.stdout else ""
+        row = next((json.loads(ln) for ln in out.splitlines() if ln.startswith("{")), None)
+        w.log.seek(0)
+        log = w.log.read()
+        w.log.close()
+        if row is None:                 # the worker died before it could say
+            tail = log.strip().splitlines()[-1:] or [f"exit code {w.proc.returncode}"]
+            row = {"run_id": None, "status": "failed", "summary": {},
+                   "notes": [], "message": f"worker failed: {tail[0][-300:]}"}
+        message = row.get("message") or ""
+        if row["status"] == "failed" and ACQUIRE_FAILED in message:
+            # Taken by someone else after we listed it free: not this place's fault.
+            w.job.tried.remove(w.place)
+            queue.appendleft(w.job)
+            return None
+        if row["status"] != "failed":
+            self.free.add(w.place)      # its run released it (checked at the end)
+        res = CellResult(w.job.cell, row["run_id"], row["status"], row["summary"],
+                         row["notes"], series=None if w.job.series is None
+                         else w.job.series[0],
+                         index=None if w.job.series is None else w.job.series[1],
+                         place=w.place)
+        if row["status"] != "failed":
+            res.notes[:0] = self._failure_notes(w.job)
+            return res
+        # A failed run: the place is suspect (boot failure, console gone).
+        self.failed[w.place] = message
+        w.job.failures.append({"place": w.place, "run_id": row["run_id"],
+                               "message": message})
+        observer.notice(f"place {w.place} failed ({message}); not used again by this "
+                        f"matrix")
+        if len(w.job.tried) < 2 and any(p not in w.job.tried for p in self._usable()):
+            queue.appendleft(w.job)     # retried once, on another place
+            return None
+        res.notes[:0] = self._failure_notes(w.job)
+        return res
+
+    @staticmethod
+    def _failure_notes(job: Job) -> list[str]:
+        return [f"place {f['place']} failed (run {f['run_id']}: {f['message']}); "
+                + (f"retried on {job.tried[-1]}" if job.tried[-1] != f["place"]
+                   else "no retry left") for f in job.failures]
+
+    def _unrun(self, job: Job) -> CellResult:
+        why = "; ".join(f"{p}: {m}" for p, m in self.failed.items())
+        res = CellResult(job.cell, None, "failed", {}, self._failure_notes(job) + [
+            f"not run: every place matching {self.match} failed ({why})"],
+            series=None if job.series is None else job.series[0],
+            index=None if job.series is None else job.series[1])
+        return res
+
+    def _stop_workers(self, running: list[Worker], observer: MatrixObserver) -> None:
+        """SIGINT to every worker (its run stops, stores, releases), then wait."""
+        for w in running:
+            if w.proc.poll() is None:
+                w.proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + _STOP_GRACE_S
+        for w in running:
+            try:
+                w.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                observer.notice(f"the run on {w.place} did not stop in "
+                                f"{_STOP_GRACE_S:.0f} s: killed")
+                w.proc.kill()
+                w.proc.wait()
+            w.log.close()
+
+    def _release_leftovers(self, observer: MatrixObserver) -> None:
+        """Release any place this matrix used that is still acquired from here (a worker
+        that was killed could not)."""
+        if not self.used:
+            return
+        try:
+            listed = self.coordinator.places()
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            observer.notice(f"could not check the places are released: {exc}; release "
+                            f"them with labgrid-client -p PLACE release")
+            return
+        mine = me()
+        for p in listed:
+            if p.name in self.used and p.acquired == mine:
+                err = self.coordinator.release(p.name)
+                observer.notice(f"released place {p.name}" if err is None
+                                else f"could not release place {p.name}: {err}")
+
+
+# -- the worker -----------------------------------------------------------------------
+
+class _Quiet:
+    """The worker's matrix observer: the parent shows progress, the worker says only
+    its result (stdout)."""
+
+    def cell_started(self, index: int, total: int, cell: dict[str, Any]) -> None:
+        pass
+
+    def cell_progress(self, fraction: float) -> None:
+        pass
+
+    def cell_done(self, result: CellResult) -> None:
+        pass
+
+    def notice(self, text: str) -> None:
+        print(text, file=sys.stderr)
+
+
+def worker_main(argv: list[str]) -> int:
+    """``python -m irqlab.cli.matrix_pool --place PLACE SPEC``: run one cell on PLACE
+    into the store SPEC names and print its result as one JSON line."""
+    from irqlab.cli.matrix import _run_cell
+    from irqlab.store import open_store
+
+    place, spec = argv[1], json.loads(argv[2])
+    scn = load_scenario(spec["file"], repeat=spec["repeat"], max_cells=spec["max_cells"],
+                        overrides=spec["overrides"])
+    series = tuple(spec["series"]) if spec["series"] else None
+    with open_store(spec["db"]) as store:
+        res = _run_cell(scn, spec["cell"], store, _Quiet(), series,   # type: ignore[arg-type]
+                        place=place, pool=spec["pool"])
+    print(json.dumps({"run_id": res.run_id, "status": res.status, "summary": res.summary,
+                      "notes": res.notes, "message": res.summary.get("message")},
+                     default=str), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main(sys.argv[1:]))

@@ -1,0 +1,180 @@
+"""``irqlab matrix --lg-places MATCH --parallel N`` over a real labgrid coordinator on
+127.0.0.1 with 3 places whose boards are QEMU (TCG) running the x86-64 probe at a 10 ms
+period: every cell is stored once and every place released, with 3 workers and with 1;
+a place whose QEMU is killed mid-cell is marked and the cell retried on another place
+and recorded; Ctrl-C releases every place. Wall times are not asserted (a figure of
+scripts/bench-matrix-pool.py, not a test: TCG on a shared 2-core host)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from irqlab.store import Store
+from irqlab.store.provenance import provenance
+from tests.integration._labgrid_pool import (acquired, local_lab, write_scenario,
+                                             write_x86_env)
+
+pytestmark = [pytest.mark.integration, pytest.mark.emulated, pytest.mark.slow]
+
+pytest.importorskip("labgrid", reason="labgrid is not installed (./setup.sh installs "
+                                      "irqlab[labgrid])")
+
+PLACES = {"rig-a": {"board": "x86"}, "rig-b": {"board": "x86"}, "rig-c": {"board": "x86"},
+          "other": {"board": "arm"}}
+
+
+@pytest.fixture(scope="module")
+def lab():
+    with local_lab(PLACES) as env:
+        yield env
+
+
+@pytest.fixture
+def env_file(tmp_path, probe_built):
+    return write_x86_env(tmp_path / "x86.yaml")
+
+
+def matrix(args: list[str], env: dict, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "irqlab.cli.main", "matrix", *args,
+                             "--format", "json"], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def cells_of(out: str) -> list[dict]:
+    return [json.loads(ln) for ln in out.splitlines() if ln.startswith('{"type": "cell"')]
+
+
+def all_released(env: dict) -> bool:
+    return all(who is None for who in acquired(env).values())
+
+
+def test_pool_stores_every_cell_once_and_releases_the_places(lab, env_file, tmp_path):
+    scn = write_scenario(tmp_path / "pool.toml", env_file, "pool6", samples=50)
+    for parallel, match in (("3", "rig-*"), ("1", "board=x86")):
+        db = tmp_path / f"p{parallel}.duckdb"
+        p = matrix([str(scn), "--lg-places", match, "--parallel", parallel, "--db",
+                    str(db)], lab)
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err
+        rows = cells_of(out)
+        assert [r["threshold"] for r in rows] == [f"{300 + 10 * i}us" for i in range(6)]
+        assert all(r["status"] == "ok" and r["samples"] == 50 for r in rows), out
+        assert {r["place"] for r in rows} <= {"rig-a", "rig-b", "rig-c"}
+        with Store(db, read_only=True) as st:
+            runs = [r for r in st.runs() if r.suite == "pool6"]
+        assert sorted(r.cell["threshold"] for r in runs) == sorted(r["threshold"]
+                                                                   for r in rows)
+        for run in runs:                 # the board is in the tags and the metadata
+            assert run.status == "ok"
+            assert run.tags["board"] == run.metadata["pool"]["place"] \
+                == run.metadata["labgrid"]["place"]
+            assert run.metadata["pool"]["attempt"] == 1
+            assert provenance(run)["configuration"]["identities"]["board"] == \
+                run.tags["board"]
+        assert all_released(lab), acquired(lab)
+    # --resume: every cell is done, nothing runs again.
+    p = matrix([str(scn), "--lg-places", "rig-*", "--parallel", "3", "--resume", "--db",
+                str(tmp_path / "p3.duckdb")], lab)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0 and all(r["resumed"] for r in cells_of(out)), err
+    with Store(tmp_path / "p3.duckdb", read_only=True) as st:
+        assert len([r for r in st.runs() if r.suite == "pool6"]) == 6
+
+
+def _workers() -> dict[str, int]:
+    """Place -> pid of the pool worker running a cell on it."""
+    out = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"irqlab.cli.matrix_pool" in args and b"--place" in args:
+            out[args[args.index(b"--place") + 1].decode()] = int(pid)
+    return out
+
+
+def _qemu_child(parent: int) -> int | None:
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        name, rest = stat.split(") ", 1)
+        if "qemu-system" in name and int(rest.split()[1]) == parent:
+            return int(pid)
+    return None
+
+
+def test_killed_qemu_marks_the_place_and_the_cell_is_retried(lab, env_file, tmp_path):
+    scn = write_scenario(tmp_path / "kill.toml", env_file, "poolkill", samples=400,
+                         cells=2)
+    db = tmp_path / "db.duckdb"
+    p = matrix([str(scn), "--lg-places", "rig-*", "--parallel", "2", "--db", str(db)],
+               lab)
+    try:
+        victim, deadline = None, time.monotonic() + 90
+        while victim is None:
+            assert time.monotonic() < deadline and p.poll() is None, p.stderr.read()
+            for place, worker in _workers().items():
+                qemu = _qemu_child(worker)
+                if qemu is not None:
+                    victim = (place, qemu)
+                    break
+            time.sleep(0.2)
+        time.sleep(1.5)                  # booted and measuring (a 4 s cell)
+        os.kill(victim[1], signal.SIGKILL)
+        out, err = p.communicate(timeout=240)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    place = victim[0]
+    assert p.returncode == 0, err
+    rows = cells_of(out)
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    retried = [r for r in rows if any(f"place {place} failed" in n for n in r["notes"])]
+    assert len(retried) == 1 and retried[0]["place"] != place, rows
+    assert f"place {place} failed" in err
+    with Store(db, read_only=True) as st:
+        runs = [r for r in st.runs() if r.suite == "poolkill"]
+    failed = [r for r in runs if r.status == "failed"]
+    assert len(failed) == 1 and failed[0].tags["board"] == place
+    assert failed[0].cell == {"threshold": retried[0]["threshold"]}
+    retry = next(r for r in runs if r.run_id == retried[0]["run_id"])
+    assert retry.metadata["pool"]["attempt"] == 2
+    assert retry.metadata["pool"]["failed"][0]["place"] == place
+    assert retry.metadata["pool"]["failed"][0]["run_id"] == failed[0].run_id
+    assert all_released(lab), acquired(lab)
+
+
+def test_ctrl_c_releases_every_place(lab, env_file, tmp_path):
+    scn = write_scenario(tmp_path / "long.toml", env_file, "poollong", samples=100000,
+                         cells=3)
+    db = tmp_path / "db.duckdb"
+    p = matrix([str(scn), "--lg-places", "rig-*", "--parallel", "3", "--db", str(db)],
+               lab)
+    try:
+        deadline = time.monotonic() + 90
+        while sum(who is not None for who in acquired(lab).values()) < 3:
+            assert time.monotonic() < deadline and p.poll() is None, p.stderr.read()
+            time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    assert "--resume" in err
+    assert all_released(lab), acquired(lab)
+    assert not _workers()
+    with Store(db, read_only=True) as st:
+        statuses = [r.status for r in st.runs() if r.suite == "poollong"]
+    assert statuses and set(statuses) <= {"interrupted", "failed"}, statuses
