@@ -33,8 +33,15 @@ THRESHOLD_NS = 30_000            # between LATENCY_NS and SPIKE_NS
 
 
 class Quiet:
+    """An observer that sends this process SIGTERM ``stop_after_s`` after the run started
+    (its StopFlag is in place by then: an earlier signal would end pytest)."""
+
+    def __init__(self, stop_after_s: float) -> None:
+        self.stop_after_s = stop_after_s
+        self.timer: threading.Timer | None = None
+
     def on_started(self, info):
-        pass
+        self.timer = _sigterm_after(self.stop_after_s)
 
     def on_window(self, window, line):
         pass
@@ -50,7 +57,10 @@ class Quiet:
 def fake(monkeypatch):
     target = FakeTarget()
     monkeypatch.setitem(TARGETS, "fake", target)
+    # A SIGTERM that lands after a monitor's StopFlag is gone must not end pytest.
+    old = signal.signal(signal.SIGTERM, lambda *_: None)
     yield target
+    signal.signal(signal.SIGTERM, old)
     target.close()
 
 
@@ -60,16 +70,26 @@ def _sigterm_after(seconds: float) -> threading.Timer:
     return timer
 
 
+def _sigterm_once(folder: Path, timeout_s: float = 30.0) -> None:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if folder.is_dir() and any(folder.glob("*.parquet")):
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        time.sleep(0.05)
+
+
 def _monitor(db: Path, seconds: float, keep_raw_s: float = 3600.0, name: str = "mon",
              threshold_ns: int = THRESHOLD_NS, metrics: MonitorMetrics | None = None):
     cfg = config_for_target("fake", {}, period_ns=PERIOD_NS, window_ns=WINDOW_NS,
                             threshold_ns=threshold_ns, name=name)
-    timer = _sigterm_after(seconds)
+    observer = Quiet(seconds)
     try:
         with Store(db) as store:
-            return run_monitor(MonitorConfig(cfg, keep_raw_s, metrics), store, Quiet())
+            return run_monitor(MonitorConfig(cfg, keep_raw_s, metrics), store, observer)
     finally:
-        timer.cancel()
+        if observer.timer is not None:
+            observer.timer.cancel()
 
 
 def _stored_latencies(store: Store, run_id: int) -> np.ndarray:
@@ -261,12 +281,14 @@ def test_bad_input_is_one_line_and_exit_2(fake, tmp_path, args, says):
 
 
 def test_cli_sigterm_is_a_clean_exit_0(fake, tmp_path):
-    timer = _sigterm_after(0.7)
-    try:
-        res = call_cli(["monitor", "--target", "fake", "--window", "200ms", "--json",
-                        "--keep-raw", "30m"], tmp_path / "m.duckdb")
-    finally:
-        timer.cancel()
+    db = tmp_path / "m.duckdb"
+    # SIGTERM once the first window's file exists: the run (and its StopFlag) is on.
+    first_file = sample_files.run_dir(db, 1)
+    stopper = threading.Thread(target=_sigterm_once, args=(first_file,), daemon=True)
+    stopper.start()
+    res = call_cli(["monitor", "--target", "fake", "--window", "200ms", "--json",
+                    "--keep-raw", "30m"], db)
+    stopper.join(10)
     assert res.code == 0, res.stderr
     assert res.summary["status"] == "interrupted" and res.summary["name"] == "monitor-fake"
     # Its JSON lines are run's own kinds, each valid against its schema (docs/schema/).
