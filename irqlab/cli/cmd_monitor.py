@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
             if metrics is not None:
                 mcfg.metrics_address = f"{_host(addr)}:{port}"
             try:
-                result = run_monitor(mcfg, store, out)
+                result = run_monitor(mcfg, store, _NoProgress(out))
             finally:
                 out.close()
     finally:
@@ -158,6 +158,21 @@ def run(args: argparse.Namespace) -> int:
         stopped_by = str(result.summary.get("message") or "")
         return EXIT_OK if signal.Signals.SIGTERM.name in stopped_by else EXIT_INTERRUPTED
     return EXIT_OK if result.status == "ok" else EXIT_FAIL
+
+
+class _NoProgress:
+    """The renderer, without its progress bar: a monitor has no end to progress to (the
+    bar would sit at 0 %); window lines and notices as `irqlab run` prints them."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+
+    def on_started(self, info: dict[str, Any]) -> None:
+        self.out.on_started(info)
+        self.out.close()                  # ends the bar on_started opened
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.out, name)
 
 
 def _host(addr: str) -> str:

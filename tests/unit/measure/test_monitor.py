@@ -299,3 +299,18 @@ def test_cli_sigterm_is_a_clean_exit_0(fake, tmp_path):
         schema = json.loads((schemas / f"{line['type']}.schema.json").read_text())
         jsonschema.validate(line, schema)
     assert {"window", "summary"} <= kinds
+
+
+def test_a_metrics_port_in_use_is_one_line_and_exit_2(fake, tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        res = call_cli(["monitor", "--target", "fake", "--metrics", f"127.0.0.1:{port}"],
+                       tmp_path / "m.duckdb")
+    assert res.code == 2
+    err = res.stderr.strip()
+    assert f"127.0.0.1:{port}" in err and "pick another port" in err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "m.duckdb").exists()
