@@ -10,7 +10,8 @@ its window closes, and never touched again (a copy that resets it only delays it
 Each pass reads the files it drops, one at a time, and writes their samples above the
 threshold as one ``kept-*.parquet`` file in their place (Store.drop_sample_files: one
 transaction swaps the rows; the orphan sweep makes it crash-safe). Kept files are
-never pruned again. Memory is bounded by one file plus the kept records, which are cut
+never pruned again; beyond KEPT_FILES_MAX they are merged (compact_kept), so a run's
+file count stays bounded too. Memory is bounded by one file plus the kept records, which are cut
 into files of at most KEPT_MAX_RECORDS.
 """
 
@@ -38,6 +39,8 @@ else:
 # Kept (above-threshold) records in one kept file at most: a threshold below every
 # latency keeps everything, and that must not be read into memory at once.
 KEPT_MAX_RECORDS = 1_000_000
+# Kept files a run may have before they are merged (compact_kept).
+KEPT_FILES_MAX = 16
 
 
 @dataclass
@@ -114,7 +117,36 @@ def prune_run(store: Store, run_id: int, keep_raw_s: float, threshold_tick: int,
             group, kept, kept_n = [], [], 0
     if group:
         _swap(store, run_id, group, kept)
+    if done.files:
+        compact_kept(store, run_id)
     return done
+
+
+def compact_kept(store: Store, run_id: int) -> int:
+    """Merge a run's kept-* files once there are more than KEPT_FILES_MAX (each pass
+    with a spike adds one: a monitor at --keep-raw 5m would add 1,440 a day), runs of
+    neighbours into files of at most KEPT_MAX_RECORDS; returns the files merged away.
+    Kept files are older than every raw file left (retention goes oldest first), so
+    neighbours in sequence order merge without reordering anything."""
+    rows = store.sample_file_rows(run_id)
+    kept = [(n, name) for _f, n, name in rows if name.startswith(sample_files.KEPT_PREFIX)]
+    if len(kept) <= KEPT_FILES_MAX:
+        return 0
+    merged = 0
+    group: list[str] = []
+    total = 0
+    for n, name in [*kept, (KEPT_MAX_RECORDS, "")]:     # a sentinel ends the last group
+        if group and total + n > KEPT_MAX_RECORDS:
+            if len(group) > 1:
+                tables = [pq.read_table(sample_files.file_path(store.path, run_id, g))
+                          for g in group]
+                _swap(store, run_id, group, tables)
+                merged += len(group) - 1
+            group, total = [], 0
+        if name:
+            group.append(name)
+            total += n
+    return merged
 
 
 def _within_budget(store: Store, run_id: int, names: list[str], max_samples: int

@@ -314,3 +314,28 @@ def test_a_metrics_port_in_use_is_one_line_and_exit_2(fake, tmp_path):
     err = res.stderr.strip()
     assert f"127.0.0.1:{port}" in err and "pick another port" in err
     assert len(err.splitlines()) == 1 and not (tmp_path / "m.duckdb").exists()
+
+
+def test_kept_files_are_merged_beyond_the_limit(fake, tmp_path, monkeypatch):
+    """One file pruned a call (budget 1) makes a kept file a call; past KEPT_FILES_MAX
+    (2 here) they are merged, in order, with every spike still stored once."""
+    from irqlab.store import retention
+
+    monkeypatch.setattr(retention, "KEPT_FILES_MAX", 2)
+    db = tmp_path / "m.duckdb"
+    res = _monitor(db, 1.2)
+    later = time.time() + 7200
+    with Store(db) as store:
+        lat = _stored_latencies(store, res.run_id)
+        seq_before = [int(x) for b in store.iter_samples(res.run_id)
+                      for x in b.column("seq").to_pylist()]
+        while prune_run(store, res.run_id, 3600, THRESHOLD_NS, now_s=later,
+                        max_samples=1).files:
+            kept = [name for _f, _n, name in store.sample_file_rows(res.run_id)
+                    if name.startswith(sample_files.KEPT_PREFIX)]
+            assert len(kept) <= 2
+        after = _stored_latencies(store, res.run_id)
+        seq_after = [int(x) for b in store.iter_samples(res.run_id)
+                     for x in b.column("seq").to_pylist()]
+    assert len(after) == int((lat > THRESHOLD_NS).sum()) and (after == SPIKE_NS).all()
+    assert seq_after == [s for s, v in zip(seq_before, lat) if v > THRESHOLD_NS]
