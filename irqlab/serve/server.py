@@ -89,9 +89,15 @@ def serve(db: str | Path, sock: socket.socket, bind: Bind, token: str | None,
           say: Callable[[str], None]) -> None:
     """Serve on ``sock`` (from :func:`listen`) until SIGINT/SIGTERM, which uvicorn
     handles: it stops accepting, finishes the requests under way and returns."""
+    import anyio
+    import anyio.to_thread
     import uvicorn
 
     from irqlab.serve.app import LOOPBACK_HOSTS, build_app
+
+    # Pages run in anyio's worker threads; its asyncio backend is imported on the first
+    # such call (0.2 s): pay it here, not in the first visitor's request.
+    anyio.run(anyio.to_thread.run_sync, lambda: None)
 
     # Behind a loopback bind only loopback Host headers are answered (DNS rebinding);
     # an exposed server is reached by any name, and its token guards it.
