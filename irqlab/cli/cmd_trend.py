@@ -46,6 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "compare); their runs together, ordered by start time")
     p.add_argument("--metric", default="p99.9", metavar="METRIC",
                    help=f"the summary figure to follow: {metrics} (default p99.9)")
+    p.add_argument("--by", default=None, metavar="KEY",
+                   help="order the runs by their tag KEY (natural order: kernel 6.1 < 6.6 "
+                        "< 6.10), then start time, instead of by start time; runs without "
+                        "the tag are left out")
     p.add_argument("--p-max", type=_p_max, default=P_MAX, metavar="P",
                    help=f"largest p-value of a change point (default {P_MAX})")
     p.add_argument("--permutations", type=count, default=PERMUTATIONS, metavar="N",
@@ -72,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             trend = build_trend(store, args.runs, args.metric, p_max=args.p_max,
                                 permutations=args.permutations, min_size=args.min_size,
-                                seed=args.seed)
+                                seed=args.seed, by_tag=args.by)
         except TrendError as exc:
             raise UsageError(str(exc)) from None
     if args.json:
@@ -90,19 +94,24 @@ def human_lines(trend: Trend) -> list[str]:
     """One line per run (date, run, value; change points marked), then one per change."""
     label = trend.metric.label
     scale = "log scale" if trend.log_scale else "linear scale: a value is 0"
-    out = [f"{label} of {len(trend.points)} runs ({' '.join(trend.selectors)}) by start "
-           f"time; change points: E-divisive means, p <= {trend.p_max:g}, "
+    order = f"tag {trend.by_tag}, then start time" if trend.by_tag else "start time"
+    out = [f"{label} of {len(trend.points)} runs ({' '.join(trend.selectors)}) by {order}; "
+           f"change points: E-divisive means, p <= {trend.p_max:g}, "
            f"{trend.permutations} permutations, >= {trend.min_size} runs a segment, {scale}"]
     width = max(len(str(p.run_id)) for p in trend.points)
+    tag_width = max(len(p.tag_value or "") for p in trend.points)
     for i, p in enumerate(trend.points):
         mark = "*" if i in trend.starts else " "
         status = "" if p.status == "ok" else f" ({p.status})"
-        out.append(f"{mark} {p.started_at:%Y-%m-%d %H:%M:%S}  #{p.run_id:<{width}}  "
+        tag = f"{trend.by_tag}={p.tag_value:<{tag_width}}  " if trend.by_tag else ""
+        out.append(f"{mark} {p.started_at:%Y-%m-%d %H:%M:%S}  #{p.run_id:<{width}}  {tag}"
                    f"{format_latency(p.value_ns):>10}  {p.name}{status}"
                    + ("   <- change point" if mark == "*" else ""))
     if trend.skipped:
-        out.append(f"(no {label} in the summary of run(s) "
-                   f"{', '.join(f'#{p.run_id}' for p in trend.skipped)}: left out)")
+        why = f"no {label} in the summary" + (f" or no tag {trend.by_tag}"
+                                               if trend.by_tag else "")
+        out.append(f"({why}: run(s) {', '.join(f'#{p.run_id}' for p in trend.skipped)} "
+                   f"left out)")
     for c in trend.change_points:
         p = trend.points[c.index]
         ratio = "—" if math.isnan(c.ratio) else f"x{c.ratio:.3g}"

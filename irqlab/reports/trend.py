@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,7 @@ class TrendPoint:
     started_at: dt.datetime
     status: str
     value_ns: float | None
+    tag_value: str | None = None      # the run's value of the --by tag (None: not asked)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class Trend:
     min_size: int
     seed: int
     starts: set[int] = field(default_factory=set)   # points[i] first after a change
+    by_tag: str | None = None         # ordered by this tag's value (None: by start time)
 
     def lines(self) -> list[dict[str, Any]]:
         """The JSON lines (docs/formats.md section 4, types trend, trend_run,
@@ -81,10 +84,12 @@ class Trend:
                 "method": METHOD, "scale": "log" if self.log_scale else "linear",
                 "p_max": self.p_max, "permutations": self.permutations,
                 "min_size": self.min_size, "seed": self.seed,
-                "change_points": len(self.change_points)}
+                "change_points": len(self.change_points),
+                "order": f"tag:{self.by_tag}" if self.by_tag else "started_at"}
         runs = [{"type": "trend_run", "version": TREND_VERSION, "index": i,
                  "run_id": p.run_id, "name": p.name, "started_at": p.started_at.isoformat(),
-                 "status": p.status, "value_ns": p.value_ns, "change_point": i in self.starts}
+                 "status": p.status, "value_ns": p.value_ns, "change_point": i in self.starts,
+                 "tag_value": p.tag_value}
                 for i, p in enumerate(self.points)]
         return [head, *runs, *(self.change_line(c) for c in self.change_points)]
 
@@ -99,36 +104,54 @@ class Trend:
                 "ratio": None if math.isnan(c.ratio) else c.ratio}
 
 
-def series_points(store: Store | PgStore, selectors: list[str],
-                  metric: Field) -> tuple[list[TrendPoint], list[TrendPoint]]:
-    """The selected runs in time order (start, then run id), split into those whose
-    stored summary has the metric and those that have none (no summary yet, an import
-    whose source gave no such figure)."""
+def series_points(store: Store | PgStore, selectors: list[str], metric: Field,
+                  by_tag: str | None = None) -> tuple[list[TrendPoint], list[TrendPoint]]:
+    """The selected runs in time order (start, then run id), or with ``by_tag`` in the
+    natural order of that tag's values (kernel 6.1 < 6.6 < 6.10), then time; split into
+    those used and those left out: no value of the metric in the stored summary (no
+    summary yet, an import whose source gave no such figure) or no such tag."""
     rows = sorted(select_runs(store, selectors), key=lambda r: (r.started_at, r.run_id))
-    points = [_point(r, metric) for r in rows]
-    return ([p for p in points if p.value_ns is not None],
-            [p for p in points if p.value_ns is None])
+    points = [_point(r, metric, by_tag) for r in rows]
+    if by_tag is not None:
+        # sorted() is stable: runs of one tag value stay in time order.
+        points.sort(key=lambda p: _natural(p.tag_value or ""))
+    used = [p for p in points if p.value_ns is not None
+            and (by_tag is None or p.tag_value is not None)]
+    kept = {p.run_id for p in used}
+    return used, [p for p in points if p.run_id not in kept]
 
 
-def _point(row: RunRow, metric: Field) -> TrendPoint:
+def _point(row: RunRow, metric: Field, by_tag: str | None) -> TrendPoint:
     # As stored (integer ns for every latency of a measured run), as `show --json` has it.
     return TrendPoint(row.run_id, row.name, row.started_at, row.status,
-                      (row.summary or {}).get(metric.key))
+                      (row.summary or {}).get(metric.key),
+                      None if by_tag is None else row.tags.get(by_tag))
+
+
+def _natural(text: str) -> tuple[str | int, ...]:
+    """Sort key: runs of digits compare as numbers ("6.10" after "6.9"). re.split with
+    a group puts text at even and digits at odd places, so two keys never compare a
+    number with a text."""
+    return tuple(int(part) if i % 2 else part
+                 for i, part in enumerate(re.split(r"(\d+)", text)))
 
 
 def build_trend(store: Store | PgStore, selectors: list[str], metric: str, *,
                 p_max: float = DEFAULT_P_MAX, permutations: int = DEFAULT_PERMUTATIONS,
-                min_size: int = DEFAULT_MIN_SIZE, seed: int = 0) -> Trend:
-    """The trend of ``metric`` over the runs ``selectors`` name, with its change points.
+                min_size: int = DEFAULT_MIN_SIZE, seed: int = 0,
+                by_tag: str | None = None) -> Trend:
+    """The trend of ``metric`` over the runs ``selectors`` name, with its change points;
+    ordered by start time, or with ``by_tag`` by that tag's values (series_points).
 
     TrendError when it cannot be made (unknown metric, too few runs with the metric);
     StoreError (irqlab.store) when a selector names no run."""
     f = metric_field(metric)
-    points, skipped = series_points(store, selectors, f)
+    points, skipped = series_points(store, selectors, f, by_tag)
     need = 2 * min_size
     if len(points) < need:
+        what = f"a {f.label} value" + (f" and tag {by_tag}" if by_tag else "")
         raise TrendError(
-            f"{len(points)} runs with a {f.label} value in {' '.join(selectors)}: no change "
+            f"{len(points)} runs with {what} in {' '.join(selectors)}: no change "
             f"can be found with fewer than {need} runs (two segments of at least "
             f"{min_size}); select more runs or pass a smaller --min-size")
     if len(points) > MAX_VALUES:
@@ -140,4 +163,4 @@ def build_trend(store: Store | PgStore, selectors: list[str], metric: str, *,
     found = find_change_points(values, p_max=p_max, permutations=permutations,
                                min_size=min_size, seed=seed, log=log_scale)
     return Trend(f, tuple(selectors), points, skipped, found, log_scale, p_max,
-                 permutations, min_size, seed, {c.index for c in found})
+                 permutations, min_size, seed, {c.index for c in found}, by_tag)

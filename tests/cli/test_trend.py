@@ -28,8 +28,10 @@ def store_path(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("trend") / "trend.duckdb"
     with Store(path) as st:
         for day, scale in enumerate(SCALES):
+            # Kernel 6.9 for the first 6 nights, then 6.10 (a text sort puts 6.10 first).
+            kernel = "6.9" if day < 6 else "6.10"
             rid = add_run(st, "nightly", np.arange(1, 1001, dtype=np.int64) * scale,
-                          tags={"series": "nightly-0a1b2c"}, raw=False)
+                          tags={"series": "nightly-0a1b2c", "kernel": kernel}, raw=False)
             st.update_run(rid, started_at=T0 + dt.timedelta(days=day))
         add_run(st, "other", np.arange(1, 101, dtype=np.int64), raw=False)
     return path
@@ -66,6 +68,19 @@ def test_text_lists_each_run_marks_the_change_and_says_it(store_path):
         f"segment means), p = {p:.3g}",
     ]
     assert p <= 0.05
+
+
+def test_by_tag_shows_the_tag_and_orders_by_version(store_path):
+    res = call_cli(["trend", SERIES, "--metric", "max", "--by", "kernel"], store_path)
+    assert res.code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("max of 12 runs (series:nightly-0a1b2c) by tag kernel, then "
+                               "start time; change points")
+    assert lines[1] == "  2026-11-01 03:00:00  #1   kernel=6.9      9000 ns  nightly"
+    assert lines[7] == ("* 2026-11-07 03:00:00  #7   kernel=6.10     18.0 us  nightly   "
+                        "<- change point")
+    _one_line_error(call_cli(["trend", SERIES, "--by", "compiler"], store_path),
+                    "0 runs with a p99.9 value and tag compiler in series:nightly-0a1b2c")
 
 
 def test_json_lines_follow_their_schemas_and_show_s_numbers(store_path):

@@ -16,15 +16,17 @@ from tests.unit.reports._runs import add_run
 T0 = dt.datetime(2026, 11, 1, 3, 0, 0)
 
 
-def _nightly(store: Store, n: int, step_at: int, sid: str) -> list[int]:
+def _nightly(store: Store, n: int, step_at: int, sid: str,
+             kernels: list[str] | None = None) -> list[int]:
     """n runs of one series, one a day, the latencies x1.5 from run ``step_at`` on."""
     rng = np.random.default_rng(11)
     ids = []
     for i in range(n):
         scale = 1.5 if i >= step_at else 1.0
         lat = np.round(rng.lognormal(np.log(5_000 * scale), 0.3, 1_000)).astype(np.int64)
+        tags = {"series": sid} | ({"kernel": kernels[i]} if kernels and kernels[i] else {})
         # The summary is what a trend reads; raw samples would only slow the test.
-        rid = add_run(store, "nightly", lat, tags={"series": sid}, raw=False)
+        rid = add_run(store, "nightly", lat, tags=tags, raw=False)
         store.update_run(rid, started_at=T0 + dt.timedelta(days=i))
         ids.append(rid)
     return ids
@@ -33,12 +35,15 @@ def _nightly(store: Store, n: int, step_at: int, sid: str) -> list[int]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """series "step" (14 runs, x1.5 from the 9th), series "short" (9 runs), series
-    "shuffled" (4 runs, the first started last, and one run without a summary)."""
+    "shuffled" (4 runs, the first started last, and one run without a summary), series
+    "kernels" (5 runs tagged kernel, one not)."""
     path = tmp_path_factory.mktemp("trend") / "trend.duckdb"
     with Store(path) as st:
         ids = {"step": _nightly(st, 14, 8, "step-000001"),
                "short": _nightly(st, 9, 99, "short-000002"),
-               "shuffled": _nightly(st, 4, 99, "shuffled-000003")}
+               "shuffled": _nightly(st, 4, 99, "shuffled-000003"),
+               "kernels": _nightly(st, 6, 99, "kernels-000004",
+                                   ["6.10.2", "6.9", "6.1", "", "6.10.2", "6.9-rt"])}
         st.update_run(ids["shuffled"][0], started_at=T0 + dt.timedelta(days=10))
         ids["no summary"] = [add_run(st, "nightly", None, tags={"series": "shuffled-000003"})]
         st.update_run(ids["no summary"][0], started_at=T0 + dt.timedelta(days=5))
@@ -98,3 +103,21 @@ def test_too_few_runs_and_unknown_selectors_are_said(store):
     assert len(build_trend(store, ["series:short-000002"], "p99.9", min_size=4).points) == 9
     with pytest.raises(StoreError, match="no series 'nope'"):
         build_trend(store, ["series:nope"], "p99.9")
+
+
+def test_by_tag_orders_by_the_tag_s_natural_order_then_time(store, runs):
+    ids = runs[1]["kernels"]
+    points, skipped = series_points(store, ["series:kernels-000004"], metric_field("p50"),
+                                    by_tag="kernel")
+    # 6.1 < 6.9 < 6.9-rt < 6.10.2 (twice: in start order); the untagged run is left out.
+    assert [(p.run_id, p.tag_value) for p in points] == [
+        (ids[2], "6.1"), (ids[1], "6.9"), (ids[5], "6.9-rt"), (ids[0], "6.10.2"),
+        (ids[4], "6.10.2")]
+    assert [p.run_id for p in skipped] == [ids[3]]
+    trend = build_trend(store, ["series:kernels-000004"], "p50", by_tag="kernel",
+                        min_size=2)
+    head, first = trend.lines()[:2]
+    assert head["order"] == "tag:kernel" and head["skipped_run_ids"] == [ids[3]]
+    assert first["tag_value"] == "6.1"
+    assert build_trend(store, ["series:step-000001"], "p50").lines()[0]["order"] == \
+        "started_at"
