@@ -105,7 +105,7 @@ def human_lines(trend: Trend) -> list[str]:
         status = "" if p.status == "ok" else f" ({p.status})"
         tag = f"{trend.by_tag}={p.tag_value:<{tag_width}}  " if trend.by_tag else ""
         out.append(f"{mark} {p.started_at:%Y-%m-%d %H:%M:%S}  #{p.run_id:<{width}}  {tag}"
-                   f"{format_latency(p.value_ns):>10}  {p.name}{status}"
+                   f"{format_latency(_ns(p.value_ns)):>10}  {p.name}{status}"
                    + ("   <- change point" if mark == "*" else ""))
     if trend.skipped:
         why = f"no {label} in the summary" + (f" or no tag {trend.by_tag}"
@@ -116,11 +116,15 @@ def human_lines(trend: Trend) -> list[str]:
         p = trend.points[c.index]
         ratio = "—" if math.isnan(c.ratio) else f"x{c.ratio:.3g}"
         out.append(f"change at run #{p.run_id} {p.name} ({p.started_at:%Y-%m-%d %H:%M:%S}): "
-                   # Means to the ns, as the JSON has them (format_latency shows ns
-                   # as given: a float would print all its digits).
-                   f"{label} {format_latency(round(c.mean_before))} -> "
-                   f"{format_latency(round(c.mean_after))} "
+                   f"{label} {format_latency(_ns(c.mean_before))} -> "
+                   f"{format_latency(_ns(c.mean_after))} "
                    f"({ratio}, segment means), p = {c.p_value:.3g}")
     if not trend.change_points:
         out.append(f"no change point with p <= {trend.p_max:g} in {len(trend.points)} runs")
     return out
+
+
+def _ns(value: float | None) -> int | None:
+    """A figure to the ns, as the JSON has means (format_latency prints ns as given: a
+    float, e.g. a segment mean, would show all its digits)."""
+    return None if value is None else round(value)
