@@ -72,6 +72,7 @@ def outputs(tmp_path_factory, probe_built) -> dict[str, list[dict[str, Any]]]:
     scn = tmp / "m.toml"
     scn.write_text(MATRIX)
     out["matrix"] = _cli(["matrix", str(scn), "--format", "json"], db)
+    out["matrix --dry-run"] = _cli(["matrix", str(scn), "--dry-run", "--format", "json"], db)
     out["list"] = _cli(["list", "--json"], db)
     out["show"] = _cli(["show", "1", "--json"], db)
     out["show --hist"] = _cli(["show", "1", "--hist", "--json"], db)
