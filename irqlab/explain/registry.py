@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from irqlab.explain.host import HostVcpuExplainer
+from irqlab.explain.linux_guest import LinuxGuestExplainer
 from irqlab.explain.native import NativeExplainer
 from irqlab.explain.netpath import NetRunExplainer
 from irqlab.explain.seam import CaptureExplainer, Request, Silent, hook_meta
@@ -24,6 +25,7 @@ EXPLAINERS: dict[str, CaptureExplainer] = {e.kind: e for e in (
     XentraceExplainer(),
     NetRunExplainer(),
     NativeExplainer(),
+    LinuxGuestExplainer(),
 )}
 
 # The capture hooks (irqlab.trace.capture.TraceHook, irqlab.xen.capture.XentraceHook)

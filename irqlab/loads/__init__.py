@@ -9,6 +9,7 @@ from irqlab.loads.console import ConsoleLoad
 from irqlab.loads.cpu import CpuLoad
 from irqlab.loads.dom0 import Dom0ConsoleLoad, Dom0CpuLoad, DomainCreateLoad, HypercallLoad
 from irqlab.loads.guest_disk import GuestDiskLoad
+from irqlab.loads.guest_hog import GuestHogLoad
 from irqlab.loads.hackbench import HackbenchLoad
 from irqlab.loads.io import IoLoad
 from irqlab.loads.memory import MemoryLoad
@@ -19,7 +20,7 @@ from irqlab.loads.netns_flood import NetnsFloodLoad
 LOADS: dict[str, type[Load]] = {c.kind: c for c in (
     CpuLoad, HackbenchLoad, IoLoad, CacheLoad, MemoryLoad, ConsoleLoad, NeighbourLoad,
     Dom0CpuLoad, Dom0ConsoleLoad, DomainCreateLoad, HypercallLoad, NetFloodLoad,
-    GuestDiskLoad, NetnsFloodLoad)}
+    GuestDiskLoad, NetnsFloodLoad, GuestHogLoad)}
 
 
 def parse_load(spec: str, index: int = 1) -> Load | None:

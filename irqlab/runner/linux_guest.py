@@ -16,18 +16,20 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.machines import machine_for
-from irqlab.runner.native import (NATIVE_GTRACE, NATIVE_INIT, NATIVE_PROBE, no_layout,
-                                  probe_args)
+from irqlab.runner.native import (NATIVE_BUILD, NATIVE_GTRACE, NATIVE_INIT, NATIVE_PROBE,
+                                  no_layout, probe_args)
 from irqlab.runner.process import MeasuredProcess
 from irqlab.runner.qemu import base_argv, memfd_backend
 
 KERNEL_ENV = "IRQLAB_LINUX_KERNEL"
+HOG = NATIVE_BUILD / "irqlab-hog"
 GUEST_CAPACITY = 16384            # records per ring: 16 s at 1 ms, ample for 20 ms polls
 
 
@@ -78,6 +80,14 @@ def build_initramfs(dest: Path, init: Path = NATIVE_INIT, probe: Path = NATIVE_P
     return dest
 
 
+class InGuestHog(ABC):
+    """A load the Linux guest's init runs beside the probe (irqlab.loads.guest_hog)."""
+
+    @abstractmethod
+    def hog_args(self) -> list[str]:
+        """irqlab-hog's arguments (probes/native/hog.c)."""
+
+
 def _pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
@@ -98,6 +108,7 @@ class LinuxGuest(MeasuredProcess):
     kernel: Path | None = None
     extra_qemu_args: list[str] = field(default_factory=list)
     name: str = "irqlab"
+    hog_args: list[str] = field(default_factory=list)   # irqlab-hog's, when a guest-hog
     # Bytes the ring directory + rings take, (rings, capacity) -> bytes: the ring
     # format belongs to the samples layer, which the runner does not import.
     layout_bytes: Callable[[int, int], int] = no_layout
@@ -118,6 +129,8 @@ class LinuxGuest(MeasuredProcess):
         # a CPU list with commas.
         cmdline = ("console=ttyS0 quiet panic=-1 tsc=reliable "
                    f"irqlab.args={';'.join(args)}")
+        if self.hog_args:
+            cmdline += f" irqlab.hog={';'.join(self.hog_args)}"
         return (base_argv(self.machine.qemu, self.name, self.memory_mib, smp=max(cpus) + 1)
                 + self.machine.argv(self.plan, self.icount)
                 + memfd_backend("irqlab-shm", str(shm_bytes), self.mem_fd)
@@ -142,6 +155,10 @@ class LinuxGuest(MeasuredProcess):
         # (irqlab.trace.guest); without it the initramfs is as before.
         extra = ([("irqlab-gtrace", stat.S_IFREG | 0o755, NATIVE_GTRACE.read_bytes())]
                  if NATIVE_GTRACE.exists() else [])
+        if self.hog_args:
+            if not HOG.exists():
+                raise FileNotFoundError(f"{HOG} is not built: run `make -C probes/native`")
+            extra.append(("irqlab-hog", stat.S_IFREG | 0o755, HOG.read_bytes()))
         initrd = build_initramfs(self._workdir("irqlab-linux-") / "initramfs.cpio",
                                  extra=extra)
         # ivshmem BARs are a power of two in size.

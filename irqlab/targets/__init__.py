@@ -30,7 +30,8 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
 # gets when the chosen target lacks it.
 CAPABILITIES: dict[str, str] = {"xen-dom0": "--target xen --xen-dom0 linux",
                                  "guest-net": "--target net --net tap",
-                                 "guest-disk": "--target net"}
+                                 "guest-disk": "--target net",
+                                 "guest-hog": "--target linux-guest"}
 
 # Built-in suites: name -> targets in the order they run.
 SUITES: dict[str, tuple[str, ...]] = {"all": ("native", "guest", "linux-guest")}

@@ -9,7 +9,7 @@ from typing import Any
 from irqlab.doctor import SETUP, Check
 from irqlab.runner.accel import AccelPlan, plans_for
 from irqlab.runner.hostinfo import qemu_version
-from irqlab.runner.linux_guest import LinuxGuest
+from irqlab.runner.linux_guest import InGuestHog, LinuxGuest
 from irqlab.runner.machines import machine_for
 from irqlab.runner.process import MeasuredProcess
 from irqlab.samples.multiring import MultiRingReader, layout_bytes
@@ -26,6 +26,10 @@ _AUTO_KVM_BOOT_S = 10.0
 @dataclass
 class LinuxGuestOptions(NativeOptions):
     accel: str = "auto"
+
+    def capabilities(self) -> frozenset[str]:
+        """"guest-hog": an init that runs a known preempter beside the probe."""
+        return frozenset({"guest-hog"})
 
 
 class LinuxGuestTarget(Target):
@@ -63,10 +67,12 @@ class LinuxGuestTarget(Target):
     def spawn(self, cfg: Any, plan: AccelPlan, name: str,
               process_args: list[str]) -> MeasuredProcess:
         opts = cfg.options
+        hogs = [h for h in cfg.hooks if isinstance(h, InGuestHog)]
         return LinuxGuest(cfg.period_ns, plan, cpus=opts.cpus, priority=opts.priority,
                           rt_fallback=opts.rt_fallback, samples=cfg.target_samples() or 0,
                           icount=opts.icount, extra_qemu_args=list(process_args),
-                          name=name, layout_bytes=layout_bytes)
+                          name=name, layout_bytes=layout_bytes,
+                          hog_args=hogs[0].hog_args() if hogs else [])
 
     def trace_capture(self, options: Any, db_path: Any, period_ns: int) -> Any:
         """The host capture around QEMU and the guest kernel's own (kind

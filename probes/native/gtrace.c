@@ -220,6 +220,8 @@ static int setup_tracing(void)
 			strcat(enabled, "\n");
 		}
 	}
+	/* trace_marker writes (the guest-hog's stamps) land as ftrace:print */
+	ship_file("events/ftrace/print/format", "events/ftrace/print/format");
 	ship_file("events/header_page", "header_page");
 	ship_file("events/header_event", "header_event");
 	put(REC_FILE, 0, "enabled", enabled, (uint32_t)strlen(enabled));

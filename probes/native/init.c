@@ -21,6 +21,10 @@
  * device sits at the trace slot (PCI 00:10.0), /irqlab-gtrace records the
  * guest kernel's ftrace into it; the probe starts once tracing is on, and
  * gtrace drains its last pages before the VM ends.
+ *
+ * With irqlab.hog=CPU;PRIO;SPIN_NS;EVERY_NS;DELAY_NS (--load guest-hog) it
+ * starts /irqlab-hog with those arguments before the probe and leaves it
+ * running: a known SCHED_FIFO preempter inside the guest.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -48,6 +52,7 @@
 #define PROBE_PATH		"/irqlab-native"
 #define ECHO_PATH		"/irqlab-echo"
 #define DISKIO_PATH		"/irqlab-diskio"
+#define HOG_PATH		"/irqlab-hog"
 #define MODULE_DIR		"/lib/modules"
 #define MODULE_ORDER		MODULE_DIR "/load-order"
 #define NETDEV_WAIT_MS		10000	/* virtio-net probes asynchronously */
@@ -300,6 +305,28 @@ static int start_diskio(char *cmdline)
 	return 0;
 }
 
+/* start_hog - run HOG_PATH with irqlab.hog=... from @cmdline in the background */
+static void start_hog(char *cmdline)
+{
+	char *argv[MAX_ARGS + 2];
+	int argc = 0;
+	pid_t pid;
+
+	argv[argc++] = HOG_PATH;
+	argc += probe_args(cmdline, "irqlab.hog=", argv + argc, MAX_ARGS);
+	argv[argc] = NULL;
+	pid = fork();
+	if (pid == 0) {
+		execv(HOG_PATH, argv);
+		say(HOG_PATH, strerror(errno));
+		_exit(127);
+	}
+	if (pid < 0)
+		say("cannot start the guest hog", strerror(errno));
+	else
+		say("guest hog started", NULL);
+}
+
 /*
  * start_gtrace - when the trace device is there, run GTRACE_PATH on it and wait
  * until its tracing is on; its pid, 0 without the device, -1 when it failed
@@ -396,8 +423,15 @@ int main(void)
 		argv[argc++] = PROBE_PATH;
 		argv[argc++] = "--shm";
 		argv[argc++] = shm;
-		argc += probe_args(cmdline, "irqlab.args=", argv + argc, MAX_ARGS);
+		/* tracing first, so the trace sees the hog start; probe_args cuts cmdline */
 		gtrace = start_gtrace();
+		if (strstr(cmdline, "irqlab.hog=")) {
+			static char hog_copy[CMDLINE_BYTES];
+
+			memcpy(hog_copy, cmdline, sizeof(cmdline));
+			start_hog(hog_copy);
+		}
+		argc += probe_args(cmdline, "irqlab.args=", argv + argc, MAX_ARGS);
 		say("starting the probe on", shm);
 	}
 	argv[argc] = NULL;

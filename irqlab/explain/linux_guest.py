@@ -1,0 +1,346 @@
+"""The explainer of a Linux-guest run (kind ``linux-guest``: ``irqlab run --target
+linux-guest --trace``): each spike of the probe inside the guest, attributed across the
+guest/host boundary. Every cause names its layer as its first word.
+
+**Guest side.** The guest kernel's own capture (irqlab.trace.guest, on the guest's
+CLOCK_MONOTONIC, the clock the probe's samples are read on, so the map is exact) is read
+exactly as a native run's (irqlab.explain.native: stages deadline → timer IRQ entry →
+probe woken → switched in → handler; ``preempted by COMM/PID prio P``, IRQs, softirqs,
+IRQ latency inferred from the gap) and each cause gets ``guest: ``.
+
+**Host side.** The host capture around QEMU (irqlab.trace.capture, trace clock x86-tsc)
+is followed along the vCPU thread of the sample's guest CPU (irqlab.explain.attribute):
+the time that thread could not run guest code — preempted (``host: vCPU thread
+preempted by COMM/PID``), stopped, host hard/soft IRQs on its CPU — is a host-side cause;
+the time it ran (or halted, the guest idle waiting for its timer) is the guest's, which
+the guest side explains. The guest's clock runs on while its vCPU thread is off the CPU,
+and the guest would charge that time to whatever it last ran; so the guest's causes are
+taken over the on-CPU pieces of the window only: the periods the host shows the vCPU
+thread runnable or stopped are mapped into guest time and cut out (the native
+attribution is additive over a window's prefixes: causes of [p, q] = causes of [a, q] -
+causes of [a, p]). What is left (host IRQs inside run periods, mapping error) is closed
+by scaling the guest's causes, so a sample's causes add up to its latency.
+
+**Clock (guest → host).** The samples are guest CLOCK_MONOTONIC ns; the host capture is
+on the host TSC. The guest reads its CLOCK_MONOTONIC and TSC back to back at the start
+and at every drain of its trace (``guest_anchors``), which gives guest TSC as a linear
+function of guest ns; the host capture's ring-read anchors (a sample seen between two
+trace markers, irqlab.explain.clock) then bound the guest TSC → host TSC offset and
+check the candidates (plain TCG: guest TSC = host TSC; KVM: debugfs tsc-offset). The
+bound is reported as ``error_bound_ns``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from irqlab.explain.attribute import (CPU_IDLE, UNEXPLAINED, VCPU_BLOCKED, VCPU_RUNNING,
+                                      Attribution, Explainer, aggregate)
+from irqlab.explain.clock import check_causality, fit_clock, refine_with_causality
+from irqlab.explain.host import tracefs_writers
+from irqlab.explain.load import Trace, decode_capture
+from irqlab.explain.native import (STAGE_ORDER, NativeAttributor, explain_native,
+                                   switch_priorities)
+from irqlab.explain.run import Explained, capture_path
+from irqlab.explain.seam import Explanation, Progress, Request, stored_samples
+from irqlab.explain.shape import attributed_json
+from irqlab.explain.timeline import RUNNABLE, STOPPED
+from irqlab.store import Store, StoreError
+from irqlab.store.db import RunRow
+from irqlab.trace.archive import read_archive
+from irqlab.trace.guest import guest_trace_file_for
+
+PROBE_COMM = "irqlab-native"
+# Host-side states of the vCPU thread that are the guest's own time (running guest code,
+# or halted waiting for the guest's timer): the guest side explains them.
+GUEST_TIME = (VCPU_RUNNING, VCPU_BLOCKED)
+
+
+class GuestHostClock:
+    """guest CLOCK_MONOTONIC ns -> guest TSC (guest anchors) -> host trace ticks
+    (offset fitted on the host capture's ring-read anchors)."""
+
+    def __init__(self, anchors: list[dict[str, int]]) -> None:
+        if len(anchors) < 2 or anchors[1]["mono_ns"] <= anchors[0]["mono_ns"]:
+            raise ValueError("the guest capture has no two clock anchors")
+        a0, a1 = anchors[0], anchors[1]
+        self.m0, self.t0 = int(a0["mono_ns"]), int(a0["tsc"])
+        self.rate = (int(a1["tsc"]) - self.t0) / (int(a1["mono_ns"]) - self.m0)
+        self.offset = 0                 # guest TSC - host tick, set by fit()
+        self.fitted: Any = None
+
+    def guest_tsc(self, mono_ns: np.ndarray | int) -> np.ndarray:
+        m = np.asarray(mono_ns, dtype=np.int64)
+        return (self.t0 + np.round((m - self.m0) * self.rate)).astype(np.int64)
+
+    def to_host(self, mono_ns: np.ndarray | int) -> np.ndarray:
+        return self.guest_tsc(mono_ns) - self.offset
+
+    def to_guest(self, host_tick: int) -> int:
+        return self.m0 + round((host_tick + self.offset - self.t0) / self.rate)
+
+    def fit(self, host: Trace, seq: np.ndarray, entry_ns: np.ndarray, accel: str,
+            ex: Explainer, vcpu_tid: int | None) -> None:
+        """Fit the guest TSC -> host offset on the host capture's anchors, whose sample
+        entries are guest ns like the samples (converted here, as the samples are)."""
+        anchors = host.header.get("anchors", [])
+        host.header["anchors"] = [[n, head, int(self.guest_tsc(seen)) if seen else 0]
+                                  for n, head, seen in anchors]
+        try:
+            entry = self.guest_tsc(entry_ns)
+            tl = ex.threads.get(vcpu_tid) if vcpu_tid is not None else None
+            clock = fit_clock(host, seq, entry, accel, tl, vcpu_tid=vcpu_tid)
+            if tl is not None:
+                clock = refine_with_causality(clock, tl, entry)
+            self.fitted = check_causality(clock, seq, entry)
+        finally:
+            host.header["anchors"] = anchors
+        self.offset = int(self.fitted.offset)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The explain object's ``clock`` (docs/formats.md §9, source "linux-guest")."""
+        c = self.fitted
+        host = c.as_dict(1_000_000_000) if c is not None else {}
+        bound = round(c.error / self.rate) if c is not None else None
+        return {
+            "method": "guest side exact (guest trace on the samples' CLOCK_MONOTONIC); "
+                      "host side: guest ns -> guest TSC (guest anchors) -> host TSC ("
+                      + (c.method if c is not None else "no host capture") + ")",
+            "offset_tick": self.offset, "error_bound_ns": bound,
+            "lower_tick": host.get("lower_tick"), "upper_tick": host.get("upper_tick"),
+            "anchors": host.get("anchors", 0), "consistent": host.get("consistent", False),
+            "candidates": host.get("candidates", []),
+            "causality": host.get("causality", {"checked": 0, "violations": 0,
+                                                "samples": []}),
+            "guest_tsc_per_ns": self.rate,
+        }
+
+
+def _host_label(cause: str) -> str:
+    if cause.startswith("preempted by "):
+        return "host: vCPU thread " + cause
+    if cause == CPU_IDLE:
+        return "host: " + cause
+    return "host: " + cause
+
+
+def merge(g: Attribution, host: dict[str, int] | None) -> Attribution:
+    """One sample's causes across both layers (module doc): host-side causes as they
+    are, the guest's (``g``: over the vCPU's on-CPU pieces) scaled into the rest; they
+    add up to the latency exactly."""
+    out = Attribution(g.seq, g.latency_tick, g.start, g.end, g.status, g.reason)
+    out.stages, out.stages_missing = g.stages, g.stages_missing
+    out.notes = list(g.notes)
+    if g.status != "explained":
+        out.causes = dict(g.causes)
+        return out
+    host = host or {}
+    host_ns = min(g.latency_tick, sum(host.values()))
+    rest = g.latency_tick - host_ns
+    guest_total = sum(g.causes.values())
+    causes: dict[str, int] = defaultdict(int)
+    for k, v in host.items():
+        causes[k] += v
+    scaled = {k: (v * rest // guest_total if guest_total else 0) for k, v in g.causes.items()}
+    for k, v in scaled.items():
+        causes[k if k == UNEXPLAINED else f"guest: {k}"] += v
+    # Integer shares leave a few ns: to the largest guest cause (or unexplained).
+    left = g.latency_tick - sum(causes.values())
+    if left:
+        top = max(scaled, key=lambda k: scaled[k]) if scaled else UNEXPLAINED
+        causes[top if top == UNEXPLAINED else f"guest: {top}"] += left
+    causes.setdefault(UNEXPLAINED, 0)
+    out.causes = dict(causes)
+    return out
+
+
+class HostSide:
+    """The host capture, asked one guest window at a time."""
+
+    def __init__(self, trace: Trace, clock: GuestHostClock) -> None:
+        self.ex = Explainer(trace)
+        self.clock = clock
+        self.vcpu_by_cpu = self._vcpus(trace.header.get("vmm_threads", {}))
+
+    @staticmethod
+    def _vcpus(threads: dict[str, str]) -> dict[int, int]:
+        """guest CPU -> its vCPU thread (QEMU names them "CPU N/KVM", "CPU N/TCG")."""
+        out = {}
+        for tid, comm in threads.items():
+            if comm.startswith("CPU ") and "/" in comm:
+                try:
+                    out[int(comm[4:comm.index("/")])] = int(tid)
+                except ValueError:
+                    continue
+        return out
+
+    def causes(self, att: Attribution, cpu: int
+               ) -> tuple[dict[str, int] | None, list[tuple[int, int]], str | None]:
+        """Host-side causes in guest ns, the periods (guest ns) the vCPU thread was off
+        its CPU, or (None, [], why not)."""
+        tid = self.vcpu_by_cpu.get(cpu, self.ex.vcpus[0] if self.ex.vcpus else None)
+        if tid is None:
+            return None, [], "host: no vCPU thread in the host capture"
+        a, b = (int(x) for x in self.clock.to_host(np.array([att.start, att.end])))
+        h = self.ex.explain(att.seq, a, b, b - a, vcpu=tid)
+        if h.status != "explained":
+            return None, [], f"host: {h.reason}"
+        tl = self.ex.threads.get(tid)
+        off = [(max(att.start, self.clock.to_guest(lo)), min(att.end, self.clock.to_guest(hi)))
+               for seg, lo, hi in (tl.between(a, b) if tl else [])
+               if seg.state in (RUNNABLE, STOPPED)]
+        per_ns = self.clock.rate
+        return ({_host_label(k): round(v / per_ns) for k, v in h.causes.items()
+                 if k not in GUEST_TIME and k != UNEXPLAINED and v > 0},
+                [(p, q) for p, q in off if q > p], None)
+
+
+class OnCpuGuest:
+    """The guest's causes of a window without the pieces its vCPU was off the CPU."""
+
+    def __init__(self, nat: NativeAttributor) -> None:
+        self.nat = nat
+
+    def causes(self, g: Attribution, cpu: int, off: list[tuple[int, int]]
+               ) -> Attribution:
+        if not off or g.status != "explained":
+            return g
+        nat = self.nat
+        tid = nat.probe_tid(cpu, g.end)
+        # Prefix windows [a, x] keep the sample's own probe thread (the one running at
+        # its entry) and its first timer IRQ: F(q) - F(p) is then the piece [p, q].
+        keep = nat.probe_tid
+        nat.probe_tid = lambda _c, _b: tid            # type: ignore[method-assign]
+        try:
+            causes = defaultdict(int, g.causes)
+            for p, q in off:
+                fq = nat.explain(g.seq, g.start, q, cpu).causes
+                fp = nat.explain(g.seq, g.start, p, cpu).causes if p > g.start else {}
+                for k in set(fq) | set(fp):
+                    causes[k] -= fq.get(k, 0) - fp.get(k, 0)
+        finally:
+            nat.probe_tid = keep                       # type: ignore[method-assign]
+        out = Attribution(g.seq, g.latency_tick, g.start, g.end, g.status, g.reason)
+        out.stages, out.stages_missing, out.notes = g.stages, g.stages_missing, g.notes
+        out.causes = {k: max(0, v) for k, v in causes.items()}
+        return out
+
+
+def _probe_threads(trace: Trace) -> dict[str, str]:
+    """The probe's threads in the guest (by name: the guest capture has no VMM pid)."""
+    sw = trace.t("sched_switch")
+    out: dict[str, str] = {}
+    if not len(sw):
+        return out
+    for pid, comm in set(zip(sw["next_pid"].tolist(), sw["next_comm"].tolist())):
+        name = comm.split(b"\0", 1)[0].decode("utf-8", "replace") \
+            if isinstance(comm, bytes) else str(comm)
+        if name == PROBE_COMM:
+            out[str(int(pid))] = name
+    return out
+
+
+def explain_linux_guest(store: Store, run: RunRow, request: Request,
+                        progress: Progress) -> tuple[dict[str, Any], Explained, int | None]:
+    """(explain object, the guest side's Explained for the file writers, probe tid)."""
+    meta = ((run.metadata or {}).get("hooks") or {}).get("trace") or {}
+    guest_meta = meta.get("guest") or {}
+    gpath = Path(guest_meta.get("file") or guest_trace_file_for(store.path, run.run_id))
+    if not gpath.exists():
+        raise StoreError(f"run {run.run_id} has no guest capture ({gpath} missing: "
+                         f"{guest_meta.get('why', 'the guest recorded none')}); record one "
+                         f"with `irqlab run --target linux-guest --trace`")
+    progress.stage(f"decoding the guest capture ({gpath.stat().st_size / 1e6:.1f} MB gzip)")
+    gheader, gpages = read_archive(gpath)
+    gtrace = decode_capture(gheader, gpages)
+    gheader["vmm_threads"] = _probe_threads(gtrace)
+    prio = switch_priorities(gheader, gpages)
+    del gpages
+    s = stored_samples(store, run.run_id)
+    progress.stage(f"attributing guest side ({gtrace.events:,} guest events)")
+    res, tid = explain_native(run, gtrace, s, request, prio)
+    on_cpu = OnCpuGuest(NativeAttributor(res.explainer, prio))
+    clock = GuestHostClock(gheader.get("guest_anchors", []))
+    host: HostSide | None = None
+    host_why = None
+    try:
+        hpath = capture_path(store, run)
+        progress.stage(f"decoding the host capture ({hpath.stat().st_size / 1e6:.1f} MB "
+                       f"gzip)")
+        htrace = decode_capture(*read_archive(hpath))
+        host = HostSide(htrace, clock)
+        cpu0 = min(host.vcpu_by_cpu) if host.vcpu_by_cpu else None
+        clock.fit(htrace, s["seq"].astype(np.int64), s["entry_tick"].astype(np.int64),
+                  run.accel or "", host.ex, host.vcpu_by_cpu.get(cpu0) if cpu0 is not None
+                  else None)
+    except StoreError as exc:
+        host_why = str(exc)
+    cpu_of = dict(zip(s["seq"].astype(np.int64).tolist(), s["cpu"].astype(np.int64).tolist()))
+    progress.stage("attributing host side", total=len(res.samples))
+    merged = []
+    for k, g in enumerate(res.samples):
+        cpu = cpu_of.get(g.seq, 0)
+        hc, off, why = (host.causes(g, cpu) if host is not None
+                        else (None, [], f"host: {host_why}"))
+        att = merge(on_cpu.causes(g, cpu, off), hc)
+        if why:
+            att.notes.append(why)
+        merged.append(att)
+        if k % 64 == 0:
+            progress.update(k + 1)
+    res.samples = merged
+    res.culprits = aggregate(merged)
+    return _as_json(res, clock, gheader, host), res, tid
+
+
+def _as_json(res: Explained, clock: GuestHostClock, gheader: dict[str, Any],
+             host: HostSide | None) -> dict[str, Any]:
+    fired = res.trace.fired()
+    enabled = gheader.get("enabled", [])
+    return {
+        "type": "explain", "version": 1, "run_id": res.run.run_id, "source": "linux-guest",
+        "selected_by": res.selected_by,
+        "clock": clock.as_dict() if host is not None else
+        {"method": "guest side exact; no host capture", "offset_tick": 0,
+         "error_bound_ns": None, "anchors": 0, "consistent": False, "candidates": []},
+        "events": res.trace.events + (host.ex.trace.events if host else 0),
+        "guest_events": res.trace.events,
+        "host_events": host.ex.trace.events if host else 0,
+        "guest_kernel": gheader.get("kernel"),
+        "events_missing": [f"guest {e}" for e in gheader.get("missing", [])],
+        "events_never_fired": [f"guest {e}" for e in enabled
+                               if e.split(":", 1)[1] not in fired],
+        "lost_regions": [{"cpu": c, "from_ns": res.ns(lo - res.explainer.span[0]),
+                          "to_ns": res.ns(hi - res.explainer.span[0]),
+                          "why": f"guest: {why}"}
+                         for c, lo, hi, why in res.explainer.lost],
+        "probe_threads": {str(t): c for t, c in sorted(res.explainer.vmm.items())},
+        **attributed_json(res.samples, res.culprits, res.ns, STAGE_ORDER),
+    }
+
+
+class LinuxGuestExplainer:
+    """A Linux guest's spikes from its own kernel's capture and the host's."""
+
+    kind = "linux-guest"
+    title = "Linux guest (the guest kernel's ftrace and the host's around its vCPU)"
+    outputs = ("dat", "text", "perfetto", "chrome_json")
+
+    def outputs_hint(self, run: RunRow) -> str:
+        return ""
+
+    def explain(self, store: Store, run: RunRow, request: Request,
+                progress: Progress) -> Explanation:
+        js, res, tid = explain_linux_guest(store, run, request, progress)
+        gpath = Path((((run.metadata or {}).get("hooks") or {}).get("trace") or {})
+                     .get("guest", {}).get("file")
+                     or guest_trace_file_for(store.path, run.run_id))
+        # The files are the guest kernel's events (the host's: the same run's host
+        # capture, `irqlab explain` of a host-vcpu run writes those).
+        return Explanation(js, tracefs_writers(
+            res, gpath, (tid, "probe thread (guest)") if tid is not None else None,
+            "handler"))
