@@ -23,7 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from irqlab.serve.runs_query import BadQuery
+from irqlab.serve.runs_query import BadQuery, RunsQuery, runs_page
 from irqlab.serve.web import Dashboard, PageError, json_response
 from irqlab.store.errors import StoreError
 from irqlab.store.location import redact
@@ -60,14 +60,19 @@ def _page(dashboard: Dashboard, fn: Callable[[Dashboard, Request], Response],
 
 
 def build_app(db: str | Path, token: str | None = None,
-              allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS) -> Starlette:
+              allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS,
+              warm: bool = False) -> Starlette:
     """The application over the store ``db``. ``token``: every request must carry it
     (``Authorization: Bearer``, the ``irqlab_token`` cookie, or ``?token=`` once, which
     sets the cookie). ``allowed_hosts``: the Host headers answered (None: any), so a web
-    page elsewhere cannot reach a loopback server through DNS rebinding."""
+    page elsewhere cannot reach a loopback server through DNS rebinding. ``warm``: read
+    every run's sort figures now (one scan), not in the first sort a visitor asks for."""
     from irqlab.serve.pages import compare, live, run, runs, trends
 
     dashboard = Dashboard(db)
+    if warm:
+        with dashboard.access.open() as store:
+            runs_page(store, RunsQuery(sort="p999_ns", per_page=1), dashboard.figures)
     routes = [
         Route("/", _page(dashboard, runs.page)),
         Route("/runs/{run_id:int}", _page(dashboard, run.page)),

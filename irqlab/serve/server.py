@@ -101,7 +101,7 @@ def serve(db: str | Path, sock: socket.socket, bind: Bind, token: str | None,
 
     # Behind a loopback bind only loopback Host headers are answered (DNS rebinding);
     # an exposed server is reached by any name, and its token guards it.
-    app = build_app(db, token, LOOPBACK_HOSTS if bind.loopback else None)
+    app = build_app(db, token, LOOPBACK_HOSTS if bind.loopback else None, warm=True)
     say(f"irqlab serve: {url_of(sock, token)}")
     if token:
         say("irqlab serve: a token is required (the address is not loopback): open the "

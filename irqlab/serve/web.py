@@ -16,6 +16,7 @@ from starlette.responses import HTMLResponse, Response
 from irqlab import __version__
 from irqlab.durations import format_ns
 from irqlab.serve.access import StoreAccess
+from irqlab.serve.runs_query import FigureCache
 from irqlab.store.location import redact
 
 HERE = Path(__file__).parent
@@ -46,6 +47,8 @@ class Dashboard:
 
     def __init__(self, db: str | Path) -> None:
         self.access = StoreAccess(db)
+        # Figures the runs page sorts by, kept between requests (read under access's lock).
+        self.figures = FigureCache()
         self.db_name = redact(str(db))
         self.templates = _environment()
         for name in self.templates.list_templates():    # compiled now, not on a request

@@ -25,7 +25,7 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from irqlab.serve.app import CSP, build_app
-from irqlab.serve.runs_query import RunsQuery, runs_page, select_page
+from irqlab.serve.runs_query import FigureCache, RunsQuery, runs_page, select_page
 from irqlab.store import Store
 
 HOSTILE = "<script>alert(1)</script>"
@@ -148,10 +148,31 @@ def test_paging_filters_and_sorting(client, store):
     {"tag": "board=b1", "sort": "max_ns"}, {"name": "STEP-1"}, {"host": "board-2"},
     {"sort": "samples", "order": "asc"}, {"since": "2000-01-01", "sort": "started_at"}])
 def test_sql_pages_equal_the_python_pages(store, params):
-    # The Python path serves a borrowed store (a run holds the file): same rows.
+    # The Python path serves a borrowed store (a run holds the file): same rows; so do
+    # the pages sorted from the figure cache, fresh and warm.
     q = RunsQuery.from_params(params)
+    cache = FigureCache()
     with Store(store, read_only=True) as st:
-        assert runs_page(st, q).rows == select_page(st.runs(), q).rows
+        expected = select_page(st.runs(), q)
+        for page in (runs_page(st, q), runs_page(st, q, cache), runs_page(st, q, cache)):
+            assert (page.rows, page.total) == (expected.rows, expected.total)
+
+
+def test_the_figure_cache_follows_a_run_from_running_to_finished(tmp_path):
+    db = tmp_path / "c.duckdb"
+    with Store(db) as st:
+        for i in range(3):
+            add_run(st, f"r{i}", latencies("ramp", 1_000) * (i + 1), raw=False)
+    cache = FigureCache()
+    q = RunsQuery(sort="p999_ns")
+    with Store(db) as st:
+        assert [r["run_id"] for r in runs_page(st, q, cache).rows] == [3, 2, 1]
+        rid = st.create_run("late", "guest", {}, {})          # running: no summary yet
+        assert [r["run_id"] for r in runs_page(st, q, cache).rows] == [3, 2, 1, rid]
+        st.finish_run(rid, "ok", {"p999_ns": 10**9, "samples": 1})
+        page = runs_page(st, q, cache)
+        assert [r["run_id"] for r in page.rows] == [rid, 3, 2, 1]
+        assert page.rows == select_page(st.runs(), q).rows
 
 
 def test_trend_equals_irqlab_trend_json_and_finds_the_step(client, store):
@@ -286,4 +307,6 @@ def test_a_lab_store_pages_in_sql_as_list_shows_it(store, pg_server):
                        {"tag": "series=s1", "sort": "name", "order": "asc"},
                        {"name": "STEP", "host": "board-1", "sort": "max_ns"}):
             q = RunsQuery.from_params(params)
-            assert runs_page(st, q).rows == select_page(st.runs(), q).rows, params
+            expected = select_page(st.runs(), q).rows
+            assert runs_page(st, q).rows == expected, params
+            assert runs_page(st, q, FigureCache()).rows == expected, params

@@ -23,7 +23,7 @@ def _query(request: Request) -> RunsQuery:
 def page(dashboard: Dashboard, request: Request) -> HTMLResponse:
     query = _query(request)
     with dashboard.access.open() as store:
-        result = runs_page(store, query)
+        result = runs_page(store, query, dashboard.figures)
     return dashboard.render("runs.html", title="runs", page=result, q=query,
                             columns=COLUMNS, sorts=SORTS)
 
@@ -33,7 +33,7 @@ def api(dashboard: Dashboard, request: Request) -> Response:
     "runs": [rows as irqlab list --json, plus host, p50_ns, p999_ns]}``."""
     query = _query(request)
     with dashboard.access.open() as store:
-        result = runs_page(store, query)
+        result = runs_page(store, query, dashboard.figures)
     return json_response({"type": "runs_page", "version": 1, "total": result.total,
                          "page": query.page, "pages": result.pages,
                          "per_page": query.per_page, "runs": result.rows})
