@@ -34,8 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="leave out 'Where the time goes' (by default runs recorded with "
                         "--trace are explained from their capture, as `irqlab explain`)")
     p.add_argument("--per-cpu", action="store_true",
-                   help="a per-CPU table in each run's section (runs with per-CPU samples: "
-                        "native, multi-vCPU linux-guest)")
+                   help="a per-CPU table and the CPUs' CDF/exceedance curves overlaid in "
+                        "each run's section (runs with per-CPU samples: native, "
+                        "multi-vCPU linux-guest)")
     p.add_argument("--json", action="store_true", help="print a JSON line of what was written")
 
 

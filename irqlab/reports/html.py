@@ -20,8 +20,8 @@ from irqlab.durations import format_latency, format_ns
 from irqlab.reports import noise
 from irqlab.reports.compare import build_compare, noise_seeds
 from irqlab.reports.data import FROM_TEXT, RunData, figures
-from irqlab.reports.percpu import NO_PER_CPU, per_cpu_figures
-from irqlab.reports.plots import Plot, overlay_plot, run_plots
+from irqlab.reports.percpu import NO_PER_CPU, cpu_runs, per_cpu_figures
+from irqlab.reports.plots import Plot, _lit, overlay_plot, run_plots
 from irqlab.reports.scan import scan_runs
 from irqlab.reports.provenance import configuration_lines, host_lines
 from irqlab.reports.tables import (COLUMNS, PER_CPU_COLUMNS, cell, differs_lines, noise_lines,
@@ -192,19 +192,28 @@ def _explain_section(js: dict[str, Any] | str) -> list[str]:
     return out
 
 
-def _per_cpu_section(run: RunData, threshold_ns: int | None) -> list[str]:
+def _per_cpu_section(run: RunData, threshold_ns: int | None
+                     ) -> tuple[list[str], Plot | None]:
     """report --per-cpu: the run's figures CPU by CPU (irqlab.reports.percpu), the compare
-    table's columns (tables.PER_CPU_COLUMNS)."""
+    table's columns (tables.PER_CPU_COLUMNS), and its CPUs' CDF and exceedance curves
+    overlaid (runs whose samples are read into memory)."""
     out = ["<h3>Per CPU</h3>"]
     figs = per_cpu_figures(run, threshold_ns)
     if not figs:
-        return out + [f"<p>{esc(NO_PER_CPU)}.</p>"]
+        return out + [f"<p>{esc(NO_PER_CPU)}.</p>"], None
     rows = [{"run_id": run.run_id, "name": run.row.name, **f} for f in figs.values()]
     heads = ["cpu"] + [h for h, _, _ in PER_CPU_COLUMNS[1:]]
-    return out + _table([esc(h) for h in heads], (
+    out += _table([esc(h) for h in heads], (
         [esc(r["cpu"])] + [esc(per_cpu_cell(r, key, kind))
                            for _, key, kind in PER_CPU_COLUMNS[1:]] for r in rows),
         left=1, cls="per-cpu")
+    subs = [sub for _cpu, sub in cpu_runs(run) if sub.stored is None and sub.has_raw]
+    plot = overlay_plot(subs) if len(subs) > 1 else None
+    if plot is None:
+        return out, None
+    plot.figure.suptitle(_lit(f"{run.label}: {len(subs)} CPUs overlaid"))
+    return out, Plot(f"run{run.run_id}-per-cpu",
+                     f"Run {run.run_id}: CDF and exceedance per CPU", plot.figure)
 
 
 def _run_section(run: RunData, plots: list[Plot],
@@ -230,7 +239,10 @@ def _run_section(run: RunData, plots: list[Plot],
     out.append("<h3>Summary</h3>")
     out += _table(["statistic", "value"], _summary_rows(run))
     if per_cpu:
-        out += _per_cpu_section(run, threshold_ns)
+        section, cpu_plot = _per_cpu_section(run, threshold_ns)
+        out += section
+        if cpu_plot:
+            plots.append(cpu_plot)       # shown under Plots, written by --png/--svg
     if explained is not None:
         out += _explain_section(explained)
     out.append("<h3>Plots</h3>")
@@ -279,8 +291,8 @@ def build_report(runs: list[RunData], threshold_ns: int | None = None,
         plots += [overlay] if overlay else []
     for run in runs:
         rp = run_plots(run)
-        plots += rp
         body += _run_section(run, rp, explained.get(run.run_id), per_cpu, threshold_ns)
+        plots += rp                     # with the per-CPU plot _run_section added
     heading = title or "irqlab report: " + ", ".join(r.label for r in runs)
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     head = [

@@ -62,7 +62,8 @@ def cpu_runs(run: RunData) -> list[tuple[int, RunData]]:
         # The CPU's own summary entry, with the run's threshold and tick rate: figures()
         # reads its warm max, lost count and (without raw samples) its percentiles.
         summary = {**entry, "threshold_ns": run.threshold_ns, "tick_hz": run.tick_hz}
-        row = dataclasses.replace(run.row, summary=summary)
+        # Named "NAME T:1" (cyclictest's thread label): its curve in a plot says it.
+        row = dataclasses.replace(run.row, summary=summary, name=f"{run.row.name} T:{cpu}")
         sub = RunData(row=row, windows=[])
         if run.stored is not None:
             sub.stored = CpuStoredSamples(run.stored, cpu, int(entry.get("samples") or 0))

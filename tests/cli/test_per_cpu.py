@@ -116,6 +116,8 @@ def test_report_per_cpu_table(pdb, tmp_path):
     assert ('<td class="l">1</td><td class="">4000</td><td class="">3 ns</td>'
             '<td class="">6000 ns</td>') in html
     assert "no per-CPU samples (one stream)" in html
+    # The CPUs' curves overlaid: one plot for the 2-CPU run, none for the other.
+    assert html.count('data-plot="run1-per-cpu"') == 1 and "run3-per-cpu" not in html
 
 
 def test_per_cpu_figures_of_a_run_kept_in_the_store_equal_in_memory(pdb):
