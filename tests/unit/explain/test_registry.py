@@ -23,7 +23,7 @@ def _run(target: str, hooks: dict) -> RunRow:
 
 
 def test_every_explainer_is_registered_under_its_own_kind() -> None:
-    assert set(EXPLAINERS) == {"host-vcpu", "xentrace", "net-path", "native"}
+    assert set(EXPLAINERS) == {"host-vcpu", "xentrace", "net-path", "native", "linux-guest"}
     for kind, explainer in EXPLAINERS.items():
         assert explainer.kind == kind and explainer.title
         assert set(explainer.outputs) <= {"dat", "text", "perfetto", "chrome_json"}
@@ -49,8 +49,8 @@ def test_a_run_without_a_capture_goes_to_the_host_explainer_as_before() -> None:
 
 def test_an_unknown_kind_is_one_clear_error() -> None:
     from irqlab.store import StoreError
-    with pytest.raises(StoreError, match="kind 'linux-guest'.*cannot explain"):
-        explainer_for(_run("linux-guest", {"trace": {"kind": "linux-guest"}}))
+    with pytest.raises(StoreError, match="kind 'quantum-guest'.*cannot explain"):
+        explainer_for(_run("linux-guest", {"trace": {"kind": "quantum-guest"}}))
 
 
 def test_the_cli_names_no_capture_kind() -> None:
