@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import re
 import sys
 from pathlib import Path
@@ -69,13 +70,24 @@ def _words(name: str, words: list[str]) -> dict[str, object]:
             "preamble": {"bash": f"_irqlab_{name}() {{\n  compgen -W '{listed}' -- \"$1\"\n}}\n"}}
 
 
-# RUN: the stored runs' names, asked of irqlab itself when the user presses TAB (the
-# store is read then, not when the script is made or irqlab starts).
-RUN_NAMES = {"bash": "_irqlab_run_names", "zsh": "(${(f)\"$(irqlab completion --run-names "
-                                                  "2>/dev/null)\"})",
-             "preamble": {"bash": "_irqlab_run_names() {\n  local IFS=$'\\n'\n"
-                                  "  compgen -W \"$(irqlab completion --run-names "
-                                  "2>/dev/null)\" -- \"$1\"\n}\n"}}
+# RUN: the stored runs' names. A TAB press reads them from a file beside the store
+# (<db>.run-names) with the shell alone: it never waits for irqlab (tests/cli/
+# test_startup.py). When the store changed since the file was written (the database or
+# its WAL is newer), `irqlab completion --run-names` rewrites it in the background, for
+# the next TAB: the first TAB after a new run may miss that run.
+_RUN_NAMES_CHECK = """  local db="${IRQLAB_DB:-${XDG_DATA_HOME:-$HOME/.local/share}/irqlab/irqlab.duckdb}"
+  local cache="$db.run-names"
+  if [[ -f "$db" && ( ! -f "$cache" || "$db" -nt "$cache" || "$db.wal" -nt "$cache" ) ]]; then
+    (irqlab completion --run-names >/dev/null 2>&1 &)
+  fi
+  [[ -r "$cache" ]] || return 0
+"""
+RUN_NAMES = {"bash": "_irqlab_run_names", "zsh": "_irqlab_run_names",
+             "preamble": {
+                 "bash": "_irqlab_run_names() {\n" + _RUN_NAMES_CHECK
+                         + "  local IFS=$'\\n'\n  compgen -W \"$(<\"$cache\")\" -- \"$1\"\n}\n",
+                 "zsh": "_irqlab_run_names() {\n" + _RUN_NAMES_CHECK
+                        + "  compadd -- ${(f)\"$(<$cache)\"}\n}\n"}}
 
 
 def _value_completion(action: argparse.Action) -> dict[str, object] | None:
@@ -124,18 +136,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_names(db: Path | None = None) -> list[str]:
-    """The distinct names of the store's runs, newest first; [] when there is no store
-    or it cannot be read (a TAB press never prints an error).
-
-    A TAB press should not pay for DuckDB's import and an open (~0.6 s): the names are
-    kept in a cache file, used while it is newer than the database and its WAL (a new
-    run writes one of them)."""
+    """The distinct names of the store's runs, newest first, written to the file the
+    completion scripts read (<db>.run-names, see RUN_NAMES) when the store is newer; []
+    when there is no store or it cannot be read (completion never prints an error)."""
     from irqlab.store.location import default_db_path
 
     path = Path(db or default_db_path())
     if str(path).startswith("postgresql") or not path.exists():
         return []
-    cache = _names_cache(path)
+    cache = names_cache(path)
     try:
         newest = max(p.stat().st_mtime_ns for p in (path, Path(f"{path}.wal"))
                      if p.exists())
@@ -145,21 +154,18 @@ def run_names(db: Path | None = None) -> list[str]:
         pass
     names = _stored_names(path)
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text("".join(f"{n}\n" for n in names))
+        # Whole or not at all: a TAB reading it meanwhile sees the old list.
+        tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+        tmp.write_text("".join(f"{n}\n" for n in names))
+        os.replace(tmp, cache)
     except OSError:
-        pass                  # no cache: the next TAB reads the store again
+        pass                  # a store in a read-only place: no file, names printed only
     return names
 
 
-def _names_cache(db: Path) -> Path:
-    """The run-name cache of one database file (under $XDG_CACHE_HOME/irqlab)."""
-    import hashlib
-    import os
-
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    key = hashlib.sha256(str(db.resolve()).encode()).hexdigest()[:16]
-    return base / "irqlab" / f"run-names-{key}.txt"
+def names_cache(db: Path) -> Path:
+    """The run-name file of one database, beside it (like <db>.samples, <db>.traces)."""
+    return db.with_name(f"{db.name}.run-names")
 
 
 def _stored_names(path: Path) -> list[str]:

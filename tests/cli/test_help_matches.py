@@ -54,46 +54,75 @@ def test_completion_offers_targets_loads_knobs():
     assert "hackbench:" in _bash_complete(script, ["run", "--load", "hack"])
     assert _bash_complete(script, ["run", "--knob", "halt_poll_g"]) == ["halt_poll_global="]
     zsh = completion_script("zsh")
-    assert "native" in zsh and "irqlab completion --run-names" in zsh
+    assert "native" in zsh and "(irqlab completion --run-names >/dev/null 2>&1 &)" in zsh
+
+
+def _tab(script: str, words: list[str], env: dict[str, str]) -> list[str]:
+    """What bash offers for the last of ``irqlab WORDS`` (as _bash_complete), in ``env``."""
+    line = " ".join(["irqlab", *words])
+    probe = (f"{script}\nCOMP_WORDS=(irqlab {' '.join(words)})\nCOMP_CWORD={len(words)}\n"
+             f"COMP_LINE='{line}'\nCOMP_POINT={len(line)}\n"
+             f"_shtab_irqlab irqlab {words[-1]} {(['irqlab', *words])[-2]}\n"
+             "printf '%s\\n' \"${COMPREPLY[@]}\"\n")
+    got = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=60,
+                         env=env)
+    assert got.returncode == 0, got.stderr
+    return got.stdout.split()
+
+
+def _wait_for(path: Path, newer_than: int = -1) -> None:
+    """Until the background refresh has (re)written ``path`` (at most 60 s)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if path.exists() and path.stat().st_mtime_ns > newer_than:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{path} not written")
 
 
 def test_completion_offers_run_names_from_the_store(tmp_path):
     db = tmp_path / "irqlab.duckdb"
+    names_file = tmp_path / "irqlab.duckdb.run-names"
     with Store(db) as st:
         add_run(st, "baseline-rt", latencies("ramp", 10))
         add_run(st, "loaded-rt", latencies("ramp", 10))
-    env = {**os.environ, "IRQLAB_DB": str(db), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    names = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "completion",
-                            "--run-names"], capture_output=True, text=True, env=env,
-                           timeout=60)
-    assert names.returncode == 0 and names.stdout.split() == ["loaded-rt", "baseline-rt"]
-    # The script asks irqlab when TAB is pressed: `irqlab` on PATH is this checkout's.
+    # `irqlab` on PATH is this checkout's (the script calls it to refresh the names).
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "irqlab").write_text(f"#!/bin/sh\nexec {sys.executable} -m irqlab.cli.main "
                                    f"\"$@\"\n")
     (bindir / "irqlab").chmod(0o755)
+    env = {**os.environ, "IRQLAB_DB": str(db), "PATH": f"{bindir}:{os.environ['PATH']}"}
     script = completion_script("bash")
-    line = "irqlab show base"
-    probe = (f"{script}\nCOMP_WORDS=(irqlab show base)\nCOMP_CWORD=2\nCOMP_LINE='{line}'\n"
-             f"COMP_POINT={len(line)}\n_shtab_irqlab irqlab base show\n"
-             "printf '%s\\n' \"${COMPREPLY[@]}\"\n")
-    got = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=60,
-                         env={**env, "PATH": f"{bindir}:{os.environ['PATH']}"})
-    assert got.stdout.split() == ["baseline-rt"], got.stderr
-    # A new run is offered at the next TAB (the cache is older than the store).
+    # The first TAB finds no names file: it offers nothing and has it written in the
+    # background, without waiting for irqlab; the next TAB offers the names.
+    assert _tab(script, ["show", "base"], env) == []
+    _wait_for(names_file)
+    assert names_file.read_text().split() == ["loaded-rt", "baseline-rt"]
+    assert _tab(script, ["show", "base"], env) == ["baseline-rt"]
+    assert set(_tab(script, ["compare", "baseline-rt", ""], env)) == {"baseline-rt",
+                                                                       "loaded-rt"}
+    # A new run makes the store newer than the file: a TAB has it rewritten.
+    written = names_file.stat().st_mtime_ns
     time.sleep(0.01)
     with Store(db) as st:
         add_run(st, "after", latencies("ramp", 10))
-    again = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "completion",
+    _tab(script, ["show", "a"], env)
+    _wait_for(names_file, written)
+    assert _tab(script, ["show", "a"], env) == ["after"]
+    # `irqlab completion --run-names` prints them (and writes the file when stale).
+    names = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "completion",
                             "--run-names"], capture_output=True, text=True, env=env,
                            timeout=60)
-    assert again.stdout.split()[0] == "after"
-    # No store: nothing offered, nothing said.
+    assert names.stdout.split() == ["after", "loaded-rt", "baseline-rt"]
+    # No store: nothing offered, nothing said, no file.
+    none_env = {**env, "IRQLAB_DB": str(tmp_path / "absent.duckdb")}
+    assert _tab(script, ["show", ""], none_env) == []
     none = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "completion",
                            "--run-names"], capture_output=True, text=True, timeout=60,
-                          env={**env, "IRQLAB_DB": str(tmp_path / "absent.duckdb")})
+                          env=none_env)
     assert (none.returncode, none.stdout, none.stderr) == (0, "", "")
+    assert not (tmp_path / "absent.duckdb.run-names").exists()
 
 
 def test_xentrace_synopsis_marks_tsc_hz_required_for_plain_files():
