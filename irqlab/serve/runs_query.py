@@ -4,9 +4,12 @@ A lab store holds 100,000 runs and more; decoding every row (``Store.runs()``, w
 `irqlab list` reads) to show 50 of them costs seconds. So a page is one COUNT and one
 ``ORDER BY ... LIMIT ... OFFSET`` query over the runs table, with the summary figures and
 tags read by the database's own JSON functions (DuckDB: json_extract_string; PostgreSQL:
-JSONB ``->>``). Only while another irqlab process holds a DuckDB file and lends it
-(store/share.py, which carries named operations, never SQL) is the page cut from
-``Store.runs()`` in Python, by :func:`select_page` with the same filters and order.
+JSONB ``->>``). Sorting by a summary figure would parse every summary on every page;
+those pages take the filtered ids from the database and the figures from a
+:class:`FigureCache` the server keeps. Only while another irqlab process holds a DuckDB
+file and lends it (store/share.py, which carries named operations, never SQL) is the
+page cut from ``Store.runs()`` in Python, by :func:`select_page` with the same filters
+and order.
 
 Each row of a page has the keys of an `irqlab list --json` line (docs/formats.md) plus
 ``host`` (the run's host name), ``p50_ns`` and ``p999_ns``.
