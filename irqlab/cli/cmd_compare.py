@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from irqlab.cli.common import EXIT_OK, UsageError, count, db_path, duration
 from irqlab.cli.common import db_ref
@@ -88,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _histograms(store: object, runs: list) -> list[dict]:
+def _histograms(store: Any, runs: list[Any]) -> list[dict[str, Any]]:
+    """compare --hist: each run's histogram model (irqlab.reports.termhist)."""
     from irqlab.reports.termhist import run_histograms
     try:
         return run_histograms(store, runs)
@@ -96,7 +98,7 @@ def _histograms(store: object, runs: list) -> list[dict]:
         raise UsageError(str(exc)) from None
 
 
-def _print_histograms(models: list[dict], fmt: str) -> None:
+def _print_histograms(models: list[dict[str, Any]], fmt: str) -> None:
     """compare --hist: after the comparison, the runs' histograms (JSON: a line each)."""
     if not models:
         return

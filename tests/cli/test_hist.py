@@ -9,7 +9,9 @@ import pytest
 
 from irqlab.reports.termhist import _cum, edges_1_2_5, first_tick_at
 from irqlab.stats import ticks_to_ns
+from irqlab.store import Store
 from tests.cli._percpu_store import make_percpu_store
+from tests.unit.reports._runs import add_run
 from tests.conftest import call_cli
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "import"
@@ -100,3 +102,13 @@ def test_compare_hist_side_by_side(pdb, idb):
     assert call_cli(["compare", "two-cpu", "--hist", "--format", "csv"], pdb).code == 2
     imp = call_cli(["compare", "1", "3", "--hist"], idb)
     assert imp.code == 0 and "#1: 103 samples >= 400.0 us" in imp.stdout
+
+
+def test_hist_of_a_run_without_samples_is_one_line_exit_2(tmp_path):
+    db = tmp_path / "e.duckdb"
+    with Store(db) as st:
+        add_run(st, "empty", None)
+    res = call_cli(["show", "empty", "--hist"], db)
+    assert res.code == 2 and res.stdout == ""
+    assert res.stderr == ("irqlab show: error: run #1 empty has no histogram: neither raw "
+                          "samples nor a stored histogram (show it without --hist)\n")

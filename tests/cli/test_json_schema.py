@@ -78,6 +78,10 @@ def outputs(tmp_path_factory, probe_built) -> dict[str, list[dict[str, Any]]]:
     out["show --hist"] = _cli(["show", "1", "--hist", "--json"], db)
     out["compare"] = _cli(["compare", "1", "2", "3", "--json"], db)
     out["check"] = _cli(["check", "1", "2", "--max", "30us", "--json"], db, ok=(0, 1))
+    # Run 2 is the native one: per-CPU samples.
+    out["compare --per-cpu"] = _cli(["compare", "1", "2", "--per-cpu", "--json"], db)
+    out["check --per-cpu"] = _cli(["check", "2", "--max", "30us", "--per-cpu", "--json"],
+                                  db, ok=(0, 1))
     out["report"] = _cli(["report", "1", "2", "-o", str(tmp / "r.html"), "--json"], db)
     # Every importer once, in one command (each file gives its own import line).
     files = [str(FIXTURES / f) for f in IMPORTED]
