@@ -77,6 +77,7 @@ def build_app(db: str | Path, token: str | None = None,
         Route("/", _page(dashboard, runs.page)),
         Route("/runs/{run_id:int}", _page(dashboard, run.page)),
         Route("/runs/{run_id:int}/live", _page(dashboard, live.page)),
+        Route("/runs/{run_id:int}/report", _page(dashboard, run.report)),
         Route("/compare", _page(dashboard, compare.page)),
         Route("/trends", _page(dashboard, trends.page)),
         Route("/api/runs", _page(dashboard, runs.api, json=True)),
@@ -104,7 +105,11 @@ class Guard:
 
         async def send_with_headers(message: dict) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = list(message.get("headers", [])) + HEADERS
+                # A page that sets its own policy (the report: its script by hash)
+                # keeps it; every other answer gets the dashboard's.
+                have = {k.lower() for k, _ in message.get("headers", [])}
+                message["headers"] = list(message.get("headers", [])) + [
+                    (k, v) for k, v in HEADERS if k not in have]
             await send(message)
 
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}

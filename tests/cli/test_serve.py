@@ -109,6 +109,17 @@ def test_run_page_shows_the_show_figures_and_provenance(client, store):
     assert 'id="chart-windows"' in page
 
 
+def test_the_report_link_serves_irqlab_report_under_its_own_csp(client):
+    from irqlab.reports.html import CSP as REPORT_CSP
+
+    got = client.get("/runs/3/report")
+    assert got.status_code == 200 and got.text.startswith("<!DOCTYPE html>")
+    assert got.headers["content-security-policy"] == REPORT_CSP
+    assert HOSTILE not in got.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in got.text
+    assert got.headers["x-content-type-options"] == "nosniff"
+    assert 'href="/runs/3/report"' in client.get("/runs/3").text
+
+
 def test_hostile_names_and_tags_are_shown_inert(client):
     escaped = "&lt;script&gt;alert(1)&lt;/script&gt;"
     for url in ("/", "/runs/3", "/compare?runs=1,3", "/runs/3/live", "/?name=%3Cscript"):

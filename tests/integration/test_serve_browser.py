@@ -186,6 +186,14 @@ def test_every_page_in_chromium(tmp_path):
             _wait("charts", lambda: driver.js(
                 "return document.querySelectorAll('.uplot canvas').length") == 2)
 
+        # the run's HTML report (irqlab report's page, its own CSP): its self-check ran
+        driver.click("#report")
+        checked = _wait("the report's self-check", lambda: driver.js(
+            "const r = document.documentElement; return r.getAttribute('data-images-total')"
+            " === null ? null : [r.getAttribute('data-images-total'), "
+            "r.getAttribute('data-images-ok'), r.getAttribute('data-errors')]"), timeout=30)
+        assert checked[0] == checked[1] != "0" and checked[2] == "[]", checked
+
         # compare: the figures and verdicts of compare --json
         driver.get(f"{base}/compare?runs=1,2,3")
         rows = driver.js("return [...document.querySelectorAll('#compare tbody tr')].map("

@@ -63,10 +63,41 @@ def page(dashboard: Dashboard, request: Request) -> HTMLResponse:
         figures=[(c.field.label, c.key, shown.get(c.key)) for c in SUMMARY_TABLE],
         configuration=configuration_lines(record), host=host_lines(record),
         windows=windows, chart=chart,
-        ccdf={"kind": "ccdf", "series": {row.name: ccdf}} if ccdf else None)
+        ccdf={"kind": "ccdf", "series": {row.name: ccdf}} if ccdf else None,
+        explainable=_capture_kind(row) is not None)
+
+
+def _capture_kind(row: RunRow) -> str | None:
+    from irqlab.explain.registry import capture_kind
+
+    return capture_kind(row)
 
 
 def api(dashboard: Dashboard, request: Request) -> Response:
     """The `irqlab show --json` summary line of the run, as one JSON object."""
     row, _ = _load(dashboard, request.path_params["run_id"])
     return json_response(show_object(row))
+
+
+def report(dashboard: Dashboard, request: Request) -> HTMLResponse:
+    """The run's `irqlab report` page (irqlab.reports.html.build_report, with the explain
+    section when the run has a capture, as the CLI makes it), under the report's own
+    CSP: inline styles, images as data: URLs, its one script by hash."""
+    from irqlab.explain.registry import capture_kind, explain_json
+    from irqlab.reports.data import load_runs
+    from irqlab.reports.html import CSP as REPORT_CSP
+    from irqlab.reports.html import build_report
+    from irqlab.store.errors import StoreError
+
+    with dashboard.access.open() as store:
+        row = store.resolve(str(request.path_params["run_id"]))
+        explained: dict[int, dict[str, Any] | str] = {}
+        if capture_kind(row) is not None:
+            try:
+                explained[row.run_id] = explain_json(store, row)
+            except (StoreError, OSError, ValueError) as exc:   # said in the report
+                explained[row.run_id] = str(exc)
+        # The store stays open while plotting: big runs' samples are read from it.
+        text, _ = build_report(load_runs(store, [row]), explained=explained)
+    return HTMLResponse(text, headers={"content-security-policy": REPORT_CSP})
+
