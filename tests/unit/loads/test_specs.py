@@ -31,6 +31,9 @@ def test_none_is_no_load_and_kinds_are_named():
     ("cpu:speed=3", "has no parameter 'speed'"),
     ("cpu:cpus=99", "not available here"),
     ("console:source=guest", "not applicable here"),
+    ("netns-flood:size=70000", "size must be in 0..65000"),
+    ("guest-hog:spin=200ms", "must be shorter than every"),
+    ("guest-hog:cpus=1", "use cpu="),
 ])
 def test_bad_specs_say_why(spec, words):
     with pytest.raises(ValueError, match=words):

@@ -1,0 +1,100 @@
+"""The pieces of the linux-guest explain that need no guest (issue 29): the guest trace
+region's layout (as probes/native/gtrace.c writes it), the clock map, and the merge of
+the two layers' causes."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from irqlab.explain.attribute import Attribution
+from irqlab.explain.linux_guest import GuestHostClock, merge
+from irqlab.trace.guest import HEADER_BYTES, MAGIC, archive_header, read_region
+
+
+def _record(kind: int, cpu: int, name: bytes, data: bytes) -> bytes:
+    raw = struct.pack("<IIII", kind, cpu, len(data), len(name)) + name + data
+    return raw + b"\0" * (-len(raw) % 8)
+
+
+def _region(records: bytes, state: int = 2, committed: int | None = None) -> bytes:
+    head = struct.pack("<8sIIQQIIQ200s", MAGIC, 1, state,
+                       len(records) if committed is None else committed, 3, 2, 4096,
+                       HEADER_BYTES + len(records) + 64, b"")
+    head = head.ljust(256, b"\0") + struct.pack("<II4Q", 2, 0, 100, 1000, 200, 1250)
+    return head.ljust(HEADER_BYTES, b"\0") + records + b"\xff" * 64   # junk past the end
+
+
+def test_the_region_gives_files_pages_and_anchors():
+    fmt = b"name: sched_switch\nID: 316\n"
+    recs = (_record(1, 0, b"events/sched/sched_switch/format", fmt)
+            + _record(1, 0, b"enabled", b"sched/sched_switch\nirq_vectors/local_timer_entry\n")
+            + _record(1, 0, b"missing", b"preemptirq/irq_disable\n")
+            + _record(2, 1, b"", b"P" * 4096) + _record(2, 0, b"", b"Q" * 100))
+    facts, pages = read_region(_region(recs))
+    assert facts["state"] == "done" and facts["dropped_pages"] == 3 and facts["ncpus"] == 2
+    assert facts["guest_anchors"] == [{"mono_ns": 100, "tsc": 1000},
+                                      {"mono_ns": 200, "tsc": 1250}]
+    assert pages == [(1, b"P" * 4096), (0, b"Q" * 100)]
+    hdr = archive_header(facts, 7)
+    assert hdr["clock"] == "mono" and hdr["layer"] == "guest" and hdr["run_id"] == 7
+    assert hdr["formats"] == {"sched:sched_switch": fmt.decode()}
+    assert hdr["enabled"] == ["sched:sched_switch", "irq_vectors:local_timer_entry"]
+    assert hdr["missing"] == ["preemptirq:irq_disable"] and hdr["cpus"] == [0, 1]
+
+
+def test_only_committed_records_are_read():
+    recs = _record(2, 0, b"", b"A" * 8) + _record(2, 0, b"", b"B" * 8)
+    _facts, pages = read_region(_region(recs, state=1, committed=24))
+    assert pages == [(0, b"A" * 8)]
+
+
+def test_a_region_the_guest_never_wrote_is_refused():
+    with pytest.raises(ValueError, match="irqlab-gtrace did not start"):
+        read_region(b"\0" * (HEADER_BYTES * 2))
+
+
+def test_the_clock_maps_guest_ns_to_host_ticks_and_back():
+    clock = GuestHostClock([{"mono_ns": 1_000, "tsc": 10_000},
+                            {"mono_ns": 2_001_000, "tsc": 5_010_000}])   # 2.5 ticks/ns
+    clock.offset = -7_000
+    assert clock.rate == 2.5
+    assert int(clock.guest_tsc(3_000)) == 15_000
+    assert int(clock.to_host(np.array([3_000]))[0]) == 22_000
+    assert clock.to_guest(22_000) == 3_000
+    with pytest.raises(ValueError, match="two clock anchors"):
+        GuestHostClock([{"mono_ns": 5, "tsc": 5}])
+
+
+def _guest(causes: dict[str, int], latency: int = 1000) -> Attribution:
+    return Attribution(1, latency, 0, latency, causes=dict(causes))
+
+
+def test_merge_names_the_layer_and_adds_up():
+    g = _guest({"preempted by hog/80 prio 95": 600, "hardirq: vector local_timer": 100,
+                "unexplained": 0})
+    out = merge(g, {"host: vCPU thread preempted by x/1": 300})
+    assert sum(out.causes.values()) == 1000
+    assert out.causes["host: vCPU thread preempted by x/1"] == 300
+    assert set(out.causes) == {"host: vCPU thread preempted by x/1", "unexplained",
+                               "guest: preempted by hog/80 prio 95",
+                               "guest: hardirq: vector local_timer"}
+    # The guest's 700 ns fill the 700 left: unchanged, the largest first.
+    assert out.causes["guest: preempted by hog/80 prio 95"] == 600
+
+
+def test_merge_without_a_host_side_keeps_the_guest_causes():
+    g = _guest({"probe thread running (return to user space)": 999, "unexplained": 1})
+    out = merge(g, None)
+    assert out.causes == {"guest: probe thread running (return to user space)": 999,
+                          "unexplained": 1}
+
+
+def test_a_sample_that_is_not_explained_passes_through():
+    g = _guest({"unexplained": 1000})
+    g.status, g.reason = "incomplete", "events lost"
+    out = merge(g, {"host: x": 5})
+    assert (out.status, out.reason, out.causes) == ("incomplete", "events lost",
+                                                    {"unexplained": 1000})
