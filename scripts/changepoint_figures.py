@@ -45,7 +45,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--series", type=int, default=1000)
     ap.add_argument("--permutations", type=int, default=199)
-    ap.add_argument("--p-max", type=float, default=0.05)
+    ap.add_argument("--p-max", type=float, default=0.01)
     args = ap.parse_args()
     n, r, p_max = args.series, args.permutations, args.p_max
     started = time.monotonic()

@@ -19,7 +19,7 @@ if TYPE_CHECKING:       # reports.trend imports numpy: run() imports it (design.
 HELP = "find the runs at which a metric of a series changed (change points)"
 # Defaults of irqlab.stats.changepoint, repeated here so the parser imports no numpy
 # (tests/cli/test_trend.py holds them equal).
-P_MAX, PERMUTATIONS, MIN_SIZE = 0.05, 199, 5
+P_MAX, PERMUTATIONS, MIN_SIZE = 0.01, 199, 5
 
 
 def _p_max(text: str) -> float:

@@ -34,7 +34,11 @@ from typing import Sequence
 
 import numpy as np
 
-DEFAULT_P_MAX = 0.05
+# 0.01, not 0.05: a permutation test is exactly at its level, so at 0.05 one series in
+# 20 without any change shows one (measured 5.8 % of 1,000), too many false alarms for a
+# lab watching dozens of series; a +20 % step under 5 % noise still gives p = 0.005
+# (Apache Otava's own default is stricter still, 0.001).
+DEFAULT_P_MAX = 0.01
 DEFAULT_PERMUTATIONS = 199
 DEFAULT_MIN_SIZE = 5
 # The distance matrix is n x n per permutation: 2,000 values are 32 MB per matrix, and

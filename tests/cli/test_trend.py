@@ -50,7 +50,7 @@ def test_text_lists_each_run_marks_the_change_and_says_it(store_path):
     p = find_change_points([1000.0 * s for s in SCALES])[0].p_value
     assert res.stdout.splitlines() == [
         "max of 12 runs (series:nightly-0a1b2c) by start time; change points: E-divisive "
-        "means, p <= 0.05, 199 permutations, >= 5 runs a segment, log scale",
+        "means, p <= 0.01, 199 permutations, >= 5 runs a segment, log scale",
         "  2026-11-01 03:00:00  #1      9000 ns  nightly",
         "  2026-11-02 03:00:00  #2      10.0 us  nightly",
         "  2026-11-03 03:00:00  #3      9000 ns  nightly",
@@ -67,7 +67,7 @@ def test_text_lists_each_run_marks_the_change_and_says_it(store_path):
         f"change at run #7 nightly (2026-11-07 03:00:00): max 9167 ns -> 18.3 us (x2, "
         f"segment means), p = {p:.3g}",
     ]
-    assert p <= 0.05
+    assert p <= 0.01
 
 
 def test_by_tag_shows_the_tag_and_orders_by_version(store_path):
