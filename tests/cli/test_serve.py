@@ -109,6 +109,19 @@ def test_run_page_shows_the_show_figures_and_provenance(client, store):
     assert 'id="chart-windows"' in page
 
 
+def test_histogram_equals_irqlab_show_hist_json(client, store):
+    for run_id in (1, 4):        # raw samples (exact); summary only: no histogram
+        res = call_cli(["show", str(run_id), "--hist", "--json"], store)
+        got = client.get(f"/api/runs/{run_id}/histogram")
+        if res.code == 0:
+            assert got.status_code == 200 and got.json() == res.lines[0]
+            page = client.get(f"/runs/{run_id}/histogram").text
+            counts = re.findall(r'<td class="num" data-key="count">(\d+)</td>', page)
+            assert [int(c) for c in counts] == [b["count"] for b in res.lines[0]["buckets"]]
+        else:
+            assert got.status_code == 404 and "has no histogram" in got.json()["error"]
+
+
 def test_the_report_link_serves_irqlab_report_under_its_own_csp(client):
     from irqlab.reports.html import CSP as REPORT_CSP
 

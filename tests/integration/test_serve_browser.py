@@ -186,6 +186,16 @@ def test_every_page_in_chromium(tmp_path):
             _wait("charts", lambda: driver.js(
                 "return document.querySelectorAll('.uplot canvas').length") == 2)
 
+        # the run's histogram: its counts are show --hist --json's
+        hist = call_cli(["show", "3", "--hist", "--json"], db).lines[0]
+        driver.click("#histogram")
+        _wait("the histogram", lambda: driver.js(
+            "return document.querySelectorAll('.uplot canvas').length") == 1)
+        assert driver.js("return [...document.querySelectorAll('#hist [data-key=count]')]"
+                         ".map(td => Number(td.textContent))") == [
+            b["count"] for b in hist["buckets"]]
+        driver.get(f"{base}/runs/3")
+
         # the run's HTML report (irqlab report's page, its own CSP): its self-check ran
         driver.click("#report")
         checked = _wait("the report's self-check", lambda: driver.js(

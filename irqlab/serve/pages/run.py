@@ -9,7 +9,7 @@ from starlette.responses import HTMLResponse, Response
 
 from irqlab.reports.provenance import configuration_lines, host_lines
 from irqlab.stats.fields import PERCENTILE_FIELDS, SUMMARY_TABLE, make_summary
-from irqlab.serve.web import Dashboard, json_response
+from irqlab.serve.web import Dashboard, PageError, json_response
 from irqlab.store.provenance import provenance
 
 if TYPE_CHECKING:
@@ -100,4 +100,37 @@ def report(dashboard: Dashboard, request: Request) -> HTMLResponse:
         # The store stays open while plotting: big runs' samples are read from it.
         text, _ = build_report(load_runs(store, [row]), explained=explained)
     return HTMLResponse(text, headers={"content-security-policy": REPORT_CSP})
+
+
+def histogram_object(dashboard: Dashboard, run_id: int) -> dict[str, Any]:
+    """The run's `irqlab show ID --hist --json` line (irqlab.reports.termhist: exact from
+    the raw samples, else the stored histogram)."""
+    from irqlab.reports.data import load_run
+    from irqlab.reports.termhist import run_histograms
+
+    with dashboard.access.open() as store:
+        row = store.resolve(str(run_id))
+        try:
+            return run_histograms(store, [load_run(store, row)])[0]
+        except ValueError as exc:
+            raise PageError(404, str(exc)) from None
+
+
+def histogram(dashboard: Dashboard, request: Request) -> HTMLResponse:
+    model = histogram_object(dashboard, request.path_params["run_id"])
+    total = model["samples"] or 1
+    cumulative, rows = 0, []
+    for b in model["buckets"]:
+        cumulative += b["count"]
+        rows.append({**b, "pct": 100.0 * b["count"] / total,
+                     "cum_pct": 100.0 * cumulative / total})
+    chart = {"kind": "bars", "labels": [f"{b['low_ns']}" for b in model["buckets"]],
+             "x": list(range(len(model["buckets"]))),
+             "y": [b["count"] for b in model["buckets"]]}
+    return dashboard.render("histogram.html", title=f"run {model['run_id']} histogram",
+                            model=model, rows=rows, chart=chart)
+
+
+def histogram_api(dashboard: Dashboard, request: Request) -> Response:
+    return json_response(histogram_object(dashboard, request.path_params["run_id"]))
 

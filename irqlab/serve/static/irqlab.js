@@ -53,7 +53,19 @@ function trendChart(el, d) {
   return new uPlot(opts, [d.x, d.y, marked], el);
 }
 
-const CHARTS = {windows: windowsChart, ccdf: ccdfChart, trend: trendChart};
+function barsChart(el, d) {
+  const opts = {
+    width: WIDTH(), height: 280, scales: {x: {time: false}},
+    axes: [{label: "bucket from (ns)", values: (u, ticks) => ticks.map((i) => d.labels[i] || "")},
+           {label: "samples", size: 70}],
+    series: [{label: "bucket", value: (u, i) => (i == null ? "" : d.labels[i])},
+             {label: "samples", stroke: "#36c", fill: "rgba(51,102,204,0.4)",
+              paths: uPlot.paths.bars({size: [0.8]})}],
+  };
+  return new uPlot(opts, [d.x, d.y], el);
+}
+
+const CHARTS = {windows: windowsChart, ccdf: ccdfChart, trend: trendChart, bars: barsChart};
 
 function drawCharts() {
   for (const el of document.querySelectorAll("[data-chart]")) {
