@@ -55,13 +55,14 @@ def _page(dashboard: Dashboard, fn: Callable[[Dashboard, Request], Response],
             text = redact(str(exc))
             if json:
                 return json_response({"error": text}, status)
-            return dashboard.render("error.html", status=status, title="error", message=text)
+            return dashboard.render("error.html", status=status, title="error",
+                                    message=text)
     return handler
 
 
 def build_app(db: str | Path, token: str | None = None,
               allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS,
-              warm: bool = False) -> Starlette:
+              warm: bool = False) -> Guard:
     """The application over the store ``db``. ``token``: every request must carry it
     (``Authorization: Bearer``, the ``irqlab_token`` cookie, or ``?token=`` once, which
     sets the cookie). ``allowed_hosts``: the Host headers answered (None: any), so a web
@@ -88,10 +89,9 @@ def build_app(db: str | Path, token: str | None = None,
               _page(dashboard, run.histogram_api, json=True)),
         Route("/api/compare", _page(dashboard, compare.api, json=True)),
         Route("/api/trends", _page(dashboard, trends.api, json=True)),
-        Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
+        Mount("/static", StaticFiles(directory=Path(__file__).parent / "static")),
     ]
-    app = Starlette(routes=routes)
-    return Guard(app, token, allowed_hosts)  # type: ignore[return-value]
+    return Guard(Starlette(routes=routes), token, allowed_hosts)
 
 
 class Guard:
