@@ -186,8 +186,8 @@ def run_manpage(args: argparse.Namespace) -> int:
 
 # --- the man page ---------------------------------------------------------------------
 
-# Every IRQLAB_* variable irqlab reads (tests/cli/test_completion_manpage.py greps the
-# code for them: a new one must be added here).
+# Every IRQLAB_* variable irqlab reads or sets (tests/cli/test_help_matches.py greps
+# the code for them: a new one must be added here).
 ENVIRONMENT: list[tuple[str, str]] = [
     ("IRQLAB_DB", "database file or postgresql:// URL (default "
                   "~/.local/share/irqlab/irqlab.duckdb); --db overrides it"),
@@ -211,6 +211,8 @@ ENVIRONMENT: list[tuple[str, str]] = [
     ("IRQLAB_DEBUG", "1: show tracebacks of internal errors"),
     ("IRQLAB_BENCH_IN_MEMORY", "1: irqlab bench's report figures read every run whole "
                                "(set by irqlab bench for its comparison child)"),
+    ("IRQLAB_LG_PLACE", "set, not read: the labgrid place a matrix pool worker's cell runs "
+                        "on, in the environment of the processes it starts"),
 ]
 
 
