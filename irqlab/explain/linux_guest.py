@@ -21,6 +21,13 @@ attribution is additive over a window's prefixes: causes of [p, q] = causes of [
 causes of [a, p]). What is left (host IRQs inside run periods, mapping error) is closed
 by scaling the guest's causes, so a sample's causes add up to its latency.
 
+**TCG's timers.** Under TCG the guest's timer interrupt is raised by QEMU's main-loop
+thread (it runs QEMU's timers, then kicks the vCPU thread), so a guest timer IRQ entered
+late while its vCPU thread ran (the guest says ``IRQ latency in …``) can be the host's
+doing: the time that thread was runnable on the host inside that part of the window is
+taken from the guest's ``IRQ latency`` causes and named ``host: QEMU main loop (TCG's
+timers) preempted by COMM/PID``.
+
 **Clock (guest → host).** The samples are guest CLOCK_MONOTONIC ns; the host capture is
 on the host TSC. The guest reads its CLOCK_MONOTONIC and TSC back to back at the start
 and at every drain of its trace (``guest_anchors``), which gives guest TSC as a linear
@@ -161,10 +168,13 @@ def merge(g: Attribution, host: dict[str, int] | None) -> Attribution:
 class HostSide:
     """The host capture, asked one guest window at a time."""
 
-    def __init__(self, trace: Trace, clock: GuestHostClock) -> None:
+    def __init__(self, trace: Trace, clock: GuestHostClock, tcg: bool) -> None:
         self.ex = Explainer(trace)
         self.clock = clock
         self.vcpu_by_cpu = self._vcpus(trace.header.get("vmm_threads", {}))
+        # QEMU's main thread is its process (tid = pid); only TCG fires guest timers there.
+        pid = trace.header.get("vmm_pid")
+        self.main_tid = int(pid) if tcg and pid is not None else None
 
     @staticmethod
     def _vcpus(threads: dict[str, str]) -> dict[int, int]:
@@ -197,6 +207,41 @@ class HostSide:
         return ({_host_label(k): round(v / per_ns) for k, v in h.causes.items()
                  if k not in GUEST_TIME and k != UNEXPLAINED and v > 0},
                 [(p, q) for p, q in off if q > p], None)
+
+
+    def timer_path(self, g: Attribution) -> dict[str, int]:
+        """Host time (guest ns) QEMU's main loop was runnable while the guest waited for
+        its timer IRQ (deadline to timer IRQ entry): {host cause: ns}; TCG only."""
+        tl = self.ex.threads.get(self.main_tid) if self.main_tid is not None else None
+        t_irq = next((t for name, t in g.stages if name == "timer IRQ entry"), None)
+        if tl is None or t_irq is None or t_irq <= g.start:
+            return {}
+        a, b = (int(x) for x in self.clock.to_host(np.array([g.start, t_irq])))
+        out: dict[str, int] = defaultdict(int)
+        for seg, lo, hi in tl.between(a, b):
+            if seg.state != RUNNABLE:
+                continue
+            for l2, h2, pid, comm in self.ex.runs.pieces(seg.cpu, lo, hi):
+                who = "the CPU idle" if pid == 0 else "?" if pid < 0 else f"{comm}/{pid}"
+                out[f"host: QEMU main loop (TCG's timers) preempted by {who}"] += \
+                    round((h2 - l2) / self.clock.rate)
+        return dict(out)
+
+
+def take_from_irq_latency(g: Attribution, host_timer: dict[str, int]) -> dict[str, int]:
+    """Move up to the guest's ``IRQ latency`` time to the host's timer-path causes;
+    returns what was moved (the host causes, as much as there was to take)."""
+    moved: dict[str, int] = {}
+    pool = [k for k in g.causes if k.startswith("IRQ latency")]
+    for label, want in host_timer.items():
+        got = 0
+        for k in pool:
+            take = min(g.causes[k], want - got)
+            g.causes[k] -= take
+            got += take
+        if got:
+            moved[label] = got
+    return moved
 
 
 class OnCpuGuest:
@@ -272,7 +317,7 @@ def explain_linux_guest(store: Store, run: RunRow, request: Request,
         progress.stage(f"decoding the host capture ({hpath.stat().st_size / 1e6:.1f} MB "
                        f"gzip)")
         htrace = decode_capture(*read_archive(hpath))
-        host = HostSide(htrace, clock)
+        host = HostSide(htrace, clock, (run.accel or "").startswith("tcg"))
         cpu0 = min(host.vcpu_by_cpu) if host.vcpu_by_cpu else None
         clock.fit(htrace, s["seq"].astype(np.int64), s["entry_tick"].astype(np.int64),
                   run.accel or "", host.ex, host.vcpu_by_cpu.get(cpu0) if cpu0 is not None
@@ -286,7 +331,10 @@ def explain_linux_guest(store: Store, run: RunRow, request: Request,
         cpu = cpu_of.get(g.seq, 0)
         hc, off, why = (host.causes(g, cpu) if host is not None
                         else (None, [], f"host: {host_why}"))
-        att = merge(on_cpu.causes(g, cpu, off), hc)
+        g = on_cpu.causes(g, cpu, off)
+        if hc is not None and host is not None and g.status == "explained":
+            hc.update(take_from_irq_latency(g, host.timer_path(g)))
+        att = merge(g, hc)
         if why:
             att.notes.append(why)
         merged.append(att)
