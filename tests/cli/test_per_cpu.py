@@ -108,16 +108,28 @@ def test_check_per_cpu_json_and_runs_without_cpus(pdb):
 
 def test_report_per_cpu_table(pdb, tmp_path):
     out = tmp_path / "r.html"
-    res = call_cli(["report", "two-cpu", "one-stream", "--per-cpu", "-o", str(out)], pdb)
+    res = call_cli(["report", "two-cpu", "--per-cpu", "-o", str(out)], pdb)
     assert res.code == 0, res.stderr
     html = out.read_text()
-    assert html.count("<h3>Per CPU</h3>") == 2
+    assert html.count("<h3>Per CPU</h3>") == 1
     assert '<table class="per-cpu">' in html
     assert ('<td class="l">1</td><td class="">4000</td><td class="">3 ns</td>'
             '<td class="">6000 ns</td>') in html
-    assert "no per-CPU samples (one stream)" in html
-    # The CPUs' curves overlaid: one plot for the 2-CPU run, none for the other.
-    assert html.count('data-plot="run1-per-cpu"') == 1 and "run3-per-cpu" not in html
+    # The CPUs' curves overlaid, among the run's plots.
+    assert html.count('data-plot="run1-per-cpu"') == 1
+
+
+def test_report_per_cpu_section_of_a_run_without_cpus(pdb):
+    from irqlab.reports.data import load_runs
+    from irqlab.reports.html import _per_cpu_section
+    from irqlab.store import Store
+
+    with Store(pdb, read_only=True) as st:
+        (run,) = load_runs(st, [r for r in st.runs() if r.name == "one-stream"])
+    section, plot = _per_cpu_section(run, None)
+    assert plot is None
+    assert section == ["<h3>Per CPU</h3>", "<p>no per-CPU samples (one stream): its "
+                                           "figures are the whole run&#x27;s.</p>"]
 
 
 def test_per_cpu_figures_of_a_run_kept_in_the_store_equal_in_memory(pdb):
