@@ -2,11 +2,10 @@
 labgrid places (docs/matrix.md, "A pool of boards").
 
 labgrid's coordinator already schedules boards (places, tags, acquire/release), so the
-pool only picks: for each cell it asks the coordinator which matching places are free,
-starts a worker process for the cell on one (``python -m irqlab.cli.matrix_pool``,
-which runs the cell as ``irqlab run --target labgrid --lg-place PLACE`` does: the
-labgrid target acquires the place, boots, measures, releases) and waits for up to N such
-workers at once.
+pool only picks: for each cell it takes a matching place the coordinator listed free and
+sends the cell to one of up to N worker processes (``python -m irqlab.cli.matrix_pool``),
+which runs it as ``irqlab run --target labgrid --lg-place PLACE`` does (the labgrid
+target acquires the place, boots, measures, releases) and answers with its result.
 
 - One writer: the workers open the store the parent holds; a DuckDB file is then lent
   over the holder's socket (irqlab/store/share.py), a lab store is PostgreSQL.
@@ -15,9 +14,9 @@ workers at once.
   retry's run records the failure (metadata ``pool.failed``) and the cell a note. A
   place someone else took between the listing and the acquire is not a failure: the
   cell waits for the next free place.
-- Ctrl-C / SIGTERM: every worker is told (SIGINT), its run stops and stores what it has
-  and its target releases the place; a place a worker still holds after that (a worker
-  killed) is released here. --resume then skips the cells done.
+- Ctrl-C / SIGTERM: every busy worker is told (SIGINT), its run stops and stores what it
+  has and its target releases the place; a place a worker still holds after that (a
+  worker killed) is released here. --resume then skips the cells done.
 """
 
 from __future__ import annotations
@@ -113,7 +112,9 @@ class Coordinator:
     def places(self) -> list[PlaceInfo]:
         res = self._call("-v", "places")
         if res.returncode != 0:
-            raise OSError((res.stderr or res.stdout).strip()[-300:])
+            lines = (res.stderr or res.stdout).strip().splitlines() or [
+                f"labgrid-client exit code {res.returncode}"]
+            raise OSError(lines[-1][-300:])     # its last line says what failed
         return parse_places(res.stdout)
 
     def release(self, place: str) -> str | None:
@@ -130,12 +131,70 @@ class Job:
     failures: list[dict[str, Any]] = field(default_factory=list)
 
 
-@dataclass
 class Worker:
-    job: Job
-    place: str
-    proc: subprocess.Popen
-    log: Any                      # its stderr, a temporary file
+    """A worker process: it runs the cells sent to it one after another (a new one a
+    cell would cost an interpreter start and irqlab's imports, ~2 CPU s, each time)."""
+
+    def __init__(self, spec: dict[str, Any], coordinator: str | None) -> None:
+        from irqlab.runner.process import die_with_parent
+
+        env = dict(os.environ)
+        if coordinator:
+            env["LG_COORDINATOR"] = coordinator
+        self.log = tempfile.TemporaryFile("w+")
+        # Its own session: a terminal's Ctrl-C reaches the parent only, which tells each
+        # busy worker once (a second SIGINT would not let a run store what it has).
+        self.proc = subprocess.Popen([sys.executable, "-m", "irqlab.cli.matrix_pool",
+                                      json.dumps(spec, default=str)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, env=env, start_new_session=True,
+                                     preexec_fn=die_with_parent)
+        self.job: Job | None = None
+        self.place = ""
+        self.buf = b""
+
+    def send(self, job: Job, place: str, pool: dict[str, Any]) -> None:
+        self.job, self.place = job, place
+        line = {"place": place, "cell": job.cell, "series": job.series, "pool": pool}
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(line, default=str) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def fileno(self) -> int:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.fileno()
+
+    def read(self) -> dict[str, Any] | None:
+        """The job's result once its line is complete; None before. A worker that
+        ended without one gives a failed result naming its last words."""
+        chunk = os.read(self.fileno(), 1 << 16)
+        self.buf += chunk
+        while b"\n" in self.buf:
+            line, self.buf = self.buf.split(b"\n", 1)
+            if line.startswith(b'{"type": "pool_result"'):
+                return json.loads(line)
+        if chunk:
+            return None
+        self.proc.wait()
+        self.log.seek(0)
+        tail = self.log.read().strip().splitlines()[-1:] or [
+            f"exit code {self.proc.returncode}"]
+        return {"run_id": None, "status": "failed", "summary": {}, "notes": [],
+                "message": f"worker failed: {tail[0][-300:]}"}
+
+    def close(self, wait_s: float) -> None:
+        """End it: stdin closed (it exits between cells), killed after ``wait_s``."""
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
 
 
 class Pool:
@@ -149,6 +208,7 @@ class Pool:
         self.used: set[str] = set()
         self._next_listing = 0.0
         self.free: set[str] = set()           # places last listed free, not yet used
+        self.workers: list[Worker] = []
         self.held: list[str] = []             # "place by host/user", others' places
 
     # -- set-up -----------------------------------------------------------------------
@@ -223,37 +283,34 @@ class Pool:
             observer.notice(f"resuming {self.scn.name}: {total - len(jobs)} of {total} "
                             f"runs already done")
         queue: deque[Job] = deque(jobs)
-        running: list[Worker] = []
         results: dict[str, list[CellResult]] = {k: list(v) for k, v in stored.items()}
         started, waiting_since = 0, None
         interrupted = False
+
+        def record(res: CellResult) -> None:
+            results.setdefault(_key(res.cell), []).append(res)
+            observer.cell_done(res)
+
         with StopFlag() as stop:
             try:
-                while queue or running:
+                while queue or self._busy():
                     if stop.signum is not None:
                         interrupted = True
                         break
-                    started, waiting_since = self._dispatch(queue, running, observer,
-                                                            started, len(jobs),
-                                                            waiting_since)
-                    for w in [w for w in running if w.proc.poll() is not None]:
-                        running.remove(w)
-                        res = self._finished(w, queue, observer)
-                        if res is not None:
-                            results.setdefault(_key(res.cell), []).append(res)
-                            observer.cell_done(res)
-                            interrupted |= res.status == "interrupted"
+                    started, waiting_since = self._dispatch(queue, observer, started,
+                                                            len(jobs), waiting_since)
+                    for res in self._collect(queue, observer, _POLL_S):
+                        record(res)
+                        interrupted |= res.status == "interrupted"
                     if interrupted:
                         break
-                    if not running and queue and self._usable() == []:
+                    if not self._busy() and queue and self._usable() == []:
                         for job in queue:       # every place failed: nothing can run
-                            res = self._unrun(job)
-                            results.setdefault(_key(job.cell), []).append(res)
-                            observer.cell_done(res)
+                            record(self._unrun(job))
                         queue.clear()
-                    time.sleep(_POLL_S)
             finally:
-                self._stop_workers(running, observer)
+                for res in self._stop_workers(observer):
+                    record(res)
                 self._release_leftovers(observer)
         ordered = [r for c in self.scn.iter_cells()
                    for r in sorted(results.get(_key(c), []),
@@ -263,13 +320,15 @@ class Pool:
     def _usable(self) -> list[str]:
         return [p for p in self.places if p not in self.failed]
 
-    def _dispatch(self, queue: deque[Job], running: list[Worker],
-                  observer: MatrixObserver, started: int, total: int,
-                  waiting_since: float | None) -> tuple[int, float | None]:
-        """Start workers while jobs wait, fewer than N run and a place is free."""
-        while queue and len(running) < self.parallel:
+    def _busy(self) -> list[Worker]:
+        return [w for w in self.workers if w.job is not None]
+
+    def _dispatch(self, queue: deque[Job], observer: MatrixObserver, started: int,
+                  total: int, waiting_since: float | None) -> tuple[int, float | None]:
+        """Give jobs to workers while jobs wait, fewer than N run and a place is free."""
+        while queue and len(self._busy()) < self.parallel:
             job = queue[0]
-            busy = {w.place for w in running}
+            busy = {w.place for w in self._busy()}
             # A retry goes to a place the cell has not tried.
             choice = next((p for p in self._usable() if p in self.free and p not in busy
                            and p not in job.tried), None)
@@ -279,11 +338,11 @@ class Pool:
                 break
             queue.popleft()
             self.free.discard(choice)
-            running.append(self._start(job, choice))
+            self._start(job, choice)
             observer.cell_started(started, total, job.cell)
             started += 1
             waiting_since = None
-        if queue and not running:
+        if queue and not self._busy():
             now = time.monotonic()
             if waiting_since is None or now - waiting_since > _WAIT_NOTICE_S:
                 observer.notice(f"waiting for a free place matching {self.match} "
@@ -309,65 +368,72 @@ class Pool:
         self.held = [f"{p.name} by {p.acquired}" for p in listed if p.acquired]
         return bool(self.free)
 
-    def _start(self, job: Job, place: str) -> Worker:
-        from irqlab.runner.process import die_with_parent
-
+    def _start(self, job: Job, place: str) -> None:
+        """Send ``job`` to an idle worker (a new one while fewer than N exist)."""
         self.used.add(place)
         job.tried.append(place)
-        spec = {**self.spec, "cell": job.cell, "series": job.series,
-                "pool": {"match": self.match, "place": place, "attempt": len(job.tried),
-                         "failed": job.failures}}
-        env = dict(os.environ)
-        if self.coordinator.address:
-            env["LG_COORDINATOR"] = self.coordinator.address
-        log = tempfile.TemporaryFile("w+")
-        # Its own session: a terminal's Ctrl-C reaches the parent only, which tells each
-        # worker once (a second SIGINT would not let a run store what it has).
-        proc = subprocess.Popen([sys.executable, "-m", "irqlab.cli.matrix_pool", "--place",
-                                 place, json.dumps(spec, default=str)],
-                                stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
-                                text=True, env=env, start_new_session=True,
-                                preexec_fn=die_with_parent)
-        return Worker(job, place, proc, log)
+        worker = next((w for w in self.workers if w.job is None), None)
+        if worker is None:
+            worker = Worker(self.spec, self.coordinator.address)
+            self.workers.append(worker)
+        worker.send(job, place, {"match": self.match, "place": place,
+                                 "attempt": len(job.tried), "failed": job.failures})
 
-    def _finished(self, w: Worker, queue: deque[Job],
+    def _collect(self, queue: deque[Job], observer: MatrixObserver,
+                 timeout_s: float) -> list[CellResult]:
+        """Results of the busy workers that finished within ``timeout_s``."""
+        import select
+
+        busy = self._busy()
+        if not busy:
+            time.sleep(timeout_s)
+            return []
+        ready, _w, _x = select.select(busy, [], [], timeout_s)
+        out = []
+        for w in ready:
+            row = w.read()
+            if row is None:
+                continue
+            job, place = w.job, w.place
+            w.job = None
+            if w.proc.poll() is not None:       # died: a new one takes its place
+                self.workers.remove(w)
+                w.close(0)
+            assert job is not None
+            res = self._finished(job, place, row, queue, observer)
+            if res is not None:
+                out.append(res)
+        return out
+
+    def _finished(self, job: Job, place: str, row: dict[str, Any], queue: deque[Job],
                   observer: MatrixObserver) -> CellResult | None:
-        """The worker's result; None when the cell goes back to the queue."""
-        out = w.proc.stdout.read() if w.proc.stdout else ""
-        row = next((json.loads(ln) for ln in out.splitlines() if ln.startswith("{")), None)
-        w.log.seek(0)
-        log = w.log.read()
-        w.log.close()
-        if row is None:                 # the worker died before it could say
-            tail = log.strip().splitlines()[-1:] or [f"exit code {w.proc.returncode}"]
-            row = {"run_id": None, "status": "failed", "summary": {},
-                   "notes": [], "message": f"worker failed: {tail[0][-300:]}"}
+        """A worker's result; None when the cell goes back to the queue."""
         message = row.get("message") or ""
         if row["status"] == "failed" and ACQUIRE_FAILED in message:
             # Taken by someone else after we listed it free: not this place's fault.
-            w.job.tried.remove(w.place)
-            queue.appendleft(w.job)
+            job.tried.remove(place)
+            queue.appendleft(job)
             return None
         if row["status"] != "failed":
-            self.free.add(w.place)      # its run released it (checked at the end)
-        res = CellResult(w.job.cell, row["run_id"], row["status"], row["summary"],
-                         row["notes"], series=None if w.job.series is None
-                         else w.job.series[0],
-                         index=None if w.job.series is None else w.job.series[1],
-                         place=w.place)
+            self.free.add(place)      # its run released it (checked at the end)
+        res = CellResult(job.cell, row["run_id"], row["status"], row["summary"],
+                         row["notes"], series=None if job.series is None
+                         else job.series[0],
+                         index=None if job.series is None else job.series[1],
+                         place=place)
         if row["status"] != "failed":
-            res.notes[:0] = self._failure_notes(w.job)
+            res.notes[:0] = self._failure_notes(job)
             return res
         # A failed run: the place is suspect (boot failure, console gone).
-        self.failed[w.place] = message
-        w.job.failures.append({"place": w.place, "run_id": row["run_id"],
+        self.failed[place] = message
+        job.failures.append({"place": place, "run_id": row["run_id"],
                                "message": message})
-        observer.notice(f"place {w.place} failed ({message}); not used again by this "
+        observer.notice(f"place {place} failed ({message}); not used again by this "
                         f"matrix")
-        if len(w.job.tried) < 2 and any(p not in w.job.tried for p in self._usable()):
-            queue.appendleft(w.job)     # retried once, on another place
+        if len(job.tried) < 2 and any(p not in job.tried for p in self._usable()):
+            queue.appendleft(job)     # retried once, on another place
             return None
-        res.notes[:0] = self._failure_notes(w.job)
+        res.notes[:0] = self._failure_notes(job)
         return res
 
     @staticmethod
@@ -384,21 +450,25 @@ class Pool:
             index=None if job.series is None else job.series[1])
         return res
 
-    def _stop_workers(self, running: list[Worker], observer: MatrixObserver) -> None:
-        """SIGINT to every worker (its run stops, stores, releases), then wait."""
-        for w in running:
+    def _stop_workers(self, observer: MatrixObserver) -> list[CellResult]:
+        """SIGINT to every busy worker (its run stops, stores what it has, releases its
+        place); their results; then every worker ends."""
+        busy = self._busy()
+        for w in busy:
             if w.proc.poll() is None:
                 w.proc.send_signal(signal.SIGINT)
+        out: list[CellResult] = []
         deadline = time.monotonic() + _STOP_GRACE_S
-        for w in running:
-            try:
-                w.proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                observer.notice(f"the run on {w.place} did not stop in "
-                                f"{_STOP_GRACE_S:.0f} s: killed")
-                w.proc.kill()
-                w.proc.wait()
-            w.log.close()
+        drop: deque[Job] = deque()              # no retry while stopping
+        while self._busy() and time.monotonic() < deadline:
+            out += self._collect(drop, observer, 0.2)
+        for w in self._busy():
+            observer.notice(f"the run on {w.place} did not stop in {_STOP_GRACE_S:.0f} s: "
+                            f"killed")
+        for w in self.workers:
+            w.close(0 if w.job is not None else 10)
+        self.workers = []
+        return out
 
     def _release_leftovers(self, observer: MatrixObserver) -> None:
         """Release any place this matrix used that is still acquired from here (a worker
@@ -439,21 +509,32 @@ class _Quiet:
 
 
 def worker_main(argv: list[str]) -> int:
-    """``python -m irqlab.cli.matrix_pool --place PLACE SPEC``: run one cell on PLACE
-    into the store SPEC names and print its result as one JSON line."""
+    """``python -m irqlab.cli.matrix_pool SPEC``: read jobs (JSON lines: place, cell,
+    series, pool) from stdin, run each cell on its place into the store SPEC names, and
+    print each result as one JSON line; ends at the end of stdin."""
     from irqlab.cli.matrix import _run_cell
     from irqlab.store import open_store
 
-    place, spec = argv[1], json.loads(argv[2])
+    spec = json.loads(argv[0])
     scn = load_scenario(spec["file"], repeat=spec["repeat"], max_cells=spec["max_cells"],
                         overrides=spec["overrides"])
-    series = tuple(spec["series"]) if spec["series"] else None
-    with open_store(spec["db"]) as store:
-        res = _run_cell(scn, spec["cell"], store, _Quiet(), series,   # type: ignore[arg-type]
-                        place=place, pool=spec["pool"])
-    print(json.dumps({"run_id": res.run_id, "status": res.status, "summary": res.summary,
-                      "notes": res.notes, "message": res.summary.get("message")},
-                     default=str), flush=True)
+    try:
+        with open_store(spec["db"]) as store:
+            for line in sys.stdin:
+                job = json.loads(line)
+                # Inherited by what the run starts (labgrid's QEMU): which place a
+                # process belongs to, for whoever looks at the host's processes.
+                os.environ["IRQLAB_LG_PLACE"] = job["place"]
+                series = tuple(job["series"]) if job["series"] else None
+                res = _run_cell(scn, job["cell"], store, _Quiet(),   # type: ignore[arg-type]
+                                series, place=job["place"], pool=job["pool"])
+                print(json.dumps({"type": "pool_result", "run_id": res.run_id,
+                                  "status": res.status, "summary": res.summary,
+                                  "notes": res.notes,
+                                  "message": res.summary.get("message")}, default=str),
+                      flush=True)
+    except KeyboardInterrupt:          # told to stop between two cells
+        return 130
     return 0
 
 

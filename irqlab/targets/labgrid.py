@@ -17,12 +17,12 @@ period) unless the environment sets ``boot_args``, and ``--lg-image`` replaces t
 its ``kernel`` key names. The console is read by a thread (see irqlab.targets.serial),
 synchronising on the probe's first good frame as for a serial run.
 
-``--lg-place NAME`` acquires that place at the coordinator first (``labgrid-client
-acquire``; the coordinator from ``LG_COORDINATOR`` or the environment's
-``coordinator_address``) and releases it in :meth:`LabgridBoard.stop`, which the run flow
-calls after a failed boot, a failed run, Ctrl-C and a normal end alike. Only a SIGKILL of
-irqlab leaves it acquired (labgrid places have no lease): ``labgrid-client -p NAME
-release`` then.
+``--lg-place NAME`` acquires that place at the coordinator first (as ``labgrid-client
+acquire`` does, through labgrid's client session in this process; the coordinator from
+``LG_COORDINATOR`` or the environment's ``coordinator_address``) and releases it in
+:meth:`LabgridBoard.stop`, which the run flow calls after a failed boot, a failed run,
+Ctrl-C and a normal end alike. Only a SIGKILL of irqlab leaves it acquired (labgrid
+places have no lease): ``labgrid-client -p NAME release`` then.
 """
 
 from __future__ import annotations
@@ -168,6 +168,54 @@ def labgrid_client() -> list[str]:
     return [found]
 
 
+class _NoSessionApi(Exception):
+    """labgrid's client session API is not the one _session_place_op knows."""
+
+
+def _session_place_op(coordinator: str | None, place: str, op: str) -> str | None:
+    """Acquire or release ``place`` as ``labgrid-client -p PLACE acquire|release`` does,
+    in this process (its ClientSession; the event loop labgrid keeps for this thread).
+    None when done, else labgrid's message; raises _NoSessionApi if labgrid lacks it."""
+    import argparse
+    import asyncio
+    import contextlib
+    import io
+
+    try:
+        from labgrid.remote.client import ClientSession, ensure_event_loop
+        from labgrid.remote.client import Error as LabgridError
+        from labgrid.util.proxy import proxymanager
+    except ImportError as exc:
+        raise _NoSessionApi(str(exc)) from None
+    address = proxymanager.get_grpc_address(
+        coordinator or os.environ.get("LG_COORDINATOR", "127.0.0.1:20408"),
+        default_port=20408)
+    loop = ensure_event_loop()
+    args = argparse.Namespace(place=place, allow_unmatched=True, kick=False)
+    try:
+        session = ClientSession(address, loop, args=args)
+        method = getattr(session, f"_{op}_place")
+    except (TypeError, AttributeError) as exc:
+        raise _NoSessionApi(str(exc)) from None
+
+    async def call() -> None:
+        await asyncio.wait_for(session.start(), _CLIENT_TIMEOUT_S)
+        try:
+            await asyncio.wait_for(method(place), _CLIENT_TIMEOUT_S)
+        finally:
+            await session.stop()
+            await session.close()
+
+    # labgrid prints "acquired place ..." to stdout: irqlab's stdout is its output.
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            loop.run_until_complete(call())
+    except (LabgridError, asyncio.TimeoutError) as exc:
+        return str(exc) or f"no answer from the coordinator at {address} in " \
+                           f"{_CLIENT_TIMEOUT_S:.0f} s"
+    return None
+
+
 @dataclass
 class LabgridOptions(TargetOptions):
     """A board in a labgrid environment."""
@@ -206,20 +254,31 @@ class LabgridBoard(ConsoleStream):
         return subprocess.run(argv, capture_output=True, text=True,
                               timeout=_CLIENT_TIMEOUT_S, stdin=subprocess.DEVNULL)
 
+    def _place_op(self, op: str) -> str | None:
+        """``op`` ("acquire" or "release") of the place; None when done, else labgrid's
+        message. Through labgrid's client session in this process when its API is the
+        one known (labgrid 24 to 26): a labgrid-client process costs an interpreter
+        start and labgrid's imports, 1 to 2 s a call, which was most of a short pooled
+        matrix cell (irqlab.cli.matrix_pool). Else, or if that API is not there, the
+        labgrid-client command."""
+        try:
+            return _session_place_op(self.opts.coordinator, str(self.opts.lg_place), op)
+        except _NoSessionApi:
+            res = self._client(op)
+            return None if res.returncode == 0 else \
+                (res.stderr or res.stdout).strip()[-300:]
+
     def _acquire(self) -> None:
-        res = self._client("acquire")
-        if res.returncode != 0:
-            raise OSError(f"cannot acquire labgrid place {self.opts.lg_place}: "
-                          f"{(res.stderr or res.stdout).strip()[-300:]}")
+        error = self._place_op("acquire")
+        if error is not None:
+            raise OSError(f"cannot acquire labgrid place {self.opts.lg_place}: {error}")
         self.acquired = True
 
     def _release(self) -> None:
         if not self.acquired:
             return
         try:
-            res = self._client("release")
-            if res.returncode != 0:
-                self.release_error = (res.stderr or res.stdout).strip()[-300:]
+            self.release_error = self._place_op("release")
         except (OSError, subprocess.TimeoutExpired) as exc:
             self.release_error = str(exc)
         self.acquired = self.release_error is not None

@@ -87,3 +87,10 @@ def test_dry_run_of_every_shipped_scenario(tmp_path, path):
     text = call_cli(["matrix", str(path), "--dry-run"], tmp_path / "db")
     assert text.code == 0 and f"{scn.cell_count()} cells" in text.stdout.splitlines()[0]
     assert json.dumps(res.lines)          # plain JSON values only
+
+
+def test_pool_of_a_scenario_not_on_labgrid_exits_2(tmp_path):
+    """Checked before any store is opened or the coordinator asked."""
+    res = call_cli(["matrix", str(SEED002), "--lg-places", "rig-*"], tmp_path / "db")
+    assert res.code == 2 and "target is guest" in res.stderr and "labgrid" in res.stderr
+    assert list(tmp_path.iterdir()) == []

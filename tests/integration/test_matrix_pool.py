@@ -89,29 +89,32 @@ def test_pool_stores_every_cell_once_and_releases_the_places(lab, env_file, tmp_
         assert len([r for r in st.runs() if r.suite == "pool6"]) == 6
 
 
-def _workers() -> dict[str, int]:
-    """Place -> pid of the pool worker running a cell on it."""
+def _qemus() -> dict[str, int]:
+    """Place -> pid of the QEMU a pool worker runs on it (its environment names it)."""
     out = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if "qemu-system" not in Path(f"/proc/{pid}/comm").read_text():
+                continue
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"irqlab.cli.matrix_pool" in args and b"--place" in args:
-            out[args[args.index(b"--place") + 1].decode()] = int(pid)
+        for item in env:
+            if item.startswith(b"IRQLAB_LG_PLACE="):
+                out[item.split(b"=", 1)[1].decode()] = int(pid)
     return out
 
 
-def _qemu_child(parent: int) -> int | None:
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        name, rest = stat.split(") ", 1)
-        if "qemu-system" in name and int(rest.split()[1]) == parent:
-            return int(pid)
-    return None
+def _workers() -> list[int]:
+    return [int(pid) for pid in filter(str.isdigit, os.listdir("/proc"))
+            if b"irqlab.cli.matrix_pool" in _cmdline(pid)]
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def test_killed_qemu_marks_the_place_and_the_cell_is_retried(lab, env_file, tmp_path):
@@ -124,11 +127,7 @@ def test_killed_qemu_marks_the_place_and_the_cell_is_retried(lab, env_file, tmp_
         victim, deadline = None, time.monotonic() + 90
         while victim is None:
             assert time.monotonic() < deadline and p.poll() is None, p.stderr.read()
-            for place, worker in _workers().items():
-                qemu = _qemu_child(worker)
-                if qemu is not None:
-                    victim = (place, qemu)
-                    break
+            victim = next(iter(_qemus().items()), None)
             time.sleep(0.2)
         time.sleep(1.5)                  # booted and measuring (a 4 s cell)
         os.kill(victim[1], signal.SIGKILL)
@@ -178,3 +177,16 @@ def test_ctrl_c_releases_every_place(lab, env_file, tmp_path):
     with Store(db, read_only=True) as st:
         statuses = [r.status for r in st.runs() if r.suite == "poollong"]
     assert statuses and set(statuses) <= {"interrupted", "failed"}, statuses
+
+
+def test_no_matching_place_or_no_coordinator_exits_2(lab, env_file, tmp_path):
+    scn = write_scenario(tmp_path / "one.toml", env_file, "poolnone", samples=10, cells=1)
+    for match, env, words in (
+            ("board=riscv", lab, ["no place of the coordinator matches", "rig-a", "other"]),
+            ("rig-*", {**lab, "LG_COORDINATOR": "127.0.0.1:1"},
+             ["cannot list the places", "127.0.0.1:1", "LG_COORDINATOR"])):
+        p = matrix([str(scn), "--lg-places", match, "--db", str(tmp_path / "db")], env)
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 2 and len(err.strip().splitlines()) == 1, err
+        assert all(w in err for w in words), err
+        assert not (tmp_path / "db").exists()
