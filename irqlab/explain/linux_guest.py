@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from irqlab.explain.attribute import (CPU_IDLE, UNEXPLAINED, VCPU_BLOCKED, VCPU_RUNNING,
-                                      Attribution, Explainer, aggregate)
+from irqlab.explain.attribute import (UNEXPLAINED, VCPU_BLOCKED, VCPU_RUNNING, Attribution,
+                                      Explainer, aggregate)
 from irqlab.explain.clock import check_causality, fit_clock, refine_with_causality
 from irqlab.explain.host import tracefs_writers
 from irqlab.explain.load import Trace, decode_capture
@@ -128,11 +128,8 @@ class GuestHostClock:
 
 
 def _host_label(cause: str) -> str:
-    if cause.startswith("preempted by "):
-        return "host: vCPU thread " + cause
-    if cause == CPU_IDLE:
-        return "host: " + cause
-    return "host: " + cause
+    """A host-vcpu cause with its layer ("preempted by" says whose: the vCPU thread's)."""
+    return "host: " + ("vCPU thread " + cause if cause.startswith("preempted by ") else cause)
 
 
 def merge(g: Attribution, host: dict[str, int] | None) -> Attribution:

@@ -33,7 +33,6 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from irqlab.explain.linux_guest import GuestHostClock, explain_linux_guest
