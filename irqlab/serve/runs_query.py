@@ -6,10 +6,11 @@ A lab store holds 100,000 runs and more; decoding every row (``Store.runs()``, w
 tags read by the database's own JSON functions (DuckDB: json_extract_string; PostgreSQL:
 JSONB ``->>``). Sorting by a summary figure would parse every summary on every page;
 those pages take the filtered ids from the database and the figures from a
-:class:`FigureCache` the server keeps. Only while another irqlab process holds a DuckDB
-file and lends it (store/share.py, which carries named operations, never SQL) is the
-page cut from ``Store.runs()`` in Python, by :func:`select_page` with the same filters
-and order.
+:class:`FigureCache` the server keeps. DuckDB's statements are the store's own named
+operations (store/share.py: run_count, run_ids_page, runs_by_ids), so while another
+irqlab process holds the file and lends it, the holder cuts the page the same way. Only
+a holder from before those operations has the page cut from ``Store.runs()`` in Python,
+by :func:`select_page` with the same filters and order (the tests hold all equal).
 
 Each row of a page has the keys of an `irqlab list --json` line (docs/formats.md) plus
 ``host`` (the run's host name), ``p50_ns`` and ``p999_ns``.
@@ -143,11 +144,26 @@ def runs_page(store: Store | PgStore, q: RunsQuery,
     keeps the figures a page sorts by between requests (:class:`FigureCache`)."""
     from irqlab.store.db import Store
 
-    if isinstance(store, Store):
-        if store.holder_pid is not None:      # borrowed: named operations only
-            return select_page(store.runs(), q)
+    if not isinstance(store, Store):
+        return _sql_page(store, q, _POSTGRES, cache)
+    if store.holder_pid is None:
         return _sql_page(store, q, _DUCKDB, cache)
-    return _sql_page(store, q, _POSTGRES, cache)
+    # Borrowed: the holder cuts the page by the named operations (its own SQL); the
+    # figure cache would need every filtered id, so figures sort in its SQL too.
+    try:
+        return _sql_page(store, q, _DUCKDB, None)
+    except duckdb_refusal() as exc:
+        if "refused by the holder" not in str(exc):
+            raise
+        # An irqlab from before those operations holds the file: every row, in Python.
+        return select_page(store.runs(), q)
+
+
+def duckdb_refusal() -> type[Exception]:
+    """What a holder answers an operation it does not know (share.BadRequest's base)."""
+    import duckdb
+
+    return duckdb.InvalidInputException
 
 
 # ---- in Python (a borrowed DuckDB file) ------------------------------------------------
@@ -198,12 +214,12 @@ class _Dialect:
     contains: str                             # SQL: name contains a lower-case parameter
 
 
+# DuckDB's SQL of the page is the store's own (irqlab/store/share.py, runs_page_where,
+# the run_count/run_ids_page/runs_by_ids operations): the same statements run here and,
+# for a borrowed file, in the process that holds it. Only its mark and figures are used.
 _DUCKDB = _Dialect(
-    mark="?",
-    text=lambda col: f"json_extract_string({col}, ?)",
-    number=lambda key: f"TRY_CAST(json_extract_string(summary, '$.{key}') AS DOUBLE)",
-    hostname="json_extract_string(metadata, '$.host.hostname')",
-    contains="contains(lower(name), ?)")
+    mark="?", text=lambda col: "", number=lambda key: _share().figure_sql(key),
+    hostname="", contains="")
 _POSTGRES = _Dialect(
     mark="%s",
     text=lambda col: f"({col} ->> %s)",
@@ -213,7 +229,26 @@ _POSTGRES = _Dialect(
     contains="strpos(lower(name), %s) > 0")
 
 
+def _share() -> Any:
+    from irqlab.store import share
+
+    return share
+
+
+def _filters(q: RunsQuery) -> dict[str, Any]:
+    """The query's filters as share.runs_page_where takes them."""
+    out: dict[str, Any] = {k: v for k, v in (("name", q.name), ("target", q.target),
+                                             ("status", q.status), ("host", q.host)) if v}
+    if q.tag is not None:
+        out["tag_key"], out["tag_value"] = q.tag
+    if q.since is not None:
+        out["since"] = q.since
+    return out
+
+
 def _where(q: RunsQuery, d: _Dialect) -> tuple[str, list[Any]]:
+    if d is _DUCKDB:
+        return _share().runs_page_where(_filters(q))
     clauses: list[str] = []
     args: list[Any] = []
     if q.name:
@@ -228,8 +263,7 @@ def _where(q: RunsQuery, d: _Dialect) -> tuple[str, list[Any]]:
         args.append(q.host)
     if q.tag is not None:
         clauses.append(f"{d.text('tags')} = {d.mark}")
-        # DuckDB takes a JSON path (the key quoted), PostgreSQL the key itself.
-        args += [f'$."{q.tag[0]}"' if d is _DUCKDB else q.tag[0], q.tag[1]]
+        args += [q.tag[0], q.tag[1]]
     if q.since is not None:
         clauses.append(f"started_at >= {d.mark}")
         args.append(q.since)
@@ -286,11 +320,8 @@ def _rows_by_id(store: Store | PgStore, d: _Dialect, ids: list[int]) -> list[Run
         return []
     if d is _DUCKDB:
         from irqlab.store.db import _row      # the store's own decoding of a runs row
-        from irqlab.store.share import RUN_COLUMNS
 
-        marks = ", ".join("?" * len(ids))
-        rows = [_row(r) for r in _fetch(store, d, f"SELECT {RUN_COLUMNS} FROM runs "
-                                                  f"WHERE run_id IN ({marks})", ids)]
+        rows = [_row(r) for r in store._query(_share().RUNS_BY_IDS, ids).fetchall()]
     else:
         rows = store._run_rows("WHERE run_id = ANY(%s)", (ids,))
     by_id = {r.run_id: r for r in rows}
@@ -299,13 +330,21 @@ def _rows_by_id(store: Store | PgStore, d: _Dialect, ids: list[int]) -> list[Run
 
 def _sql_page(store: Store | PgStore, q: RunsQuery, d: _Dialect,
               cache: FigureCache | None) -> RunsPage:
-    where, args = _where(q, d)
     if q.sort in SORT_FIGURES and cache is not None:
-        return _cached_page(store, q, d, cache, where, args)
+        return _cached_page(store, q, d, cache, *_where(q, d))
+    offset = (q.page - 1) * q.per_page
+    if d is _DUCKDB:
+        share = _share()
+        total = int(store._query(share.RUN_COUNT, _filters(q)).fetchone()[0])
+        ids = [int(r[0]) for r in store._query(share.RUN_IDS_PAGE, {
+            "filters": _filters(q), "sort": q.sort, "desc": q.desc,
+            "limit": q.per_page, "offset": offset}).fetchall()]
+        return RunsPage([list_row(r) for r in _rows_by_id(store, d, ids)], total, q)
+    where, args = _where(q, d)
     total = int(_fetch(store, d, f"SELECT count(*) FROM runs{where}", args)[0][0])
     # The page's ids first, then only their rows: an ORDER BY ... OFFSET over every
     # column drags each skipped row's JSON along (0.35 s for the last of 2,000 pages).
-    tail = f"{_order(q, d)} LIMIT {q.per_page} OFFSET {(q.page - 1) * q.per_page}"
+    tail = f"{_order(q, d)} LIMIT {q.per_page} OFFSET {offset}"
     ids = [int(r[0]) for r in _fetch(store, d, f"SELECT run_id FROM runs{where}{tail}",
                                      args)]
     return RunsPage([list_row(r) for r in _rows_by_id(store, d, ids)], total, q)

@@ -379,6 +379,88 @@ RUN_INSERT = Op("run_insert", _build_run_insert, write=True)
 RUN_UPDATE = Op("run_update", _build_run_update, write=True)
 FILES_INSERT = Op("files_insert", _build_files_insert, write=True, many=True)
 
+# `irqlab serve`'s runs page (irqlab/serve/runs_query.py): the count and one page of run
+# ids under filters and an order given as typed arguments, and those runs' rows, so the
+# page is cut by the database even while a run lends the file (its summary figures and
+# tags read by DuckDB's JSON functions; nothing but checked values crosses the socket).
+RUNS_PAGE_SORTS = ("run_id", "name", "started_at", "target", "status",
+                   "samples", "p50_ns", "p99_ns", "p999_ns", "max_ns")
+RUNS_PAGE_FIGURES = RUNS_PAGE_SORTS[5:]         # summary keys: None sorts last
+RUNS_BY_IDS_MAX = 500
+
+
+def figure_sql(key: str) -> str:
+    """A summary figure of a runs row as a DOUBLE (NULL when the run has none)."""
+    if key not in RUNS_PAGE_FIGURES:
+        raise BadRequest(f"no page figure {str(key)[:40]!r}")
+    return f"TRY_CAST(json_extract_string(summary, '$.{key}') AS DOUBLE)"
+
+
+def runs_page_where(filters: Any) -> tuple[str, list[Any]]:
+    """`` WHERE ...`` (or "") and its parameters of the runs page's filters: name (a
+    substring, any case), target, status, host (metadata.host.hostname), tag_key with
+    tag_value, since (started at or after)."""
+    if not isinstance(filters, dict):
+        raise BadRequest("the runs page's filters are an object")
+    text = {k: _text(v, 1000) for k, v in filters.items() if k != "since"}
+    unknown = set(text) - {"name", "target", "status", "host", "tag_key", "tag_value"}
+    if unknown:
+        raise BadRequest(f"no runs page filter {sorted(unknown)[0][:40]!r}")
+    clauses, args = [], []
+    if text.get("name"):
+        clauses.append("contains(lower(name), ?)")
+        args.append(text["name"].lower())
+    for column in ("target", "status"):
+        if text.get(column):
+            clauses.append(f"{column} = ?")
+            args.append(text[column])
+    if text.get("host"):
+        clauses.append("json_extract_string(metadata, '$.host.hostname') = ?")
+        args.append(text["host"])
+    if "tag_key" in text:
+        key = text["tag_key"]
+        if not key or '"' in key or "\\" in key or "tag_value" not in text:
+            raise BadRequest("a tag filter is a key without quotes or backslashes, and a "
+                             "value")
+        clauses.append("json_extract_string(tags, ?) = ?")
+        args += [f'$."{key}"', text["tag_value"]]
+    if filters.get("since") is not None:
+        clauses.append("started_at >= ?")
+        args.append(_time(filters["since"]))
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", args
+
+
+def _build_run_ids_page(args: Any) -> tuple[str, list[Any]]:
+    if not isinstance(args, dict):
+        raise BadRequest("run_ids_page takes {filters, sort, desc, limit, offset}")
+    where, params = runs_page_where(args.get("filters", {}))
+    sort = args.get("sort")
+    if sort not in RUNS_PAGE_SORTS:
+        raise BadRequest(f"sort by one of {', '.join(RUNS_PAGE_SORTS)}")
+    way = "DESC" if _bool(args.get("desc")) else "ASC"
+    column = figure_sql(sort) if sort in RUNS_PAGE_FIGURES else sort
+    limit, offset = _int(args.get("limit")), _int(args.get("offset"))
+    if not 0 <= limit <= RUNS_BY_IDS_MAX or offset < 0:
+        raise BadRequest(f"a page is at most {RUNS_BY_IDS_MAX} runs from offset >= 0")
+    return (f"SELECT run_id FROM runs{where} ORDER BY {column} {way} NULLS LAST, "
+            f"run_id {way} LIMIT {limit} OFFSET {offset}", params)
+
+
+def _build_run_count(args: Any) -> tuple[str, list[Any]]:
+    where, params = runs_page_where(args)
+    return f"SELECT count(*) FROM runs{where}", params
+
+
+def _build_runs_by_ids(args: Any) -> tuple[str, list[Any]]:
+    ids = [_int(i) for i in _list(args, RUNS_BY_IDS_MAX)]
+    marks = ", ".join("?" * len(ids)) or "NULL"
+    return f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id IN ({marks})", ids
+
+
+RUN_IDS_PAGE = Op("run_ids_page", _build_run_ids_page)
+RUN_COUNT = Op("run_count", _build_run_count)
+RUNS_BY_IDS = Op("runs_by_ids", _build_runs_by_ids)
+
 # Reading a run's samples: which columns, in which order (store/db.py's readers).
 SAMPLE_COLUMNS = {"latency": "entry_tick, deadline_tick",
                   "latency_seq": "entry_tick, deadline_tick, seq",

@@ -25,7 +25,8 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from irqlab.serve.app import CSP, build_app
-from irqlab.serve.runs_query import FigureCache, RunsQuery, runs_page, select_page
+from irqlab.serve.runs_query import (SORTS, FigureCache, RunsQuery, runs_page,
+                                     select_page)
 from irqlab.store import Store
 
 HOSTILE = "<script>alert(1)</script>"
@@ -180,6 +181,32 @@ def test_sql_pages_equal_the_python_pages(store, params):
         expected = select_page(st.runs(), q)
         for page in (runs_page(st, q), runs_page(st, q, cache), runs_page(st, q, cache)):
             assert (page.rows, page.total) == (expected.rows, expected.total)
+
+
+def test_a_borrowed_store_is_paged_by_the_holder(store):
+    """While another process holds the file (a run), the page is cut by the holder's
+    named operations (store/share.py), not from every row: same pages."""
+    from irqlab.store import share
+
+    assert SORTS == share.RUNS_PAGE_SORTS
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys\nfrom irqlab.store import Store\n"
+         f"s = Store({str(store)!r})\nprint('held', flush=True)\nsys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with Store(store, read_only=True) as st:
+            assert st.holder_pid == holder.pid
+            everything = st.runs()
+            for params in ({}, {"sort": "p999_ns", "per_page": "5", "page": "3"},
+                           {"tag": "series=s1", "sort": "name", "order": "asc"},
+                           {"name": "step-1", "host": "board-1", "since": "2000-01-01"}):
+                q = RunsQuery.from_params(params)
+                got, expected = runs_page(st, q, FigureCache()), select_page(everything, q)
+                assert (got.rows, got.total) == (expected.rows, expected.total), params
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
 
 
 def test_the_figure_cache_follows_a_run_from_running_to_finished(tmp_path):
