@@ -123,6 +123,7 @@ def test_histogram_equals_irqlab_show_hist_json(client, store):
             assert got.status_code == 404 and "has no histogram" in got.json()["error"]
 
 
+@pytest.mark.slow        # matplotlib's import and plots: ~2 s, 5 s on a loaded host
 def test_the_report_link_serves_irqlab_report_under_its_own_csp(client):
     from irqlab.reports.html import CSP as REPORT_CSP
 
