@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import socket
 import subprocess
@@ -25,7 +26,9 @@ from irqlab.store import Store
 from irqlab.store.retention import latencies_tick
 
 PROMETHEUS = Path("/usr/bin/prometheus")
-WINDOWS_WANTED = 8          # windows of 2 s Prometheus has seen before it is asked
+# Windows of 2 s Prometheus has seen before it is asked (IRQLAB_PROM_WINDOWS=90: the
+# issue's 3-minute figure, run by hand, not in the suite).
+WINDOWS_WANTED = int(os.environ.get("IRQLAB_PROM_WINDOWS", "8"))
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not PROMETHEUS.exists(),
@@ -97,7 +100,7 @@ def test_prometheus_quantile_and_max_agree_with_irqlab(tmp_path):
         _wait(lambda: _get(f"http://127.0.0.1:{pport}/-/ready"), 30, "prometheus ready",
               prom)
         _wait(lambda: [r for r in _query(pport, "irqlab_windows_total")
-                       if float(r["value"][1]) >= WINDOWS_WANTED], 60,
+                       if float(r["value"][1]) >= WINDOWS_WANTED], 30 + 3 * WINDOWS_WANTED,
               f"{WINDOWS_WANTED} windows scraped", mon)
         # One scrape: every series of it has the same timestamp; ask all at that time.
         at = _one(pport, "timestamp(irqlab_windows_total)", time.time())
