@@ -4,9 +4,11 @@ One real native run with `--trace` on CPU 1 (probe SCHED_FIFO 90) and `--load
 netns-flood:cpus=1`: a ping flood of 60000-byte echoes across a veth pair between two
 namespaces the load creates, from a ping pinned to the probe's CPU, so the NET_RX
 softirq (fragments, reassembly, the reply) runs there. The flood lasts the whole run (it
-starts before the probe and stops after it), so every spike of the run is one of its
-spikes; >= 90 % of them must have the flood's softirq ("softirq NET_RX") as their largest
-cause. The namespaces must be gone after the run, and after a `kill -9` of irqlab the
+starts before the probe and stops after it). Its spikes are those whose deadline found
+the flood's sender (ping) on the probe's CPU — the CPU's task from the capture's context
+switches, not from the attribution; other loads on a shared host (a CI machine, other
+tests) make spikes of their own, which are not the flood's. >= 90 % of its spikes must
+have the flood's softirq ("softirq NET_RX") as their largest cause. The namespaces must be gone after the run, and after a `kill -9` of irqlab the
 next irqlab command removes them and says so.
 """
 
@@ -73,8 +75,10 @@ def test_the_flood_ran_in_its_own_namespaces_and_left_nothing(flooded):
 
 def test_the_softirq_is_named_on_its_spikes(flooded):
     res, _load = flooded
-    explained = [a for a in res.samples if a.status == "explained"]
-    # Enough spikes to judge 90 % on (this host: ~3,000 of ~4,000 samples above 30 us).
+    runs = res.explainer.runs
+    explained = [a for a in res.samples if a.status == "explained"
+                 and runs.pieces(CPU, a.start, a.start + 1)[0][3] == "ping"]
+    # Enough spikes to judge 90 % on (this host: 1,500-2,900 of ~4,000 samples).
     assert len(explained) >= 100, len(res.samples)
     top = [a.ranked()[0][0] for a in explained]
     named = sum(t == FLOOD_LABEL for t in top)
