@@ -7,7 +7,8 @@ serve` is started as a user starts it (its own process, a free port on 127.0.0.1
 start, which reads every run's sort figures before it prints its URL, is a figure of its
 own) and the runs page is fetched over HTTP: the first request after start, then
 ``rounds`` rounds of the first page in the default order and sorted by p99.9 (median,
-min, max).
+min, max), and of the first page while another process holds the file writable (as a
+run does: the server borrows it through the lending socket).
 Memory is the server's peak RSS (VmHWM) after the rounds.
 
 The baseline, measured in the same run on the same store: `irqlab list --json` (what a
@@ -97,6 +98,38 @@ def _start_server(db: Path) -> tuple[subprocess.Popen, int, float]:
         time.perf_counter() - t0) * 1e3
 
 
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+# A process holding the store writable, as a run does (it lends it: store/share.py).
+_HOLDER = ("import sys\nfrom irqlab.store import Store\nstore = Store(sys.argv[1])\n"
+           "print('held', flush=True)\nsys.stdin.read()\nstore.close()")
+
+
+def _held_rounds(db: Path, port: int, rounds: int) -> list[float]:
+    """The first page while another process holds the file: the server borrows it, and
+    the holder cuts the page (store/share.py's run_ids_page)."""
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(db)], text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        if holder.stdout is None or holder.stdout.readline().strip() != "held":
+            raise RuntimeError("the holding process did not open the store")
+        return [_get_ms(port, "/") for _ in range(rounds)]
+    finally:
+        if holder.stdin is not None:
+            holder.stdin.close()           # it closes the store and exits
+        try:
+            holder.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            _stop(holder)
+
+
 def _baseline(db: Path, rounds: int) -> tuple[list[float], float]:
     """`irqlab list --json` wall times (ms) and its peak RSS (MB)."""
     times = []
@@ -123,19 +156,16 @@ def bench_serve(runs: int = 100_000, rounds: int = 7) -> list[dict[str, Any]]:
             plain = [_get_ms(port, "/") for _ in range(rounds)]
             sorted_ = [_get_ms(port, "/?sort=p999_ns") for _ in range(rounds)]
             last = _get_ms(port, f"/?page={runs // 50}")
+            held = _held_rounds(db, port, rounds)
             rss_mb = _peak_rss_mb(proc.pid)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _stop(proc)
     base = statistics.median(base_ms)
     figures = []
     for name, values in (("runs page, first request", [first]),
                          ("runs page", plain), ("runs page sorted by p99.9", sorted_),
-                         ("runs page, last page", [last])):
+                         ("runs page, last page", [last]),
+                         ("runs page while another process holds the store", held)):
         med = statistics.median(values)
         figures.append({"name": f"serve {name}", "value": med, "unit": "ms",
                         "runs": runs, "rounds": len(values), "min_ms": min(values),
