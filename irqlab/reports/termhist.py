@@ -57,7 +57,7 @@ def _counts_of(pairs: Iterable[tuple[int, int]], edges: list[int]) -> np.ndarray
 
 
 def _stored_pairs(buckets: list[tuple[int, int | None, int]]
-                  ) -> tuple[list[tuple[int, int]], int, dict[str, int] | None]:
+                  ) -> tuple[list[tuple[int, int]], dict[str, int], dict[str, int] | None]:
     """(lower edge, count) of stored buckets above 0 ns; the buckets starting at or below
     0 ns as {"high_ns": their highest upper edge, "count"} (high_ns 1: every sample at or
     below 0 ns); the overflow bucket (no upper edge: samples beyond the source's range)
@@ -84,11 +84,11 @@ def first_tick_at(ns: int, tick_hz: int) -> int:
 
 
 def _raw_counts(run: RunData, edges: list[int] | None
-                ) -> tuple[list[int], np.ndarray, int] | None:
+                ) -> tuple[list[int], np.ndarray, dict[str, int]] | None:
     """(edges, counts, {"high_ns": 1, "count": samples at or below 0 ns}) of the raw
-    samples, binned exactly: each
-    edge becomes the first tick count at it, so a sample's bucket is that of its
-    ticks_to_ns value, without converting every sample."""
+    samples, binned exactly: each edge becomes the first tick count at it, so a sample's
+    bucket is that of its ticks_to_ns value, without converting every sample (None: no
+    raw samples in memory)."""
     if run.latency_tick is None or not run.latency_tick.size:
         return None
     srt, hz = run.sorted_tick(), run.tick_hz
