@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import fnmatch
 import getpass
+import itertools
 import json
 import os
 import signal
@@ -209,6 +210,9 @@ class Pool:
         self._next_listing = 0.0
         self.free: set[str] = set()           # places last listed free, not yet used
         self.workers: list[Worker] = []
+        # Places a run may have left acquired: sent a cell whose run has not said it
+        # released the place (until it does).
+        self.unreleased: set[str] = set()
         self.held: list[str] = []             # "place by host/user", others' places
 
     # -- set-up -----------------------------------------------------------------------
@@ -233,6 +237,26 @@ class Pool:
             raise UsageError("--lg-places picks each cell's place: remove lg_place from "
                              "the scenario")
         coordinator = Coordinator(cfg.options.coordinator)
+        spec = {"file": str(Path(args.file).resolve()), "repeat": args.repeat,
+                "max_cells": args.max_cells, "overrides": dict(args.overrides),
+                "db": str(db_path(args)), "match": args.lg_places}
+        pool = cls(scn, spec, coordinator, args.lg_places, [], args.parallel)
+        # The workers start now: their imports (~2 CPU s each) overlap the listing and
+        # the store's opening instead of delaying the first cells.
+        for _ in range(min(args.parallel, scn.cell_count() * scn.repeat)):
+            pool.workers.append(Worker(spec, coordinator.address))
+        try:
+            pool._places_from(coordinator, args.lg_places)
+        except BaseException:
+            pool.close_workers()
+            raise
+        for w in pool.workers[len(pool.places):]:   # more workers than places
+            w.close(0)
+        del pool.workers[len(pool.places):]
+        return pool
+
+    def _places_from(self, coordinator: Coordinator, match: str) -> None:
+        """The matching places, and which of them are free now; UsageError if none."""
         try:
             listed = coordinator.places()
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -240,16 +264,21 @@ class Pool:
             raise UsageError(f"--lg-places: cannot list the places of the labgrid "
                              f"coordinator at {where}: {exc}; start it or set "
                              f"LG_COORDINATOR=HOST:PORT") from None
-        names = sorted(p.name for p in listed if matches(p, args.lg_places))
-        if not names:
+        self.places = sorted(p.name for p in listed if matches(p, match))
+        if not self.places:
             known = ", ".join(sorted(p.name for p in listed)) or "none"
-            raise UsageError(f"--lg-places {args.lg_places}: no place of the coordinator "
+            raise UsageError(f"--lg-places {match}: no place of the coordinator "
                              f"matches (its places: {known}); give a name pattern such "
                              f"as 'rig-*' or tag=value")
-        spec = {"file": str(Path(args.file).resolve()), "repeat": args.repeat,
-                "max_cells": args.max_cells, "overrides": dict(args.overrides),
-                "db": str(db_path(args)), "match": args.lg_places}
-        return cls(scn, spec, coordinator, args.lg_places, names, args.parallel)
+        self.free = {p.name for p in listed if p.name in self.places and not p.acquired}
+        self.held = [f"{p.name} by {p.acquired}" for p in listed
+                     if p.name in self.places and p.acquired]
+        self._next_listing = time.monotonic() + _LIST_EVERY_S
+
+    def close_workers(self) -> None:
+        for w in self.workers:
+            w.close(0 if w.job is not None else 10)
+        self.workers = []
 
     # -- the run ----------------------------------------------------------------------
 
@@ -371,6 +400,7 @@ class Pool:
     def _start(self, job: Job, place: str) -> None:
         """Send ``job`` to an idle worker (a new one while fewer than N exist)."""
         self.used.add(place)
+        self.unreleased.add(place)
         job.tried.append(place)
         worker = next((w for w in self.workers if w.job is None), None)
         if worker is None:
@@ -408,6 +438,8 @@ class Pool:
     def _finished(self, job: Job, place: str, row: dict[str, Any], queue: deque[Job],
                   observer: MatrixObserver) -> CellResult | None:
         """A worker's result; None when the cell goes back to the queue."""
+        if row.get("released"):
+            self.unreleased.discard(place)
         message = row.get("message") or ""
         if row["status"] == "failed" and ACQUIRE_FAILED in message:
             # Taken by someone else after we listed it free: not this place's fault.
@@ -465,15 +497,14 @@ class Pool:
         for w in self._busy():
             observer.notice(f"the run on {w.place} did not stop in {_STOP_GRACE_S:.0f} s: "
                             f"killed")
-        for w in self.workers:
-            w.close(0 if w.job is not None else 10)
-        self.workers = []
+        self.close_workers()
         return out
 
     def _release_leftovers(self, observer: MatrixObserver) -> None:
         """Release any place this matrix used that is still acquired from here (a worker
-        that was killed could not)."""
-        if not self.used:
+        that was killed could not); asked only when a run did not say it released its
+        place (each run's labgrid.released)."""
+        if not self.unreleased:
             return
         try:
             listed = self.coordinator.places()
@@ -483,7 +514,7 @@ class Pool:
             return
         mine = me()
         for p in listed:
-            if p.name in self.used and p.acquired == mine:
+            if p.name in self.unreleased and p.acquired == mine:
                 err = self.coordinator.release(p.name)
                 observer.notice(f"released place {p.name}" if err is None
                                 else f"could not release place {p.name}: {err}")
@@ -516,11 +547,21 @@ def worker_main(argv: list[str]) -> int:
     from irqlab.store import open_store
 
     spec = json.loads(argv[0])
+    # What a cell needs, imported while the matrix lists the places and opens the store.
+    import irqlab.measure.run  # noqa: F401
+    import irqlab.store.db  # noqa: F401
+    import irqlab.targets.labgrid  # noqa: F401
+    import labgrid  # noqa: F401
+    import labgrid.remote.client  # noqa: F401
+
     scn = load_scenario(spec["file"], repeat=spec["repeat"], max_cells=spec["max_cells"],
                         overrides=spec["overrides"])
     try:
+        first = sys.stdin.readline()    # the store is opened once the matrix holds it
+        if not first:
+            return 0
         with open_store(spec["db"]) as store:
-            for line in sys.stdin:
+            for line in itertools.chain([first], sys.stdin):
                 job = json.loads(line)
                 # Inherited by what the run starts (labgrid's QEMU): which place a
                 # process belongs to, for whoever looks at the host's processes.
@@ -528,11 +569,13 @@ def worker_main(argv: list[str]) -> int:
                 series = tuple(job["series"]) if job["series"] else None
                 res = _run_cell(scn, job["cell"], store, _Quiet(),   # type: ignore[arg-type]
                                 series, place=job["place"], pool=job["pool"])
+                meta = store.resolve(str(res.run_id)).metadata if res.run_id else {}
                 print(json.dumps({"type": "pool_result", "run_id": res.run_id,
                                   "status": res.status, "summary": res.summary,
                                   "notes": res.notes,
-                                  "message": res.summary.get("message")}, default=str),
-                      flush=True)
+                                  "message": res.summary.get("message"),
+                                  "released": (meta.get("labgrid") or {}).get("released")},
+                                 default=str), flush=True)
     except KeyboardInterrupt:          # told to stop between two cells
         return 130
     return 0
