@@ -25,8 +25,11 @@ import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+import duckdb
+
 from irqlab.reports.select import SERIES_TAG
 from irqlab.stats.fields import LIST_TABLE, percentiles_from
+from irqlab.store import share
 
 if TYPE_CHECKING:
     from irqlab.store.db import RunRow, Store
@@ -152,18 +155,12 @@ def runs_page(store: Store | PgStore, q: RunsQuery,
     # figure cache would need every filtered id, so figures sort in its SQL too.
     try:
         return _sql_page(store, q, _DUCKDB, None)
-    except duckdb_refusal() as exc:
+    except duckdb.InvalidInputException as exc:   # share.BadRequest, as the holder says
         if "refused by the holder" not in str(exc):
             raise
         # An irqlab from before those operations holds the file: every row, in Python.
         return select_page(store.runs(), q)
 
-
-def duckdb_refusal() -> type[Exception]:
-    """What a holder answers an operation it does not know (share.BadRequest's base)."""
-    import duckdb
-
-    return duckdb.InvalidInputException
 
 
 # ---- in Python (a borrowed DuckDB file) ------------------------------------------------
@@ -218,7 +215,7 @@ class _Dialect:
 # the run_count/run_ids_page/runs_by_ids operations): the same statements run here and,
 # for a borrowed file, in the process that holds it. Only its mark and figures are used.
 _DUCKDB = _Dialect(
-    mark="?", text=lambda col: "", number=lambda key: _share().figure_sql(key),
+    mark="?", text=lambda col: "", number=lambda key: share.figure_sql(key),
     hostname="", contains="")
 _POSTGRES = _Dialect(
     mark="%s",
@@ -227,12 +224,6 @@ _POSTGRES = _Dialect(
                         f"THEN (summary ->> '{key}')::double precision END)"),
     hostname="(metadata -> 'host' ->> 'hostname')",
     contains="strpos(lower(name), %s) > 0")
-
-
-def _share() -> Any:
-    from irqlab.store import share
-
-    return share
 
 
 def _filters(q: RunsQuery) -> dict[str, Any]:
@@ -248,7 +239,7 @@ def _filters(q: RunsQuery) -> dict[str, Any]:
 
 def _where(q: RunsQuery, d: _Dialect) -> tuple[str, list[Any]]:
     if d is _DUCKDB:
-        return _share().runs_page_where(_filters(q))
+        return share.runs_page_where(_filters(q))
     clauses: list[str] = []
     args: list[Any] = []
     if q.name:
@@ -321,7 +312,7 @@ def _rows_by_id(store: Store | PgStore, d: _Dialect, ids: list[int]) -> list[Run
     if d is _DUCKDB:
         from irqlab.store.db import _row      # the store's own decoding of a runs row
 
-        rows = [_row(r) for r in store._query(_share().RUNS_BY_IDS, ids).fetchall()]
+        rows = [_row(r) for r in store._query(share.RUNS_BY_IDS, ids).fetchall()]
     else:
         rows = store._run_rows("WHERE run_id = ANY(%s)", (ids,))
     by_id = {r.run_id: r for r in rows}
@@ -334,7 +325,6 @@ def _sql_page(store: Store | PgStore, q: RunsQuery, d: _Dialect,
         return _cached_page(store, q, d, cache, *_where(q, d))
     offset = (q.page - 1) * q.per_page
     if d is _DUCKDB:
-        share = _share()
         total = int(store._query(share.RUN_COUNT, _filters(q)).fetchone()[0])
         ids = [int(r[0]) for r in store._query(share.RUN_IDS_PAGE, {
             "filters": _filters(q), "sort": q.sort, "desc": q.desc,

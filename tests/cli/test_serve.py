@@ -184,16 +184,20 @@ def test_sql_pages_equal_the_python_pages(store, params):
             assert (page.rows, page.total) == (expected.rows, expected.total)
 
 
-def test_a_borrowed_store_is_paged_by_the_holder(store):
+@pytest.mark.parametrize("older_holder", [False, True])
+def test_a_borrowed_store_is_paged_by_the_holder(store, older_holder):
     """While another process holds the file (a run), the page is cut by the holder's
-    named operations (store/share.py), not from every row: same pages."""
+    named operations (store/share.py), not from every row: same pages. A holder without
+    those operations (an older irqlab) refuses them: the page is cut from every row."""
     from irqlab.store import share
 
     assert SORTS == share.RUNS_PAGE_SORTS
+    forget = ("from irqlab.store import share\nfor op in ('run_count', 'run_ids_page', "
+              "'runs_by_ids'):\n    del share.OPS[op]\n") if older_holder else ""
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys\nfrom irqlab.store import Store\n"
+        [sys.executable, "-c", f"import sys\n{forget}from irqlab.store import Store\n"
          f"s = Store({str(store)!r})\nprint('held', flush=True)\nsys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         with Store(store, read_only=True) as st:
@@ -208,6 +212,8 @@ def test_a_borrowed_store_is_paged_by_the_holder(store):
     finally:
         holder.stdin.close()
         holder.wait(timeout=30)
+    refused = "request refused: no operation 'run_count'" in holder.stderr.read()
+    assert refused == older_holder
 
 
 def test_the_figure_cache_follows_a_run_from_running_to_finished(tmp_path):
