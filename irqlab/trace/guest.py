@@ -90,6 +90,7 @@ def archive_header(facts: dict[str, Any], run_id: int) -> dict[str, Any]:
             "enabled": enabled,
             "missing": [e.replace("/", ":") for e in files.get("missing", "").split()],
             "kernel": files.get("kernel", "").strip(),
+            "tracers": files.get("available_tracers", "").split(),
             "guest_anchors": facts["guest_anchors"],
             "dropped_pages": facts["dropped_pages"]}
 
@@ -145,7 +146,8 @@ class LinuxGuestTraceHook(TraceHook):
                   "pages": len(pages), "dropped_pages": facts["dropped_pages"],
                   "clock": "mono", "guest_anchors": facts["guest_anchors"],
                   "enabled": archive_header(facts, self.run_id)["enabled"],
-                  "missing": archive_header(facts, self.run_id)["missing"]})
+                  "missing": archive_header(facts, self.run_id)["missing"],
+                  "tracers": archive_header(facts, self.run_id)["tracers"]})
         if facts["error"]:
             g["error"] = facts["error"]
             self.meta["problems"].append(f"guest trace: {facts['error']}")

@@ -222,6 +222,8 @@ static int setup_tracing(void)
 	}
 	/* trace_marker writes (the guest-hog's stamps) land as ftrace:print */
 	ship_file("events/ftrace/print/format", "events/ftrace/print/format");
+	/* which tracers the guest kernel has (timerlat/osnoise: rtla's side by side) */
+	ship_file("available_tracers", "available_tracers");
 	ship_file("events/header_page", "header_page");
 	ship_file("events/header_event", "header_event");
 	put(REC_FILE, 0, "enabled", enabled, (uint32_t)strlen(enabled));
