@@ -22,7 +22,8 @@ def render_json(js: dict, show_all: bool = False) -> str:
     """The human form of an explain object (every explainer's alike): the top culprits,
     where the time goes, then the WORST_SHOWN worst samples (``show_all``: every one)."""
     c = js["clock"]
-    events = "xentrace records" if js.get("source") == "xentrace" else "host events"
+    events = {"xentrace": "xentrace records", "linux-guest": "guest and host events"}.get(
+        js.get("source") or "", "host events")
     out = [f"run {js['run_id']}: {len(js['samples'])} samples ({js['selected_by']}), "
            f"{js['events']} {events}",
            f"clock: {c['method']}; offset {c['offset_tick']} ticks, error bound "
