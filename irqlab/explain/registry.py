@@ -47,11 +47,15 @@ def capture_kind(run: RunRow) -> str | None:
             return "xentrace"
         if meta.get("path") == "net":
             return "net-path"
-        # Native runs traced before then were recorded on the host capture's own clock,
-        # not the probe's CLOCK_MONOTONIC the native explainer maps by; explain read them
-        # as host captures, and still does.
-        return "host-vcpu"
+        return _KIND_BEFORE_KINDS.get(run.target, "host-vcpu")
     return None
+
+
+# Stored runs of before 2026-11-26 carry no capture kind: the one their target's capture
+# had then, by the target name stored with them (a fact of old records, not behaviour of
+# the target: no target records without a kind today). The native explainer refuses those
+# captures (x86-tsc clock) with one line saying to record again with --trace.
+_KIND_BEFORE_KINDS = {"native": "native"}
 
 
 def explainer_for(run: RunRow) -> CaptureExplainer:

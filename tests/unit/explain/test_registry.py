@@ -34,7 +34,7 @@ def test_every_explainer_is_registered_under_its_own_kind() -> None:
     ("xen", {"xentrace": {"kind": "xentrace"}}, "xentrace"),
     ("guest", {"trace": {"file": "x"}}, "host-vcpu"),              # before 2026-11-26
     ("net", {"trace": {"path": "net"}}, "net-path"),
-    ("native", {"trace": {"file": "x"}}, "host-vcpu"),           # not on the probe's clock
+    ("native", {"trace": {"file": "x"}}, "native"),
     ("xen", {"xentrace": {"file": "x"}, "trace": None}, "xentrace"),
     ("guest", {}, None),
 ])
