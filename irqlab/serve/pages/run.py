@@ -8,8 +8,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from irqlab.reports.provenance import configuration_lines, host_lines
-from irqlab.stats.fields import PERCENTILE_FIELDS, SUMMARY_TABLE, make_summary
 from irqlab.serve.web import Dashboard, PageError, json_response
+from irqlab.stats.fields import PERCENTILE_FIELDS, SUMMARY_TABLE, make_summary
 from irqlab.store.provenance import provenance
 
 if TYPE_CHECKING:
@@ -50,6 +50,8 @@ def _load(dashboard: Dashboard, run_id: int) -> tuple[RunRow, list[dict[str, Any
 
 
 def page(dashboard: Dashboard, request: Request) -> HTMLResponse:
+    from irqlab.explain.registry import capture_kind
+
     row, windows = _load(dashboard, request.path_params["run_id"])
     shown = show_object(row)
     record = provenance(row)
@@ -64,13 +66,7 @@ def page(dashboard: Dashboard, request: Request) -> HTMLResponse:
         configuration=configuration_lines(record), host=host_lines(record),
         windows=windows, chart=chart,
         ccdf={"kind": "ccdf", "series": {row.name: ccdf}} if ccdf else None,
-        explainable=_capture_kind(row) is not None)
-
-
-def _capture_kind(row: RunRow) -> str | None:
-    from irqlab.explain.registry import capture_kind
-
-    return capture_kind(row)
+        explainable=capture_kind(row) is not None)
 
 
 def api(dashboard: Dashboard, request: Request) -> Response:
