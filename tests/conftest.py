@@ -72,10 +72,11 @@ def pytest_configure(config) -> None:
 
 # Module text that means a test holds a host-wide resource while it runs: a native probe
 # pinned at SCHED_FIFO on a CPU, a tracefs capture, a real-time hog. Under pytest-xdist
-# (./run-tests.sh runs two workers) such modules share one xdist group, so they run one
-# after another on one worker and never measure or trace each other; every other test
-# (stores, statistics, CLI output, emulated guests) spreads over both workers, which to
-# them is the load they are already tested under (stress-ng --cpu 1 beside the suite).
+# (./run-tests.sh runs two workers) such modules and every integration test (guests whose
+# figures a second guest beside them would skew) share one xdist group, so they run one
+# after another on one worker and never measure or trace each other; the other tests
+# (stores, statistics, CLI output) spread over both workers, which to the group is the
+# one CPU of load it is tested under (stress-ng --cpu 1 beside the suite).
 _HOST_WIDE = re.compile(r"--target\", \"native|\"native\"|--trace\b|\"--trace\"|SCHED_FIFO|"
                         r"sched_set|taskset|Tracefs\(|TraceHook|netns|\"--pin\"|--prio")
 _host_wide_cache: dict[Path, bool] = {}
@@ -99,7 +100,7 @@ def pytest_collection_modifyitems(config, items) -> None:
         path = Path(str(item.fspath))
         if _INTEGRATION in path.parents:
             item.add_marker(pytest.mark.integration)
-        if _holds_host_wide(path):
+        if _INTEGRATION in path.parents or _holds_host_wide(path):
             item.add_marker(pytest.mark.xdist_group("host"))
 
 

@@ -232,8 +232,15 @@ def test_explain_follows_the_packet_path_and_blames_the_held_replies_on_the_gues
     assert len(held) >= 18                       # 20 held replies, the capture's ends aside
     for s in held:
         assert sum(c["ns"] for c in s["causes"]) == s["latency_ns"]
-    guest_first = [s for s in held if s["causes"][0]["cause"].startswith("guest:")]
-    assert len(guest_first) >= 0.9 * len(held), [s["causes"][:2] for s in held]
+    # The 20 held replies: the guest holds each 20 ms of its clock, which runs with the
+    # host's; on a loaded host part of that is the vCPU thread preempted (named as such:
+    # "preempted by python3/PID" was seen beside another suite worker at load 7), and
+    # samples that only the host's load pushed over 15 ms join `held`. So: at least 18
+    # samples with >= 10 ms in the guest's step, whatever the load took of the rest.
+    in_guest = [sum(c["ns"] for c in s["causes"] if c["cause"].startswith("guest:"))
+                for s in held]
+    assert sum(ns >= 10_000_000 for ns in in_guest) >= 18, \
+        [s["causes"][:2] for s in held][:30]
     host_stack = [sum(c["ns"] for c in s["causes"] if c["cause"].startswith("host stack"))
                   for s in held]
     assert max(host_stack) < 5_000_000           # the 20 ms are not the host's path

@@ -57,7 +57,11 @@ def test_disk_full_mid_run_fails_cleanly_and_keeps_windows_with_their_samples(
     assert "measuring stopped" in res.summary["message"]
     with Store(db, read_only=True) as store:
         row = store.resolve(str(res.run_id))
-        assert row.status == "failed" and "No space left on device" in row.message
+        # Full to the last block, the status itself may not have fitted (seen once with
+        # the suite beside it at load 7): then it is left `running` for the next writable
+        # open to close as `died`, and the run's message says so.
+        assert (row.status == "failed" and "No space left on device" in row.message) or (
+            row.status == "running" and "marks it died" in res.summary["message"]), row
         windows = store.windows(res.run_id)
         assert len(windows) > 10
         assert sum(w["samples"] for w in windows) == store.sample_count(res.run_id)
