@@ -5,7 +5,8 @@ One test, every page, over a store of real runs (the report tests' runs, and a f
 `irqlab run` started during the test that is writing while the pages read): no console
 error, no request to anything but the server on 127.0.0.1, the values shown equal
 `irqlab show/compare --json`, paging works, the live page shows new windows of the run
-as they arrive. Chromedriver, Chromium, the server and the run are always stopped.
+as they arrive. The run holds the store throughout, so every page is read through its
+lending socket. Chromedriver, Chromium, the server and the run are always stopped.
 """
 
 from __future__ import annotations
@@ -145,6 +146,14 @@ def test_every_page_in_chromium(tmp_path):
         line = server.stdout.readline().strip()
         assert line.startswith("irqlab serve: http://127.0.0.1:"), line
         base = line.split(": ", 1)[1].rstrip("/")
+        # A run started now and writing until the end: every page below is served while
+        # it holds the file (the server borrows it through the run's lending socket).
+        procs.append(subprocess.Popen([sys.executable, "-c", _FAKE_RUN, "run", "--target",
+                                       "fake", "--duration", "60s", "--window",
+                                       f"{WINDOW_S}s", "--name", "live", "--db", str(db),
+                                       "--json"], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL,
+                                      cwd=Path(__file__).parents[2]))
         cd_port = _free_port()
         # Its own session: chromedriver and the Chromium it starts are one process group,
         # stopped together whatever happens.
@@ -224,13 +233,7 @@ def test_every_page_in_chromium(tmp_path):
         assert driver.js("return document.querySelector('#changes tbody td').textContent"
                          ) == str(5 + 10)     # runs 1-4 of make_store, then step-10
 
-        # live: a run started now, read while it writes (the server borrows its store)
-        run = subprocess.Popen([sys.executable, "-c", _FAKE_RUN, "run", "--target", "fake",
-                                "--duration", "60s", "--window", f"{WINDOW_S}s",
-                                "--name", "live", "--db", str(db), "--json"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               cwd=Path(__file__).parents[2])
-        procs.append(run)
+        # live: the run started above, read while it writes
         live_id = _wait("the run in the store", lambda: _running_id(base), timeout=20)
         driver.get(f"{base}/runs/{live_id}/live")
         count = lambda: int(driver.js(
