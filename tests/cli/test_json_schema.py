@@ -92,11 +92,12 @@ def outputs(tmp_path_factory, probe_built) -> dict[str, list[dict[str, Any]]]:
         add_run(st, "traced", latencies("ramp", 100),
                 extra_meta={"hooks": {"trace": {"file": str(CAPTURE)}}})
     out["explain"] = _cli(["explain", "1", "--top", "3", "--json"], xdb)
-    # A trend needs 10 runs (two segments of 5): summaries of a series, doubled from run 6.
+    # A trend with a change: summaries of a series, doubled from run 9 (16 runs: 8 and 8
+    # give the permutation test room to reach p <= 0.01, which 5 and 5 do not).
     tdb = tmp / "trend.duckdb"
     with Store(tdb) as st:
-        for i in range(10):
-            add_run(st, "nightly", latencies("ramp", 100) * (1 + i // 5), raw=False,
+        for i in range(16):
+            add_run(st, "nightly", latencies("ramp", 100) * (1 + i // 8), raw=False,
                     tags={"series": "nightly-000001"})
     out["trend"] = _cli(["trend", "series:nightly-000001", "--json"], tdb)
     if "export" in _commands():       # the Parquet export (a newer command)
