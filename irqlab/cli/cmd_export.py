@@ -16,9 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("runs", nargs="+", metavar="RUN", help="run ids or names")
     p.add_argument("--parquet", required=True, type=Path, metavar="DIR",
                    help="dataset directory: DIR/samples/run_id=N/*.parquet (Hive "
-                        "partitions: DuckDB's read_parquet, pandas.read_parquet and "
-                        "pyarrow.dataset read it whole), DIR/runs.parquet and "
-                        "DIR/summaries.parquet")
+                        "partitions: DuckDB's read_parquet, pandas.read_parquet, "
+                        "pyarrow.dataset and polars.scan_parquet read DIR/samples "
+                        "whole), DIR/runs.parquet and DIR/summaries.parquet")
     add_db_json(p)
 
 

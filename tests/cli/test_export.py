@@ -52,58 +52,99 @@ def test_export_reads_back_equal_to_the_store(tmp_path):
     assert again.code == 2 and "not an empty directory" in again.stderr
 
 
-def _two_run_export(tmp_path):
-    """Two imported runs with raw samples (no emulation), exported: (dir, {run_id: ns})."""
+# The sample columns of an export and their Arrow types, as docs/formats.md gives them
+# (irqlab.api.SAMPLE_SCHEMA less run_id, which is in the partition's path only).
+EXPORT_TYPES = {"seq": "uint64", "cpu": "uint32", "deadline_ns": "int64",
+                "latency_ns": "int64", "flags": "uint32"}
+
+
+@pytest.fixture(scope="module")
+def three_runs(tmp_path_factory):
+    """Three imported runs with raw samples (no emulation), each at its own tick rate so
+    their ns differ, exported: (DIR, {run_id: the store's samples as an Arrow table})."""
     from pathlib import Path
 
-    db = tmp_path / "two.duckdb"
+    tmp = tmp_path_factory.mktemp("export3")
+    db = tmp / "three.duckdb"
     fixture = str(Path(__file__).resolve().parents[1] / "fixtures" / "import"
                   / "tscdeadline_latency.txt")
-    for name, hz in (("a", "1000000000"), ("b", "2000000000")):
-        res = run_cli(["import", "tscdeadline", fixture, "--tick-hz", hz, "--name", name], db)
+    for name, hz in (("a", "1000000000"), ("b", "2000000000"), ("c", "3000000000")):
+        res = call_cli(["import", "tscdeadline", fixture, "--tick-hz", hz, "--name", name], db)
         assert res.code == 0, res.stderr
-    out = tmp_path / "export"
-    res = run_cli(["export", "a", "b", "--parquet", str(out)], db)
+    out = tmp / "export"
+    res = call_cli(["export", "a", "b", "c", "--parquet", str(out)], db)
     assert res.code == 0, res.stderr
     with irqlab.open_store(db) as lab:
-        want = {r: lab.samples(r).column("latency_ns").to_pylist() for r in (1, 2)}
-    assert want[1] != want[2] and len(want[1]) == 10
+        want = {r: lab.samples(r) for r in (1, 2, 3)}
+    lat = [t.column("latency_ns").to_pylist() for t in want.values()]
+    assert len({tuple(x) for x in lat}) == 3 and all(len(x) == 10 for x in lat)
     return out, want
 
 
-def test_every_reader_reads_an_export_of_two_runs_as_one_dataset(tmp_path):
-    # Issue 31: run_id is the Hive partition, in the path only (never also in the file,
-    # where a second, int64 run_id would clash with the int32 pyarrow infers).
+def _per_run(table, want):
+    """{run_id: the table's rows of that run in seq order, without run_id}."""
+    import pyarrow.compute as pc
+
+    return {r: table.filter(pc.equal(table["run_id"], r)).sort_by("seq")
+            .select(list(EXPORT_TYPES)) for r in want}
+
+
+def test_files_carry_no_run_id(three_runs):
+    # Hive convention: the partition column is in the path only. A second run_id inside
+    # the files (int64) clashed with the partition's inferred type (int32 in pyarrow):
+    # "Unable to merge: Field run_id has incompatible types" (issue 31).
+    import pyarrow.parquet as pq
+
+    out, want = three_runs
+    files = sorted((out / "samples").glob("run_id=*/*.parquet"))
+    assert [f.parent.name for f in files] == [f"run_id={r}" for r in want]
+    for f in files:
+        schema = pq.read_schema(f)
+        assert {n: str(schema.field(n).type) for n in schema.names} == EXPORT_TYPES
+
+
+def test_pyarrow_dataset_reads_the_export_as_one_dataset(three_runs):
     import pyarrow as pa
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    out, want = _two_run_export(tmp_path)
-    table = ds.dataset(out / "samples", partitioning="hive").to_table()
-    got = {r: table.filter(pa.compute.equal(table["run_id"], r))["latency_ns"].to_pylist()
-           for r in (1, 2)}
-    assert got == want and table.num_rows == 20
+    out, want = three_runs
+    table = ds.dataset(out / "samples", format="parquet", partitioning="hive").to_table()
+    assert {n: str(table.schema.field(n).type) for n in table.schema.names} == {
+        **EXPORT_TYPES, "run_id": "int32"}          # pyarrow infers int32 from the path
+    assert table.num_rows == 30
+    assert _per_run(table, want) == {r: t.select(list(EXPORT_TYPES)) for r, t in want.items()}
 
-    rows = duckdb.sql(f"SELECT run_id, typeof(run_id), list(latency_ns ORDER BY seq) "
-                      f"FROM read_parquet('{out}/samples/**/*.parquet', "
-                      f"hive_partitioning = true) GROUP BY ALL ORDER BY run_id").fetchall()
-    assert rows == [(1, "BIGINT", want[1]), (2, "BIGINT", want[2])]
-
-    # pyarrow infers int32 for the partition; runs.parquet's run_id is int64. The
-    # partitioning docs/formats.md gives makes them one type, so the two join.
+    # The int64 partitioning docs/formats.md gives: run_id as in runs.parquet, so they join.
     part = ds.partitioning(pa.schema([("run_id", pa.int64())]), flavor="hive")
-    samples = ds.dataset(out / "samples", partitioning=part).to_table()
+    samples = ds.dataset(out / "samples", format="parquet", partitioning=part).to_table()
+    assert samples.schema.field("run_id").type == pa.int64()
     runs = pq.read_table(out / "runs.parquet").select(["run_id", "name"])
     joined = samples.join(runs, "run_id")
     assert sorted(set(zip(joined["run_id"].to_pylist(), joined["name"].to_pylist()))) == [
-        (1, "a"), (2, "b")]
+        (1, "a"), (2, "b"), (3, "c")]
 
 
-def test_polars_reads_an_export_of_two_runs_as_one_dataset(tmp_path):
-    pl = pytest.importorskip("polars", reason="polars is not installed in .venv (not a "
-                                              "dependency of irqlab): reader not tested")
-    out, want = _two_run_export(tmp_path)
-    frame = pl.read_parquet(out / "samples" / "**" / "*.parquet", hive_partitioning=True)
-    got = {r: frame.filter(pl.col("run_id") == r).sort("seq")["latency_ns"].to_list()
-           for r in (1, 2)}
-    assert got == want
+def test_duckdb_reads_the_export_as_one_dataset(three_runs):
+    out, want = three_runs
+    rows = duckdb.sql(f"SELECT run_id, typeof(run_id), list(latency_ns ORDER BY seq), "
+                      f"list(deadline_ns ORDER BY seq) "
+                      f"FROM read_parquet('{out}/samples/**/*.parquet', "
+                      f"hive_partitioning = true) GROUP BY ALL ORDER BY run_id").fetchall()
+    assert rows == [(r, "BIGINT", t["latency_ns"].to_pylist(), t["deadline_ns"].to_pylist())
+                    for r, t in want.items()]
+
+
+def test_polars_reads_the_export_as_one_dataset(three_runs):
+    import polars as pl
+
+    out, want = three_runs
+    frame = pl.scan_parquet(str(out / "samples" / "**" / "*.parquet"),
+                            hive_partitioning=True).collect()
+    assert dict(frame.schema) == {"seq": pl.UInt64, "cpu": pl.UInt32, "deadline_ns": pl.Int64,
+                                  "latency_ns": pl.Int64, "flags": pl.UInt32,
+                                  "run_id": pl.Int64}
+    assert frame.height == 30
+    got = {r: frame.filter(pl.col("run_id") == r).sort("seq").to_arrow().select(
+        list(EXPORT_TYPES)) for r in want}
+    assert got == {r: t.select(list(EXPORT_TYPES)) for r, t in want.items()}
