@@ -49,8 +49,9 @@ def one(scn: Path, parallel: int, db: Path, env: dict[str, str]) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=1, help="pairs of runs (default 1)")
-    ap.add_argument("--samples", type=int, default=100,
-                    help="samples a cell at the 10 ms period (default 100: 1 s)")
+    ap.add_argument("--samples", type=int, default=1000,
+                    help="samples a cell at the 10 ms period (default 1000: 10 s; with "
+                         "1 s cells the workers' start-up, ~6 s, dominates)")
     args = ap.parse_args()
     from irqlab.runner.machines import MACHINES
     if not MACHINES["x86_64"].probe.exists():
