@@ -234,7 +234,58 @@ struct merge_streams {
 /* emit_fn - consume records [from, to) of stream @s, the next ones in time order */
 typedef int64_t (*emit_fn)(void *ctx, int64_t s, int64_t from, int64_t to);
 
-#define MAX_RUNS	4096
+/* struct run_heap - sorted runs keyed by (time of their head record, run index) */
+struct run_heap {
+	const uint64_t *ts;
+	int64_t *head;
+	const int64_t *end;
+	int64_t *h;			/* a binary min-heap of run indices */
+	int64_t n;
+};
+
+/* run_before - run @a's head sorts before run @b's (an earlier run wins equal times) */
+static inline int run_before(const struct run_heap *rh, int64_t a, int64_t b)
+{
+	uint64_t ta = rh->ts[rh->head[a]], tb = rh->ts[rh->head[b]];
+
+	return ta < tb || (ta == tb && a < b);
+}
+
+/* heap_sift_down - restore the heap order below slot @i */
+static void heap_sift_down(struct run_heap *rh, int64_t i)
+{
+	int64_t *h = rh->h;
+	int64_t x = h[i];
+
+	for (;;) {
+		int64_t c = 2 * i + 1;
+
+		if (c >= rh->n)
+			break;
+		if (c + 1 < rh->n && run_before(rh, h[c + 1], h[c]))
+			c++;
+		if (!run_before(rh, h[c], x))
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	h[i] = x;
+}
+
+/* count_runs - number of sorted runs the streams cut into (where a stamp goes back) */
+static int64_t count_runs(const struct merge_streams *m)
+{
+	int64_t s, i, n = 0;
+
+	for (s = 0; s < m->k; s++) {
+		if (m->start[s] >= m->end[s])
+			continue;
+		n++;
+		for (i = m->start[s] + 1; i < m->end[s]; i++)
+			n += m->ts[i] < m->ts[i - 1];
+	}
+	return n;
+}
 
 /*
  * merge_runs - hand out the streams' records in time order, run by run
@@ -247,17 +298,22 @@ typedef int64_t (*emit_fn)(void *ctx, int64_t s, int64_t from, int64_t to);
  * the earlier in the concatenation first). A stream whose stamps go back somewhere (the
  * kernel's can, across a lost-events gap, and so can synthetic data) is cut there into
  * sorted runs: a merge of sorted runs that breaks ties by run order is exactly that
- * stable sort. Returns 0, -EDOM past MAX_RUNS runs (the caller sorts), or -ENOMEM.
+ * stable sort. The runs sit in a binary heap, so a trace cut into many runs (a 1 GiB
+ * synthetic capture gives hundreds) costs log(runs), not runs, per handed-out piece.
+ * Returns 0 or -ENOMEM.
  */
 static int64_t merge_runs(const struct merge_streams *m, emit_fn emit, void *ctx)
 {
 	const uint64_t *ts = m->ts;
-	int64_t *head = malloc(MAX_RUNS * sizeof(*head));
-	int64_t *end = malloc(MAX_RUNS * sizeof(*end));
-	int64_t *stream = malloc(MAX_RUNS * sizeof(*stream));
-	int64_t nruns = 0, s, i, r = 0;
+	int64_t nruns = count_runs(m), alloc = nruns ? nruns : 1;
+	int64_t *head = malloc(alloc * sizeof(*head));
+	int64_t *end = malloc(alloc * sizeof(*end));
+	int64_t *stream = malloc(alloc * sizeof(*stream));
+	int64_t *h = malloc(alloc * sizeof(*h));
+	struct run_heap rh = { ts, head, end, h, 0 };
+	int64_t s, i, r = 0;
 
-	if (!head || !end || !stream) {
+	if (!head || !end || !stream || !h) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -267,43 +323,33 @@ static int64_t merge_runs(const struct merge_streams *m, emit_fn emit, void *ctx
 		for (i = m->start[s] + 1; i <= m->end[s]; i++) {
 			if (i < m->end[s] && ts[i] >= ts[i - 1])
 				continue;
-			if (nruns == MAX_RUNS) {
-				r = -EDOM;
-				goto out;
-			}
-			head[nruns] = from;
-			end[nruns] = i;
-			stream[nruns++] = s;
+			head[rh.n] = from;
+			end[rh.n] = i;
+			stream[rh.n] = s;
+			h[rh.n] = rh.n;
+			rh.n++;
 			from = i;
 		}
 	}
-	for (;;) {
+	for (i = rh.n / 2 - 1; i >= 0; i--)
+		heap_sift_down(&rh, i);
+	while (rh.n) {
+		int64_t best = h[0], next = -1, to;
 		uint64_t bound = UINT64_MAX;
-		int64_t best = -1, to;
 
-		/* the run with the earliest head; the lowest index wins ties (stable) */
-		for (s = 0; s < nruns; s++)
-			if (head[s] < end[s] && (best < 0 || ts[head[s]] < ts[head[best]]))
-				best = s;
-		if (best < 0)
-			break;
 		/*
-		 * The records of this run that sort before every other head: records of an
-		 * earlier run win ties with it, those of a later run lose them. The head
-		 * itself always qualifies (it was chosen as the earliest, lowest index).
+		 * The records of the earliest run that sort before every other head: the next
+		 * run in heap order is a child of the root. Its head's time bounds them; if
+		 * that run is an earlier one it wins a tie, so the bound is one less (its time
+		 * then exceeds the best head's, so this cannot wrap). The best head always
+		 * qualifies.
 		 */
-		for (s = 0; s < nruns; s++) {
-			uint64_t t;
-
-			if (s == best || head[s] >= end[s])
-				continue;
-			t = ts[head[s]];
-			/* s < best: t > ts[head[best]] >= 0, so t - 1 cannot wrap */
-			if (s < best)
-				t--;
-			if (t < bound)
-				bound = t;
-		}
+		if (rh.n > 1)
+			next = h[1];
+		if (rh.n > 2 && run_before(&rh, h[2], next))
+			next = h[2];
+		if (next >= 0)
+			bound = ts[head[next]] - (next < best);
 		to = head[best];
 		while (to < end[best] && ts[to] <= bound)
 			to++;
@@ -311,11 +357,16 @@ static int64_t merge_runs(const struct merge_streams *m, emit_fn emit, void *ctx
 		if (r < 0)
 			goto out;
 		head[best] = to;
+		if (to == end[best])
+			h[0] = h[--rh.n];
+		if (rh.n)
+			heap_sift_down(&rh, 0);
 	}
 out:
 	free(head);
 	free(end);
 	free(stream);
+	free(h);
 	return r;
 }
 
@@ -356,8 +407,7 @@ static int64_t emit_columns(void *ctx, int64_t s, int64_t from, int64_t to)
  * @cpu_of: CPU number of each stream
  * @ts_out, @type_out, @off_out, @cpu_out: merged columns
  *
- * Returns the record count, or -EDOM when the streams are too far out of time order
- * (see merge_runs()).
+ * Returns the record count, or -ENOMEM.
  */
 int64_t irq_merge_by_ts(const uint64_t *ts, const uint16_t *type, const int64_t *off,
 			const int64_t *start, const int64_t *end, int64_t k,
@@ -457,8 +507,8 @@ static int64_t emit_tables(void *ctx, int64_t s, int64_t from, int64_t to)
  * @spec: the tables, their fields and their output columns
  *
  * The same order as irq_merge_by_ts() followed by grouping by type, without the merged
- * columns: each record is read once and written once, to its table. Returns 0, -EDOM
- * (streams too far out of time order), -ENOSPC, -ERANGE or -ENOMEM.
+ * columns: each record is read once and written once, to its table. Returns 0, -ENOSPC,
+ * -ERANGE or -ENOMEM.
  */
 int64_t irq_merge_to_tables(const uint64_t *ts, const uint16_t *type, const int64_t *off,
 			    const int64_t *start, const int64_t *end, int64_t k,

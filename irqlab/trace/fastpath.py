@@ -19,7 +19,7 @@ from irqlab import native
 from irqlab.native import ptr
 from irqlab.trace.formats import PageHeader
 
-_MAX_STREAMS = 4096          # MAX_RUNS of rbdecode.c
+_MAX_STREAMS = 4096          # pieces at most (a few per CPU in practice)
 _THREAD_PAGES = 8192          # 32 MiB of pages per parallel piece, at least
 _I64 = ctypes.c_int64
 

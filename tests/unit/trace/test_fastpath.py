@@ -83,8 +83,8 @@ def test_every_encoding_and_cpu_order_match(kernel_formats, page_header):
 
 
 def test_stamps_that_go_back_are_ordered_like_a_stable_sort(kernel_formats, page_header):
-    # Pages out of time order within one CPU: a few backward steps are cut into sorted
-    # runs and merged; more than the merge takes (4096 runs) falls back to a sort.
+    # Pages out of time order within one CPU: each backward step starts a sorted run;
+    # a few runs and thousands of them (the runs sit in a heap) are merged alike.
     sw = kernel_formats["sched:sched_switch"]
     for npages in (40, 4200):
         pages = []
@@ -103,6 +103,29 @@ def test_stamps_that_go_back_are_ordered_like_a_stable_sort(kernel_formats, page
         ts = fast[0].ts
         assert np.all(ts[1:] >= ts[:-1]) and len(ts) == 3 * npages + 500
         assert_same(fast, slow)
+
+
+def test_many_runs_with_equal_stamps_across_cpus_merge_like_a_stable_sort(
+        kernel_formats, page_header):
+    # Every page of every CPU starts at a random earlier or later time, with many equal
+    # stamps inside and across runs: the heap of runs must break each tie by run order
+    # (CPU, then position), exactly as numpy's stable sort of the concatenation does.
+    sw = kernel_formats["sched:sched_switch"]
+    rng = random.Random(29)
+    per_cpu = {}
+    for cpu in (0, 1, 2):
+        pages = []
+        for p in range(120):
+            w = PageWriter(page_header)
+            ts = 5_000_000 + 40 * rng.randrange(50)
+            for i in range(rng.randrange(1, 12)):
+                ts += rng.choice((0, 0, 0, 40))
+                w.add(ts, encode(sw, {"prev_pid": p, "next_pid": 100 * cpu + i}))
+            pages.append(w.data())
+        per_cpu[cpu] = b"".join(pages)
+    fast, slow = both_ways(per_cpu, page_header, wanted_fields({"sched:sched_switch": sw}))
+    assert len(fast[0]) > 1000
+    assert_same(fast, slow)
 
 
 def test_a_field_past_the_buffer_is_refused_not_read(kernel_formats, page_header):
