@@ -402,12 +402,21 @@ class Pool:
         self.used.add(place)
         self.unreleased.add(place)
         job.tried.append(place)
+        for dead in [w for w in self.workers if w.job is None and w.proc.poll() is not None]:
+            self.workers.remove(dead)          # ended while idle: replaced below
+            dead.close(0)
         worker = next((w for w in self.workers if w.job is None), None)
         if worker is None:
             worker = Worker(self.spec, self.coordinator.address)
             self.workers.append(worker)
-        worker.send(job, place, {"match": self.match, "place": place,
-                                 "attempt": len(job.tried), "failed": job.failures})
+        pool = {"match": self.match, "place": place, "attempt": len(job.tried),
+                "failed": job.failures}
+        try:
+            worker.send(job, place, pool)
+        except OSError:
+            # It died just now: its pipe's end is read as a failed result (_collect),
+            # which counts against the place like any failed run.
+            worker.job, worker.place = job, place
 
     def _collect(self, queue: deque[Job], observer: MatrixObserver,
                  timeout_s: float) -> list[CellResult]:

@@ -89,12 +89,14 @@ def test_pool_stores_every_cell_once_and_releases_the_places(lab, env_file, tmp_
         assert len([r for r in st.runs() if r.suite == "pool6"]) == 6
 
 
-def _qemus() -> dict[str, int]:
-    """Place -> pid of the QEMU a pool worker runs on it (its environment names it)."""
+def _qemus(matrix_pid: int) -> dict[str, int]:
+    """Place -> pid of the QEMU a worker of the matrix ``matrix_pid`` runs on it (its
+    environment names the place; its parent is the worker, the worker's the matrix)."""
     out = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if "qemu-system" not in Path(f"/proc/{pid}/comm").read_text():
+            if "qemu-system" not in Path(f"/proc/{pid}/comm").read_text() \
+                    or _ppid(_ppid(int(pid))) != matrix_pid:
                 continue
             env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:
@@ -103,6 +105,13 @@ def _qemus() -> dict[str, int]:
             if item.startswith(b"IRQLAB_LG_PLACE="):
                 out[item.split(b"=", 1)[1].decode()] = int(pid)
     return out
+
+
+def _ppid(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 def _workers() -> list[int]:
@@ -127,7 +136,7 @@ def test_killed_qemu_marks_the_place_and_the_cell_is_retried(lab, env_file, tmp_
         victim, deadline = None, time.monotonic() + 90
         while victim is None:
             assert time.monotonic() < deadline and p.poll() is None, p.stderr.read()
-            victim = next(iter(_qemus().items()), None)
+            victim = next(iter(_qemus(p.pid).items()), None)
             time.sleep(0.2)
         time.sleep(1.5)                  # booted and measuring (a 4 s cell)
         os.kill(victim[1], signal.SIGKILL)
@@ -138,9 +147,9 @@ def test_killed_qemu_marks_the_place_and_the_cell_is_retried(lab, env_file, tmp_
     place = victim[0]
     assert p.returncode == 0, err
     rows = cells_of(out)
-    assert [r["status"] for r in rows] == ["ok", "ok"]
+    assert [r["status"] for r in rows] == ["ok", "ok"], err
     retried = [r for r in rows if any(f"place {place} failed" in n for n in r["notes"])]
-    assert len(retried) == 1 and retried[0]["place"] != place, rows
+    assert len(retried) == 1 and retried[0]["place"] != place, (victim, rows, err)
     assert f"place {place} failed" in err
     with Store(db, read_only=True) as st:
         runs = [r for r in st.runs() if r.suite == "poolkill"]
