@@ -91,7 +91,8 @@ def previous_results(store: Store, scn: Scenario) -> dict[str, CellResult]:
         if r.suite == scn.name and r.tags.get("scenario") == scn.digest[:16] \
                 and r.status == "ok" and r.cell is not None:
             done[_key(r.cell)] = CellResult(r.cell, r.run_id, r.status, r.summary or {},
-                                            hook_notes(r.metadata), resumed=True)
+                                            hook_notes(r.metadata), resumed=True,
+                                            place=r.tags.get(BOARD_TAG))
     return done
 
 
@@ -214,7 +215,8 @@ def previous_series(store: Store, scn: Scenario) -> dict[str, tuple[str, dict[in
         if r.tags[SERIES_TAG] == series_id and r.status == "ok" and isinstance(index, int):
             ok[index] = CellResult(r.cell, r.run_id, r.status, r.summary or {},
                                    hook_notes(r.metadata), resumed=True,
-                                   series=series_id, index=index)
+                                   series=series_id, index=index,
+                                   place=r.tags.get(BOARD_TAG))
     return out
 
 
