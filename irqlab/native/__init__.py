@@ -27,7 +27,7 @@ _I64 = ctypes.c_int64
 
 # name -> argument types; every function returns int64 (a count, or -errno).
 _SIGNATURES: dict[str, list] = {
-    "irq_rb_decode": [_P, _I64, _P, _I64, _P, _P, _P, _I64, _P, _P, _I64, _P, _P],
+    "irq_rb_decode": [_P, _I64, _P, _I64, _P, _P, _P, _I64, _P, _P, _I64, _P, _P, _P],
     "irq_merge_by_ts": [_P, _P, _P, _P, _P, _I64, _P, _P, _P, _P, _P],
     "irq_merge_to_tables": [_P, _P, _P, _P, _P, _I64, _P, _P],
     "irq_stream_to_tables": [_P, _P, _I64, _P, _P],

@@ -150,6 +150,51 @@ static int64_t decode_page(const uint8_t *page, const struct rb_page_layout *lay
 }
 
 /*
+ * struct rb_runs - where a CPU's records go back in time, found while decoding
+ *
+ * Each record stamped earlier than the one before it starts a new sorted run: its page
+ * (index in the decoded pages), the records of that page before it and its index among
+ * all decoded records. Up to @cap are stored, @n counts them all (past @cap: call again
+ * with more room). @first and @last: the first and last record's time (any records).
+ */
+struct rb_runs {
+	int64_t *page;
+	int64_t *skip;
+	int64_t *rec;
+	int64_t cap;
+	int64_t n;
+	uint64_t first;
+	uint64_t last;
+};
+
+/* note_run - store one run start (page @p, @skip records into it, record @rec) */
+static void note_run(struct rb_runs *runs, int64_t p, int64_t skip, int64_t rec)
+{
+	if (runs->n < runs->cap) {
+		runs->page[runs->n] = p;
+		runs->skip[runs->n] = skip;
+		runs->rec[runs->n] = rec;
+	}
+	runs->n++;
+}
+
+/* note_runs - note the backward steps of one page's @got records (page @p, first @n) */
+static void note_runs(struct rb_runs *runs, const uint64_t *ts, int64_t got, int64_t p,
+		      int64_t n)
+{
+	int64_t i;
+
+	if (!n)
+		runs->first = ts[0];
+	else if (ts[0] < runs->last)
+		note_run(runs, p, 0, n);
+	for (i = 1; i < got; i++)
+		if (ts[i] < ts[i - 1])
+			note_run(runs, p, i, n + i);
+	runs->last = ts[got - 1];
+}
+
+/*
  * irq_rb_decode - decode whole pages of one CPU
  * @buf: the pages (npages * page_size bytes)
  * @npages: page count
@@ -161,6 +206,7 @@ static int64_t decode_page(const uint8_t *page, const struct rb_page_layout *lay
  * @miss_ts, @miss_count, @miss_cap: pages flagged with lost events (count -1 = unknown)
  * @nmiss: set to the number of flagged pages (may exceed @miss_cap: then call again)
  * @type_count: NULL, or 65536 counters to which each record's event type is added
+ * @runs: NULL, or where the records' stamps go back (see struct rb_runs)
  *
  * Returns the number of data records, -ENOSPC when @cap is too small, -EINVAL on a
  * layout the decoder cannot read.
@@ -168,7 +214,7 @@ static int64_t decode_page(const uint8_t *page, const struct rb_page_layout *lay
 int64_t irq_rb_decode(const uint8_t *buf, int64_t npages, const struct rb_page_layout *lay,
 		      int64_t base, uint64_t *ts_out, uint16_t *type_out, int64_t *off_out,
 		      int64_t cap, uint64_t *miss_ts, int64_t *miss_count, int64_t miss_cap,
-		      int64_t *nmiss, int64_t *type_count)
+		      int64_t *nmiss, int64_t *type_count, struct rb_runs *runs)
 {
 	const int64_t per_page = lay->data_size / 8 + 1;
 	uint64_t *pts = NULL;
@@ -178,8 +224,8 @@ int64_t irq_rb_decode(const uint8_t *buf, int64_t npages, const struct rb_page_l
 
 	if (!layout_ok(lay))
 		return -EINVAL;
-	if (!ts_out && type_count) {
-		/* counting types needs the types: decode each page into a scratch page */
+	if (!ts_out && (type_count || runs)) {
+		/* counting types (or runs) needs them: decode each page into a scratch page */
 		pts = malloc(per_page * sizeof(*pts));
 		pty = malloc(per_page * sizeof(*pty));
 		poff = malloc(per_page * sizeof(*poff));
@@ -189,6 +235,8 @@ int64_t irq_rb_decode(const uint8_t *buf, int64_t npages, const struct rb_page_l
 		}
 	}
 	*nmiss = 0;
+	if (runs)
+		runs->n = 0;
 	for (p = 0; p < npages; p++) {
 		const uint8_t *page = buf + p * lay->page_size;
 		int64_t missed, got, i;
@@ -213,6 +261,8 @@ int64_t irq_rb_decode(const uint8_t *buf, int64_t npages, const struct rb_page_l
 			for (i = 0; i < got; i++)
 				type_count[ty[i]]++;
 		}
+		if (runs && got)
+			note_runs(runs, ts_out ? ts_out + n : pts, got, p, n);
 		n += got;
 	}
 	r = n;
@@ -234,42 +284,79 @@ struct merge_streams {
 /* emit_fn - consume records [from, to) of stream @s, the next ones in time order */
 typedef int64_t (*emit_fn)(void *ctx, int64_t s, int64_t from, int64_t to);
 
-/* struct run_heap - sorted runs keyed by (time of their head record, run index) */
-struct run_heap {
-	const uint64_t *ts;
-	int64_t *head;
-	const int64_t *end;
-	int64_t *h;			/* a binary min-heap of run indices */
+/* struct key_heap - a binary min-heap of items keyed by (time, item index) */
+struct key_heap {
+	int64_t *h;			/* the items, heap ordered */
+	uint64_t *key;			/* per item: the time of its next record */
 	int64_t n;
 };
 
-/* run_before - run @a's head sorts before run @b's (an earlier run wins equal times) */
-static inline int run_before(const struct run_heap *rh, int64_t a, int64_t b)
+/* key_before - item @a sorts before item @b (an earlier item wins equal times) */
+static inline int key_before(const struct key_heap *kh, int64_t a, int64_t b)
 {
-	uint64_t ta = rh->ts[rh->head[a]], tb = rh->ts[rh->head[b]];
-
-	return ta < tb || (ta == tb && a < b);
+	return kh->key[a] < kh->key[b] || (kh->key[a] == kh->key[b] && a < b);
 }
 
 /* heap_sift_down - restore the heap order below slot @i */
-static void heap_sift_down(struct run_heap *rh, int64_t i)
+static void heap_sift_down(struct key_heap *kh, int64_t i)
 {
-	int64_t *h = rh->h;
+	int64_t *h = kh->h;
 	int64_t x = h[i];
 
 	for (;;) {
 		int64_t c = 2 * i + 1;
 
-		if (c >= rh->n)
+		if (c >= kh->n)
 			break;
-		if (c + 1 < rh->n && run_before(rh, h[c + 1], h[c]))
+		if (c + 1 < kh->n && key_before(kh, h[c + 1], h[c]))
 			c++;
-		if (!run_before(rh, h[c], x))
+		if (!key_before(kh, h[c], x))
 			break;
 		h[i] = h[c];
 		i = c;
 	}
 	h[i] = x;
+}
+
+/* heap_build - heap-order items 0 .. @n - 1 (their keys set) */
+static void heap_build(struct key_heap *kh, int64_t n)
+{
+	int64_t i;
+
+	for (i = 0; i < n; i++)
+		kh->h[i] = i;
+	kh->n = n;
+	for (i = n / 2 - 1; i >= 0; i--)
+		heap_sift_down(kh, i);
+}
+
+/*
+ * heap_bound - the last time the root item may hand out before another item's turn
+ *
+ * The next item in heap order is a child of the root. Its key bounds the root's
+ * records; if it is an earlier item it wins a tie, so the bound is one less (its key
+ * then exceeds the root's, so this cannot wrap). The root's own key always qualifies.
+ */
+static uint64_t heap_bound(const struct key_heap *kh)
+{
+	int64_t next = -1;
+
+	if (kh->n > 1)
+		next = kh->h[1];
+	if (kh->n > 2 && key_before(kh, kh->h[2], next))
+		next = kh->h[2];
+	if (next < 0)
+		return UINT64_MAX;
+	return kh->key[next] - (next < kh->h[0]);
+}
+
+/* heap_root_moved - the root's key grew (@done: it has no records left) */
+static void heap_root_moved(struct key_heap *kh, int done)
+{
+	if (done)
+		kh->h[0] = kh->h[--kh->n];
+	if (kh->n)
+		heap_sift_down(kh, 0);
 }
 
 /* count_runs - number of sorted runs the streams cut into (where a stamp goes back) */
@@ -310,10 +397,11 @@ static int64_t merge_runs(const struct merge_streams *m, emit_fn emit, void *ctx
 	int64_t *end = malloc(alloc * sizeof(*end));
 	int64_t *stream = malloc(alloc * sizeof(*stream));
 	int64_t *h = malloc(alloc * sizeof(*h));
-	struct run_heap rh = { ts, head, end, h, 0 };
-	int64_t s, i, r = 0;
+	uint64_t *key = malloc(alloc * sizeof(*key));
+	struct key_heap kh = { h, key, 0 };
+	int64_t s, i, n = 0, r = 0;
 
-	if (!head || !end || !stream || !h) {
+	if (!head || !end || !stream || !h || !key) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -323,50 +411,34 @@ static int64_t merge_runs(const struct merge_streams *m, emit_fn emit, void *ctx
 		for (i = m->start[s] + 1; i <= m->end[s]; i++) {
 			if (i < m->end[s] && ts[i] >= ts[i - 1])
 				continue;
-			head[rh.n] = from;
-			end[rh.n] = i;
-			stream[rh.n] = s;
-			h[rh.n] = rh.n;
-			rh.n++;
+			head[n] = from;
+			end[n] = i;
+			stream[n] = s;
+			key[n++] = ts[from];
 			from = i;
 		}
 	}
-	for (i = rh.n / 2 - 1; i >= 0; i--)
-		heap_sift_down(&rh, i);
-	while (rh.n) {
-		int64_t best = h[0], next = -1, to;
-		uint64_t bound = UINT64_MAX;
+	heap_build(&kh, n);
+	while (kh.n) {
+		int64_t best = h[0], to = head[best];
+		uint64_t bound = heap_bound(&kh);
 
-		/*
-		 * The records of the earliest run that sort before every other head: the next
-		 * run in heap order is a child of the root. Its head's time bounds them; if
-		 * that run is an earlier one it wins a tie, so the bound is one less (its time
-		 * then exceeds the best head's, so this cannot wrap). The best head always
-		 * qualifies.
-		 */
-		if (rh.n > 1)
-			next = h[1];
-		if (rh.n > 2 && run_before(&rh, h[2], next))
-			next = h[2];
-		if (next >= 0)
-			bound = ts[head[next]] - (next < best);
-		to = head[best];
 		while (to < end[best] && ts[to] <= bound)
 			to++;
 		r = emit(ctx, stream[best], head[best], to);
 		if (r < 0)
 			goto out;
 		head[best] = to;
-		if (to == end[best])
-			h[0] = h[--rh.n];
-		if (rh.n)
-			heap_sift_down(&rh, 0);
+		if (to < end[best])
+			key[best] = ts[to];
+		heap_root_moved(&kh, to == end[best]);
 	}
 out:
 	free(head);
 	free(end);
 	free(stream);
 	free(h);
+	free(key);
 	return r;
 }
 
@@ -520,17 +592,22 @@ int64_t irq_merge_to_tables(const uint64_t *ts, const uint16_t *type, const int6
 	return merge_runs(&m, emit_tables, &tm);
 }
 
-/* struct rb_stream - one CPU's pages in the shared buffer */
+/*
+ * struct rb_stream - one sorted run of a CPU's records: from its first page (in the
+ * shared buffer), @skip records into it, @count records, the CPU's later pages after it
+ */
 struct rb_stream {
 	int64_t byte_at;
 	int64_t npages;
 	int64_t cpu;
+	int64_t skip;
+	int64_t count;
 };
 
-/* struct stream_state - a stream being merged: its current page, decoded */
+/* struct stream_state - a run being merged: its current page, decoded */
 struct stream_state {
 	const uint8_t *pages;
-	int64_t byte_at, npages, next_page;
+	int64_t byte_at, npages, next_page, skip, left;
 	uint16_t cpu;
 	uint64_t *ts;
 	uint16_t *type;
@@ -539,87 +616,95 @@ struct stream_state {
 	uint64_t last;
 };
 
-/* stream_refill - decode the stream's next non-empty page; 0 when it has none left */
+/* stream_refill - decode the run's next page with records of it; 0 when none is left */
 static int64_t stream_refill(struct stream_state *st, const struct rb_page_layout *lay)
 {
 	int64_t missed;
 
 	st->n = st->at = 0;
-	while (!st->n && st->next_page < st->npages) {
+	while (st->at == st->n && st->left > 0 && st->next_page < st->npages) {
 		int64_t p = st->next_page++;
 
 		st->n = decode_page(st->pages + p * lay->page_size, lay,
 				    st->byte_at + p * lay->page_size, st->ts, st->type, st->off,
 				    &missed);
+		st->at = st->skip < st->n ? st->skip : st->n;
+		st->skip = 0;
+		if (st->n - st->at > st->left)
+			st->n = st->at + st->left;
 	}
-	return st->n;
+	return st->n - st->at;
 }
 
 /*
- * irq_stream_to_tables - decode each CPU's pages and merge them into per-type tables
+ * irq_stream_to_tables - decode each run's pages and merge them into per-type tables
  * @buf: the pages of all CPUs
- * @streams: each CPU's pages (in CPU order), k of them
+ * @streams: the sorted runs of each CPU's records (CPU after CPU, each CPU's in page
+ *	order), k of them: a CPU whose stamps never go back is one run
  * @lay: page layout
- * @spec: the tables (sized beforehand from an irq_rb_decode() count)
+ * @spec: the tables (sized beforehand from an irq_rb_decode() count, which also finds
+ *	the runs)
  *
  * The same tables as irq_rb_decode() + irq_merge_to_tables(), with no decoded copy of
- * the whole trace in between: each CPU's current page is decoded into a small buffer as
- * the merge reaches it. Needs every CPU's records in time order: returns -EDOM at the
- * first record that goes back (the caller then takes the two-step path), else 0,
- * -ENOSPC, -ERANGE, -ENOMEM or -EINVAL.
+ * the whole trace in between: each run's current page is decoded into a small buffer as
+ * the merge reaches it (a page where a run starts is decoded by both of its runs). The
+ * runs sit in a heap keyed by (next time, run order), so equal stamps keep the order
+ * of a stable sort by time. Returns 0, -EDOM when a run's stamps go back after all
+ * (its bounds disagree with the pages: the caller takes the two-step path), -ENOSPC,
+ * -ERANGE, -ENOMEM or -EINVAL.
  */
 int64_t irq_stream_to_tables(const uint8_t *buf, const struct rb_stream *streams, int64_t k,
 			     const struct rb_page_layout *lay, const struct table_spec *spec)
 {
 	const int64_t per_page = lay->data_size / 8 + 1;
 	struct stream_state *st = calloc((size_t)(k ? k : 1), sizeof(*st));
-	int64_t s, r = 0;
+	int64_t *h = malloc((size_t)(k ? k : 1) * sizeof(*h));
+	uint64_t *key = malloc((size_t)(k ? k : 1) * sizeof(*key));
+	struct key_heap kh = { h, key, 0 };
+	int64_t s, n = 0, r = 0;
 
-	if (!st)
-		return -ENOMEM;
+	if (!st || !h || !key) {
+		r = -ENOMEM;
+		goto out;
+	}
 	if (!layout_ok(lay)) {
 		r = -EINVAL;
 		goto out;
 	}
 	for (s = 0; s < k; s++) {
-		st[s].pages = buf + streams[s].byte_at;
-		st[s].byte_at = streams[s].byte_at;
-		st[s].npages = streams[s].npages;
-		st[s].cpu = (uint16_t)streams[s].cpu;
-		st[s].ts = malloc(per_page * sizeof(*st[s].ts));
-		st[s].type = malloc(per_page * sizeof(*st[s].type));
-		st[s].off = malloc(per_page * sizeof(*st[s].off));
-		if (!st[s].ts || !st[s].type || !st[s].off) {
+		struct stream_state *t = &st[n];
+
+		t->pages = buf + streams[s].byte_at;
+		t->byte_at = streams[s].byte_at;
+		t->npages = streams[s].npages;
+		t->skip = streams[s].skip;
+		t->left = streams[s].count;
+		t->cpu = (uint16_t)streams[s].cpu;
+		t->ts = malloc(per_page * sizeof(*t->ts));
+		t->type = malloc(per_page * sizeof(*t->type));
+		t->off = malloc(per_page * sizeof(*t->off));
+		if (!t->ts || !t->type || !t->off) {
+			n++;
 			r = -ENOMEM;
 			goto out;
 		}
-		stream_refill(&st[s], lay);
-	}
-	for (;;) {
-		uint64_t bound = UINT64_MAX;
-		int64_t best = -1;
-		struct stream_state *b;
-
-		/* the stream with the earliest head; the lowest index wins ties (stable) */
-		for (s = 0; s < k; s++)
-			if (st[s].at < st[s].n && (best < 0 ||
-			    st[s].ts[st[s].at] < st[best].ts[st[best].at]))
-				best = s;
-		if (best < 0)
-			break;
-		/* its records that sort before every other head (merge_runs() explains) */
-		for (s = 0; s < k; s++) {
-			uint64_t t;
-
-			if (s == best || st[s].at >= st[s].n)
-				continue;
-			t = st[s].ts[st[s].at];
-			if (s < best)
-				t--;
-			if (t < bound)
-				bound = t;
+		/* runs without records take no heap slot (item order stays run order) */
+		if (!stream_refill(t, lay)) {
+			free(t->ts);
+			free(t->type);
+			free(t->off);
+			memset(t, 0, sizeof(*t));
+			continue;
 		}
-		b = &st[best];
+		key[n++] = t->ts[t->at];
+	}
+	heap_build(&kh, n);
+	while (kh.n) {
+		struct stream_state *b = &st[h[0]];
+		uint64_t bound = heap_bound(&kh);
+		int done = 0;
+
+		/* its records that sort before every other head (heap_bound() explains) */
 		do {
 			uint64_t t = b->ts[b->at];
 
@@ -631,16 +716,24 @@ int64_t irq_stream_to_tables(const uint8_t *buf, const struct rb_stream *streams
 			r = table_put(spec, t, b->type[b->at], b->off[b->at], b->cpu);
 			if (r < 0)
 				goto out;
-			if (++b->at == b->n && !stream_refill(b, lay))
+			b->left--;
+			if (++b->at == b->n && !stream_refill(b, lay)) {
+				done = 1;
 				break;
+			}
 		} while (b->ts[b->at] <= bound);
+		if (!done)
+			key[h[0]] = b->ts[b->at];
+		heap_root_moved(&kh, done);
 	}
 out:
-	for (s = 0; s < k; s++) {
+	for (s = 0; s < n && st; s++) {
 		free(st[s].ts);
 		free(st[s].type);
 		free(st[s].off);
 	}
 	free(st);
+	free(h);
+	free(key);
 	return r;
 }

@@ -36,29 +36,45 @@ def _layout(hdr: PageHeader) -> _Layout:
                    hdr.data_size)
 
 
+class _Runs(ctypes.Structure):
+    """struct rb_runs of rbdecode.c."""
+
+    _fields_ = [("page", ctypes.c_void_p), ("skip", ctypes.c_void_p),
+                ("rec", ctypes.c_void_p), ("cap", _I64), ("n", _I64),
+                ("first", ctypes.c_uint64), ("last", ctypes.c_uint64)]
+
+
 def _decode_piece(lib: ctypes.CDLL, buf: np.ndarray, piece: "_Piece", lay: _Layout,
                   out: tuple[np.ndarray, np.ndarray, np.ndarray] | None
                   ) -> tuple[int, list[tuple[int, int]]] | None:
     """Decode one piece into its region of the shared output columns (or only count its
-    records per type when ``out`` is None): (records, missed)."""
+    records per type, and find where their stamps go back, when ``out`` is None):
+    (records, missed)."""
     ts, ty, off = out if out is not None else (None, None, None)
-    miss_cap = 64
+    miss_cap = run_cap = 64
     while True:
         piece.type_count = np.zeros(65536, np.int64)
         miss_ts = np.empty(miss_cap, np.uint64)
         miss_n = np.empty(miss_cap, np.int64)
         nmiss = np.zeros(1, np.int64)
+        run_cols = np.empty((3, run_cap), np.int64)
+        runs = _Runs(ptr(run_cols[0]), ptr(run_cols[1]), ptr(run_cols[2]), run_cap)
         r = piece.region
         outs = (ptr(ts) + 8 * r, ptr(ty) + 2 * r, ptr(off) + 8 * r) if ts is not None \
             else (None, None, None)                     # count only
         n = lib.irq_rb_decode(ptr(buf) + piece.byte_at, piece.npages, ctypes.addressof(lay),
                               piece.byte_at, *outs, piece.cap, ptr(miss_ts), ptr(miss_n),
-                              miss_cap, ptr(nmiss), ptr(piece.type_count))
+                              miss_cap, ptr(nmiss), ptr(piece.type_count),
+                              None if ts is not None else ctypes.addressof(runs))
         if n < 0:
             return None
-        if int(nmiss[0]) <= miss_cap:
+        if int(nmiss[0]) <= miss_cap and (ts is not None or runs.n <= run_cap):
             break
-        miss_cap = int(nmiss[0])
+        miss_cap, run_cap = max(miss_cap, int(nmiss[0])), max(run_cap, runs.n)
+    if ts is None:
+        # (page in the piece, records of that page before it, record in the piece)
+        piece.backsteps = run_cols[:, :runs.n].T.tolist()
+        piece.first_last = (runs.first, runs.last) if n else None
     missed = list(zip(miss_ts[:int(nmiss[0])].tolist(), miss_n[:int(nmiss[0])].tolist()))
     return int(n), missed
 
@@ -70,6 +86,8 @@ class _Piece:
         self.cpu, self.byte_at, self.npages = cpu, byte_at, npages
         self.region, self.cap = region, cap
         self.type_count: np.ndarray | None = None    # records per event type, once decoded
+        self.backsteps: list[list[int]] = []         # counted only: where stamps go back
+        self.first_last: tuple[int, int] | None = None   # counted: first, last stamp
 
 
 class Pieces:
@@ -249,16 +267,47 @@ def merge_tables(p: Pieces, wanted: dict[int, tuple[list[tuple[int, int]], bool]
 class _Stream(ctypes.Structure):
     """struct rb_stream of rbdecode.c."""
 
-    _fields_ = [("byte_at", _I64), ("npages", _I64), ("cpu", _I64)]
+    _fields_ = [("byte_at", _I64), ("npages", _I64), ("cpu", _I64), ("skip", _I64),
+                ("count", _I64)]
+
+
+def _sorted_runs(counted: Pieces, psz: int, ends: dict[int, int]) -> list[_Stream]:
+    """Each CPU's records cut into sorted runs where their stamps go back (inside a piece
+    or from one piece to the next), CPU after CPU: the streams of the merge."""
+    runs: list[_Stream] = []
+    by_cpu: dict[int, list[tuple[_Piece, int]]] = {}
+    for piece, count in zip(counted.pieces, counted.counts.tolist()):
+        by_cpu.setdefault(piece.cpu, []).append((piece, count))
+    for cpu, pieces in by_cpu.items():
+        starts: list[tuple[int, int]] = []          # (byte of the run's page, skip)
+        sizes: list[int] = []
+        rec, last = 0, None
+        for piece, count in pieces:
+            if not count:
+                continue
+            first, final = piece.first_last
+            if last is None or first < last:
+                starts.append((piece.byte_at, 0))
+                sizes.append(rec)
+            for page, skip, at in piece.backsteps:
+                starts.append((piece.byte_at + page * psz, skip))
+                sizes.append(rec + at)
+            rec += count
+            last = final
+        sizes.append(rec)
+        for (byte_at, skip), a, b in zip(starts, sizes, sizes[1:]):
+            runs.append(_Stream(byte_at, (ends[cpu] - byte_at) // psz, cpu, skip, b - a))
+    return runs
 
 
 def stream_tables(blobs: list[tuple[int, int, int]], buf: np.ndarray, hdr: PageHeader,
                   wanted: dict[int, tuple[list[tuple[int, int]], bool]]
                   ) -> tuple[Pieces, dict[int, dict[str, np.ndarray]]] | None:
     """:func:`merge_tables`'s tables without a decoded copy of the whole trace: a
-    counting pass (parallel), then each CPU's pages decoded page by page as the merge
-    reaches them. None when a CPU's records go back in time (the caller then decodes
-    into pieces and merges sorted runs) or without the library."""
+    counting pass (parallel) that also finds where each CPU's stamps go back, then each
+    sorted run's pages decoded page by page as the merge reaches them. None without the
+    library (or when a run's bounds disagree with its pages: the caller then decodes
+    into pieces and merges)."""
     lib = native.lib()
     if lib is None or not wanted:
         return None
@@ -267,10 +316,11 @@ def stream_tables(blobs: list[tuple[int, int, int]], buf: np.ndarray, hdr: PageH
         return None
     tables = _Tables(buf, counted.type_counts(), wanted)
     psz = hdr.page_size
-    streams = (_Stream * max(1, len(blobs)))(*[_Stream(at, length // psz, cpu)
-                                               for cpu, at, length in blobs])
+    ends = {cpu: at + length // psz * psz for cpu, at, length in blobs}
+    runs = _sorted_runs(counted, psz, ends)
+    streams = (_Stream * max(1, len(runs)))(*runs)
     lay = _layout(hdr)
-    if lib.irq_stream_to_tables(ptr(buf), ctypes.addressof(streams), len(blobs),
+    if lib.irq_stream_to_tables(ptr(buf), ctypes.addressof(streams), len(runs),
                                 ctypes.addressof(lay), ctypes.addressof(tables.spec)) < 0:
         return None
     return (counted, tables.out) if tables.complete() else None

@@ -142,24 +142,32 @@ def test_a_field_past_the_buffer_is_refused_not_read(kernel_formats, page_header
         assert (fastpath.merge_tables(pieces, spec) is not None) == ok
 
 
-def test_streaming_merge_is_used_unless_a_cpu_goes_back_in_time(kernel_formats, page_header):
-    # In time order: one pass, pages decoded as the merge reaches them. A CPU whose
-    # stamps go back: the streaming merge refuses (-EDOM) and the runs merge takes over.
+def test_streaming_merge_cuts_a_cpu_that_goes_back_in_time_into_runs(kernel_formats,
+                                                                      page_header):
+    # In time order: one run per CPU. A CPU whose stamps go back (between pages, inside a
+    # page): the counting pass finds each run's start (page and records to skip) and the
+    # streaming merge decodes the runs as it goes: the same tables as the runs merge.
     sw = kernel_formats["sched:sched_switch"]
     spec = {sw.id: ([(sw.f("prev_pid").offset, 4)], False)}
     pages = []
     for p in range(6):
         w = PageWriter(page_header)
         w.add(1_000_000 + p * 5000, encode(sw, {"prev_pid": p}))
+        if p == 4:                                   # back inside the page, then on
+            w.add_absolute(1_000_000)
+            w.add(1_000_000, encode(sw, {"prev_pid": 40}))
+            w.add(1_026_000, encode(sw, {"prev_pid": 41}))
         pages.append(w.data())
-    for order, streams in ((range(6), True), ((0, 1, 2, 5, 3, 4), False)):
+    for order in (range(6), (0, 1, 2, 5, 3, 4)):
         blob = b"".join(pages[i] for i in order)
         _, buf, spans = ringbuf._one_buffer({0: blob, 1: pages[0]})
         streamed = fastpath.stream_tables(spans, buf, page_header, spec)
-        assert (streamed is not None) == streams
+        assert streamed is not None
         merged = fastpath.merge_tables(fastpath.decode_pieces(spans, buf, page_header), spec)
         assert merged is not None
-        if streamed is not None:
-            for k in ("ts", "cpu"):
-                assert np.array_equal(streamed[1][sw.id][k], merged[sw.id][k])
+        for k in ("ts", "cpu", "fields"):
+            a, b = streamed[1][sw.id][k], merged[sw.id][k]
+            assert all(np.array_equal(x, y) for x, y in zip(a, b)) if k == "fields" \
+                else np.array_equal(a, b)
+        assert len(merged[sw.id]["ts"]) == 9
         assert np.all(np.diff(merged[sw.id]["ts"].astype(np.int64)) >= 0)
