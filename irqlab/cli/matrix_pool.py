@@ -224,10 +224,11 @@ class Pool:
         from irqlab.cli import cmd_run
         from irqlab.cli.common import db_path
         from irqlab.cli.scenario import parse_cell_args
+        from irqlab.targets import get_target
 
         first = next(scn.iter_cells(), {})
         cfg = cmd_run.run_config(parse_cell_args(scn, first))
-        if cfg.target != "labgrid":
+        if not get_target(cfg.target).runs_on_lg_places:
             raise UsageError(f"--lg-places runs cells on labgrid places: the scenario's "
                              f"target is {cfg.target}; set target = \"labgrid\" and lg_env "
                              f"in [run] (or --set target=labgrid --set lg_env=ENV.yaml)")

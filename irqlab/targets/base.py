@@ -54,6 +54,9 @@ class Target(ABC):
     # for the error a user gets; options not named here get a generic one.
     why_not: ClassVar[dict[str, str]] = {}
     min_period_ns: ClassVar[int] = PROBE_MIN_PERIOD_NS
+    # Its runs take a place from a labgrid coordinator (``matrix --lg-places`` hands each
+    # cell a free place in the option ``lg_place``).
+    runs_on_lg_places: ClassVar[bool] = False
 
     @abstractmethod
     def configure(self, given: dict[str, Any], period_ns: int) -> TargetOptions:

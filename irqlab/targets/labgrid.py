@@ -429,6 +429,7 @@ class LabgridTarget(Target):
     help = "a board booted and read through labgrid (environment file, optional place)"
     options = (LG_ENV, LG_PLACE, LG_IMAGE)
     why_not = WHY_NOT_BOARD
+    runs_on_lg_places = True
 
     def configure(self, given: dict[str, Any], period_ns: int) -> LabgridOptions:
         env_path = given.get("lg_env")
