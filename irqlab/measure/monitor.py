@@ -166,7 +166,10 @@ class _Monitor:
         if self.mcfg.metrics is not None:
             self._update_metrics(window)
         if time.monotonic() >= self._next_pass:
-            self._next_pass = time.monotonic() + self.pass_every_s
+            # Half a window early: windows close on the probe's clock, a hair before or
+            # after the host's, and a pass due every window must not skip every other.
+            self._next_pass = (time.monotonic() + self.pass_every_s
+                               - self.mcfg.run.window_ns / 2e9)
             self.prune()
 
     # -- metrics -------------------------------------------------------------------------
