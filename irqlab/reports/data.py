@@ -175,6 +175,15 @@ class RunData:
         return threshold_ns * self.tick_hz // NS_PER_S
 
 
+def samples_pruned(row: RunRow) -> bool:
+    """Whether retention (`irqlab monitor --keep-raw`, store/retention.py) dropped some of
+    the run's raw samples: what is left (the recent ones and the spikes) is no sample of
+    the run, so its figures come from the stored summary and histogram, which cover every
+    sample, as for an import without raw samples."""
+    pruned = (row.metadata or {}).get("retention") or {}
+    return bool(pruned.get("dropped_samples") or pruned.get("dropped_files"))
+
+
 def load_run(store: Store | PgStore, row: RunRow, raw: bool = True,
              in_memory_samples: int | None = None) -> RunData:
     """Read a run's windows, stored histogram and (with ``raw``) its raw samples: those
@@ -182,7 +191,7 @@ def load_run(store: Store | PgStore, row: RunRow, raw: bool = True,
     which must then stay open while the run is used (default: IN_MEMORY_SAMPLES)."""
     data = RunData(row=row, windows=store.windows(row.run_id),
                    histogram=store.histogram(row.run_id).get("all"))
-    if raw:
+    if raw and not samples_pruned(row):
         count = store.sample_count(row.run_id)
         if count > (IN_MEMORY_SAMPLES if in_memory_samples is None else in_memory_samples):
             data.stored = StoredSamples(store, row.run_id, count)
