@@ -124,14 +124,15 @@ def complete_switches(trace: Trace) -> Table:
         return Table("sched_switch", {"ts": np.empty(0, np.uint64)})
     names = ("ts", "cpu", "prev_pid", "prev_state", "next_pid", "next_comm")
     cols = {k: np.asarray(sw[k]) for k in names}
-    ts = cols["ts"].astype(np.int64)
-    cpu = cols["cpu"].astype(np.int64)
-    prev = cols["prev_pid"].astype(np.int64)
-    nxt = cols["next_pid"].astype(np.int64)
-    # Per CPU, in time order: the table is in time order, so a stable sort by CPU (a radix
-    # sort of small integers) keeps equal stamps in ring order.
-    order = np.argsort(cols["cpu"], kind="stable")
-    c_s, t_s, p_s, n_s = cpu[order], ts[order], prev[order], nxt[order]
+    ts = cols["ts"]
+    # Stamps are below 2**63: a view, not a copy, of an unsigned column.
+    ts = ts.view(np.int64) if ts.dtype == np.uint64 else ts.astype(np.int64)
+    # Per CPU, in time order: the table is in time order, so a stable sort by CPU keeps
+    # equal stamps in ring order. The columns stay in their own (narrower) types: only
+    # the few rows of broken chains are widened (in _infer).
+    order = _by_cpu(cols["cpu"])
+    c_s, t_s = cols["cpu"][order], ts[order]
+    p_s, n_s = cols["prev_pid"][order], cols["next_pid"][order]
     broken = np.flatnonzero((c_s[1:] == c_s[:-1]) & (n_s[:-1] != p_s[1:]))
     inferred = _infer(trace, c_s, t_s, p_s, n_s, broken) if len(broken) else None
     out = dict(cols)
@@ -166,13 +167,23 @@ def complete_switches(trace: Trace) -> Table:
     return Table("sched_switch", out)
 
 
+def _by_cpu(cpu: np.ndarray) -> np.ndarray:
+    """Stable order by CPU: one pass per CPU (a handful) instead of a sort of every row."""
+    cpus = _small_ints(cpu)
+    if len(cpus) > 16:
+        return np.argsort(cpu, kind="stable")
+    if len(cpus) == 1:
+        return np.arange(len(cpu))
+    return np.concatenate([np.flatnonzero(cpu == c) for c in cpus])
+
+
 def _infer(trace: Trace, c_s: np.ndarray, t_s: np.ndarray, p_s: np.ndarray,
            n_s: np.ndarray, broken: np.ndarray) -> tuple[np.ndarray, ...]:
     """Inferred switches (time, latest time, cpu, prev pid, next pid) for the broken chains
     ``broken`` (indices of the switch before each, in the (cpu, time) order given)."""
     # Gap g: (t0, t1) on one CPU, between switch broken[g] (next = A) and the next (prev = B).
-    g_cpu, g_t0, g_t1 = c_s[broken], t_s[broken], t_s[broken + 1]
-    g_a, g_b = n_s[broken], p_s[broken + 1]
+    g_cpu, g_t0, g_t1 = c_s[broken].astype(np.int64), t_s[broken], t_s[broken + 1]
+    g_a, g_b = n_s[broken].astype(np.int64), p_s[broken + 1].astype(np.int64)
     ng = len(broken)
     # The common case, one missing switch A -> B: A's last event and B's first in the gap
     # bound it. A gap where a third task shows up, or A again after B, is "complex".
@@ -337,23 +348,54 @@ def _last_wakeup_before(trace: Trace, pids: np.ndarray, before: np.ndarray,
 
 
 def _comm_of(sw: Table, pids: np.ndarray) -> np.ndarray:
-    """A comm for each pid, from a recorded switch that names it."""
-    known_pid = np.concatenate([sw["next_pid"], sw["prev_pid"]]).astype(np.int64)
+    """A comm for each pid, from a recorded switch that names it: the first one switching
+    it in, else the first one switching it out."""
     comm_dtype = sw["next_comm"].dtype
     if not len(pids):
         return np.zeros(0, comm_dtype)
-    lut = np.zeros(max(int(pids.max()), int(known_pid.max(initial=0))) + 1, bool)
-    lut[pids] = True
-    idx = np.flatnonzero(lut[np.maximum(known_pid, 0)] & (known_pid >= 0))
-    uniq, first = np.unique(known_pid[idx], return_index=True)
-    n = len(sw)
-    src = idx[first]
-    comms = np.where(src < n, sw["next_comm"][np.minimum(src, n - 1)],
-                     sw["prev_comm"][np.maximum(src - n, 0)].astype(comm_dtype))
-    i = np.clip(np.searchsorted(uniq, pids), 0, max(0, len(uniq) - 1))
-    found = (len(uniq) > 0) & (uniq[i] == pids) if len(uniq) else np.zeros(len(pids), bool)
-    comm = comms[i] if len(uniq) else np.zeros(len(pids), comm_dtype)
-    return np.where(found, comm, np.array(b"?", dtype=comm_dtype))
+    want = np.unique(pids[pids >= 0])
+    if not len(want):
+        return np.full(len(pids), b"?", comm_dtype)
+    # pid -> rank of the wanted pid (-1: not wanted), by table lookup: pids are small.
+    lut = np.full(int(want[-1]) + 1, -1, np.int64)
+    lut[want] = np.arange(len(want))
+    src_next = _first_index(sw["next_pid"], lut, len(want))
+    src_prev = _first_index(sw["prev_pid"], lut, len(want), src_next < 0)
+    comms = np.full(len(want), b"?", comm_dtype)
+    has = src_next >= 0
+    comms[has] = sw["next_comm"][src_next[has]]
+    has = (src_next < 0) & (src_prev >= 0)
+    comms[has] = sw["prev_comm"][src_prev[has]].astype(comm_dtype)
+    out = np.full(len(pids), b"?", comm_dtype)
+    ok = pids >= 0
+    out[ok] = comms[np.searchsorted(want, pids[ok])]
+    return out
+
+
+def _first_index(col: np.ndarray, lut: np.ndarray, nkeys: int,
+                 todo: np.ndarray | None = None) -> np.ndarray:
+    """Index of the first element of ``col`` whose key ``lut[value]`` is k, for each key
+    k (-1: none; only keys where ``todo`` is set are looked for). Read in growing chunks:
+    the tasks of a gap are usually switched early in the capture, so most of a column
+    with millions of rows is never touched."""
+    first = np.full(nkeys, -1, np.int64)
+    missing = np.ones(nkeys, bool) if todo is None else todo.copy()
+    n, lo, step = len(col), 0, 1 << 14
+    big = np.iinfo(np.int64).max
+    while lo < n and missing.any():
+        c = np.asarray(col[lo:lo + step]).astype(np.int64)
+        inside = (c >= 0) & (c < len(lut))
+        key = np.where(inside, lut[np.where(inside, c, 0)], -1)
+        hit = np.flatnonzero(key >= 0)
+        if len(hit):
+            at = np.full(nkeys, big, np.int64)
+            np.minimum.at(at, key[hit], hit)
+            new = missing & (at < big)
+            first[new] = at[new] + lo
+            missing &= ~new
+        lo += step
+        step *= 2
+    return first
 
 
 # -- thread states -----------------------------------------------------------------------
