@@ -157,10 +157,11 @@ def complete_switches(trace: Trace) -> Table:
         at = np.searchsorted(ts, i_ts[o], "right") + np.arange(k)
         is_add = np.zeros(n + k, bool)
         is_add[at] = True
+        keep = np.flatnonzero(~is_add)            # once, not a mask pass per column
         merged = {}
         for key, v in out.items():
             col = np.empty(n + k, v.dtype)
-            col[~is_add] = v
+            col[keep] = v
             col[at] = add[key][o].astype(v.dtype)
             merged[key] = col
         out = merged
@@ -400,6 +401,47 @@ def _first_index(col: np.ndarray, lut: np.ndarray, nkeys: int,
 
 # -- thread states -----------------------------------------------------------------------
 
+_WOKEN_FROM = np.zeros(len(_STATE_NAMES), bool)           # states a waking ends
+_WOKEN_FROM[[_SLEEPING, _STOPPED, _UNKNOWN]] = True
+
+
+def _state_after_switch_out(sw: Table, i: np.ndarray) -> np.ndarray:
+    """State (int8) a thread enters at switch-outs ``i``, from prev_state."""
+    arg = sw["prev_state"][i].astype(np.int64)
+    if "inferred" in sw.cols:                                  # the kernel never said
+        arg = np.where(sw["inferred"][i], PREV_STATE_UNKNOWN, arg)
+    state = np.where((arg & 0xFF) == 0, _RUNNABLE,
+                     np.where(arg & _STOP_BITS, _STOPPED, _SLEEPING)).astype(np.int8)
+    state[arg == PREV_STATE_UNKNOWN] = _UNKNOWN
+    return state
+
+
+def _member(col: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """``np.isin(col, keys)``; a few keys by comparisons (no table of every pid)."""
+    if len(keys) > 4:
+        return np.isin(col, keys)
+    hit = col == keys[0]
+    for k in keys[1:]:
+        hit |= col == k
+    return hit
+
+
+def _by_thread_time(tid: np.ndarray, ts: np.ndarray, tids: np.ndarray) -> np.ndarray:
+    """Stable order by (thread, time): = np.lexsort((kind, ts, tid)) for events laid out
+    as switch-outs, switch-ins, wakings (kind 0, 1, 2 in that order), each part in time
+    order. One stable sort of a single key (timsort, which merges the few sorted runs)
+    instead of a sort by three keys."""
+    if len(tids) == 1:
+        return np.argsort(ts, kind="stable")
+    t_min = int(ts.min())
+    span = int(ts.max()) - t_min + 1
+    if span * len(tids) >= 1 << 62:                       # would overflow
+        return np.lexsort((ts, tid))
+    key = np.searchsorted(tids, tid) * span + (ts - t_min)
+    return np.argsort(key, kind="stable")
+
+
+
 def thread_timelines(trace: Trace, tids: list[int], end_ts: int,
                      switches: Table | None = None) -> dict[int, ThreadTimeline]:
     """States of the given threads from sched_switch (completed) and sched_waking.
@@ -417,27 +459,31 @@ def thread_timelines(trace: Trace, tids: list[int], end_ts: int,
     out = {t: ThreadTimeline(t) for t in tids}
     if not len(tidarr):
         return out
-    ts_l, kind_l, tid_l, cpu_l, arg_l, max_l = [], [], [], [], [], []
+    # Per event: time, kind (0 out, 1 in, 2 woken), thread, CPU, waker (wakings only),
+    # latest possible time, and the state it starts (int8: computed on each part, so the
+    # passes over the merged events move bytes, not 64-bit words).
+    ts_l, kind_l, tid_l, cpu_l, arg_l, max_l, st_l = [], [], [], [], [], [], []
     if len(sw):
-        prev, nxt = sw["prev_pid"].astype(np.int64), sw["next_pid"].astype(np.int64)
-        i = np.flatnonzero(np.isin(prev, tidarr))               # switched out
+        prev, nxt = sw["prev_pid"], sw["next_pid"]
+        i = np.flatnonzero(_member(prev, tidarr))               # switched out
         ts_l.append(sw["ts"][i]), kind_l.append(np.zeros(len(i), np.int8))
-        tid_l.append(prev[i]), cpu_l.append(sw["cpu"][i].astype(np.int64))
-        state = sw["prev_state"][i].astype(np.int64)
-        if "inferred" in sw.cols:                              # the kernel never said
-            state = np.where(sw["inferred"][i], PREV_STATE_UNKNOWN, state)
-        arg_l.append(state), max_l.append(sw["ts_max"][i])
-        i = np.flatnonzero(np.isin(nxt, tidarr))                # switched in
+        tid_l.append(prev[i].astype(np.int64)), cpu_l.append(sw["cpu"][i].astype(np.int64))
+        st_l.append(_state_after_switch_out(sw, i))
+        arg_l.append(np.zeros(len(i), np.int64)), max_l.append(sw["ts_max"][i])
+        i = np.flatnonzero(_member(nxt, tidarr))                # switched in
         ts_l.append(sw["ts"][i]), kind_l.append(np.ones(len(i), np.int8))
-        tid_l.append(nxt[i]), cpu_l.append(sw["cpu"][i].astype(np.int64))
+        tid_l.append(nxt[i].astype(np.int64)), cpu_l.append(sw["cpu"][i].astype(np.int64))
+        st_l.append(np.full(len(i), _RUNNING, np.int8))
         arg_l.append(np.zeros(len(i), np.int64)), max_l.append(sw["ts_max"][i])
     if len(wk):
-        pid = wk["pid"].astype(np.int64)
-        i = np.flatnonzero(np.isin(pid, tidarr))                # woken
-        ts_l.append(wk["ts"][i].astype(np.int64)), kind_l.append(np.full(len(i), 2, np.int8))
-        tid_l.append(pid[i]), cpu_l.append(wk["target_cpu"][i].astype(np.int64))
-        arg_l.append(wk["common_pid"][i].astype(np.int64))
-        max_l.append(wk["ts"][i].astype(np.int64))
+        pid = wk["pid"]
+        i = np.flatnonzero(_member(pid, tidarr))                # woken
+        w_ts = wk["ts"][i].astype(np.int64)
+        ts_l.append(w_ts), kind_l.append(np.full(len(i), 2, np.int8))
+        tid_l.append(pid[i].astype(np.int64))
+        cpu_l.append(wk["target_cpu"][i].astype(np.int64))
+        st_l.append(np.full(len(i), _RUNNABLE, np.int8))
+        arg_l.append(wk["common_pid"][i].astype(np.int64)), max_l.append(w_ts)
     if not ts_l:
         return out
     ts = np.concatenate(ts_l).astype(np.int64)
@@ -446,14 +492,8 @@ def thread_timelines(trace: Trace, tids: list[int], end_ts: int,
     cpu = np.concatenate(cpu_l)
     arg = np.concatenate(arg_l)
     tmax = np.concatenate(max_l).astype(np.int64)
-    o = np.lexsort((kind, ts, tid))                            # by thread, time, out<in<wake
-    # State after a switch-out, from prev_state (element-wise: before the reordering, so
-    # only the columns the selection below needs are permuted twice).
-    out_state = np.where((arg & 0xFF) == 0, _RUNNABLE,
-                         np.where(arg & _STOP_BITS, _STOPPED, _SLEEPING))
-    out_state = np.where(arg == PREV_STATE_UNKNOWN, _UNKNOWN, out_state)
-    state = np.where(kind == 0, out_state, np.where(kind == 1, _RUNNING, _RUNNABLE))
-    kind, tid, state = kind[o], tid[o], state[o]
+    o = _by_thread_time(tid, ts, tidarr)                       # by thread, time, out<in<wake
+    kind, tid, state = kind[o], tid[o], np.concatenate(st_l)[o]
     n = len(kind)
     new_tid = np.r_[True, tid[1:] != tid[:-1]]
     # Which wakings take effect: the first one after a sleeping/stopped/unknown switch-out,
@@ -461,10 +501,10 @@ def thread_timelines(trace: Trace, tids: list[int], end_ts: int,
     idx = np.arange(n)
     last_sw = np.maximum.accumulate(np.where((kind != 2) | new_tid, idx, 0))
     sw_before = (kind[last_sw] != 2)                          # the epoch starts at a switch
-    epoch_state = np.where(sw_before, state[last_sw], _SLEEPING)
+    epoch_state = np.where(sw_before, state[last_sw], np.int8(_SLEEPING))
     # The first waking of an epoch: right after its switch, or the thread's first event.
     first_after = np.where(sw_before, idx == last_sw + 1, idx == last_sw)
-    eff = (kind != 2) | (first_after & np.isin(epoch_state, (_SLEEPING, _STOPPED, _UNKNOWN)))
+    eff = (kind != 2) | (first_after & _WOKEN_FROM[epoch_state])
     e = np.flatnonzero(eff)
     oe = o[e]
     ts, cpu, arg, tmax = ts[oe], cpu[oe], arg[oe], tmax[oe]
