@@ -9,7 +9,9 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import sys
+from functools import cache
 from typing import TYPE_CHECKING, Any, TextIO
 
 from irqlab.cli.safe_text import EscapeControls
@@ -166,15 +168,44 @@ class JsonRenderer(Renderer):
         self._emit({"type": "import", **info})
 
 
+# rich's own emoji code pattern (rich/_emoji_replace.py), the same matches in the same
+# order as its replacement makes them.
+_EMOJI_CODE = re.compile(r"(:(\S*?)(?:(?:\-)(emoji|text))?:)")
+# Names no emoji has (tests/cli/test_render_emoji.py checks rich's table): none, or one
+# or two digits, as in a timestamp's ":03:" or an IPv6 "::".
+_NOT_AN_EMOJI = re.compile(r"[0-9]{0,2}")
+
+
+def may_name_an_emoji(text: str) -> bool:
+    """Whether rich's emoji replacement could change ``text`` (a ``:name:`` that may
+    be an emoji's). When it cannot, the replacement is skipped: it imports rich's table
+    of 3,600 emoji, ~10-30 ms of every `irqlab list`/`show` (issue 28)."""
+    return any(not _NOT_AN_EMOJI.fullmatch(m.group(2)) for m in _EMOJI_CODE.finditer(text))
+
+
+@cache
+def _console_class() -> type[Console]:
+    """rich's Console, but a string that holds no emoji code is rendered with emoji
+    replacement off: the same text, without importing the emoji table."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def render_str(self, text: str, *, emoji: bool | None = None,  # type: ignore[override]
+                       **kwargs: Any) -> Any:
+            if emoji is not False and not may_name_an_emoji(text):
+                emoji = False
+            return super().render_str(text, emoji=emoji, **kwargs)
+
+    return _Console
+
+
 class HumanRenderer(Renderer):
     """Rich terminal output: progress bar, seed-style window lines, summary table."""
 
     def __init__(self, console: Console | None = None) -> None:
-        from rich.console import Console
-
         # soft_wrap: a window line is data (seed-log shape); never break it.
         # Not a terminal (a log file, a pipe): tables as wide as they need, not 80 columns.
-        self.console = console or Console(
+        self.console = console or _console_class()(
             highlight=False, soft_wrap=True,
             width=None if sys.stdout.isatty() else 200)
         # Names and foreign text are data: control characters shown escaped.

@@ -24,7 +24,6 @@ from __future__ import annotations
 import collections
 import os
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, NamedTuple
 
@@ -32,6 +31,8 @@ from irqlab.lazy import lazy_import
 from irqlab.store.arrow import numeric_array
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     import numpy as np
     import pyarrow as pa
 else:
@@ -173,6 +174,10 @@ class Writer:
     def submit(self, run_id: int, batch: pa.RecordBatch) -> None:
         """Start writing ``batch`` (RECORD_SCHEMA, not empty) as a new file of the run."""
         if self._pool is None:
+            # Imported here, with the first file: concurrent.futures brings logging and
+            # threading's pool (~8 ms), which `irqlab list`/`show` never use.
+            from concurrent.futures import ThreadPoolExecutor
+
             self._pool = ThreadPoolExecutor(max_workers=FILES_IN_FLIGHT,
                                             thread_name_prefix="irqlab-samples")
         first = int(batch.column(0)[0].as_py())
