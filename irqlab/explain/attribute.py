@@ -17,7 +17,7 @@ import numpy as np
 from irqlab.explain.load import Trace
 from irqlab.explain.timeline import (RUNNABLE, RUNNING, SLEEPING, STOPPED, UNKNOWN,
                                      CpuRuns, ThreadTimeline, complete_switches, cpu_runs,
-                                     irq_intervals, thread_timelines)
+                                     distinct, irq_intervals, thread_timelines)
 
 UNEXPLAINED = "unexplained"
 VCPU_STOPPED = "vCPU thread stopped"
@@ -83,7 +83,7 @@ class Explainer:
             inferred = self.switches.cols.get("inferred", np.zeros(0, bool))
             self.inferred_ts: dict[int, np.ndarray] = {
                 int(c): self.switches["ts"][inferred & (self.switches["cpu"] == c)]
-                for c in np.unique(self.switches["cpu"][inferred]).tolist()} \
+                for c in distinct(self.switches["cpu"][inferred]).tolist()} \
                 if len(inferred) else {}
             self.threads: dict[int, ThreadTimeline] = thread_timelines(
                 trace, sorted(set(self.vmm) | set(self.vcpus) | set(other_tids or ())), end_ts,

@@ -206,7 +206,7 @@ def _infer(trace: Trace, c_s: np.ndarray, t_s: np.ndarray, p_s: np.ndarray,
                 return _infer_finish(trace, g_cpu, g_t0, g_t1, g_a, g_b, last_a, first_b,
                                      other, ev_gap, ev_ts, ev_pid)
         last_a, first_b, other = g_t0.copy(), g_t1.copy(), np.zeros(ng, bool)
-    cpus = np.unique(g_cpu).tolist()
+    cpus = distinct(g_cpu).tolist()
     # Per CPU: its switch times (sorted), and for each switch the gap that follows it
     # (-1: the chain holds there).
     sw_of: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -299,7 +299,7 @@ def _last_wakeup_before(trace: Trace, pids: np.ndarray, before: np.ndarray,
     if not len(pids):
         return out
     # Membership and rank by table lookup (pids are small integers): one gather, no sort.
-    uniq = np.unique(pids)
+    uniq = distinct(pids)
     lut = np.full(int(pids.max()) + 2, -1, np.int64)
     lut[uniq] = np.arange(len(uniq))
     tables = [tb for tb in (trace.t("sched_waking"), trace.t("sched_wakeup"))
@@ -354,7 +354,7 @@ def _comm_of(sw: Table, pids: np.ndarray) -> np.ndarray:
     comm_dtype = sw["next_comm"].dtype
     if not len(pids):
         return np.zeros(0, comm_dtype)
-    want = np.unique(pids[pids >= 0])
+    want = distinct(pids[pids >= 0])
     if not len(want):
         return np.full(len(pids), b"?", comm_dtype)
     # pid -> rank of the wanted pid (-1: not wanted), by table lookup: pids are small.
@@ -566,7 +566,7 @@ def _pair(ts_in, cpu_in, names: np.ndarray, codes: np.ndarray, ts_out,
     ts, cpu, kind, lab = ts[order], cpu[order], kind[order], lab[order]
     ok = np.flatnonzero((kind[:-1] == 1) & (kind[1:] == 0) & (cpu[:-1] == cpu[1:]))
     out = {}
-    for c in np.unique(cpu[ok]).tolist():
+    for c in distinct(cpu[ok]).tolist():
         sel = ok[cpu[ok] == c]
         out[c] = (ts[sel], ts[sel + 1], names[lab[sel]])
     return out
@@ -576,6 +576,14 @@ def _sorted(a: np.ndarray) -> bool:
     return len(a) < 2 or bool(np.all(a[1:] >= a[:-1]))
 
 
+def distinct(a: np.ndarray) -> np.ndarray:
+    """Sorted distinct values, = np.unique(a) for integers: a plain np.unique imports
+    numpy.ma on its first call (numpy 2.x checks for masked arrays), 0.1-0.3 s of a
+    process's first explain."""
+    s = np.sort(np.asarray(a).ravel())
+    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
+
+
 def _small_ints(a: np.ndarray) -> list[int]:
     """Distinct values of an array of CPU numbers, sorted."""
     a = np.asarray(a)
@@ -583,7 +591,7 @@ def _small_ints(a: np.ndarray) -> list[int]:
         return []
     if a.min() >= 0 and a.max() < 1 << 16:
         return np.flatnonzero(np.bincount(a.astype(np.int64))).tolist()
-    return np.unique(a).tolist()
+    return distinct(a).tolist()
 
 
 def _pair_sorted(ts_in, cpu_in, names, codes, ts_out, cpu_out) -> dict[int, tuple]:
@@ -730,7 +738,7 @@ def cpu_runs(trace: Trace, switches: Table | None = None) -> CpuRuns:
     ts, pid, comm = {}, {}, {}
     if len(sw):
         cpus = sw["cpu"]
-        for c in np.unique(cpus).tolist():
+        for c in _small_ints(cpus):
             sel = np.flatnonzero(cpus == c)
             ts[c] = sw["ts"][sel].astype(np.int64)
             pid[c] = sw["next_pid"][sel]
