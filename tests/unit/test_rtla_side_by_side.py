@@ -6,7 +6,7 @@ import importlib.util
 from importlib.machinery import SourceFileLoader
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "rtla-side-by-side"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "rtla-side-by-side"
 _loader = SourceFileLoader("rtla_side_by_side", str(SCRIPT))
 side = importlib.util.module_from_spec(importlib.util.spec_from_loader(_loader.name, _loader))
 _loader.exec_module(side)
