@@ -16,7 +16,9 @@ from typing import Iterable
 # Linux's largest NR_CPUS; it also bounds what a typo like "0-99999999" may allocate.
 MAX_CPUS = 8192
 
-_PART_RE = re.compile(r"^\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?$")
+# Compiled at its first use (re's cache), not at import: every command's start imports
+# this module (issue 28).
+_PART_RE = r"^\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?$"
 
 
 def parse_cpu_list(text: str) -> list[int]:
@@ -25,7 +27,7 @@ def parse_cpu_list(text: str) -> list[int]:
     out: list[int] = []
     seen: set[int] = set()
     for part in text.split(","):
-        m = _PART_RE.match(part)
+        m = re.match(_PART_RE, part)
         if not m:
             raise ValueError(f"{text!r} is not a CPU list: write CPU numbers and ranges "
                              f"separated by commas, e.g. 0,2-3")

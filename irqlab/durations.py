@@ -7,7 +7,9 @@ from typing import Literal
 
 _UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
              "m": 60_000_000_000}
-_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m)\s*$", re.ASCII)
+# Patterns, compiled at their first use (re's cache), not at import: every command's
+# start imports this module (issue 28). (?a): ASCII digits and spaces only.
+_RE = r"(?a)^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|m)\s*$"
 # The longest duration any option takes (a run, a window, a threshold ...): 366 days. Any
 # longer is a typo, and in ticks (ns x tick rate up to ~100 GHz) it would overflow 64 bits.
 MAX_DURATION_NS = 366 * 86_400 * 1_000_000_000
@@ -21,7 +23,7 @@ def _shown(text: str, limit: int = 40) -> str:
     return repr(text[:limit]) + f"… ({len(text)} characters)"
 
 
-_BARE_RE = re.compile(r"^\s*\d+(?:\.\d+)?\s*$", re.ASCII)
+_BARE_RE = r"(?a)^\s*\d+(?:\.\d+)?\s*$"
 # Only a run's length takes a bare number, as seconds (cyclictest -D 5, timeout 5): a
 # bare latency or period is ambiguous (cyclictest's -i 1000 is us), so it needs a unit.
 BARE_NUMBER_RULE = "only --duration (-D) takes a bare number, as seconds"
@@ -34,13 +36,13 @@ def parse_duration_ns(text: str, bare_unit: str | None = None) -> int:
     if text.strip() == "0":
         return 0
     shown = _shown(text)
-    if _BARE_RE.match(text):
+    if re.match(_BARE_RE, text):
         if bare_unit is not None:
             return parse_duration_ns(text.strip() + bare_unit)
         raise ValueError(f"{shown} is not a duration: it has no unit; write one, e.g. "
                          f"{text.strip()}us or {text.strip()}ms (units: ns, us, ms, s, m; "
                          f"{BARE_NUMBER_RULE})")
-    m = _RE.match(text)
+    m = re.match(_RE, text)
     if not m:
         bare = (f", or a bare number of {'seconds' if bare_unit == 's' else bare_unit}"
                 if bare_unit else "")

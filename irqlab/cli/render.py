@@ -169,18 +169,20 @@ class JsonRenderer(Renderer):
 
 
 # rich's own emoji code pattern (rich/_emoji_replace.py), the same matches in the same
-# order as its replacement makes them.
-_EMOJI_CODE = re.compile(r"(:(\S*?)(?:(?:\-)(emoji|text))?:)")
+# order as its replacement makes them. Patterns, not compiled here: re compiles them at
+# the first human output (its cache), not at every import of this module.
+_EMOJI_CODE = r"(:(\S*?)(?:(?:\-)(emoji|text))?:)"
 # Names no emoji has (tests/cli/test_render_emoji.py checks rich's table): none, or one
 # or two digits, as in a timestamp's ":03:" or an IPv6 "::".
-_NOT_AN_EMOJI = re.compile(r"[0-9]{0,2}")
+_NOT_AN_EMOJI = r"[0-9]{0,2}"
 
 
 def may_name_an_emoji(text: str) -> bool:
     """Whether rich's emoji replacement could change ``text`` (a ``:name:`` that may
     be an emoji's). When it cannot, the replacement is skipped: it imports rich's table
     of 3,600 emoji, ~10-30 ms of every `irqlab list`/`show` (issue 28)."""
-    return any(not _NOT_AN_EMOJI.fullmatch(m.group(2)) for m in _EMOJI_CODE.finditer(text))
+    return any(not re.fullmatch(_NOT_AN_EMOJI, m.group(2))
+               for m in re.finditer(_EMOJI_CODE, text))
 
 
 @cache

@@ -35,13 +35,14 @@ def is_url(ref: str | Path | None) -> bool:
 
 # A password in a URL's userinfo (libpq ends the userinfo at the first "@"
 # before any "/"), and any ``password=`` parameter (a URL's query string, or a libpq
-# key=value string that a driver's error message may quote).
-_USERINFO_PASSWORD = re.compile(r"(?i)([a-z][a-z0-9+.-]*:/{1,2}[^@/\s:]*:)[^@/\s]*@")
-_PASSWORD_PARAM = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^&#\s'\"]*)")
+# key=value string that a driver's error message may quote). Patterns, compiled at
+# their first use (re's cache), not at every command's start (issue 28).
+_USERINFO_PASSWORD = r"(?i)([a-z][a-z0-9+.-]*:/{1,2}[^@/\s:]*:)[^@/\s]*@"
+_PASSWORD_PARAM = r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^&#\s'\"]*)"
 
 
 def redact(text: str) -> str:
     """``text`` (a URL, or a message that may quote one) with every password replaced by
     ``***``: the one function through which irqlab shows a store's URL."""
-    text = _USERINFO_PASSWORD.sub(r"\1***@", text)
-    return _PASSWORD_PARAM.sub(r"\1***", text)
+    text = re.sub(_USERINFO_PASSWORD, r"\1***@", text)
+    return re.sub(_PASSWORD_PARAM, r"\1***", text)
