@@ -180,7 +180,14 @@ def replay_stale(directory: Path | None = None) -> list[str]:
     if not directory.is_dir():
         return []
     out: list[str] = []
-    for path in sorted(directory.glob("*.jsonl")):
+    # A listing, not Path.glob: glob compiles a pattern (a regular expression) on every
+    # command's start, for a directory that is usually empty (issue 28).
+    try:
+        with os.scandir(directory) as listing:
+            names = sorted(e.name for e in listing if e.name.endswith(".jsonl"))
+    except FileNotFoundError:       # removed since is_dir(): nothing left behind
+        return []
+    for path in (directory / name for name in names):
         try:
             fd = os.open(path, os.O_RDWR)
         except OSError:
