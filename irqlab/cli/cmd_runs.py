@@ -9,7 +9,7 @@ from typing import Any
 from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path, renderer
 from irqlab.reports.provenance import configuration_lines, host_lines
 from irqlab.reports.select import SERIES_TAG, select_runs
-from irqlab.stats.fields import LIST_TABLE, make_summary, percentiles_from
+from irqlab.stats.fields import LIST_TABLE, percentiles_from
 from irqlab.store import open_store
 from irqlab.store.provenance import provenance
 
@@ -132,13 +132,7 @@ def _show_hist(args: argparse.Namespace) -> int:
 
 def _show(out, row, windows: list[dict[str, Any]]) -> None:
     # A run without a summary (still running) shows every summary key, unknown ones None.
-    summary = row.summary or make_summary(row.run_id, row.name, {
-        "target": row.target, "arch": row.arch, "accel": row.accel,
-        "emulated": row.emulated, "status": row.status, "tick_hz": row.tick_hz,
-        "period_ns": row.period_ns, "threshold_ns": row.threshold_ns,
-        "samples": None, "above_threshold": None,
-        "message": row.message or "run has no summary yet (still running, or irqlab was "
-                                  "killed before it could write one)"})
+    summary = row.shown_summary()
     meta = row.metadata
     host = meta.get("host", {})
     probe = meta.get("probe", {})

@@ -150,6 +150,21 @@ class RunRow:
     suite: str | None = None
     cell: dict[str, Any] | None = None
 
+    def shown_summary(self) -> dict[str, Any]:
+        """The summary readers show (`irqlab show`, `irqlab serve`): the stored one, or for
+        a run without one yet (still running, or killed before it wrote one) every summary
+        key, the unknown ones None."""
+        if self.summary:
+            return self.summary
+        from irqlab.stats.fields import make_summary
+        return make_summary(self.run_id, self.name, {
+            "target": self.target, "arch": self.arch, "accel": self.accel,
+            "emulated": self.emulated, "status": self.status, "tick_hz": self.tick_hz,
+            "period_ns": self.period_ns, "threshold_ns": self.threshold_ns,
+            "samples": None, "above_threshold": None,
+            "message": self.message or "run has no summary yet (still running, or irqlab "
+                                       "was killed before it could write one)"})
+
 
 _RUN_COLUMNS = share.RUN_COLUMNS
 _JSON_COLUMNS = (13, 14, 15, 18, 20)

@@ -42,6 +42,8 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
+#include "lib/textfile.h"
+
 #define TRACEFS		"/sys/kernel/tracing"
 #define HEADER_BYTES	4096
 #define PAGE_BYTES	4096
@@ -125,32 +127,6 @@ static int put(uint32_t type, uint32_t cpu, const char *name, const void *buf, u
 	return 0;
 }
 
-static int read_file(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n, got = 0;
-
-	if (fd < 0)
-		return -errno;
-	while ((size_t)got < cap - 1 && (n = read(fd, buf + got, cap - 1 - got)) > 0)
-		got += n;
-	close(fd);
-	buf[got] = 0;
-	return (int)got;
-}
-
-static int write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, text, strlen(text));
-	close(fd);
-	return n < 0 ? -errno : 0;
-}
-
 /* ship_file - copy a tracefs text file into the region under @name */
 static void ship_file(const char *rel, const char *name)
 {
@@ -159,7 +135,7 @@ static void ship_file(const char *rel, const char *name)
 	int n;
 
 	snprintf(path, sizeof(path), TRACEFS "/%s", rel);
-	n = read_file(path, buf, sizeof(buf));
+	n = text_read(path, buf, sizeof(buf));
 	if (n >= 0)
 		put(REC_FILE, 0, name, buf, (uint32_t)n);
 }
@@ -180,15 +156,15 @@ static int setup_tracing(void)
 	if (access(TRACEFS "/trace_clock", F_OK) &&
 	    mount("tracefs", TRACEFS, "tracefs", 0, NULL))
 		return -errno;
-	write_file(TRACEFS "/tracing_on", "0");
-	if (write_file(TRACEFS "/trace_clock", "mono"))
+	text_write(TRACEFS "/tracing_on", "0");
+	if (text_write(TRACEFS "/trace_clock", "mono"))
 		return -EINVAL;
-	write_file(TRACEFS "/buffer_size_kb", BUFFER_KB);
+	text_write(TRACEFS "/buffer_size_kb", BUFFER_KB);
 	for (int i = 0; EVENTS[i]; i++) {
 		char *out = missing;
 
 		snprintf(path, sizeof(path), TRACEFS "/events/%s/enable", EVENTS[i]);
-		if (!write_file(path, "1")) {
+		if (!text_write(path, "1")) {
 			char fmt[320];
 
 			out = enabled;
@@ -200,7 +176,7 @@ static int setup_tracing(void)
 	}
 	/* the x86 system vectors (local timer, IPIs...): every _entry and _exit */
 	static char list[16384];
-	if (read_file(TRACEFS "/available_events", list, sizeof(list)) > 0) {
+	if (text_read(TRACEFS "/available_events", list, sizeof(list)) > 0) {
 		for (char *save = NULL, *ev = strtok_r(list, "\n", &save); ev;
 		     ev = strtok_r(NULL, "\n", &save)) {
 			size_t n = strlen(ev);
@@ -212,7 +188,7 @@ static int setup_tracing(void)
 				continue;
 			snprintf(rel, sizeof(rel), "irq_vectors/%s", ev + 12);
 			snprintf(path, sizeof(path), TRACEFS "/events/%s/enable", rel);
-			if (write_file(path, "1"))
+			if (text_write(path, "1"))
 				continue;
 			snprintf(fmt, sizeof(fmt), "events/%s/format", rel);
 			ship_file(fmt, fmt);
@@ -229,9 +205,9 @@ static int setup_tracing(void)
 	put(REC_FILE, 0, "enabled", enabled, (uint32_t)strlen(enabled));
 	put(REC_FILE, 0, "missing", missing, (uint32_t)strlen(missing));
 	static char uts[512];
-	if (read_file("/proc/sys/kernel/osrelease", uts, sizeof(uts)) > 0)
+	if (text_read("/proc/sys/kernel/osrelease", uts, sizeof(uts)) > 0)
 		put(REC_FILE, 0, "kernel", uts, (uint32_t)strlen(uts));
-	return write_file(TRACEFS "/tracing_on", "1");
+	return text_write(TRACEFS "/tracing_on", "1");
 }
 
 static void drain(int *fds, int ncpus)
@@ -308,7 +284,7 @@ int main(int argc, char **argv)
 		drain(fds, ncpus);
 		nanosleep(&nap, NULL);
 	}
-	write_file(TRACEFS "/tracing_on", "0");
+	text_write(TRACEFS "/tracing_on", "0");
 	drain(fds, ncpus);
 	__sync_synchronize();
 	hdr->state = ST_DONE;

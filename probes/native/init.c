@@ -49,6 +49,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/textfile.h"
+
 #define PROBE_PATH		"/irqlab-native"
 #define ECHO_PATH		"/irqlab-echo"
 #define DISKIO_PATH		"/irqlab-diskio"
@@ -82,35 +84,6 @@ static void __attribute__((noreturn)) end_vm(int value)
 		pause();
 }
 
-/* read_small - read a small sysfs/proc file into @buf; 0 or -errno */
-static int read_small(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -errno;
-	buf[n] = 0;
-	return 0;
-}
-
-/* write_small - write @text to a sysfs file; 0 or -errno */
-static int write_small(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, text, strlen(text));
-	close(fd);
-	return n < 0 ? -errno : 0;
-}
-
 /* find_ivshmem - path of the ivshmem-plain BAR 2 file into @out, skipping the
  * device at PCI address @skip (the trace region; NULL: none); 0 or -ENODEV */
 static int find_ivshmem(char *out, size_t len, const char *skip)
@@ -126,16 +99,16 @@ static int find_ivshmem(char *out, size_t len, const char *skip)
 		if (e->d_name[0] == '.' || (skip && !strcmp(e->d_name, skip)))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s/vendor", base, e->d_name);
-		if (read_small(path, vendor, sizeof(vendor)))
+		if (text_read(path, vendor, sizeof(vendor)) < 0)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s/device", base, e->d_name);
-		if (read_small(path, device, sizeof(device)))
+		if (text_read(path, device, sizeof(device)) < 0)
 			continue;
 		if (strtoul(vendor, NULL, 16) != 0x1af4 || strtoul(device, NULL, 16) != 0x1110)
 			continue;
 		/* memory decoding on, so BAR accesses reach the shared memory */
 		snprintf(path, sizeof(path), "%s/%s/enable", base, e->d_name);
-		write_small(path, "1");
+		text_write(path, "1");
 		snprintf(out, len, "%s/%s/resource2", base, e->d_name);
 		closedir(d);
 		return 0;
@@ -169,9 +142,9 @@ static int load_modules(void)
 {
 	char list[2048], path[256];
 	char *save = NULL;
-	int err = read_small(MODULE_ORDER, list, sizeof(list));
+	int err = text_read(MODULE_ORDER, list, sizeof(list));
 
-	if (err)
+	if (err < 0)
 		return err == -ENOENT ? 0 : err;	/* nothing to load */
 	for (char *name = strtok_r(list, "\n", &save); name;
 	     name = strtok_r(NULL, "\n", &save)) {
@@ -343,7 +316,7 @@ static pid_t start_gtrace(void)
 	if (access(dev, F_OK))
 		return 0;
 	snprintf(bar, sizeof(bar), "%s/enable", dev);
-	write_small(bar, "1");
+	text_write(bar, "1");
 	snprintf(bar, sizeof(bar), "%s/resource2", dev);
 	if (pipe(pipefd))
 		return -1;
@@ -393,7 +366,7 @@ int main(void)
 	mount("proc", "/proc", "proc", 0, NULL);
 	mount("sysfs", "/sys", "sysfs", 0, NULL);
 	mount("devtmpfs", "/dev", "devtmpfs", 0, NULL);
-	if (read_small("/proc/cmdline", cmdline, sizeof(cmdline)))
+	if (text_read("/proc/cmdline", cmdline, sizeof(cmdline)) < 0)
 		cmdline[0] = 0;
 	if (strstr(cmdline, "irqlab.echo=")) {
 		/* net_setup and probe_args both cut the string they parse */

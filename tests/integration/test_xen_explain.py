@@ -29,8 +29,9 @@ from irqlab.runner.xen_dom0 import dom0_cache_dir
 from irqlab.store import Store
 from irqlab.xen.capture import read_xentrace
 from irqlab.explain.run import _samples
-from irqlab.explain.xen import (PROBE_RUNNING, TRC_DOM0_DOM_ADD, TRC_DOM0_DOM_REM,
-                                _records, explain_samples, load_capture, probe_vcpu)
+from irqlab.explain.xen import (PROBE_BLOCKED_IDLE, PROBE_RUNNING, TRC_DOM0_DOM_ADD,
+                                TRC_DOM0_DOM_REM, _records, explain_samples, load_capture,
+                                probe_vcpu)
 from tests.conftest import run_cli
 from tests.unit.xen.test_summary import assert_agree
 
@@ -139,8 +140,11 @@ def test_explain_blames_the_right_parts(traced, tmp_path) -> None:
     # trace shows: how many depends on how long dom0's work overlaps the run, i.e. on
     # TCG's pace (5 of 16 on a loaded host, where >= 75 % first was asked of all); their
     # first cause is one of those, never anything else.
+    # (Xen's timer not yet fired is PROBE_BLOCKED_IDLE: "probe vCPU blocked: …", seen
+    # once in 29 on an unloaded host.)
     others = [s for s in injected if s["causes"][0]["cause"] != PROBE_RUNNING]
     assert all(s["causes"][0]["cause"].startswith(("runnable while", "blocked", "d0v"))
+               or s["causes"][0]["cause"] == PROBE_BLOCKED_IDLE
                for s in others), ([s["causes"][:2] for s in others], top)
     # a spike while the extra domain was created or destroyed names a dom0 hypercall.
     # Whether dom0's `xl create` gets that far within the run's 2500 samples is TCG's

@@ -9,7 +9,7 @@ from starlette.responses import HTMLResponse, Response
 
 from irqlab.reports.provenance import configuration_lines, host_lines
 from irqlab.serve.web import Dashboard, PageError, json_response
-from irqlab.stats.fields import PERCENTILE_FIELDS, SUMMARY_TABLE, make_summary
+from irqlab.stats.fields import PERCENTILE_FIELDS, SUMMARY_TABLE
 from irqlab.store.provenance import provenance
 
 if TYPE_CHECKING:
@@ -20,13 +20,7 @@ def show_object(row: RunRow) -> dict[str, Any]:
     """The run's `irqlab show --json` line: its summary (every key, None where unknown
     while it runs) and its provenance record (irqlab/cli/cmd_runs.py builds the same; a
     test holds the two equal)."""
-    summary = row.summary or make_summary(row.run_id, row.name, {
-        "target": row.target, "arch": row.arch, "accel": row.accel,
-        "emulated": row.emulated, "status": row.status, "tick_hz": row.tick_hz,
-        "period_ns": row.period_ns, "threshold_ns": row.threshold_ns,
-        "samples": None, "above_threshold": None,
-        "message": row.message or "run has no summary yet (still running, or irqlab was "
-                                  "killed before it could write one)"})
+    summary = row.shown_summary()
     record = provenance(row)
     return {**summary, "provenance_version": record["version"],
             "configuration": record["configuration"], "host": record["host"]}
