@@ -78,7 +78,8 @@ def pytest_configure(config) -> None:
 # (stores, statistics, CLI output) spread over both workers, which to the group is the
 # one CPU of load it is tested under (stress-ng --cpu 1 beside the suite).
 _HOST_WIDE = re.compile(r"--target\", \"native|\"native\"|--trace\b|\"--trace\"|SCHED_FIFO|"
-                        r"sched_set|taskset|Tracefs\(|TraceHook|netns|\"--pin\"|--prio")
+                        r"sched_set|taskset|Tracefs\(|Instance\(|TraceHook|netns|\"--pin\"|"
+                        r"--prio")
 _host_wide_cache: dict[Path, bool] = {}
 
 

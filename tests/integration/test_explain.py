@@ -147,9 +147,14 @@ def interfered(tmp_path_factory, probe_built):
         # instance, in whichever tracefs holds it (irqlab mounts a private one when none
         # is mounted, so /sys/kernel/tracing may be empty).
         end = time.monotonic() + 20
-        while time.monotonic() < end and not set(_instances()) - before:
+        # Only the run's own (irqlab-PID-RUN, trace/capture.py): another test's instance
+        # may come and go meanwhile (a trace unit test on the other xdist worker).
+        def _ours() -> list[Path]:
+            return sorted(i for i in set(_instances()) - before
+                          if i.name.startswith(f"irqlab-{proc.pid}-"))
+        while time.monotonic() < end and not _ours():
             time.sleep(0.02)
-        ours = sorted(set(_instances()) - before)
+        ours = _ours()
         assert ours, "tracing never started"
         hog.stdin.write(f"{ours[0] / 'trace_marker'}\n")
         hog.stdin.flush()
