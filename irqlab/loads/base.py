@@ -255,6 +255,17 @@ class Load:
         except ProcessLookupError:
             pass
 
+    def guest_metadata(self, where: str, started: bool) -> dict[str, Any]:
+        """The metadata of a load that runs inside the measured guest (no host process):
+        ``where`` it ran, ``started``: whether the run got as far as the guest."""
+        out: dict[str, Any] = {"kind": self.kind, "params": self.raw, "where": where,
+                               **self.details}
+        out["status"] = "error" if self.error else ("ok" if started else
+                                                    "not started (the run ended first)")
+        if self.error:
+            out["error"] = self.error
+        return out
+
     def metadata(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "params": self.raw,
                                "cpus": format_cpu_list(self.cpus), "argv": self.argv,

@@ -64,10 +64,4 @@ class GuestDiskLoad(Load, InGuestDiskLoad):
             self.error = "the guest never started irqlab-diskio (see the serial tail)"
 
     def metadata(self) -> dict[str, Any]:
-        out = {"kind": self.kind, "params": self.raw, "where": "net guest",
-               **self.details}
-        out["status"] = "error" if self.error else ("ok" if self._process else
-                                                    "not started (the run ended first)")
-        if self.error:
-            out["error"] = self.error
-        return out
+        return self.guest_metadata("net guest", self._process is not None)

@@ -65,10 +65,4 @@ class GuestHogLoad(Load, InGuestHog):
             self.error = "the guest never started irqlab-hog (see the serial tail)"
 
     def metadata(self) -> dict[str, Any]:
-        out = {"kind": self.kind, "params": self.raw, "where": "linux guest",
-               **self.details}
-        out["status"] = "error" if self.error else ("ok" if self._process else
-                                                    "not started (the run ended first)")
-        if self.error:
-            out["error"] = self.error
-        return out
+        return self.guest_metadata("linux guest", self._process is not None)
