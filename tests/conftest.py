@@ -92,11 +92,15 @@ def _holds_host_wide(path: Path) -> bool:
     return _host_wide_cache[path]
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items) -> None:
     """Every test under tests/integration is ``integration``, marked or not: the quick
     set (./run-tests.sh --quick, ``-m "not integration and not emulated and not slow"``)
     never picks one up because its module forgot ``pytestmark``. Tests holding a
-    host-wide resource share the xdist group ``host`` (see _HOST_WIDE)."""
+    host-wide resource share the xdist group ``host`` (see _HOST_WIDE). First of the
+    hooks (tryfirst): xdist's own, which turns the group into the node id's ``@host``
+    suffix its scheduler reads, must see the marker — run after it, the group was
+    silently ignored and host-wide tests ran on both workers at once."""
     for item in items:
         path = Path(str(item.fspath))
         if _INTEGRATION in path.parents:
