@@ -305,7 +305,7 @@ def explain_linux_guest(store: Store, run: RunRow, request: Request,
     s = stored_samples(store, run.run_id)
     progress.stage(f"attributing guest side ({gtrace.events:,} guest events)")
     res, tid = explain_native(run, gtrace, s, request, prio)
-    on_cpu = OnCpuGuest(NativeAttributor(res.explainer, prio))
+    on_cpu = OnCpuGuest(NativeAttributor(res.explainer, prio, sorted(res.explainer.vmm)))
     clock = GuestHostClock(gheader.get("guest_anchors", []))
     host: HostSide | None = None
     host_why = None

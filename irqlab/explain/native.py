@@ -72,10 +72,11 @@ class NativeClock:
 class NativeAttributor:
     """One sample at a time, on top of the timelines irqlab.explain.attribute builds."""
 
-    def __init__(self, ex: Explainer, prio: dict[int, int]) -> None:
-        """``prio``: each task's kernel priority (switch_priorities)."""
+    def __init__(self, ex: Explainer, prio: dict[int, int], probe_tids: list[int]) -> None:
+        """``prio``: each task's kernel priority (switch_priorities); ``probe_tids``: the
+        probe's threads as the trace names them."""
         self.ex = ex
-        self.probe_tids = sorted(ex.vmm)
+        self.probe_tids = probe_tids
         sw = ex.switches
         self.prio = prio
         self.timer = self._timer_entries(ex.trace)
@@ -248,6 +249,25 @@ def switch_priorities(header: dict[str, Any], per_cpu: dict[int, bytes]) -> dict
             if p > 0}
 
 
+def probe_threads_by_name(trace: Trace, known: dict[int, str]) -> list[int]:
+    """Threads the trace shows under the probe's name that the header does not list.
+    The header's tids are read from /proc at the start of the capture: inside a pid
+    namespace (a CI container) they are not the kernel's pids the trace records, and a
+    thread started later is missing. The probe's threads share one name
+    (``irqlab-native``), so the trace's tasks of that name are the probe's — the run's
+    CPUs are its own (a second native run on them would be measured by neither)."""
+    names = {c for c in known.values() if c}
+    sw = trace.t("sched_switch")
+    if not names or not len(sw):
+        return []
+    found: set[int] = set()
+    for pid_col, comm_col in (("next_pid", "next_comm"), ("prev_pid", "prev_comm")):
+        comms = [c.decode("utf-8", "replace") if isinstance(c, bytes) else str(c)
+                 for c in sw[comm_col].tolist()]
+        found.update(int(p) for p, c in zip(sw[pid_col].tolist(), comms) if c in names)
+    return sorted(found - set(known) - {0})
+
+
 def explain_native(run: RunRow, trace: Trace, s: dict[str, np.ndarray],
                    request: Request, prio: dict[int, int]
                    ) -> tuple[Explained, int | None]:
@@ -259,8 +279,10 @@ def explain_native(run: RunRow, trace: Trace, s: dict[str, np.ndarray],
         raise StoreError(f"run {run.run_id}'s capture is on the {clock} clock, not the "
                          f"probe's CLOCK_MONOTONIC: record it again with "
                          f"`irqlab run --target native --trace`")
-    ex = Explainer(trace, vcpu_tids=[])
-    nat = NativeAttributor(ex, prio)
+    known = {int(t): c for t, c in trace.header.get("vmm_threads", {}).items()}
+    by_name = probe_threads_by_name(trace, known)
+    ex = Explainer(trace, vcpu_tids=[], other_tids=by_name)
+    nat = NativeAttributor(ex, prio, sorted(set(known) | set(by_name)))
     seq = s["seq"].astype(np.int64)
     dl = s["deadline_tick"].astype(np.int64)
     en = s["entry_tick"].astype(np.int64)

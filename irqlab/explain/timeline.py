@@ -484,9 +484,9 @@ def thread_timelines(trace: Trace, tids: list[int], end_ts: int,
         cpu_l.append(wk["target_cpu"][i].astype(np.int64))
         st_l.append(np.full(len(i), _RUNNABLE, np.int8))
         arg_l.append(wk["common_pid"][i].astype(np.int64)), max_l.append(w_ts)
-    if not ts_l:
+    ts = np.concatenate(ts_l).astype(np.int64) if ts_l else np.empty(0, np.int64)
+    if not len(ts):             # none of the threads appears in the capture
         return out
-    ts = np.concatenate(ts_l).astype(np.int64)
     kind = np.concatenate(kind_l)
     tid = np.concatenate(tid_l)
     cpu = np.concatenate(cpu_l)

@@ -329,6 +329,18 @@ class TraceHook(CaptureHook):
             rounds += 1
             if rounds % _DEBUGFS_EVERY == 0:
                 self._debugfs_refresh()
+                self._threads_refresh()
+
+    def _threads_refresh(self) -> None:
+        """Add the process's threads started after the capture began (a probe may create
+        its per-CPU threads after it became ready): explain follows only the threads
+        listed in the header."""
+        pid = self.meta.get("vmm_pid")
+        if pid is None:
+            return
+        known = self.meta["vmm_threads"]
+        for tid, comm in vmm_threads(pid).items():
+            known.setdefault(str(tid), comm)
 
     # -- KVM debugfs --------------------------------------------------------------------
     def _debugfs_start(self, pid: int) -> None:
@@ -411,6 +423,7 @@ class TraceHook(CaptureHook):
             inst.marker(f"{STOP_MARK} mono={mono_stop}")
         except OSError:
             pass
+        self._threads_refresh()         # the probe may still run (a stop at a break)
         self._stop.set()
         for t in self._threads:
             t.join(5)

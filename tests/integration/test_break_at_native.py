@@ -75,4 +75,6 @@ def test_a_traced_native_run_stops_at_the_hog_and_explain_names_it(tmp_path, pro
     explained = json.loads(ex.stdout.splitlines()[0])
     (sample,) = [s for s in explained["samples"] if s["seq"] == brk["seq"]]
     top = max(sample["causes"], key=lambda c: c["ns"])
-    assert top["cause"].startswith(f"preempted by irqlab-hog/{hog.pid}"), sample
+    # The trace names the hog by its kernel pid: Popen's outside a pid namespace, another
+    # inside one (a CI container), so it is found by its name.
+    assert top["cause"].startswith("preempted by irqlab-hog/"), json.dumps(sample)
