@@ -60,6 +60,7 @@ class Run:
         self.injected = 0
         self.injected_found = 0           # injected samples above the threshold
         self.lost = 0
+        self.lost_in_run: int | None = None   # the stream's count, when it ended normally
 
     def execute(self) -> RunResult:
         self.record()
@@ -173,11 +174,14 @@ class Run:
         invalid: list[dict[str, int]] = []      # entries before their deadline
         self.break_at = BreakAt.for_run(self.cfg, self.hdr.tick_hz)
         try:
-            self.status, self.message, self.injected, self.injected_found = stream(
+            end = stream(
                 self.cfg, self.process, self.source, self.stats, self.store, self.run_id,
                 self.observer, self.windows, stop, self.hdr.tick_hz, stall_s,
                 per_cpu=self.per_cpu, bound=bound, invalid_kept=invalid,
                 break_at=self.break_at)
+            self.status, self.message = end.status, end.message
+            self.injected, self.injected_found = end.injected, end.found
+            self.lost_in_run = end.lost
         finally:
             if bound is not None:
                 self.meta["duration_bound"] = bound.metadata()
@@ -195,7 +199,12 @@ class Run:
                     self.hdr = self.source.header()
             except RingError:
                 pass
-            self.lost = self.source.lost
+            # The run's losses are those before its end (stream); the source's count
+            # also holds what was lost after it while the probe ran on: kept as evidence.
+            source_lost = self.source.lost
+            self.lost = source_lost if self.lost_in_run is None else self.lost_in_run
+            if source_lost != self.lost:
+                self.meta["lost_after_end"] = source_lost - self.lost
             try:
                 self.per_ring = self.source.per_ring()
                 self.meta.update(self.source.metadata())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -220,6 +220,29 @@ def emit_window(w: WindowStats, tick_hz: int, store: Store, run_id: int,
     observer.on_window(wd, format_window_line(w, tick_hz))
 
 
+def missing_after(recs: np.ndarray, keep_n: int) -> int:
+    """Records missing from the sequence after the first ``keep_n`` of ``recs``: per CPU,
+    the ``seq`` span from its last kept record to its last record, less the records in
+    it (a CPU with none kept: from its first record)."""
+    kept, rest = recs[:keep_n], recs[keep_n:]
+    n = 0
+    for cpu in np.unique(rest["cpu"]).tolist():
+        mine = rest["seq"][rest["cpu"] == cpu].astype(np.int64)
+        before = kept["seq"][kept["cpu"] == cpu].astype(np.int64)
+        start = int(before[-1]) + 1 if len(before) else int(mine[0])
+        n += int(mine[-1]) - start + 1 - len(mine)
+    return n
+
+
+class StreamEnd(NamedTuple):
+    """How a run's stream ended."""
+    status: str
+    message: str | None
+    injected: int           # injected samples read
+    found: int              # injected samples above the threshold (the self-check)
+    lost: int               # records lost before the run's end (its ``lost``)
+
+
 def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: RunStats,
            store: Store, run_id: int, observer: Observer, windows: list[dict[str, Any]],
            stop: StopFlag, tick_hz: int, stall_s: float,
@@ -227,9 +250,8 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
            bound: DurationBound | None = None,
            invalid_kept: list[dict[str, int]] | None = None,
            break_at: BreakAt | None = None,
-           ) -> tuple[str, str | None, int, int]:
-    """Poll the samples until the run ends; returns (status, message, injected count,
-    injected samples above the threshold: the self-check's "found").
+           ) -> StreamEnd:
+    """Poll the samples until the run ends.
     ``stall_s``: the watchdog, no sample for this long fails the run. A failed store
     write (disk full) stops the run: ``failed``, what was stored before kept.
 
@@ -240,7 +262,15 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
     A sample whose ISR entry precedes its deadline is no latency: the statistics count
     it ``invalid`` (irqlab.stats), and it is not stored among the samples, so every
     reader of the stored samples sees the figures' samples; its first ``INVALID_KEPT``
-    records go to ``invalid_kept`` (the run's metadata) as evidence."""
+    records go to ``invalid_kept`` (the run's metadata) as evidence.
+
+    ``lost``: a run by sample count (``--samples N``) counts the records lost before its
+    N-th sample. A batch reports its losses without their place: when the count is
+    reached inside a batch, those after the N-th sample are found by ``seq``
+    (missing_after); later batches' losses are not the run's (the probe runs on while
+    the run stops; its ring or a slow console falls behind). So every lost record is a
+    gap in the stored sequence. A run by duration counts every loss, those after its
+    end included (docs/formats.md: samples + lost + samples_after_end = sent)."""
     target = cfg.target_samples()
     wall_end = None
     if bound is not None and target is None:
@@ -253,49 +283,54 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
     # closing window takes only the rest from ``pending``.
     stored_ahead = 0
     done = 0
-    injected = found = 0
+    injected = found = lost = 0
     status, message = "ok", None
 
     def drain() -> int:
-        nonlocal pending_n, done, injected, found
+        nonlocal pending_n, done, injected, found, lost
         batch = reader.poll()
-        if len(batch):
-            recs = batch.records
+        recs = batch.records
+        if target is None or done < target:
+            lost += batch.lost
             if target is not None and done + len(recs) > target:
-                recs = recs[:target - done]
-            inside = bound.keep(recs["deadline_tick"]) if bound is not None else None
-            if bound is not None:
-                bound.count_skipped(recs)
-            if inside is not None:
-                recs = recs[inside]     # past first deadline + duration: not counted
+                lost -= min(batch.lost, missing_after(recs, target - done))
+        if not len(batch):
+            return 0
+        if target is not None and done + len(recs) > target:
+            recs = recs[:target - done]
+        inside = bound.keep(recs["deadline_tick"]) if bound is not None else None
+        if bound is not None:
+            bound.count_skipped(recs)
+        if inside is not None:
+            recs = recs[inside]     # past first deadline + duration: not counted
+        if not len(recs):
+            return len(batch)
+        deadlines = recs["deadline_tick"].astype(np.int64)
+        # Two's complement difference of the u64 counters (docs/formats.md §2).
+        latencies = recs["entry_tick"].astype(np.int64) - deadlines
+        cut = break_at.keep(recs, latencies) if break_at is not None else None
+        if cut is not None:
+            recs, deadlines, latencies = recs[cut], deadlines[cut], latencies[cut]
             if not len(recs):
                 return len(batch)
-            deadlines = recs["deadline_tick"].astype(np.int64)
-            # Two's complement difference of the u64 counters (docs/formats.md §2).
-            latencies = recs["entry_tick"].astype(np.int64) - deadlines
-            cut = break_at.keep(recs, latencies) if break_at is not None else None
-            if cut is not None:
-                recs, deadlines, latencies = recs[cut], deadlines[cut], latencies[cut]
-                if not len(recs):
-                    return len(batch)
-            closed = stats.add(deadlines, latencies)
-            if per_cpu is not None:
-                per_cpu.add(recs["cpu"], deadlines, latencies)
-            done += len(recs)           # the probe's count (--samples) includes invalid
-            valid = latencies >= 0
-            marked = (recs["flags"] & FLAG_INJECTED) != 0
-            found += int(np.count_nonzero(marked & (latencies > stats.threshold_tick)))
-            if not valid.all():
-                keep_invalid(recs[~valid])
-                recs = recs[valid]      # counted invalid by the statistics, not stored
-            pending.append(recs)
-            pending_n += len(recs)
-            injected += int(np.count_nonzero(recs["flags"] & FLAG_INJECTED))
-            for w in closed:
-                emit_window(w, tick_hz, store, run_id, observer, windows,
-                            samples=take_window_samples(w.samples))
-            if pending_n >= _FLUSH_RECORDS:
-                flush()
+        closed = stats.add(deadlines, latencies)
+        if per_cpu is not None:
+            per_cpu.add(recs["cpu"], deadlines, latencies)
+        done += len(recs)           # the probe's count (--samples) includes invalid
+        valid = latencies >= 0
+        marked = (recs["flags"] & FLAG_INJECTED) != 0
+        found += int(np.count_nonzero(marked & (latencies > stats.threshold_tick)))
+        if not valid.all():
+            keep_invalid(recs[~valid])
+            recs = recs[valid]      # counted invalid by the statistics, not stored
+        pending.append(recs)
+        pending_n += len(recs)
+        injected += int(np.count_nonzero(recs["flags"] & FLAG_INJECTED))
+        for w in closed:
+            emit_window(w, tick_hz, store, run_id, observer, windows,
+                        samples=take_window_samples(w.samples))
+        if pending_n >= _FLUSH_RECORDS:
+            flush()
         return len(batch)
 
     def keep_invalid(bad: np.ndarray) -> None:
@@ -413,4 +448,4 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
         except StoreWriteError:
             pass
         raise
-    return status, message, injected, found
+    return StreamEnd(status, message, injected, found, lost)

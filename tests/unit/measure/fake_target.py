@@ -47,6 +47,7 @@ class FakeOptions(TargetOptions):
     skip_every: int = 0            # after every Nth sample, SKIPPED_PERIODS periods skipped
     inject_every: int = 0          # self-check: every Nth sample flagged injected, INJECT_NS
     inject_misses: int = 0         # ... of which the first this many show no delay
+    lost_backlog: tuple[int, ...] = ()   # backlog samples lost (their slots left stale)
 
 
 class FakeProcess(MeasuredProcess):
@@ -98,6 +99,8 @@ class FakeProcess(MeasuredProcess):
             first, flags = (np.array(x, dtype=np.int64) for x in zip(
                 *(self._deadline(i) for i in range(self.opts.backlog))))
             self.ring.write(first, first + LATENCY_NS, flags.astype(np.uint32))
+            for i in self.opts.lost_backlog:
+                self.ring.corrupt_seq(i, i + 1)      # the reader counts it lost
             n = self.opts.backlog
         while not self._stop.wait(self.opts.slowdown * self.period_ns / 1e9):
             if self.opts.behaviour != "ok" and n >= self.opts.after:
@@ -145,8 +148,9 @@ class FakeTarget(Target):
     def __init__(self, broken_accels: tuple[str, ...] = (), after: int = 100,
                  backlog: int = 0, early_every: int = 0, slowdown: int = 1,
                  skip_every: int = 0, inject_every: int = 0,
-                 inject_misses: int = 0) -> None:
+                 inject_misses: int = 0, lost_backlog: tuple[int, ...] = ()) -> None:
         self.broken_accels, self.after, self.backlog = broken_accels, after, backlog
+        self.lost_backlog = lost_backlog
         self.early_every, self.slowdown, self.skip_every = early_every, slowdown, skip_every
         self.inject_every, self.inject_misses = inject_every, inject_misses
         self.processes: list[FakeProcess] = []
@@ -161,7 +165,8 @@ class FakeTarget(Target):
                            broken_accels=self.broken_accels, backlog=self.backlog,
                            early_every=self.early_every, slowdown=self.slowdown,
                            skip_every=self.skip_every, inject_every=self.inject_every,
-                           inject_misses=self.inject_misses)
+                           inject_misses=self.inject_misses,
+                           lost_backlog=self.lost_backlog)
 
     def accel_plans(self, cfg: Any) -> list[AccelPlan]:
         return [AccelPlan("kvm", "kvm", False), AccelPlan("tcg", "tcg", True)]

@@ -115,6 +115,24 @@ def test_bounded_run_measures_every_sample(fake, store):
     assert store.sample_count(res.run_id) == 300
 
 
+@pytest.mark.parametrize("lost_at, lost_in_run", [(range(100, 107), 7),
+                                                    (range(305, 312), 0)])
+def test_a_run_by_count_counts_only_its_own_losses(fake, store, lost_at, lost_in_run):
+    # 320 samples wait in the ring, 7 of them lost: before the 300th they are the run's,
+    # after it (the probe ran on while the run stopped) they are not. Either way every
+    # lost record is a gap in the stored sequence (the labgrid matrix test saw 7 lost
+    # beside a stored sequence without a gap).
+    fake(backlog=320, lost_backlog=tuple(lost_at))
+    res = run(_cfg(samples=300, duration_ns=None), store, Recorder())
+    s = res.summary
+    assert (res.status, s["samples"], s["lost"]) == ("ok", 300, lost_in_run), s["message"]
+    seqs = sorted(int(q) for b in store.iter_samples(res.run_id)
+                  for q in b.column("seq").to_pylist())
+    assert len(seqs) == 300 and seqs[-1] + 1 - seqs[0] - len(seqs) == s["lost"]
+    after = store.resolve(str(res.run_id)).metadata.get("lost_after_end", 0)
+    assert after == 7 - lost_in_run
+
+
 def test_duration_keeps_the_deadlines_within_it_of_the_first(fake, store):
     # 150 samples wait in the ring when the host starts reading (a probe that ran while
     # it booted): a wall-clock duration counted them on top. The duration bounds
