@@ -260,11 +260,13 @@ def probe_threads_by_name(trace: Trace, known: dict[int, str]) -> list[int]:
     sw = trace.t("sched_switch")
     if not names or not len(sw):
         return []
+    want = np.array(sorted(n.encode() for n in names))
     found: set[int] = set()
     for pid_col, comm_col in (("next_pid", "next_comm"), ("prev_pid", "prev_comm")):
-        comms = [c.decode("utf-8", "replace") if isinstance(c, bytes) else str(c)
-                 for c in sw[comm_col].tolist()]
-        found.update(int(p) for p, c in zip(sw[pid_col].tolist(), comms) if c in names)
+        comm = np.asarray(sw[comm_col])
+        if comm.dtype.kind != "S":               # a decoder that gave str: same names
+            comm = comm.astype(str).astype(bytes)
+        found.update(np.unique(sw[pid_col][np.isin(comm, want)]).tolist())
     return sorted(found - set(known) - {0})
 
 
