@@ -107,7 +107,51 @@ def decode_trace(header: dict[str, Any], per_cpu: dict[int, bytes],
     dec = decode_tables(per_cpu, hdr, wanted_fields(formats))
     tables = {fmt.name: Table(fmt.name, dec.tables[fmt.id])
               for fmt, _ in wanted_fields(formats)}
-    return Trace(header, tables, formats, dec.missed, dec.events, dec.pages, dec.seconds)
+    trace = Trace(header, tables, formats, dec.missed, dec.events, dec.pages, dec.seconds)
+    to_kernel_pids(trace)
+    return trace
+
+
+def to_kernel_pids(trace: Trace) -> None:
+    """Rename the header's threads (``vmm_threads``, ``vcpu_tids``, ``peer_threads``) to
+    the pids the kernel's trace records, where they differ. The capture reads them from
+    /proc, which inside a pid namespace (a CI container, a containerised lab runner)
+    numbers tasks its own way: a listed tid absent from the trace's switches whose name
+    is that of one listed thread and of one task of the trace (QEMU's ``CPU 0/KVM``) is
+    that task. Names shared by several threads are left alone (the native explainer
+    finds its threads by name).
+    Each renaming is kept in the header's ``pid_namespace_map``."""
+    hdr = trace.header
+    sw = trace.t("sched_switch")
+    listed = {int(t): c for key in ("vmm_threads", "peer_threads")
+              for t, c in (hdr.get(key) or {}).items()}
+    if not listed or not len(sw):
+        return
+    pids = np.concatenate([np.asarray(sw["next_pid"]), np.asarray(sw["prev_pid"])])
+    tids = np.array(sorted(listed), np.int64)
+    absent = tids[~np.isin(tids, pids)]
+    if not len(absent):
+        return
+    comms = np.concatenate([np.asarray(sw["next_comm"]), np.asarray(sw["prev_comm"])])
+    pairs = np.unique(np.rec.fromarrays([pids.astype(np.int64), comms.astype("S16")]))
+    by_name: dict[bytes, list[int]] = {}
+    for pid, comm in pairs.tolist():
+        by_name.setdefault(comm, []).append(int(pid))
+    listed_names = [c.encode()[:15] for c in listed.values()]
+    rename = {}
+    for tid in absent.tolist():
+        name = listed[tid].encode()[:15]
+        found = by_name.get(name, [])
+        if len(found) == 1 and found[0] not in listed and listed_names.count(name) == 1:
+            rename[tid] = found[0]
+    if not rename:
+        return
+    for key in ("vmm_threads", "peer_threads"):
+        if hdr.get(key):
+            hdr[key] = {str(rename.get(int(t), int(t))): c for t, c in hdr[key].items()}
+    if hdr.get("vcpu_tids"):
+        hdr["vcpu_tids"] = [rename.get(int(t), int(t)) for t in hdr["vcpu_tids"]]
+    hdr["pid_namespace_map"] = {str(a): b for a, b in rename.items()}
 
 
 def load_capture(path: Path) -> Trace:
