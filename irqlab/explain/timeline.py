@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from irqlab.explain import gapscan
+from irqlab.explain import fastsetup, gapscan
 from irqlab.explain.load import Table, Trace
 from irqlab.trace.ringbuf import unique_rows
 
@@ -157,12 +157,17 @@ def complete_switches(trace: Trace) -> Table:
         at = np.searchsorted(ts, i_ts[o], "right") + np.arange(k)
         is_add = np.zeros(n + k, bool)
         is_add[at] = True
-        keep = np.flatnonzero(~is_add)            # once, not a mask pass per column
+        keep = None
         merged = {}
         for key, v in out.items():
-            col = np.empty(n + k, v.dtype)
-            col[keep] = v
-            col[at] = add[key][o].astype(v.dtype)
+            # C: runs of kept rows copied whole (no index array over millions of rows).
+            col = fastsetup.insert_rows(v, add[key][o].astype(v.dtype), at)
+            if col is None:
+                if keep is None:
+                    keep = np.flatnonzero(~is_add)    # once, not a mask pass per column
+                col = np.empty(n + k, v.dtype)
+                col[keep] = v
+                col[at] = add[key][o].astype(v.dtype)
             merged[key] = col
         out = merged
     return Table("sched_switch", out)
@@ -459,6 +464,13 @@ def thread_timelines(trace: Trace, tids: list[int], end_ts: int,
     out = {t: ThreadTimeline(t) for t in tids}
     if not len(tidarr):
         return out
+    # C: one ordered pass per thread over the switches and wakings (no sort of its events).
+    fast = fastsetup.thread_timelines(sw.cols, wk.cols, len(wk), tidarr.tolist(), end_ts) \
+        if len(sw) else None
+    if fast is not None:
+        for t, cols in fast.items():
+            out[t] = ThreadTimeline(t, *cols)
+        return out
     # Per event: time, kind (0 out, 1 in, 2 woken), thread, CPU, waker (wakings only),
     # latest possible time, and the state it starts (int8: computed on each part, so the
     # passes over the merged events move bytes, not 64-bit words).
@@ -645,6 +657,15 @@ def _labels(prefix: str, values: np.ndarray,
     names = np.asarray(names)
     if names.dtype.kind == "U" and names.dtype.itemsize % 8:
         names = names.astype(f"U{-(-names.dtype.itemsize // 8) * 2}")
+    if names.dtype.kind in "SU" and names.dtype.itemsize % 8 == 0 and len(names):
+        # C: distinct (value, name) pairs by an exact hash table, in one pass.
+        rows = np.ascontiguousarray(names).view(np.uint8).reshape(len(names), -1)
+        found = fastsetup.factorize_rows(rows.view("<u8"), values)
+        if found is not None:
+            rep, code = found
+            text = np.array([f"{prefix}{v} {s}" for v, s in
+                             zip(values[rep].tolist(), names[rep].tolist())], dtype=object)
+            return text, code
     nrep, ninv = _factorize(names)
     nuniq = names[nrep]
     key = values * len(nuniq) + ninv.ravel()

@@ -1,5 +1,6 @@
 """irqlab's host-side C fast paths (rbdecode.c: ring-buffer pages; gaps.c: explain's
-switch-chain repair; stats.c: per-window reductions and histogram tally; lines.c: the
+switch-chain repair; explain.c: explain's thread states, row inserts and distinct rows;
+stats.c: per-window reductions and histogram tally; lines.c: the
 sample lines of raw-sample logs; xentrace.c: xentrace record headers and the
 xenalyze --summary replay), loaded with
 ctypes from ``build/libirqlab.so``.
@@ -40,6 +41,10 @@ _SIGNATURES: dict[str, list] = {
     "irq_xen_summary": [_P, _P, _P, _P, _P, _P, _P, _P, _I64, _P, _P, _P, _P, _P, _P,
                         _P],
     "irq_xen_summary_raw": [_P, _I64, _P, _P, _P, _P, _P, _P, _P, _P],
+    "irq_insert_rows": [_P, _I64, _P, _I64, _P, _I64, _P],
+    "irq_factorize_rows": [_P, _I64, _I64, _P, _P, _P],
+    "irq_string_rows": [_P, _I64, _P, _P, _I64, _I64, _P],
+    "irq_thread_timeline": [_P, _I64, _P],
 }
 
 _lib: ctypes.CDLL | None = None

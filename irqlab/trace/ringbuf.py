@@ -234,6 +234,9 @@ def _strings(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarra
         return np.empty(0, dtype="U1")
     width = int(min(max(1, lens.max()), 4096))
     wide = -(-width // 8) * 8
+    found = _strings_c(buf, starts, lens, width, wide)
+    if found is not None:
+        return found
     if len(buf) % 4 == 0 and wide <= 64 and int(starts.max()) <= len(buf) - wide and \
             not np.bitwise_or.reduce(starts & 3):
         # Whole words (the same bytes: no start is clamped), bytes past each length
@@ -253,6 +256,23 @@ def _strings(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarra
     uniq, inv = np.unique(fixed, return_inverse=True)
     text = np.array([u.split(b"\0", 1)[0].decode("utf-8", "replace") for u in uniq.tolist()])
     return text[inv.ravel()]
+
+
+def _strings_c(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, width: int,
+               wide: int) -> np.ndarray | None:
+    """:func:`_strings` by the C fast path (irqlab/native/explain.c): each string's
+    bytes zero-padded to ``wide`` (as the word path zeroes them), distinct rows by an
+    exact hash table, each distinct one decoded once (None: no library, or a string
+    past the buffer, which the numpy path clamps)."""
+    from irqlab.explain import fastsetup          # explain imports this module
+    raw = fastsetup.string_rows(buf, starts, np.minimum(lens, width), wide)
+    found = fastsetup.factorize_rows(raw.view("<u8")) if raw is not None else None
+    if found is None:
+        return None
+    rep, inv = found
+    text = np.array([bytes(raw[r, :width]).split(b"\0", 1)[0].decode("utf-8", "replace")
+                     for r in rep.tolist()])
+    return text[inv]
 
 
 def _gather(buf: np.ndarray, starts: np.ndarray, size: int) -> np.ndarray:

@@ -1,0 +1,141 @@
+"""C fast paths of explain's set-up (irqlab/native/explain.c) for timeline.py and
+ringbuf's string columns.
+
+Each function returns None when the library is not available or cannot do the job; the
+caller then runs its numpy code, which is the reference and gives identical arrays
+(tests/unit/explain/test_fast_paths_match_golden.py runs both on the real captures).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from irqlab import native
+from irqlab.native import ptr
+
+_I64 = ctypes.c_int64
+_P = ctypes.c_void_p
+_SW_DTYPES = {"ts": np.int64, "cpu": np.uint16, "prev_pid": np.int32, "next_pid": np.int32,
+              "prev_state": np.int64, "ts_max": np.int64}
+_WK_DTYPES = {"pid": np.int32, "target_cpu": np.int32, "common_pid": np.int32}
+
+
+class _TlInput(ctypes.Structure):
+    """struct tl_input of explain.c."""
+
+    _fields_ = [("sw_ts", _P), ("sw_cpu", _P), ("sw_prev", _P), ("sw_next", _P),
+                ("sw_prev_state", _P), ("sw_inferred", _P), ("sw_ts_max", _P),
+                ("sw_n", _I64), ("wk_ts", _P), ("wk_pid", _P), ("wk_target_cpu", _P),
+                ("wk_waker", _P), ("wk_n", _I64), ("end_ts", _I64)]
+
+
+class _TlOutput(ctypes.Structure):
+    """struct tl_output of explain.c."""
+
+    _fields_ = [("start", _P), ("end", _P), ("state", _P), ("cpu", _P), ("waker", _P),
+                ("end_max", _P), ("cap", _I64)]
+
+
+def insert_rows(col: np.ndarray, add: np.ndarray, at: np.ndarray) -> np.ndarray | None:
+    """``col`` with ``add[j]`` put in at output index ``at[j]`` (strictly increasing):
+    = an output where ``out[at] = add`` and the other rows are ``col`` in order."""
+    lib = native.lib()
+    if lib is None or col.ndim != 1 or col.dtype.hasobject:
+        return None
+    col = np.ascontiguousarray(col)
+    add = np.ascontiguousarray(add, col.dtype)
+    at = np.ascontiguousarray(at, np.int64)
+    out = np.empty(len(col) + len(add), col.dtype)
+    got = lib.irq_insert_rows(ptr(col), len(col), ptr(add), len(add), ptr(at),
+                              col.dtype.itemsize, ptr(out))
+    return out if got == len(out) else None
+
+
+def factorize_rows(rows: np.ndarray, extra: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(index of the first row of each distinct value, code of every row) of an (n, w)
+    uint64 array, rows told apart also by ``extra`` (int64 per row) when given; distinct
+    values in order of first appearance."""
+    lib = native.lib()
+    if lib is None or rows.ndim != 2 or rows.dtype != np.uint64:
+        return None
+    rows = np.ascontiguousarray(rows)
+    n = len(rows)
+    if extra is not None:
+        extra = np.ascontiguousarray(extra, np.int64)
+    code = np.empty(n, np.int64)
+    rep = np.empty(max(1, n), np.int64)
+    k = lib.irq_factorize_rows(ptr(rows), n, rows.shape[1],
+                               None if extra is None else ptr(extra), ptr(code), ptr(rep))
+    return (rep[:k].copy(), code) if k >= 0 else None
+
+
+def string_rows(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray,
+                width: int) -> np.ndarray | None:
+    """(n, width) bytes: each string's first min(len, width) bytes, zero padded (None
+    when one would run past the buffer)."""
+    lib = native.lib()
+    if lib is None or width % 8 or buf.dtype != np.uint8 or not buf.flags.c_contiguous:
+        return None
+    starts = np.ascontiguousarray(starts, np.int64)
+    lens = np.ascontiguousarray(lens, np.int64)
+    out = np.empty((len(starts), width), np.uint8)
+    got = lib.irq_string_rows(ptr(buf), len(buf), ptr(starts), ptr(lens), len(starts),
+                              width, ptr(out))
+    return out if got == len(starts) else None
+
+
+def _column(cols: dict, key: str, dtype) -> np.ndarray | None:
+    """A column as the C code reads it, without a copy; None when its type differs."""
+    col = cols.get(key)
+    if col is None:
+        return None
+    col = np.asarray(col)
+    if col.dtype != np.dtype(dtype) and not (dtype is np.int64 and col.dtype == np.uint64):
+        return None
+    col = np.ascontiguousarray(col)
+    return col.view(np.int64) if col.dtype == np.uint64 else col
+
+
+def thread_timelines(sw_cols: dict, wk_cols: dict, wk_n: int, tids: list[int],
+                     end_ts: int) -> dict[int, tuple[np.ndarray, ...]] | None:
+    """Per thread with events: (starts, ends, states int8, cpus, wakers, ends_max), as
+    timeline.thread_timelines computes them; None when the C pass cannot be used."""
+    lib = native.lib()
+    if lib is None:
+        return None
+    sw = {k: _column(sw_cols, k, t) for k, t in _SW_DTYPES.items()}
+    inferred = sw_cols.get("inferred")
+    wk = {k: _column(wk_cols, k, t) for k, t in _WK_DTYPES.items()} if wk_n else {}
+    wk_ts = _column(wk_cols, "ts", np.int64) if wk_n else None
+    if any(v is None for v in sw.values()) or any(v is None for v in wk.values()) or \
+            (wk_n and wk_ts is None) or \
+            (inferred is not None and np.asarray(inferred).dtype != bool):
+        return None
+    if inferred is not None:
+        inferred = np.ascontiguousarray(inferred).view(np.uint8)
+    keep = (sw, wk, wk_ts, inferred)                   # the structure only points at them
+    cin = _TlInput(ptr(sw["ts"]), ptr(sw["cpu"]), ptr(sw["prev_pid"]), ptr(sw["next_pid"]),
+                   ptr(sw["prev_state"]), None if inferred is None else ptr(inferred),
+                   ptr(sw["ts_max"]), len(sw["ts"]),
+                   ptr(wk_ts) if wk_n else None, ptr(wk["pid"]) if wk_n else None,
+                   ptr(wk["target_cpu"]) if wk_n else None,
+                   ptr(wk["common_pid"]) if wk_n else None, wk_n, int(end_ts))
+    out: dict[int, tuple[np.ndarray, ...]] = {}
+    for tid in sorted(set(tids)):
+        count = _TlOutput(None, None, None, None, None, None, 0)
+        n = lib.irq_thread_timeline(ctypes.addressof(cin), tid, ctypes.addressof(count))
+        if n < 0:
+            return None
+        if not n:
+            continue
+        cols = (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int8),
+                np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64))
+        full = _TlOutput(*(ptr(c) for c in cols), n)
+        if lib.irq_thread_timeline(ctypes.addressof(cin), tid, ctypes.addressof(full)) != n:
+            return None
+        out[tid] = cols
+    del keep
+    return out

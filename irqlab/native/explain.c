@@ -1,0 +1,357 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * explain.c - host-side fast paths of explain's set-up (irqlab/explain/timeline.py):
+ * the threads' state machine (thread_timelines()), rows inserted into time-ordered
+ * columns (complete_switches()) and distinct rows of fixed-width keys (irq handler
+ * names, labels).
+ *
+ * numpy does these with many whole-array passes (masks, gathers, a sort of every event
+ * of the followed threads); here each input column is read once in order and each
+ * output written once. The numpy code is the reference: results are identical (tests
+ * compare both on the real captures of tests/unit/explain/data).
+ *
+ * Return convention: >= 0 (a count) on success, -errno on failure.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* thread states, as timeline.py numbers them */
+enum { ST_RUNNING, ST_RUNNABLE, ST_SLEEPING, ST_STOPPED, ST_UNKNOWN };
+
+#define STOP_BITS		(0x4 | 0x8)
+#define PREV_STATE_UNKNOWN	(-1)
+
+/*
+ * irq_insert_rows - time-ordered rows with a few more put in at given places
+ * @src: @n rows of @width bytes
+ * @add: @k rows of @width bytes, in the order they are put in
+ * @at: per added row, its index in the output (strictly increasing, below @n + @k)
+ * @out: room for @n + @k rows
+ *
+ * The output is @src with @add[j] at @at[j]: the kept rows in their order around them.
+ * Returns @n + @k, or -EINVAL when @at is not strictly increasing or out of range.
+ */
+int64_t irq_insert_rows(const uint8_t *src, int64_t n, const uint8_t *add, int64_t k,
+			const int64_t *at, int64_t width, uint8_t *out)
+{
+	int64_t j, from = 0, pos = 0;
+
+	for (j = 0; j < k; j++)
+		if (at[j] < (j ? at[j - 1] + 1 : 0) || at[j] >= n + k)
+			return -EINVAL;
+	for (j = 0; j < k; j++) {
+		int64_t run = at[j] - pos;	/* kept rows before this added one */
+
+		memcpy(out + pos * width, src + from * width, (size_t)(run * width));
+		memcpy(out + at[j] * width, add + j * width, (size_t)width);
+		from += run;
+		pos = at[j] + 1;
+	}
+	memcpy(out + pos * width, src + from * width, (size_t)((n - from) * width));
+	return n + k;
+}
+
+/* row_hash - 64-bit hash of a row of @w words and its @extra key */
+static inline uint64_t row_hash(const uint64_t *row, int64_t w, uint64_t extra)
+{
+	uint64_t h = extra * 0x9E3779B97F4A7C15ULL;
+	int64_t i;
+
+	for (i = 0; i < w; i++) {
+		h ^= row[i];
+		h *= 0xBF58476D1CE4E5B9ULL;
+		h ^= h >> 31;
+	}
+	return h;
+}
+
+/* grow_slots - a table of twice the slots, the distinct rows rehashed into it */
+static int64_t *grow_slots(int64_t *slots, int64_t *mask, const uint64_t *hash_of,
+			   int64_t nrep)
+{
+	int64_t size = 2 * (*mask + 1), i;
+	int64_t *fresh = malloc((size_t)size * sizeof(*fresh));
+
+	if (!fresh)
+		return NULL;
+	for (i = 0; i < size; i++)
+		fresh[i] = -1;
+	for (i = 0; i < nrep; i++) {
+		int64_t s = (int64_t)(hash_of[i] & (uint64_t)(size - 1));
+
+		while (fresh[s] >= 0)
+			s = (s + 1) & (size - 1);
+		fresh[s] = i;
+	}
+	free(slots);
+	*mask = size - 1;
+	return fresh;
+}
+
+/*
+ * irq_factorize_rows - distinct rows and the code of every row
+ * @rows: @n rows of @w 64-bit words
+ * @extra: NULL, or one more key per row (rows equal in words but not here differ)
+ * @code: per row, the index of its distinct row in @rep
+ * @rep: room for @n: the first row of each distinct value, in order of first appearance
+ *
+ * An open-addressing hash table of the distinct rows (few: handler names), every
+ * candidate compared word by word, so the result is exact. Returns the number of
+ * distinct rows, or -ENOMEM.
+ */
+int64_t irq_factorize_rows(const uint64_t *rows, int64_t n, int64_t w, const int64_t *extra,
+			   int64_t *code, int64_t *rep)
+{
+	int64_t mask = 255, nrep = 0, i;
+	int64_t *slots = malloc((mask + 1) * sizeof(*slots));
+	uint64_t *hash_of = malloc((size_t)(n ? n : 1) * sizeof(*hash_of));
+
+	if (!slots || !hash_of) {
+		free(slots);
+		free(hash_of);
+		return -ENOMEM;
+	}
+	for (i = 0; i <= mask; i++)
+		slots[i] = -1;
+	for (i = 0; i < n; i++) {
+		const uint64_t *row = rows + i * w;
+		uint64_t x = extra ? (uint64_t)extra[i] : 0;
+		uint64_t h = row_hash(row, w, x);
+		int64_t s = (int64_t)(h & (uint64_t)mask), r;
+
+		for (;;) {
+			r = slots[s];
+			if (r < 0)
+				break;
+			if (hash_of[r] == h && (!extra || extra[rep[r]] == extra[i]) &&
+			    !memcmp(rows + rep[r] * w, row, (size_t)w * 8))
+				break;
+			s = (s + 1) & mask;
+		}
+		if (r < 0) {
+			r = nrep++;
+			rep[r] = i;
+			hash_of[r] = h;
+			slots[s] = r;
+			if (2 * nrep > mask) {
+				slots = grow_slots(slots, &mask, hash_of, nrep);
+				if (!slots) {
+					free(hash_of);
+					return -ENOMEM;
+				}
+			}
+		}
+		code[i] = r;
+	}
+	free(slots);
+	free(hash_of);
+	return nrep;
+}
+
+/*
+ * irq_string_rows - each string of a buffer as a zero-padded fixed-width row
+ * @buf: @buf_len bytes
+ * @start, @len: per string, its first byte and length (at most @width are kept)
+ * @width: bytes of each output row (a multiple of 8)
+ * @out: @n rows of @width bytes: the string's bytes, then zeros
+ *
+ * Returns @n, or -ERANGE when a string's kept bytes run past the buffer (the numpy
+ * path then clamps and reads, as before).
+ */
+int64_t irq_string_rows(const uint8_t *buf, int64_t buf_len, const int64_t *start,
+			const int64_t *len, int64_t n, int64_t width, uint8_t *out)
+{
+	int64_t i;
+
+	for (i = 0; i < n; i++) {
+		int64_t keep = len[i] < width ? len[i] : width;
+
+		if (start[i] < 0 || keep < 0 || start[i] + width > buf_len)
+			return -ERANGE;
+		memcpy(out + i * width, buf + start[i], (size_t)keep);
+		memset(out + i * width + keep, 0, (size_t)(width - keep));
+	}
+	return n;
+}
+
+/*
+ * struct tl_input - the switch and waking columns thread_timelines() reads
+ *
+ * Switches (completed: time ordered): @sw_inferred may be NULL (none inferred).
+ * Wakings: @wk_n may be 0 (then their columns are not read).
+ */
+struct tl_input {
+	const int64_t *sw_ts;
+	const uint16_t *sw_cpu;
+	const int32_t *sw_prev;
+	const int32_t *sw_next;
+	const int64_t *sw_prev_state;
+	const uint8_t *sw_inferred;
+	const int64_t *sw_ts_max;
+	int64_t sw_n;
+	const int64_t *wk_ts;
+	const int32_t *wk_pid;
+	const int32_t *wk_target_cpu;
+	const int32_t *wk_waker;
+	int64_t wk_n;
+	int64_t end_ts;
+};
+
+/* struct tl_output - one thread's segments (NULL columns: only count them) */
+struct tl_output {
+	int64_t *start;
+	int64_t *end;
+	int8_t *state;
+	int64_t *cpu;
+	int64_t *waker;
+	int64_t *end_max;
+	int64_t cap;
+};
+
+/* struct tl_event - one event of the thread: a switch out (0) or in (1), or a waking (2) */
+struct tl_event {
+	int64_t ts, tmax, cpu, arg;
+	int kind, state;
+};
+
+/* struct tl_cursor - a walk over one part's rows that concern the thread */
+struct tl_cursor {
+	int64_t at;		/* the current matching row, or n when none is left */
+	int64_t last_ts;	/* time of the previous match (the part must be in order) */
+};
+
+/* state_after_out - the state a thread enters at switch row @i, from its prev_state */
+static int state_after_out(const struct tl_input *in, int64_t i)
+{
+	int64_t arg = in->sw_prev_state[i];
+
+	if ((in->sw_inferred && in->sw_inferred[i]) || arg == PREV_STATE_UNKNOWN)
+		return ST_UNKNOWN;
+	if (!(arg & 0xFF))
+		return ST_RUNNABLE;
+	return (arg & STOP_BITS) ? ST_STOPPED : ST_SLEEPING;
+}
+
+/* next_match - advance @c to the next row from @from whose @col is @tid */
+static void next_match(struct tl_cursor *c, const int32_t *col, int64_t n, int64_t from,
+		       int64_t tid)
+{
+	while (from < n && col[from] != tid)
+		from++;
+	c->at = from;
+}
+
+/* take_event - the row of part @kind under its cursor as an event */
+static void take_event(const struct tl_input *in, int kind, int64_t i, struct tl_event *e)
+{
+	e->kind = kind;
+	e->arg = 0;
+	if (kind == 2) {
+		e->ts = e->tmax = in->wk_ts[i];
+		e->cpu = in->wk_target_cpu[i];
+		e->arg = in->wk_waker[i];
+		e->state = ST_RUNNABLE;
+		return;
+	}
+	e->ts = in->sw_ts[i];
+	e->tmax = in->sw_ts_max[i];
+	e->cpu = in->sw_cpu[i];
+	e->state = kind == 0 ? state_after_out(in, i) : ST_RUNNING;
+}
+
+/* put_segment - write segment @p (ended by @nx, or by the capture's end when NULL) */
+static int64_t put_segment(struct tl_output *o, int64_t row, const struct tl_event *p,
+			   const struct tl_event *nx, int64_t end_ts)
+{
+	int state = p->state;
+	int64_t cpu = p->cpu;
+
+	if (!o->start)
+		return 0;
+	if (row >= o->cap)
+		return -ENOSPC;
+	if (nx && state == ST_UNKNOWN && nx->kind == 2)
+		state = ST_SLEEPING;
+	if (nx && state == ST_UNKNOWN && nx->kind == 1)
+		state = ST_RUNNABLE;
+	if (nx && state == ST_RUNNABLE && nx->kind == 1)
+		cpu = nx->cpu;
+	o->start[row] = p->ts;
+	o->end[row] = nx ? nx->ts : (end_ts > p->ts ? end_ts : p->ts);
+	o->end_max[row] = nx ? nx->tmax : (end_ts > p->ts ? end_ts : p->ts);
+	o->state[row] = (int8_t)state;
+	o->cpu[row] = cpu;
+	o->waker[row] = nx && nx->kind == 2 ? nx->arg : -1;
+	return 0;
+}
+
+/*
+ * irq_thread_timeline - one thread's states from the switches and wakings
+ * @in: the columns
+ * @tid: the thread
+ * @out: its segments (or NULL columns: only count)
+ *
+ * The thread's switch-outs, switch-ins and wakings merged by time (equal times: out,
+ * in, waking, each in table order: the numpy path's stable sort), then one pass: every
+ * switch starts a segment; a waking starts one only as the thread's first event or
+ * right after a switch out into a sleeping, stopped or unknown state. A segment ends at
+ * the next one's start (an unknown state becomes sleeping when a waking ends it,
+ * runnable when a switch-in does; runnable ended by a switch-in is charged to that CPU).
+ * Returns the segment count, -EDOM when a part's times go back (the caller sorts, as
+ * numpy does), or -ENOSPC.
+ */
+int64_t irq_thread_timeline(const struct tl_input *in, int64_t tid, struct tl_output *out)
+{
+	struct tl_cursor c[3];
+	const int32_t *col[3] = { in->sw_prev, in->sw_next, in->wk_pid };
+	const int64_t *tcol[3] = { in->sw_ts, in->sw_ts, in->wk_ts };
+	int64_t lim[3] = { in->sw_n, in->sw_n, in->wk_n };
+	struct tl_event ev, pend;
+	int64_t rows = 0, events = 0, r;
+	int have = 0, prev_kind = -1, prev_state = 0, k;
+
+	if (tid < INT32_MIN || tid > INT32_MAX)
+		return 0;		/* no pid column can hold it */
+	for (k = 0; k < 3; k++) {
+		next_match(&c[k], col[k], lim[k], 0, tid);
+		c[k].last_ts = INT64_MIN;
+	}
+	for (;;) {
+		int best = -1;
+
+		for (k = 0; k < 3; k++)
+			if (c[k].at < lim[k] && (best < 0 ||
+			    tcol[k][c[k].at] < tcol[best][c[best].at]))
+				best = k;
+		if (best < 0)
+			break;
+		if (tcol[best][c[best].at] < c[best].last_ts)
+			return -EDOM;
+		c[best].last_ts = tcol[best][c[best].at];
+		take_event(in, best, c[best].at, &ev);
+		next_match(&c[best], col[best], lim[best], c[best].at + 1, tid);
+		/* a waking counts only first, or right after a switch out it can end */
+		if (ev.kind == 2 && events &&
+		    !(prev_kind == 0 && prev_state != ST_RUNNABLE && prev_state != ST_RUNNING))
+			goto next;
+		if (have) {
+			r = put_segment(out, rows++, &pend, &ev, in->end_ts);
+			if (r < 0)
+				return r;
+		}
+		pend = ev;
+		have = 1;
+next:
+		events++;
+		prev_kind = ev.kind;
+		prev_state = ev.state;
+	}
+	if (have) {
+		r = put_segment(out, rows++, &pend, NULL, in->end_ts);
+		if (r < 0)
+			return r;
+	}
+	return rows;
+}
