@@ -3,26 +3,38 @@
 Each case starts from a real fixture file (tests/fixtures/import), mutates a few of its
 lines (huge, negative, fractional or non-ASCII numbers, digit runs, truncation,
 duplicated or dropped lines, random bytes), parses it with its format and stores what
-parses in a DuckDB store. Every case ends one of three ways:
+parses in a DuckDB store through the import's own path (ingest.store_runs, one
+transaction a case). Every case ends one of three ways:
 
 * ``rejected``: a clean ImportFormatError (the CLI prints it as one line, exit 2);
 * ``accepted``: parsed and stored;
 * ``crash``: anything else (a traceback for a user): a bug.
 
-Used by ``scripts/fuzz-import`` and by tests/unit/importers/test_fuzz.py.
+A worker keeps one store file (in a temporary folder) for ``rotate_every`` cases, then
+checkpoints, closes and deletes it and opens a new one: opening a store (schema, server)
+costs far more than a case, and a file that grows without bound would slow every insert.
+Each case's runs go in as new runs (fresh run ids) beside the earlier cases' runs.
+
+Used by ``scripts/fuzz-import`` and by tests/unit/importers/test_fuzz.py and
+test_hostile_imports.py.
 """
 
 from __future__ import annotations
 
 import random
+import shutil
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from irqlab.importers import ImportFormatError, ParseOptions, parse_text
-from irqlab.importers.ingest import run_names, store_runs
+from irqlab.importers.ingest import StoredRun, run_names, store_runs
 from irqlab.store import Store, StoreError
+
+# Cases a worker's store file holds before it is replaced by a new one.
+ROTATE_EVERY = 5_000
 
 # fixture file -> (format, --tick-hz it needs)
 FIXTURES: dict[str, tuple[str, int | None]] = {
@@ -61,6 +73,10 @@ class Outcome:
     rejected: int = 0
     accepted: int = 0
     crashes: int = 0
+    store_rejected: int = 0        # of the rejected: by a StoreError (not the parser)
+    runs_stored: int = 0           # runs the accepted cases stored
+    stores_opened: int = 0         # store files a worker opened (one per rotate_every)
+    store_crashes: int = 0         # checkpoints of a rotated store that failed
     slowest_s: float = 0.0
     slowest_case: str = ""
     crash_examples: list[str] = field(default_factory=list)
@@ -75,6 +91,10 @@ class Outcome:
         self.rejected += other.rejected
         self.accepted += other.accepted
         self.crashes += other.crashes
+        self.store_rejected += other.store_rejected
+        self.runs_stored += other.runs_stored
+        self.stores_opened += other.stores_opened
+        self.store_crashes += other.store_crashes
         if other.slowest_s > self.slowest_s:
             self.slowest_s, self.slowest_case = other.slowest_s, other.slowest_case
         self.crash_examples += other.crash_examples
@@ -139,29 +159,148 @@ def mutate(rng: random.Random, text: str, edits: int | None = None) -> str:
     return "\n".join(lines) + ("\n" if rng.random() < 0.9 else "")
 
 
-def run_case(store: Store, path: str, fmt: str, text: str, tick_hz: int | None,
-             skip_bad: bool = False) -> str:
-    """Parse and store one input: "rejected" or "accepted"; anything else raises."""
+def run_case_stored(store: Store, path: str, fmt: str, text: str, tick_hz: int | None,
+                    skip_bad: bool = False) -> tuple[str, list[StoredRun]]:
+    """Parse and store one input as ``irqlab import`` does: ("rejected", []) for an
+    ImportFormatError, ("store-rejected", []) for a StoreError (also one clean line for
+    the user, but on a healthy store a sign of trouble: counted apart), or ("accepted",
+    the stored runs); anything else raises."""
     try:
         result = parse_text(fmt, path, text, ParseOptions(tick_hz=tick_hz, skip_bad=skip_bad))
         names = run_names(result.runs, None)
-        store_runs(store, [(result.runs, names)], {}, {"format": fmt})
-    except (ImportFormatError, StoreError):
-        return "rejected"
-    return "accepted"
+        stored = store_runs(store, [(result.runs, names)], {}, {"format": fmt})
+    except ImportFormatError:
+        return "rejected", []
+    except StoreError:
+        return "store-rejected", []
+    return "accepted", stored
+
+
+def run_case(store: Store, path: str, fmt: str, text: str, tick_hz: int | None,
+             skip_bad: bool = False) -> str:
+    """Parse and store one input: "rejected" or "accepted"; anything else raises."""
+    kind = run_case_stored(store, path, fmt, text, tick_hz, skip_bad)[0]
+    return "rejected" if kind == "store-rejected" else kind
+
+
+def open_store(folder: Path) -> Store:
+    """A worker's store: a new DuckDB file in ``folder``, as ``irqlab import --db`` opens.
+
+    Two settings differ from a command's, for speed only (what a case stores and how is
+    unchanged): one DuckDB thread (a case's statements are tiny; a second thread only
+    adds hand-offs, and the machine's other core is someone else's), and no automatic
+    checkpoint (Store sets a 2 MB threshold to bound a long run's memory, which made
+    every few dozen commits a checkpoint): `close_store` checkpoints once instead."""
+    store = Store(folder / "fuzz.duckdb")
+    store.con.execute("SET threads = 1")
+    store.con.execute("SET checkpoint_threshold = '1GB'")
+    return store
+
+
+def close_store(store: Store) -> None:
+    """Checkpoint (the write a 2 MB threshold would have made along the way), close."""
+    try:
+        store.con.execute("CHECKPOINT")
+    finally:
+        store.close()
+
+
+class _WorkerStore:
+    """The store one worker writes its cases to, replaced by a new file every
+    ``rotate_every`` cases and after a crash (which may have left it unusable)."""
+
+    def __init__(self, rotate_every: int, out: Outcome) -> None:
+        self.rotate_every = max(1, rotate_every)
+        self.out = out
+        self.folder: Path | None = None
+        self.store: Store | None = None
+        self.cases = 0
+
+    def get(self, k: int) -> Store:
+        """The store for case ``k`` (0-based), a new one every ``rotate_every`` cases."""
+        if self.store is not None and self.cases >= self.rotate_every:
+            self.finish(k)
+        store = self.current()
+        self.cases += 1
+        return store
+
+    def current(self) -> Store:
+        """The open store (a new one if none is), without counting a case: for the
+        slowest cases timed again."""
+        if self.store is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="irqlab-fuzz-"))
+            self.store = open_store(self.folder)
+            self.out.stores_opened += 1
+            self.cases = 0
+        return self.store
+
+    def finish(self, k: int) -> None:
+        """Checkpoint, close and delete the store of the cases before case ``k``; a
+        failure there is a crash too (of those cases' stored data, not of one case)."""
+        first = k - self.cases
+        try:
+            self.close()
+        except Exception as exc:
+            self.out.store_crashes += 1
+            self.out.crash_examples.append(
+                f"checkpoint of the store holding cases {first}..{k - 1}: "
+                f"{type(exc).__name__}: {str(exc)[:200]}\n"
+                + "".join(traceback.format_exc().splitlines(True)[-4:]))
+
+    def close(self, checkpoint: bool = True) -> None:
+        """Checkpoint, close and delete the store file; after a crash (``checkpoint``
+        False) only close and delete: the crash is counted already."""
+        store, folder, self.store, self.folder = self.store, self.folder, None, None
+        try:
+            if store is not None and checkpoint:
+                close_store(store)
+            elif store is not None:
+                try:
+                    store.close()
+                except Exception:       # noqa: BLE001 - the store is thrown away
+                    pass
+        finally:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def _crash_text(name: str, case_seed: int, skip_bad: bool, exc: BaseException) -> str:
+    """What a crash example says: the case to replay, then the traceback's end."""
+    return (f"{name} seed={case_seed} skip_bad={skip_bad}: {type(exc).__name__}: "
+            f"{str(exc)[:200]}\n" + "".join(traceback.format_exc().splitlines(True)[-4:]))
+
+
+def _count(out: Outcome, fmt: str, kind: str, runs: int, dt: float, name: str,
+           case_seed: int, skip_bad: bool) -> None:
+    if kind == "store-rejected":
+        out.store_rejected += 1
+        kind = "rejected"
+    if kind == "rejected":
+        out.rejected += 1
+    elif kind == "accepted":
+        out.accepted += 1
+        out.runs_stored += runs
+    else:
+        out.crashes += 1
+    out.kinds[f"{fmt}:{kind}"] = out.kinds.get(f"{fmt}:{kind}", 0) + 1
+    if dt > out.slowest_s:
+        out.slowest_s, out.slowest_case = dt, f"{name} seed={case_seed}"
+    if len(out.slowest) < 5 or dt > out.slowest[-1][0]:
+        out.slowest = sorted(out.slowest + [(dt, name, case_seed, skip_bad)],
+                             reverse=True)[:5]
 
 
 def fuzz(n: int, folder: Path, seed: int = 0, store: Store | None = None,
          progress: bool = False, max_examples: int = 10,
-         max_seconds: float | None = None) -> Outcome:
+         max_seconds: float | None = None, rotate_every: int = ROTATE_EVERY) -> Outcome:
     """Run ``n`` mutated cases round-robin over the fixtures (fewer when ``max_seconds``
-    runs out first)."""
+    runs out first). Without ``store``, the cases go to a store file of this worker's,
+    a new one every ``rotate_every`` cases."""
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     rng = random.Random(seed)
     sources = fixture_texts(folder)
-    own = store is None
-    store = store or Store(":memory:")
     out = Outcome()
+    worker = None if store is not None else _WorkerStore(rotate_every, out)
     try:
         for k in range(n):
             if deadline is not None and time.monotonic() > deadline:
@@ -171,46 +310,37 @@ def fuzz(n: int, folder: Path, seed: int = 0, store: Store | None = None,
             crng = random.Random(case_seed)
             mutated = mutate(crng, text)
             skip_bad = crng.random() < 0.3
+            target = store if worker is None else worker.get(k)
             t0 = time.perf_counter()
             try:
-                kind = run_case(store, name, fmt, mutated, hz, skip_bad)
+                kind, runs = run_case_stored(target, name, fmt, mutated, hz, skip_bad)
             except Exception as exc:        # a crash: what a user would see as traceback
-                kind = "crash"
+                kind, runs = "crash", []
                 if len(out.crash_examples) < max_examples:
-                    out.crash_examples.append(
-                        f"{name} seed={case_seed} skip_bad={skip_bad}: "
-                        f"{type(exc).__name__}: {str(exc)[:200]}\n"
-                        + "".join(traceback.format_exc().splitlines(True)[-4:]))
-            dt = time.perf_counter() - t0
-            if dt > out.slowest_s:
-                out.slowest_s, out.slowest_case = dt, f"{name} seed={case_seed}"
-            if len(out.slowest) < 5 or dt > out.slowest[-1][0]:
-                out.slowest = sorted(out.slowest + [(dt, name, case_seed, skip_bad)],
-                                     reverse=True)[:5]
-            setattr(out, {"rejected": "rejected", "accepted": "accepted",
-                          "crash": "crashes"}[kind],
-                    getattr(out, {"rejected": "rejected", "accepted": "accepted",
-                                  "crash": "crashes"}[kind]) + 1)
-            out.kinds[f"{fmt}:{kind}"] = out.kinds.get(f"{fmt}:{kind}", 0) + 1
+                    out.crash_examples.append(_crash_text(name, case_seed, skip_bad, exc))
+                if worker is not None:      # the next case gets a store known to work
+                    worker.close(checkpoint=False)
+            _count(out, fmt, kind, len(runs), time.perf_counter() - t0, name, case_seed,
+                   skip_bad)
             if progress and (k + 1) % 10_000 == 0:
                 print(f"  {k + 1} cases: {out.rejected} rejected, {out.accepted} accepted, "
                       f"{out.crashes} crashes, slowest {out.slowest_s:.3f} s", flush=True)
-            if own and (k + 1) % 20_000 == 0:
-                store.close()              # keep the in-memory store small
-                store = Store(":memory:")
         for dt, name, case_seed, skip_bad in out.slowest:
             fmt, hz = FIXTURES[name]
             text = mutate(random.Random(case_seed), (folder / name).read_text(
                 encoding="utf-8", errors="replace"))
+            target = store if worker is None else worker.current()
             t0 = time.perf_counter()
             try:
-                run_case(store, name, fmt, text, hz, skip_bad)
+                run_case(target, name, fmt, text, hz, skip_bad)
             except Exception:
                 pass
             out.retimed.append((dt, time.perf_counter() - t0, name, case_seed))
+        if worker is not None:
+            worker.finish(n)
     finally:
-        if own:
-            store.close()
+        if worker is not None:
+            worker.close(checkpoint=False)     # only after an error: finish() closed it
     return out
 
 
@@ -222,4 +352,5 @@ def replay(folder: Path, name: str, case_seed: int, skip_bad: bool) -> str:
     return mutate(crng, text)
 
 
-__all__ = ["FIXTURES", "Outcome", "fuzz", "mutate", "run_case", "replay"]
+__all__ = ["FIXTURES", "ROTATE_EVERY", "Outcome", "close_store", "fuzz", "mutate",
+           "open_store", "replay", "run_case", "run_case_stored"]
