@@ -94,6 +94,8 @@ class Explainer:
         self.lost = self._lost_regions()
         self.fired = trace.fired()
         self._during: dict[str, int] = defaultdict(int)
+        self._enabled_key: tuple | None = None
+        self._enabled_val: tuple[set[str], bool] = (set(), False)
 
     # -- coverage -------------------------------------------------------------------------
     def _span(self) -> tuple[int, int]:
@@ -154,16 +156,17 @@ class Explainer:
             att.status, att.reason = "not traced", "window outside the capture"
             att.causes[UNEXPLAINED] = max(0, b - a)
             return att
-        cpus = self._cpus_of(tid, a, b)
+        tl = self.threads.get(tid)
+        segs = tl.between(a, b) if tl else []          # once: _cpus_of reads them too
+        cpus = self._cpus_of(tid, a, b, segs)
         for cpu, lo, hi, why in self.lost:
             if cpu in cpus and lo < b and hi > a:
                 att.status, att.reason = "incomplete", why
                 att.causes[UNEXPLAINED] = max(0, b - a)
                 return att
         causes: dict[str, int] = defaultdict(int)
-        tl = self.threads.get(tid)
         covered = 0
-        for seg, lo, hi in (tl.between(a, b) if tl else []):
+        for seg, lo, hi in segs:
             covered += hi - lo
             self._segment(seg, lo, hi, causes, att, depth=0)
         att.irq_during = dict(self._during)
@@ -173,7 +176,7 @@ class Explainer:
         att.causes = dict(causes)
         for cpu in sorted(cpus):
             t = self.inferred_ts.get(cpu)
-            k = int(np.searchsorted(t, b, "right") - np.searchsorted(t, a, "left")) \
+            k = int(t.searchsorted(b, "right") - t.searchsorted(a, "left")) \
                 if t is not None else 0
             if k:
                 att.notes.append(f"{k} context switch(es) on CPU {cpu} in the window were not "
@@ -185,9 +188,13 @@ class Explainer:
         self._stages(att, tid, a, b, deadline_tick)
         return att
 
-    def _cpus_of(self, tid: int, a: int, b: int) -> set[int]:
-        tl = self.threads.get(tid)
-        cpus = {s.cpu for s, _, _ in (tl.between(a, b) if tl else [])}
+    def _cpus_of(self, tid: int, a: int, b: int,
+                 segs: list[tuple[Any, int, int]] | None = None) -> set[int]:
+        """CPUs the thread was on in [a, b] (``segs``: its segments there, if known)."""
+        if segs is None:
+            tl = self.threads.get(tid)
+            segs = tl.between(a, b) if tl else []
+        cpus = {s.cpu for s, _, _ in segs}
         return cpus or set(int(c) for c in self.trace.header.get("cpus", []))
 
     def _segment(self, seg, lo: int, hi: int, causes: dict[str, int], att: Attribution,
@@ -245,6 +252,16 @@ class Explainer:
                 self._during[label] += (h2 - l2) - rest
 
     # -- KVM stages ---------------------------------------------------------------------
+    def _enabled(self) -> tuple[set[str], bool]:
+        """(event names the capture enabled, whether a KVM event of them fired), worked
+        out again only when the header's list changes (asked once per sample)."""
+        listed = (id(self.fired), *self.trace.header.get("enabled", []))
+        if listed != self._enabled_key:
+            enabled = {e.split(":", 1)[1] for e in listed[1:]}
+            kvm = any(ev.startswith("kvm_") and ev in self.fired for ev in enabled)
+            self._enabled_key, self._enabled_val = listed, (enabled, kvm)
+        return self._enabled_val
+
     def _stages(self, att: Attribution, tid: int, a: int, b: int,
                 deadline_tick: int | None = None) -> None:
         """Timestamps of the KVM timer-path stages inside the window, where traced.
@@ -252,8 +269,8 @@ class Explainer:
         The arming write of IA32_TSC_DEADLINE is found by its value (the sample's guest
         deadline, exact, independent of the clock mapping: clock.match_msr()); without
         the guest deadline, the last write before the mapped deadline is taken."""
-        enabled = {e.split(":", 1)[1] for e in self.trace.header.get("enabled", [])}
-        if not any(ev.startswith("kvm_") and ev in self.fired for ev in enabled):
+        enabled, kvm = self._enabled()
+        if not kvm:
             return                      # not a KVM run (TCG): no stage to show
         t = a
         att.stages = [("deadline", a)]

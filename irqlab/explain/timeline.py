@@ -85,20 +85,26 @@ class ThreadTimeline:
 
     def between(self, a: int, b: int) -> list[tuple[Segment, int, int]]:
         """Segments overlapping [a, b], with their clipped bounds."""
-        if not len(self):
+        starts = self.starts
+        n = len(starts)
+        if not n:
             return []
-        i = max(0, int(np.searchsorted(self.starts, a, "right")) - 1)
+        # The array's own method: np.searchsorted's dispatch wrapper costs as much as the
+        # search (called for each of tens of thousands of windows).
+        i = max(0, int(starts.searchsorted(a, "right")) - 1)
         out = []
-        n = len(self)
-        while i < n and self.starts[i] < b:
-            lo, hi = max(a, int(self.starts[i])), min(b, int(self.ends[i]))
+        while i < n:
+            s = int(starts[i])
+            if s >= b:
+                break
+            lo, hi = max(a, s), min(b, int(self.ends[i]))
             if hi > lo:
                 out.append((self.segment(i), lo, hi))
             i += 1
         return out
 
     def state_at(self, t: int) -> Segment | None:
-        i = int(np.searchsorted(self.starts, t, "right")) - 1
+        i = int(self.starts.searchsorted(t, "right")) - 1
         if i < 0 or t >= self.ends[i]:
             return None
         return self.segment(i)
@@ -551,7 +557,7 @@ class Intervals:
     label: np.ndarray                # object array of str
 
     def overlapping(self, a: int, b: int) -> list[tuple[int, int, str]]:
-        i = max(0, int(np.searchsorted(self.end, a, "right")))
+        i = max(0, int(self.end.searchsorted(a, "right")))
         out = []
         while i < len(self.start) and self.start[i] < b:
             lo, hi = max(a, int(self.start[i])), min(b, int(self.end[i]))
@@ -736,7 +742,7 @@ class CpuRuns:
         ts = self.ts.get(cpu)
         if ts is None or not len(ts):
             return [(a, b, -1, "?")]
-        i = int(np.searchsorted(ts, a, "right")) - 1
+        i = int(ts.searchsorted(a, "right")) - 1
         out = []
         t = a
         while t < b:
@@ -761,7 +767,7 @@ def cpu_runs(trace: Trace, switches: Table | None = None) -> CpuRuns:
         cpus = sw["cpu"]
         for c in _small_ints(cpus):
             sel = np.flatnonzero(cpus == c)
-            ts[c] = sw["ts"][sel].astype(np.int64)
+            ts[c] = sw["ts"][sel].astype(np.int64, copy=False)    # the gather is a copy
             pid[c] = sw["next_pid"][sel]
             comm[c] = sw["next_comm"][sel]
     return CpuRuns(ts, pid, comm)
