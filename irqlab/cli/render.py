@@ -201,19 +201,183 @@ def _console_class() -> type[Console]:
     return _Console
 
 
+# --- plain text where rich would print the same characters (issue 28) ------------------
+#
+# `irqlab list`/`show` into a pipe or a file printed through rich: importing it and
+# laying out a small table was ~40 ms of a ~300 ms command (CPU). Off a terminal rich
+# prints no colour, so a table of short one-line cells is its box characters and the
+# cells' text padded to the widest of each column: drawn here, the same characters
+# (tests/cli/test_render_plain.py holds both equal on random tables and lines). Anything
+# rich might print otherwise (markup, an emoji code, a control character, a wide or
+# combining character, a table wider than PLAIN_WIDTH) still goes to rich.
+
+# The width of rich's console when stdout is not a terminal: tables as wide as they need.
+PLAIN_WIDTH = 200
+# Text rich prints unchanged, each character one cell wide: printable ASCII, the Latin-1
+# letters and signs (not the soft hyphen, U+00AD) and the few marks irqlab's own figures
+# use (a pattern, compiled at the first use through re's cache, not at import).
+_PLAIN_TEXT = "[ -~\u00a1-\u00ac\u00ae-\u00ff—–≤≥…×±µ]*"
+
+
+class Data(str):
+    """A table cell or title that is data (a run name, a status), never rich markup: rich
+    renders it as ``Text``; a plain ``str`` cell is rendered as markup, as rich's
+    ``Table.add_row`` does."""
+
+
+def plain_output() -> bool:
+    """Whether rich would see stdout as no terminal, writing UTF-8 (else it would add
+    colour or swap the boxes for ASCII): its own test, rich/console.py is_terminal."""
+    out = sys.stdout
+    try:
+        tty = out.isatty()
+    except (AttributeError, ValueError):        # no file, or a closed one
+        return False
+    env = os.environ
+    forced = env.get("TTY_COMPATIBLE", "")
+    rich_terminal = forced == "1" or (forced != "0" and bool(env.get("FORCE_COLOR")))
+    encoding = (getattr(out, "encoding", None) or "utf-8").lower()
+    return (not tty and not rich_terminal and encoding.startswith("utf")
+            and "IPython" not in sys.modules)        # rich draws HTML in a notebook
+
+
+def plain_text(text: str, markup: bool = False, emoji: bool = True) -> bool:
+    """Whether rich prints ``text`` (on a line of its own, or as one cell) unchanged: one
+    cell per character, no markup (``markup``: it is read as markup), no emoji code
+    (``emoji``: codes are replaced). A line of its own may be of any length: the soft
+    wrap of the renderer's console never breaks one. In markup a backslash escapes the
+    next tag (a text ending in one would escape the closing ``[/]`` of its style)."""
+    return (re.fullmatch(_PLAIN_TEXT, text) is not None
+            and not (markup and ("[" in text or "\\" in text))
+            and not (emoji and may_name_an_emoji(text)))
+
+
+def _plain_cell(cell: str) -> bool:
+    """A cell (or title) rich prints as it is: no leading or trailing space (rich strips
+    a right-justified or centred one's)."""
+    return cell == cell.strip(" ") and plain_text(cell, markup=not isinstance(cell, Data),
+                                                  emoji=not isinstance(cell, Data))
+
+
+def _write_plain(lines: list[str]) -> None:
+    # Flushed as rich flushes each print: a notice on stderr stays in its place.
+    sys.stdout.write("".join(f"{line}\n" for line in lines))
+    sys.stdout.flush()
+
+
+class PlainTable:
+    """A table of the human renderer, as rich's ``Table()`` with these columns (heading,
+    justify) and rows (cells: str as markup, Data as text), its default box (heavy head;
+    without a header, square) and a title centred above: drawn as plain lines when rich
+    would draw the same characters (``plain_lines``), else by rich (``to_rich``)."""
+
+    def __init__(self, title: str | None = None, show_header: bool = True) -> None:
+        self.title = title
+        self.show_header = show_header
+        self.columns: list[tuple[str, str]] = []
+        self.rows: list[tuple[str, ...]] = []
+
+    def add_column(self, heading: str, justify: str = "left") -> None:
+        self.columns.append((heading, justify))
+
+    def add_row(self, *cells: str) -> None:
+        self.rows.append(cells)
+
+    def to_rich(self) -> Any:
+        """The same table as a rich ``Table``."""
+        from rich.table import Table
+        from rich.text import Text
+
+        def cell(value: str | None) -> Any:
+            return Text(value) if isinstance(value, Data) else value
+
+        table = Table(title=cell(self.title), show_header=self.show_header)
+        for heading, justify in self.columns:
+            table.add_column(heading, justify=justify)  # type: ignore[arg-type]
+        for row in self.rows:
+            table.add_row(*(cell(value) for value in row))
+        return table
+
+    def plain_lines(self, width: int) -> list[str] | None:
+        """The lines rich prints for this table at ``width``, or None when rich might
+        print others (it would wrap or squeeze a wider table, or render some cell)."""
+        cells = ([tuple(h for h, _j in self.columns)] if self.show_header else []) + self.rows
+        if not cells or not self.columns or not all(
+                _plain_cell(c) for row in cells for c in row) or (
+                self.title is not None and not _plain_cell(self.title)) or any(
+                j not in ("left", "right") for _h, j in self.columns):
+            return None
+        # Each column as wide as its widest cell, a space of padding either side.
+        widths = [max(len(row[i]) for row in cells) + 2 for i in range(len(self.columns))]
+        table_width = sum(widths) + len(widths) + 1
+        if table_width > width:
+            return None
+        lines = []
+        if self.title:
+            # As it is: the console's soft wrap ("ignore" overflow) leaves it uncentred.
+            lines.append(self.title)
+        heavy = self.show_header
+        lines.append(("┏" + "┳".join("━" * w for w in widths) + "┓") if heavy
+                     else ("┌" + "┬".join("─" * w for w in widths) + "┐"))
+        for i, row in enumerate(cells):
+            bar = "┃" if heavy and i == 0 else "│"
+            lines.append(bar + bar.join(
+                f" {c.ljust(w - 2) if j == 'left' else c.rjust(w - 2)} "
+                for c, w, (_h, j) in zip(row, widths, self.columns)) + bar)
+            if heavy and i == 0:
+                lines.append("┡" + "╇".join("━" * w for w in widths) + "┩")
+        lines.append("└" + "┴".join("─" * w for w in widths) + "┘")
+        return lines
+
+
 class HumanRenderer(Renderer):
     """Rich terminal output: progress bar, seed-style window lines, summary table."""
 
     def __init__(self, console: Console | None = None) -> None:
-        # soft_wrap: a window line is data (seed-log shape); never break it.
-        # Not a terminal (a log file, a pipe): tables as wide as they need, not 80 columns.
-        self.console = console or _console_class()(
-            highlight=False, soft_wrap=True,
-            width=None if sys.stdout.isatty() else 200)
-        # Names and foreign text are data: control characters shown escaped.
-        self.console.push_render_hook(EscapeControls())
+        self._console = console
+        # Not a terminal (a pipe, a file): what list/show print is written here, without
+        # rich (~40 ms of their start, issue 28), wherever rich would print the same
+        # characters (PlainTable); anything else goes to rich.
+        self._plain = console is None and plain_output()
         self._progress: Progress | None = None
         self._task = None
+
+    @property
+    def console(self) -> Console:
+        """rich's console, made at its first use."""
+        if self._console is None:
+            # soft_wrap: a window line is data (seed-log shape); never break it.
+            # Not a terminal (a log file, a pipe): tables as wide as they need, not 80
+            # columns (PLAIN_WIDTH).
+            self._console = _console_class()(
+                highlight=False, soft_wrap=True,
+                width=None if sys.stdout.isatty() else PLAIN_WIDTH)
+            # Names and foreign text are data: control characters shown escaped.
+            self._console.push_render_hook(EscapeControls())
+        return self._console
+
+    def _print(self, text: str, style: str | None = None, markup: bool = False) -> None:
+        """One line: ``console.print(text, markup=False)``; with ``style``, as
+        ``Text(text, style=style)`` (data, never markup), or with ``markup`` as the
+        markup ``[style]text[/]``."""
+        if self._plain and plain_text(text, markup=markup or style is None,
+                                      emoji=style is None or markup):
+            _write_plain([text])
+        elif style is None:
+            self.console.print(text, markup=False)
+        elif markup:
+            self.console.print(f"[{style}]{text}[/]")
+        else:
+            from rich.text import Text
+
+            self.console.print(Text(text, style=style))
+
+    def _print_table(self, table: PlainTable) -> None:
+        lines = table.plain_lines(PLAIN_WIDTH) if self._plain else None
+        if lines is None:
+            self.console.print(table.to_rich())
+        else:
+            _write_plain(lines)
 
     def on_started(self, info: dict[str, Any]) -> None:
         from rich.markup import escape
@@ -256,40 +420,33 @@ class HumanRenderer(Renderer):
             self._progress = None
 
     def summary(self, summary: dict[str, Any]) -> None:
-        from rich.table import Table
-        from rich.text import Text
-
         self._stop_progress()
         title = (f"run {summary['run_id']} {summary['name']} — {summary['status']} "
                  f"({summary.get('accel')}, period {format_ns(summary.get('period_ns'))})")
         if summary.get("source") not in (None, "irqlab"):
             title = (f"run {summary['run_id']} {summary['name']} — imported "
                      f"({summary['source']}, {summary.get('kind', 'latency')})")
-        table = Table(title=Text(title), show_header=False)   # names are data, not markup
+        table = PlainTable(title=Data(title), show_header=False)  # names: data, not markup
         table.add_column("statistic")
         table.add_column("value", justify="right")
         for label, text in summary_lines(summary):
             table.add_row(label, text)
-        self.console.print(table)
+        self._print_table(table)
         for line in per_cpu_lines(summary) + imported_summary_lines(summary):
             for part in detail_wrapped(line):
-                self.console.print(part, markup=False)
+                self._print(part)
         check = summary.get("self_check")
         if check:
-            self.console.print(Text(check["text"], style="green" if check["passed"]
-                                    else "bold red"))
+            self._print(check["text"], style="green" if check["passed"] else "bold red")
         if summary.get("message"):
             style = "red" if summary["status"] == "failed" else "yellow"
-            self.console.print(Text(str(summary["message"]), style=style))
+            self._print(str(summary["message"]), style=style)
         if summary.get("emulated"):
-            self.console.print("[yellow]" + EMULATED_BANNER.format(accel=summary["accel"])
-                               + "[/]")
+            self._print(EMULATED_BANNER.format(accel=summary["accel"]), style="yellow",
+                        markup=True)
 
     def run_list(self, rows: list[dict[str, Any]]) -> None:
-        from rich.table import Table
-        from rich.text import Text
-
-        table = Table()
+        table = PlainTable()
         for col in ("id", "name", "started", "target", "accel", "status"):
             table.add_column(col)
         for c in LIST_TABLE:
@@ -297,32 +454,29 @@ class HumanRenderer(Renderer):
         for r in rows:
             # A run of a series (irqlab run --repeat): its series id after its name.
             name = r["name"] + (f" [series {r['series']}]" if r.get("series") else "")
-            table.add_row(str(r["run_id"]), Text(name), r["started_at"][:19],
-                          Text(r["target"]), Text(r["accel"] or "—"), Text(r["status"]),
+            table.add_row(str(r["run_id"]), Data(name), r["started_at"][:19],
+                          Data(r["target"]), Data(r["accel"] or "—"), Data(r["status"]),
                           *(_value_text(r[c.key], c.key) for c in LIST_TABLE))
-        self.console.print(table)
+        self._print_table(table)
 
     def run_detail(self, summary: dict[str, Any], detail: dict[str, Any],
                    windows: list[dict[str, Any]]) -> None:
-        from rich.table import Table
-
-        c = self.console
         for key, val in detail.items():
             # A block's lines (configuration, host facts) wrap within OUTPUT_WIDTH: a
             # kernel command line or a QEMU command is hundreds of characters (issue
             # 32); --json keeps each value whole.
             for line in f"{key}: {val}".split("\n"):
                 for part in detail_wrapped(line):
-                    c.print(part, markup=False)
+                    self._print(part)
         if windows:
-            table = Table(title="windows")
+            table = PlainTable(title="windows")
             for col in ["#", "start"] + [c.heading for c in WINDOW_TABLE]:
                 table.add_column(col, justify="right")
             for w in windows:
                 table.add_row(str(w["index"]), start_cell(w),
                               *(above_cell(w) if c.key == "above_threshold"
                                 else _value_text(w[c.key], c.key) for c in WINDOW_TABLE))
-            c.print(table)
+            self._print_table(table)
         self.summary(summary)
 
     def bench(self, figures: list[dict[str, Any]]) -> None:

@@ -109,8 +109,23 @@ def test_list_and_show_read_the_store_without_numpy_arrow_pandas(tmp_path, args)
     assert "startup" in proc.stdout
     assert "duckdb" in modules                  # the store was really read
     assert not _tops(modules) & (HEAVY - {"duckdb"})
-    # --json needs no terminal tables either.
-    assert ("rich" in _tops(modules)) == ("--json" not in args)
+    # Into a pipe, tables and lines of plain text are drawn without rich (render.py's
+    # PlainTable); --json needs no tables at all.
+    assert "rich" not in _tops(modules)
+
+
+def test_list_with_forced_colour_still_goes_through_rich(tmp_path):
+    """FORCE_COLOR makes rich treat a pipe as a terminal (bold headings): the plain
+    drawing must leave such output to rich."""
+    db = tmp_path / "s.duckdb"
+    _small_store(db)
+    out = tmp_path / "modules.txt"
+    proc = subprocess.run([sys.executable, "-c", ENTRY, "list", "--db", str(db)],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "MODULES_OUT": str(out), "FORCE_COLOR": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "\x1b[1m" in proc.stdout and "startup" in proc.stdout
+    assert "rich" in _tops(set(out.read_text().split()))
 
 
 def test_the_lazy_parser_lists_every_command_as_the_full_one():
