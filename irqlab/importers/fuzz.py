@@ -29,7 +29,8 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from irqlab.importers import ImportFormatError, ParseOptions, parse_text
+from irqlab.importers import (FORMATS, ImportFormatError, ParseOptions, parse_text,
+                              stream_file)
 from irqlab.importers.ingest import StoredRun, run_names, store_runs
 from irqlab.store import Store, StoreError
 
@@ -160,13 +161,24 @@ def mutate(rng: random.Random, text: str, edits: int | None = None) -> str:
 
 
 def run_case_stored(store: Store, path: str, fmt: str, text: str, tick_hz: int | None,
-                    skip_bad: bool = False) -> tuple[str, list[StoredRun]]:
+                    skip_bad: bool = False, case_dir: Path | None = None
+                    ) -> tuple[str, list[StoredRun]]:
     """Parse and store one input as ``irqlab import`` does: ("rejected", []) for an
     ImportFormatError, ("store-rejected", []) for a StoreError (also one clean line for
     the user, but on a healthy store a sign of trouble: counted apart), or ("accepted",
-    the stored runs); anything else raises."""
+    the stored runs); anything else raises.
+
+    With ``case_dir``, a format that streams (tscdeadline) reads the input from a file
+    written there, its samples streamed into the store while it is stored: the path
+    ``irqlab import`` takes for it (stream_file), not the whole-text parser."""
+    options = ParseOptions(tick_hz=tick_hz, skip_bad=skip_bad)
     try:
-        result = parse_text(fmt, path, text, ParseOptions(tick_hz=tick_hz, skip_bad=skip_bad))
+        if case_dir is not None and FORMATS[fmt].stream is not None:
+            file = case_dir / path
+            file.write_text(text, encoding="utf-8")
+            result = stream_file(fmt, file, options)
+        else:
+            result = parse_text(fmt, path, text, options)
         names = run_names(result.runs, None)
         stored = store_runs(store, [(result.runs, names)], {}, {"format": fmt})
     except ImportFormatError:
@@ -295,7 +307,8 @@ def fuzz(n: int, folder: Path, seed: int = 0, store: Store | None = None,
          max_seconds: float | None = None, rotate_every: int = ROTATE_EVERY) -> Outcome:
     """Run ``n`` mutated cases round-robin over the fixtures (fewer when ``max_seconds``
     runs out first). Without ``store``, the cases go to a store file of this worker's,
-    a new one every ``rotate_every`` cases."""
+    a new one every ``rotate_every`` cases, and a streaming format's cases are read from
+    a file as ``irqlab import`` reads them (run_case_stored's ``case_dir``)."""
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     rng = random.Random(seed)
     sources = fixture_texts(folder)
@@ -311,9 +324,11 @@ def fuzz(n: int, folder: Path, seed: int = 0, store: Store | None = None,
             mutated = mutate(crng, text)
             skip_bad = crng.random() < 0.3
             target = store if worker is None else worker.get(k)
+            case_dir = None if worker is None else worker.folder
             t0 = time.perf_counter()
             try:
-                kind, runs = run_case_stored(target, name, fmt, mutated, hz, skip_bad)
+                kind, runs = run_case_stored(target, name, fmt, mutated, hz, skip_bad,
+                                             case_dir)
             except Exception as exc:        # a crash: what a user would see as traceback
                 kind, runs = "crash", []
                 if len(out.crash_examples) < max_examples:
@@ -330,9 +345,10 @@ def fuzz(n: int, folder: Path, seed: int = 0, store: Store | None = None,
             text = mutate(random.Random(case_seed), (folder / name).read_text(
                 encoding="utf-8", errors="replace"))
             target = store if worker is None else worker.current()
+            case_dir = None if worker is None else worker.folder
             t0 = time.perf_counter()
             try:
-                run_case(target, name, fmt, text, hz, skip_bad)
+                run_case_stored(target, name, fmt, text, hz, skip_bad, case_dir)
             except Exception:
                 pass
             out.retimed.append((dt, time.perf_counter() - t0, name, case_seed))

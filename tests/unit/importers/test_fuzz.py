@@ -45,6 +45,25 @@ def test_every_fixture_is_stored_and_read_back_after_the_checkpoint(tmp_path):
         assert len(again.runs()) == total
 
 
+def test_a_streaming_format_is_read_from_its_file_into_sample_files(tmp_path):
+    # tscdeadline streams (irqlab import reads it with stream_file): its samples go to
+    # the store's sample files while the run is stored, as for a user's import.
+    name = "tscdeadline_latency.txt"
+    fmt, hz = FIXTURES[name]
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    store = open_store(tmp_path)
+    try:
+        kind, stored = run_case_stored(store, name, fmt, (D / name).read_text(), hz,
+                                       case_dir=cases)
+        assert kind == "accepted" and len(stored) == 1
+        _assert_read_back(store, fmt, str(cases / name), stored)
+        assert stored[0].samples_stored == 10
+        assert store.sample_file_rows(stored[0].run_id)        # files, not table rows
+    finally:
+        close_store(store)
+
+
 def test_mutated_cases_land_whole_or_not_at_all(tmp_path):
     store = open_store(tmp_path)
     sources = fixture_texts(D)
