@@ -592,6 +592,108 @@ int64_t irq_merge_to_tables(const uint64_t *ts, const uint16_t *type, const int6
 	return merge_runs(&m, emit_tables, &tm);
 }
 
+#define TAB_MAX	128		/* tables of the streaming merge's compact form, at most */
+#define TAB_FIELDS	16		/* fields of one table in that form, at most */
+
+/* struct tab_out - one table's output columns, laid out together for the merge loop */
+struct tab_out {
+	uint64_t *ts;
+	uint16_t *cpu;
+	int64_t *off;
+	int64_t fill, cap, nf, f_end;
+	int64_t f_offset[TAB_FIELDS];
+	int64_t f_size[TAB_FIELDS];
+	uint8_t *f_out[TAB_FIELDS];
+};
+
+/* struct tab_set - every table in compact form and a byte-wide map of types to them */
+struct tab_set {
+	struct tab_out tab[TAB_MAX];
+	uint8_t of_type[65536];		/* table + 1 of an event type, 0: none */
+};
+
+/* tab_set_init - @ts from @sp; -E2BIG when @sp does not fit (use table_put()) */
+static int64_t tab_set_init(struct tab_set *ts, const struct table_spec *sp)
+{
+	int64_t t, f;
+
+	if (sp->ntables > TAB_MAX - 1)
+		return -E2BIG;
+	for (t = 0; t < sp->ntables; t++) {
+		struct tab_out *o = &ts->tab[t];
+
+		o->nf = sp->field_first[t + 1] - sp->field_first[t];
+		if (o->nf > TAB_FIELDS)
+			return -E2BIG;
+		o->ts = sp->ts_out[t];
+		o->cpu = sp->cpu_out[t];
+		o->off = sp->off_out[t];
+		o->fill = sp->fill[t];
+		o->cap = sp->cap[t];
+		o->f_end = 0;
+		for (f = 0; f < o->nf; f++) {
+			int64_t g = sp->field_first[t] + f;
+
+			o->f_offset[f] = sp->field_offset[g];
+			o->f_size[f] = sp->field_size[g];
+			o->f_out[f] = sp->field_out[g];
+			if (o->f_offset[f] + o->f_size[f] > o->f_end)
+				o->f_end = o->f_offset[f] + o->f_size[f];
+		}
+	}
+	for (t = 0; t < 65536; t++) {
+		int32_t k = sp->table_of_type[t];
+
+		ts->of_type[t] = (uint8_t)(k >= 0 && k < sp->ntables ? k + 1 : 0);
+	}
+	return 0;
+}
+
+/* tab_put - table_put() on the compact form: the same rows, the same errors */
+static inline int64_t tab_put(struct tab_set *ts, const struct table_spec *sp, uint64_t t,
+			      uint16_t type, int64_t o, uint16_t cpu)
+{
+	struct tab_out *tb;
+	int64_t row, f;
+
+	if (!ts->of_type[type])
+		return 0;
+	tb = &ts->tab[ts->of_type[type] - 1];
+	row = tb->fill++;
+	if (row >= tb->cap)
+		return -ENOSPC;
+	tb->ts[row] = t;
+	tb->cpu[row] = cpu;
+	if (tb->off)
+		tb->off[row] = o;
+	/* nothing is trusted from the page: a field past the buffer is an error */
+	if (tb->nf && (o < 0 || o + tb->f_end > sp->buf_len))
+		return -ERANGE;
+	for (f = 0; f < tb->nf; f++) {
+		const uint8_t *src = sp->buf + o + tb->f_offset[f];
+		int64_t sz = tb->f_size[f];
+		uint8_t *dst = tb->f_out[f] + row * sz;
+
+		switch (sz) {
+		case 2: memcpy(dst, src, 2); break;
+		case 4: memcpy(dst, src, 4); break;
+		case 8: memcpy(dst, src, 8); break;
+		case 16: memcpy(dst, src, 16); break;
+		default: memcpy(dst, src, (size_t)sz); break;
+		}
+	}
+	return 0;
+}
+
+/* tab_set_done - the fill counts back into @sp */
+static void tab_set_done(const struct tab_set *ts, const struct table_spec *sp)
+{
+	int64_t t;
+
+	for (t = 0; t < sp->ntables; t++)
+		sp->fill[t] = ts->tab[t].fill;
+}
+
 /*
  * struct rb_stream - one sorted run of a CPU's records: from its first page (in the
  * shared buffer), @skip records into it, @count records, the CPU's later pages after it
@@ -661,11 +763,18 @@ int64_t irq_stream_to_tables(const uint8_t *buf, const struct rb_stream *streams
 	int64_t *h = malloc((size_t)(k ? k : 1) * sizeof(*h));
 	uint64_t *key = malloc((size_t)(k ? k : 1) * sizeof(*key));
 	struct key_heap kh = { h, key, 0 };
+	struct tab_set *tabs = malloc(sizeof(*tabs));
 	int64_t s, n = 0, r = 0;
 
-	if (!st || !h || !key) {
+	if (!st || !h || !key || !tabs) {
+		free(tabs);
+		tabs = NULL;		/* not set up: nothing to hand back */
 		r = -ENOMEM;
 		goto out;
+	}
+	if (tab_set_init(tabs, spec) < 0) {
+		free(tabs);
+		tabs = NULL;		/* too many tables or fields: the general table_put() */
 	}
 	if (!layout_ok(lay)) {
 		r = -EINVAL;
@@ -713,7 +822,8 @@ int64_t irq_stream_to_tables(const uint8_t *buf, const struct rb_stream *streams
 				goto out;
 			}
 			b->last = t;
-			r = table_put(spec, t, b->type[b->at], b->off[b->at], b->cpu);
+			r = tabs ? tab_put(tabs, spec, t, b->type[b->at], b->off[b->at], b->cpu)
+				 : table_put(spec, t, b->type[b->at], b->off[b->at], b->cpu);
 			if (r < 0)
 				goto out;
 			b->left--;
@@ -727,11 +837,14 @@ int64_t irq_stream_to_tables(const uint8_t *buf, const struct rb_stream *streams
 		heap_root_moved(&kh, done);
 	}
 out:
+	if (tabs)
+		tab_set_done(tabs, spec);
 	for (s = 0; s < n && st; s++) {
 		free(st[s].ts);
 		free(st[s].type);
 		free(st[s].off);
 	}
+	free(tabs);
 	free(st);
 	free(h);
 	free(key);
