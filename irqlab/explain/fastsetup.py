@@ -139,3 +139,31 @@ def thread_timelines(sw_cols: dict, wk_cols: dict, wk_n: int, tids: list[int],
         out[tid] = cols
     del keep
     return out
+
+
+def pair_intervals(ts_in: np.ndarray, cpu_in: np.ndarray, ts_out: np.ndarray,
+                   cpu_out: np.ndarray) -> dict[int, tuple[np.ndarray, ...]] | None:
+    """Per CPU with pairs, in CPU order: (entry times, exit times, entry indices) of
+    timeline._pair_sorted's pairs, for time-ordered int64 entries and exits."""
+    lib = native.lib()
+    if lib is None or ts_in.dtype != np.int64 or ts_out.dtype != np.int64 or \
+            cpu_in.dtype != np.uint16 or cpu_out.dtype != np.uint16:
+        return None
+    ts_in, cpu_in, ts_out, cpu_out = (np.ascontiguousarray(a) for a in
+                                      (ts_in, cpu_in, ts_out, cpu_out))
+    ncpu = max(int(cpu_in.max(initial=0)), int(cpu_out.max(initial=0))) + 1
+    n = len(ts_in)
+    scratch = np.empty(max(1, len(ts_out)), np.int64)
+    cpu_at = np.empty(ncpu + 1, np.int64)
+    npairs = np.empty(ncpu, np.int64)
+    start, end, entry = (np.empty(max(1, n), np.int64) for _ in range(3))
+    got = lib.irq_pair_intervals(ptr(ts_in), ptr(cpu_in), n, ptr(ts_out), ptr(cpu_out),
+                                 len(ts_out), ncpu, ptr(scratch), ptr(cpu_at), ptr(npairs),
+                                 ptr(start), ptr(end), ptr(entry))
+    if got < 0:
+        return None
+    out = {}
+    for c in np.flatnonzero(npairs).tolist():
+        a, k = int(cpu_at[c]), int(npairs[c])
+        out[c] = (start[a:a + k], end[a:a + k], entry[a:a + k])
+    return out

@@ -617,6 +617,10 @@ def _pair_sorted(ts_in, cpu_in, names, codes, ts_out, cpu_out) -> dict[int, tupl
     merged order (entries first on equal stamps, as the stable sort there) entry ``i`` is
     followed by exit ``s_i`` (the exits strictly before it) unless entry ``i+1`` comes
     first, i.e. has the same ``s``."""
+    fast = fastsetup.pair_intervals(ts_in, cpu_in, ts_out, cpu_out)
+    if fast is not None:
+        # C: one pass over entries and exits, each CPU's exits chained (no searches).
+        return {c: (s, t, names[codes[i]]) for c, (s, t, i) in fast.items()}
     out = {}
     one_in = len(cpu_in) and cpu_in.min() == cpu_in.max()
     one_out = len(cpu_out) and cpu_out.min() == cpu_out.max()

@@ -2,8 +2,8 @@
 /*
  * explain.c - host-side fast paths of explain's set-up (irqlab/explain/timeline.py):
  * the threads' state machine (thread_timelines()), rows inserted into time-ordered
- * columns (complete_switches()) and distinct rows of fixed-width keys (irq handler
- * names, labels).
+ * columns (complete_switches()), distinct rows of fixed-width keys (irq handler names,
+ * labels) and interrupt entry/exit pairs (irq_intervals()).
  *
  * numpy does these with many whole-array passes (masks, gathers, a sort of every event
  * of the followed threads); here each input column is read once in order and each
@@ -354,4 +354,87 @@ next:
 			return r;
 	}
 	return rows;
+}
+
+/*
+ * irq_pair_intervals - entry/exit pairs per CPU, for time-ordered entries and exits
+ * @ts_in, @cpu_in: @n_in entries (time ordered)
+ * @ts_out, @cpu_out: @n_out exits (time ordered)
+ * @ncpu: CPU numbers are below it
+ * @next_exit: scratch, @n_out entries
+ * @cpu_at: per CPU, where its pairs start in the outputs (its entries before it in
+ *	CPU order); set here, @ncpu + 1 entries
+ * @npairs: per CPU, its pairs (@ncpu entries)
+ * @start, @end, @entry: room for @n_in: each pair's entry time, exit time and entry
+ *	index, CPU after CPU, each CPU's in entry order
+ *
+ * An entry pairs with the first exit of its CPU at or after it (in the merged order,
+ * entries first on equal times) unless the CPU's next entry comes first. Returns the
+ * number of pairs, or -EINVAL on a CPU number >= @ncpu.
+ */
+int64_t irq_pair_intervals(const int64_t *ts_in, const uint16_t *cpu_in, int64_t n_in,
+			   const int64_t *ts_out, const uint16_t *cpu_out, int64_t n_out,
+			   int64_t ncpu, int64_t *next_exit, int64_t *cpu_at, int64_t *npairs,
+			   int64_t *start, int64_t *end, int64_t *entry)
+{
+	int64_t *cur = calloc((size_t)(3 * ncpu + 1), sizeof(*cur));
+	int64_t *pend, *pend_si, i, c, total = 0;
+
+	if (!cur)
+		return -ENOMEM;
+	pend = cur + ncpu;		/* per CPU: its last entry not yet paired, or -1 */
+	pend_si = pend + ncpu;		/* and that entry's exit position */
+	for (c = 0; c < ncpu; c++) {
+		cur[c] = -1;
+		pend[c] = -1;
+		npairs[c] = 0;
+		cpu_at[c] = 0;
+	}
+	cpu_at[ncpu] = 0;
+	for (i = 0; i < n_in; i++) {
+		if (cpu_in[i] >= ncpu)
+			goto bad;
+		cpu_at[cpu_in[i] + 1]++;
+	}
+	for (c = 0; c < ncpu; c++)
+		cpu_at[c + 1] += cpu_at[c];
+	/* each exit's next exit of the same CPU; cur[c]: the CPU's first one */
+	for (i = n_out - 1; i >= 0; i--) {
+		if (cpu_out[i] >= ncpu)
+			goto bad;
+		next_exit[i] = cur[cpu_out[i]];
+		cur[cpu_out[i]] = i;
+	}
+	for (i = 0; i < n_in; i++) {
+		int64_t k = cpu_in[i], x = cur[k];
+
+		/* the CPU's exits strictly before this entry are passed */
+		while (x >= 0 && ts_out[x] < ts_in[i])
+			x = next_exit[x];
+		cur[k] = x;
+		if (pend[k] >= 0 && pend_si[k] != x) {
+			int64_t row = cpu_at[k] + npairs[k]++;
+
+			start[row] = ts_in[pend[k]];
+			end[row] = ts_out[pend_si[k]];
+			entry[row] = pend[k];
+			total++;
+		}
+		pend[k] = x >= 0 ? i : -1;
+		pend_si[k] = x;
+	}
+	for (c = 0; c < ncpu; c++) {
+		if (pend[c] < 0)
+			continue;
+		i = cpu_at[c] + npairs[c]++;
+		start[i] = ts_in[pend[c]];
+		end[i] = ts_out[pend_si[c]];
+		entry[i] = pend[c];
+		total++;
+	}
+	free(cur);
+	return total;
+bad:
+	free(cur);
+	return -EINVAL;
 }

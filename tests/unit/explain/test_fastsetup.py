@@ -99,3 +99,24 @@ def test_factorize_rows_is_exact_and_keeps_first_appearance_order():
     many = np.arange(5000, dtype=np.uint64).reshape(-1, 1) % 1234     # the table grows
     rep, code = fastsetup.factorize_rows(many)
     assert len(rep) == 1234 and np.array_equal(many[rep][code], many)
+
+
+def test_interval_pairing_matches_numpy_on_nested_tied_and_unclosed_entries():
+    """Entries without their exit, an exit before any entry, equal stamps of an entry and
+    an exit, two CPUs interleaved, a CPU with entries only: the C pairing keeps exactly
+    the numpy rule (an entry pairs with its CPU's next exit unless the next entry comes
+    first)."""
+    rng = np.random.default_rng(29)
+    ts_in = np.sort(rng.integers(0, 400, 300)).astype(np.int64)
+    ts_out = np.sort(rng.integers(0, 400, 250)).astype(np.int64)
+    cpu_in = rng.integers(0, 3, 300).astype(np.uint16)
+    cpu_out = rng.integers(0, 2, 250).astype(np.uint16)          # CPU 2: no exit
+    names = np.array(["a", "b", "c"], dtype=object)
+    codes = rng.integers(0, 3, 300).astype(np.int64)
+    args = (ts_in, cpu_in, names, codes, ts_out, cpu_out)
+    assert fastsetup.pair_intervals(ts_in, cpu_in, ts_out, cpu_out) is not None
+    fast, slow = both_ways(lambda: timeline._pair_sorted(*args))
+    assert list(fast) == list(slow) == [0, 1]
+    for c in slow:
+        for a, b in zip(fast[c], slow[c]):
+            assert_same_arrays(a, b, f"cpu {c}")
