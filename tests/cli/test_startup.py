@@ -135,10 +135,18 @@ def test_the_lazy_parser_lists_every_command_as_the_full_one():
     assert [c.name for c in COMMANDS] == list(_subparsers(build_parser()))
 
 
-def test_a_lazily_built_command_parses_as_the_full_parser_does():
+@pytest.mark.parametrize("others", [True, False])
+def test_a_lazily_built_command_parses_as_the_full_parser_does(others):
     argv = ["check", "1", "--max", "30us", "--p99", "20us"]
-    assert build_parser(only="check", every=False).parse_args(argv) == \
+    assert build_parser(only="check", every=False, others=others).parse_args(argv) == \
         build_parser().parse_args(argv)
+
+
+def test_help_before_a_command_lists_every_command(tmp_path):
+    """`irqlab list ...` builds list's parser alone; `irqlab --help list` still shows the
+    top-level help with every command."""
+    _modules, proc = _run(["--help", "list"], tmp_path)
+    assert "{run,list,show," in proc.stdout
 
 
 def _subparsers(parser) -> dict:
