@@ -215,8 +215,15 @@ def _console_class() -> type[Console]:
 PLAIN_WIDTH = 200
 # Text rich prints unchanged, each character one cell wide: printable ASCII, the Latin-1
 # letters and signs (not the soft hyphen, U+00AD) and the few marks irqlab's own figures
-# use (a pattern, compiled at the first use through re's cache, not at import).
-_PLAIN_TEXT = "[ -~\u00a1-\u00ac\u00ae-\u00ff—–≤≥…×±µ]*"
+# use.
+_PLAIN_MARKS = frozenset("—–≤≥…×±µ")
+
+
+def _plain_chars(text: str) -> bool:
+    if text.isascii():
+        return text.isprintable()           # no control character
+    return all(" " <= ch <= "~" or ("\u00a1" <= ch <= "\u00ff" and ch != "\u00ad")
+               or ch in _PLAIN_MARKS for ch in text)
 
 
 class Data(str):
@@ -247,7 +254,7 @@ def plain_text(text: str, markup: bool = False, emoji: bool = True) -> bool:
     (``emoji``: codes are replaced). A line of its own may be of any length: the soft
     wrap of the renderer's console never breaks one. In markup a backslash escapes the
     next tag (a text ending in one would escape the closing ``[/]`` of its style)."""
-    return (re.fullmatch(_PLAIN_TEXT, text) is not None
+    return (_plain_chars(text)
             and not (markup and ("[" in text or "\\" in text))
             and not (emoji and may_name_an_emoji(text)))
 
