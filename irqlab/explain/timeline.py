@@ -141,10 +141,14 @@ def complete_switches(trace: Trace) -> Table:
     p_s, n_s = cols["prev_pid"][order], cols["next_pid"][order]
     broken = np.flatnonzero((c_s[1:] == c_s[:-1]) & (n_s[:-1] != p_s[1:]))
     inferred = _infer(trace, c_s, t_s, p_s, n_s, broken) if len(broken) else None
+    # Freed before the merged columns are made: (with ringbuf.heap_reuse) they take this
+    # memory, already faulted in, instead of as much fresh memory.
+    del order, c_s, t_s, p_s, n_s
     out = dict(cols)
     out["ts"] = ts
     out["inferred"] = np.zeros(n, bool)
-    out["ts_max"] = ts.copy()
+    # A merge below makes a new column anyway: no copy to merge from.
+    out["ts_max"] = ts if inferred is not None else ts.copy()
     if inferred is not None:
         i_ts, i_max, i_cpu, i_prev, i_next = inferred
         comm = _comm_of(sw, i_next)
