@@ -27,6 +27,7 @@ import numpy as np
 from irqlab import native
 from irqlab.explain.attribute import Explainer
 from irqlab.explain.load import decode_trace
+from irqlab.trace import fastpath
 from irqlab.trace.formats import PageHeader, parse_format, parse_header_page
 from irqlab.trace.ringbuf import decode, heap_reuse
 from irqlab.trace.tracefs import Instance, Tracefs
@@ -256,6 +257,12 @@ def bench_trace(target_bytes: int = 1 << 30, seconds: float = 3.0,
                 "rounds_kernel_s": [round(r["sys_s"], 2) for r in runs],
                 "first_round_s": round(totals[0], 2),
                 "fast_path": "C (irqlab/native)" if native.lib() else native.why_not(),
+                # Parallelism of a round: decoding counts page ranges on decode_threads
+                # and splits the tables between merge_threads merges; explain's set-up
+                # builds the IRQ intervals in one more thread (attribute.Explainer).
+                "decode_threads": fastpath.threads() if native.lib() else 1,
+                "merge_threads": fastpath.merge_threads() if native.lib() else 1,
+                "explain_threads": 2,
                 "decode_s": round(ours["decode_s"], 2), "fields_s": round(ours["fields_s"], 2),
                 "timelines_s": round(ours["timelines_s"], 2),
                 "windows_s": round(ours["windows_s"], 2),
