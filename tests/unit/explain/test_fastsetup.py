@@ -14,21 +14,10 @@ from irqlab import native
 from irqlab.explain import fastsetup, timeline
 from irqlab.explain.load import decode_capture
 from irqlab.trace.archive import read_archive
+from tests.unit.native_paths import both_ways
 
 DATA = Path(__file__).parent / "data"
 CAPTURES = sorted(DATA.glob("*.irqtrace.gz"))
-
-
-def both_ways(fn):
-    """(C result, numpy result) of ``fn()``."""
-    assert native.lib() is not None, native.why_not()
-    fast = fn()
-    native.set_enabled(False)
-    try:
-        slow = fn()
-    finally:
-        native.set_enabled(True)
-    return fast, slow
 
 
 def assert_same_arrays(a: np.ndarray, b: np.ndarray, what: str) -> None:

@@ -11,22 +11,12 @@ from irqlab.stats import LogHistogram, RunStats
 from irqlab.stats.native import reduce_batch
 from irqlab.stats.segments import reduce_segments
 
+from tests.unit.native_paths import both_ways
+
 from ._ref import heavy_tailed, make_deadlines
 
 I64_MAX = np.iinfo(np.int64).max
 I64_MIN = np.iinfo(np.int64).min
-
-
-def both_ways(fn):
-    """(fast result, numpy result) of fn()."""
-    assert native.lib() is not None, native.why_not()
-    fast = fn()
-    native.set_enabled(False)
-    try:
-        slow = fn()
-    finally:
-        native.set_enabled(True)
-    return fast, slow
 
 
 def run_stats(deadlines, latencies, batch, window_tick=5_000, threshold_tick=400):
