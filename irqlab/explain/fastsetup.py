@@ -1,5 +1,5 @@
-"""C fast paths of explain's set-up (irqlab/native/explain.c) for timeline.py and
-ringbuf's string columns.
+"""C fast paths of explain's set-up (irqlab/native/explain.c) for timeline.py (the
+row factorisation and string rows ringbuf uses too are in irqlab.trace.fastpath).
 
 Each function returns None when the library is not available or cannot do the job; the
 caller then runs its numpy code, which is the reference and gives identical arrays
@@ -51,40 +51,6 @@ def insert_rows(col: np.ndarray, add: np.ndarray, at: np.ndarray) -> np.ndarray 
     got = lib.irq_insert_rows(ptr(col), len(col), ptr(add), len(add), ptr(at),
                               col.dtype.itemsize, ptr(out))
     return out if got == len(out) else None
-
-
-def factorize_rows(rows: np.ndarray, extra: np.ndarray | None = None
-                   ) -> tuple[np.ndarray, np.ndarray] | None:
-    """(index of the first row of each distinct value, code of every row) of an (n, w)
-    uint64 array, rows told apart also by ``extra`` (int64 per row) when given; distinct
-    values in order of first appearance."""
-    lib = native.lib()
-    if lib is None or rows.ndim != 2 or rows.dtype != np.uint64:
-        return None
-    rows = np.ascontiguousarray(rows)
-    n = len(rows)
-    if extra is not None:
-        extra = np.ascontiguousarray(extra, np.int64)
-    code = np.empty(n, np.int64)
-    rep = np.empty(max(1, n), np.int64)
-    k = lib.irq_factorize_rows(ptr(rows), n, rows.shape[1],
-                               None if extra is None else ptr(extra), ptr(code), ptr(rep))
-    return (rep[:k].copy(), code) if k >= 0 else None
-
-
-def string_rows(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray,
-                width: int) -> np.ndarray | None:
-    """(n, width) bytes: each string's first min(len, width) bytes, zero padded (None
-    when one would run past the buffer)."""
-    lib = native.lib()
-    if lib is None or width % 8 or buf.dtype != np.uint8 or not buf.flags.c_contiguous:
-        return None
-    starts = np.ascontiguousarray(starts, np.int64)
-    lens = np.ascontiguousarray(lens, np.int64)
-    out = np.empty((len(starts), width), np.uint8)
-    got = lib.irq_string_rows(ptr(buf), len(buf), ptr(starts), ptr(lens), len(starts),
-                              width, ptr(out))
-    return out if got == len(starts) else None
 
 
 def _column(cols: dict, key: str, dtype) -> np.ndarray | None:

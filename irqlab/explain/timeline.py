@@ -37,6 +37,7 @@ import numpy as np
 
 from irqlab.explain import fastsetup, gapscan
 from irqlab.explain.load import Table, Trace
+from irqlab.trace import fastpath
 from irqlab.trace.ringbuf import unique_rows
 
 RUNNING, RUNNABLE, SLEEPING, STOPPED, UNKNOWN = (
@@ -674,7 +675,7 @@ def _labels(prefix: str, values: np.ndarray,
     if names.dtype.kind in "SU" and names.dtype.itemsize % 8 == 0 and len(names):
         # C: distinct (value, name) pairs by an exact hash table, in one pass.
         rows = np.ascontiguousarray(names).view(np.uint8).reshape(len(names), -1)
-        found = fastsetup.factorize_rows(rows.view("<u8"), values)
+        found = fastpath.factorize_rows(rows.view("<u8"), values)
         if found is not None:
             rep, code = found
             text = np.array([f"{prefix}{v} {s}" for v, s in

@@ -1,4 +1,6 @@
-"""The C fast path of the ring-buffer decoder (irqlab/native/rbdecode.c).
+"""The C fast path of the ring-buffer decoder (irqlab/native/rbdecode.c), and the row
+factorisation and string rows (irqlab/native/explain.c) that its string columns and
+explain's timelines share.
 
 The C pass reads each page once and writes each output once, and runs page ranges in
 parallel threads. Optional (see :mod:`irqlab.native`): every function here returns None
@@ -370,3 +372,37 @@ def _type_groups(counts: np.ndarray, wanted: dict[int, tuple[list[tuple[int, int
         parts[g][t] = wanted[t]
         load[g] += weight[t]
     return [p for p in parts if p]
+
+
+def factorize_rows(rows: np.ndarray, extra: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(index of the first row of each distinct value, code of every row) of an (n, w)
+    uint64 array, rows told apart also by ``extra`` (int64 per row) when given; distinct
+    values in order of first appearance."""
+    lib = native.lib()
+    if lib is None or rows.ndim != 2 or rows.dtype != np.uint64:
+        return None
+    rows = np.ascontiguousarray(rows)
+    n = len(rows)
+    if extra is not None:
+        extra = np.ascontiguousarray(extra, np.int64)
+    code = np.empty(n, np.int64)
+    rep = np.empty(max(1, n), np.int64)
+    k = lib.irq_factorize_rows(ptr(rows), n, rows.shape[1],
+                               None if extra is None else ptr(extra), ptr(code), ptr(rep))
+    return (rep[:k].copy(), code) if k >= 0 else None
+
+
+def string_rows(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray,
+                width: int) -> np.ndarray | None:
+    """(n, width) bytes: each string's first min(len, width) bytes, zero padded (None
+    when one would run past the buffer)."""
+    lib = native.lib()
+    if lib is None or width % 8 or buf.dtype != np.uint8 or not buf.flags.c_contiguous:
+        return None
+    starts = np.ascontiguousarray(starts, np.int64)
+    lens = np.ascontiguousarray(lens, np.int64)
+    out = np.empty((len(starts), width), np.uint8)
+    got = lib.irq_string_rows(ptr(buf), len(buf), ptr(starts), ptr(lens), len(starts),
+                              width, ptr(out))
+    return out if got == len(starts) else None

@@ -264,9 +264,8 @@ def _strings_c(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, width: int
     bytes zero-padded to ``wide`` (as the word path zeroes them), distinct rows by an
     exact hash table, each distinct one decoded once (None: no library, or a string
     past the buffer, which the numpy path clamps)."""
-    from irqlab.explain import fastsetup          # explain imports this module
-    raw = fastsetup.string_rows(buf, starts, np.minimum(lens, width), wide)
-    found = fastsetup.factorize_rows(raw.view("<u8")) if raw is not None else None
+    raw = fastpath.string_rows(buf, starts, np.minimum(lens, width), wide)
+    found = fastpath.factorize_rows(raw.view("<u8")) if raw is not None else None
     if found is None:
         return None
     rep, inv = found

@@ -12,6 +12,7 @@ import pytest
 
 from irqlab import native
 from irqlab.explain import fastsetup, timeline
+from irqlab.trace import fastpath
 from irqlab.explain.load import decode_capture
 from irqlab.trace.archive import read_archive
 from tests.unit.native_paths import both_ways
@@ -81,12 +82,12 @@ def test_insert_rows_puts_rows_at_their_places_and_refuses_bad_places():
 
 def test_factorize_rows_is_exact_and_keeps_first_appearance_order():
     rows = np.array([[1, 2], [3, 4], [1, 2], [1, 2], [3, 4]], np.uint64)
-    rep, code = fastsetup.factorize_rows(rows)
+    rep, code = fastpath.factorize_rows(rows)
     assert rep.tolist() == [0, 1] and code.tolist() == [0, 1, 0, 0, 1]
-    rep, code = fastsetup.factorize_rows(rows, np.array([0, 0, 9, 0, 0]))
+    rep, code = fastpath.factorize_rows(rows, np.array([0, 0, 9, 0, 0]))
     assert rep.tolist() == [0, 1, 2] and code.tolist() == [0, 1, 2, 0, 1]
     many = np.arange(5000, dtype=np.uint64).reshape(-1, 1) % 1234     # the table grows
-    rep, code = fastsetup.factorize_rows(many)
+    rep, code = fastpath.factorize_rows(many)
     assert len(rep) == 1234 and np.array_equal(many[rep][code], many)
 
 
