@@ -70,13 +70,16 @@ def pytest_configure(config) -> None:
                    "./run-tests.sh --quick deselects it, the whole suite runs it")
 
 
-# Module text that means a test holds a host-wide resource while it runs: a native probe
-# pinned at SCHED_FIFO on a CPU, a tracefs capture, a real-time hog. Under pytest-xdist
-# (./run-tests.sh runs two workers) such modules and every integration test (guests whose
-# figures a second guest beside them would skew) share one xdist group, so they run one
-# after another on one worker and never measure or trace each other; the other tests
-# (stores, statistics, CLI output) spread over both workers, which to the group is the
-# one CPU of load it is tested under (stress-ng --cpu 1 beside the suite).
+# Two xdist groups, each run one test after another on one worker, side by side:
+# - ``guests``: every integration test (a guest under TCG, or Xen under QEMU): a second
+#   guest beside one would skew its timing-sensitive figures;
+# - ``host``: modules that hold a host-wide resource without a guest — a native probe
+#   pinned at SCHED_FIFO on a CPU, a tracefs capture, a real-time hog, a network
+#   namespace — found by their text (_HOST_WIDE), plus integration modules that boot no
+#   guest and say so (module attribute ``XDIST_GROUP = "host"``).
+# So no two guests and no two host-wide captures or hogs ever run at once; the other tests
+# (stores, statistics, CLI output) spread over both workers. One group for both made the
+# suite 17 min, one worker doing 16 of them.
 _HOST_WIDE = re.compile(r"--target\", \"native|\"native\"|--trace\b|\"--trace\"|SCHED_FIFO|"
                         r"sched_set|taskset|Tracefs\(|Instance\(|TraceHook|netns|\"--pin\"|"
                         r"--prio")
@@ -97,16 +100,26 @@ def pytest_collection_modifyitems(config, items) -> None:
     """Every test under tests/integration is ``integration``, marked or not: the quick
     set (./run-tests.sh --quick, ``-m "not integration and not emulated and not slow"``)
     never picks one up because its module forgot ``pytestmark``. Tests holding a
-    host-wide resource share the xdist group ``host`` (see _HOST_WIDE). First of the
-    hooks (tryfirst): xdist's own, which turns the group into the node id's ``@host``
-    suffix its scheduler reads, must see the marker — run after it, the group was
-    silently ignored and host-wide tests ran on both workers at once."""
+    host-wide resource get their xdist group (see _HOST_WIDE's comment). First of the
+    hooks (tryfirst): xdist's own, which turns the group into the node id's ``@group``
+    suffix its scheduler reads, must see the marker."""
     for item in items:
         path = Path(str(item.fspath))
         if _INTEGRATION in path.parents:
             item.add_marker(pytest.mark.integration)
-        if _INTEGRATION in path.parents or _holds_host_wide(path):
-            item.add_marker(pytest.mark.xdist_group("host"))
+        group = _xdist_group(item, path)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _xdist_group(item, path: Path) -> str | None:
+    """The test's xdist group (see _HOST_WIDE's comment), None for none."""
+    declared = getattr(getattr(item, "module", None), "XDIST_GROUP", None)
+    if declared is not None:
+        return declared
+    if _INTEGRATION in path.parents:
+        return "guests"
+    return "host" if _holds_host_wide(path) else None
 
 
 @pytest.fixture

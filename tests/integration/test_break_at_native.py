@@ -15,6 +15,7 @@ import sys
 import pytest
 
 pytestmark = [pytest.mark.integration]
+XDIST_GROUP = "host"          # no guest: a native probe, tracefs (tests/conftest.py)
 
 CPU, PROBE_PRIO, HOG_PRIO = 1, 90, 95
 HOG_NS, EVERY_S, HOG_DELAY_S, HOG_RUN_S = 2_000_000, 1.0, 2.0, 8.0

@@ -16,6 +16,7 @@ from irqlab.runner.native import EXIT_NO_RT, NATIVE_PROBE, online_cpus
 from irqlab.samples.multiring import MultiRingReader, layout_bytes
 
 pytestmark = pytest.mark.integration
+XDIST_GROUP = "host"          # no guest: a native probe, tracefs (tests/conftest.py)
 
 _PR_CAPBSET_DROP, _CAP_SYS_NICE = 24, 23
 

@@ -27,6 +27,7 @@ from irqlab.store import Store
 from irqlab.trace.archive import read_archive
 
 pytestmark = [pytest.mark.integration]
+XDIST_GROUP = "host"          # no guest: a native probe, tracefs (tests/conftest.py)
 
 CPU, PROBE_PRIO, HOG_PRIO = 1, 90, 95
 HOG_NS, EVERY_MS, HOG_DELAY_S, HOG_RUN_S, RUN_S = 2_000_000, 100, 2.5, 4.0, 8

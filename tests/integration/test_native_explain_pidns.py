@@ -21,6 +21,7 @@ from irqlab.explain.run import capture_path
 from irqlab.trace.archive import read_archive
 
 pytestmark = [pytest.mark.integration]
+XDIST_GROUP = "host"          # no guest: a native probe, tracefs (tests/conftest.py)
 
 
 def test_a_run_in_a_pid_namespace_is_explained(tmp_path, probe_built):

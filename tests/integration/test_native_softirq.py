@@ -31,6 +31,7 @@ from irqlab.store import Store
 from irqlab.trace.archive import read_archive
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+XDIST_GROUP = "host"          # no guest: a native probe, tracefs (tests/conftest.py)
 
 CPU, PROBE_PRIO, RUN_S, THRESHOLD_NS = 1, 90, 4, 30_000
 FLOOD_LABEL = "softirq NET_RX"

@@ -1,16 +1,19 @@
 """The suite's own guarantee: tests that hold a host-wide resource (tracefs, SCHED_FIFO on
 CPU 1, a guest under TCG) never run on two xdist workers at once. tests/conftest.py marks
-them ``xdist_group("host")``; pytest-xdist's ``--dist loadgroup`` must then send the whole
-group to one worker. With pytest 9.2 and xdist 3.8 it silently did not (pyproject.toml):
+them ``xdist_group("host")`` or ``("guests")``; pytest-xdist's ``--dist loadgroup`` must
+then send each whole group to one worker. With pytest 9.2 and xdist 3.8 it silently did not (pyproject.toml):
 two native hogs ran together and the explain tests named two of them."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import _xdist_group
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,15 +47,21 @@ def test_a_group_runs_on_one_worker(tmp_path):
     assert len(workers) == 1, f"the group ran on {sorted(workers)}"
 
 
-@pytest.mark.parametrize("module, grouped", [
-    ("tests/integration/test_native_explain.py", True),     # every integration test
-    ("tests/unit/trace/test_ringbuf.py", True),              # makes trace instances
-    ("tests/unit/stats/test_window.py", False),
+@pytest.mark.parametrize("module, group", [
+    ("tests/integration/test_xen.py", "guests"),             # every integration test...
+    ("tests/integration/test_native_explain.py", "host"),    # ... but those without a guest
+    ("tests/unit/trace/test_ringbuf.py", "host"),            # makes trace instances
+    ("tests/unit/stats/test_window.py", None),
 ])
-def test_the_suite_marks_host_wide_modules(module, grouped):
+def test_the_suite_groups_modules(module, group):
     assert (ROOT / module).exists(), f"{module} moved: update this list"
     run = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:randomly",
                           "-m", "xdist_group", module],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     selected = [line for line in run.stdout.splitlines() if "::" in line]
-    assert bool(selected) == grouped, run.stdout[-2000:]
+    assert bool(selected) == (group is not None), run.stdout[-2000:]
+    mod = importlib.import_module(module[:-3].replace("/", "."))
+
+    class Item:
+        module = mod
+    assert _xdist_group(Item(), ROOT / module) == group
