@@ -253,9 +253,14 @@ def test_explain_follows_the_packet_path_and_blames_the_held_replies_on_the_gues
         [s["causes"][:2] for s in held][:30]
     # The held replies' 20 ms are not the host's path: on each, the guest's step outweighs
     # the host's stack (beside stress-ng a held reply also spent 6.7 ms on the host's
-    # stack, and a sample the load alone pushed over 15 ms 7.8 ms).
+    # stack). Only the replies the responder held (every 100th: seq + 1 divisible by 100,
+    # as the flags show above) are judged: a sample that the host's load alone pushed over
+    # 15 ms may have spent more on the host's stack than in the guest, rightly so.
+    truly_held = [(s, ns) for s, ns in zip(held, in_guest)
+                  if (s["seq"] + 1) % 100 == 0 and ns >= 10_000_000]
+    assert len(truly_held) >= 16
     assert all(sum(c["ns"] for c in s["causes"] if c["cause"].startswith("host stack")) < ns
-               for s, ns in zip(held, in_guest) if ns >= 10_000_000)
+               for s, ns in truly_held), [s["causes"][:3] for s, _ in truly_held]
     steps = {(st["from"], st["to"]) for st in js["stage_summary"]}
     assert ("sent", "QEMU woken") in steps or any(a == "sent" for a, _ in steps)
     html = tmp_path / "net.html"

@@ -94,12 +94,17 @@ def test_dom0_cpu_load_ran_and_delays_the_domu(runs) -> None:
     assert "error" not in load and load["dom0_cpu_s"] > 1.0     # dom0 really burned CPU
     hyper = runs["busy"][1]["hooks"]["load:hypercall"]
     assert hyper["command"] == "xl info" and hyper["loops"] > 0  # 37 in a 1500-sample run
-    # Measured here (1 pCPU, credit2): the busy dom0 takes the pCPU for whole credit2
-    # time slices, so the probe's vCPU waits for them: p50 ~0.5 ms idle vs ~9.5 ms busy,
-    # overruns ~1.4 vs ~6.5 per sample. With stress-ng --cpu 1 on the host, TCG's vCPU
-    # waits for the host too and the idle p50 rose to 4.2 ms (busy 10.2 ms): factor 2.
-    assert busy["p50_ns"] > 2 * idle["p50_ns"]
-    assert busy["overruns"] / busy["samples"] > 2 * idle["overruns"] / idle["samples"]
+    # On the one pCPU the domU shares with dom0, a timer that comes due while dom0 runs
+    # waits for the rest of dom0's credit2 slice: the latencies are a mixture of a fast
+    # mode (~0.3-0.6 ms, the domU had the pCPU) and a slow one (~10 ms, it waited). How
+    # many samples fall in each mode moves with the host's load too (dom0's own work in
+    # the idle run is emulated as slowly as the rest), so the median jumps between the
+    # modes: idle/busy p50 0.5/9.5 ms quiet, 0.59/2.76 and 4.2/10.2 ms beside stress-ng
+    # --cpu 1, 5.2/9.6 ms in CI — a factor 2 on p50 failed there. The mean (and the
+    # overruns, ~ mean / period) is linear in the mixture: idle/busy mean 2.3/5.4 ms,
+    # overruns 2.1/5.2 per sample beside stress-ng, 1.4/6.5 quiet. Factor 1.5.
+    assert busy["mean_ns"] > 1.5 * idle["mean_ns"]
+    assert busy["overruns"] / busy["samples"] > 1.5 * idle["overruns"] / idle["samples"]
 
 
 def _rtds_xen() -> bool:
