@@ -98,6 +98,117 @@ static inline int64_t key_of(int32_t pid, const int64_t *lut, int64_t lut_len, i
 	return k < nkeys ? k : -1;
 }
 
+/* nondecreasing - @v[0 .. n) never goes back */
+static int nondecreasing(const int64_t *v, int64_t n)
+{
+	int64_t i;
+
+	for (i = 1; i < n; i++)
+		if (v[i] < v[i - 1])
+			return 0;
+	return 1;
+}
+
+/* switches_ordered - every CPU's switch times are time ordered (as the walk assumes) */
+static int switches_ordered(const struct gap_switches *sw)
+{
+	int64_t c;
+
+	for (c = 0; c < sw->ncpu; c++)
+		if (sw->cpu_hi[c] > sw->cpu_lo[c] &&
+		    !nondecreasing(sw->sw_ts + sw->cpu_lo[c], sw->cpu_hi[c] - sw->cpu_lo[c]))
+			return 0;
+	return 1;
+}
+
+/* first_after - index of the first of ts[0, n) strictly after @t (ts time ordered) */
+static int64_t first_after(const int64_t *ts, int64_t n, int64_t t)
+{
+	int64_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		int64_t mid = lo + (hi - lo) / 2;
+
+		if (ts[mid] <= t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* gap_visit - called for each event @i of the table inside gap @g; negative: stop */
+typedef int64_t (*gap_visit_fn)(void *ctx, int64_t g, int64_t i);
+
+/*
+ * for_gap_events - visit the events inside a gap, gap by gap, when the table's events
+ * and every CPU's switches are time ordered (returns -EAGAIN otherwise: walk instead)
+ *
+ * Gaps are few and short (a 1 GiB capture: 11,000 gaps over 0.3 % of its time), so a
+ * binary search per gap reads a sliver of the table where the walk reads all of it. An
+ * event is in gap g (after switch j on CPU c) exactly when it is on CPU c and
+ * sw_ts[j] < t < gap_end_ts[g]: then j is its CPU's last switch strictly before it, as
+ * gap_of() finds it. Each event is visited at most once (one CPU, and one CPU's gaps do
+ * not overlap); events of one gap in table order, gaps in switch order.
+ */
+static int64_t for_gap_events(const struct gap_switches *sw, const int64_t *ts,
+			      const uint16_t *cpu, int64_t n, gap_visit_fn visit, void *ctx)
+{
+	int64_t c, j, i, r;
+
+	if (!nondecreasing(ts, n) || !switches_ordered(sw))
+		return -EAGAIN;
+	for (c = 0; c < sw->ncpu; c++) {
+		for (j = sw->cpu_lo[c]; j < sw->cpu_hi[c]; j++) {
+			int64_t g = sw->gap_after[j], t0, t1;
+
+			if (g < 0)
+				continue;
+			t0 = sw->sw_ts[j];
+			t1 = sw->gap_end_ts[g];
+			for (i = first_after(ts, n, t0); i < n && ts[i] < t1; i++) {
+				if (cpu[i] != c)
+					continue;
+				r = visit(ctx, g, i);
+				if (r < 0)
+					return r;
+			}
+		}
+	}
+	return 0;
+}
+
+/* struct fold_ctx - irq_gap_bounds()'s state for gap_visit */
+struct fold_ctx {
+	const struct gap_switches *sw;
+	const int64_t *ts;
+	const int32_t *pid;
+	int64_t *last_a, *first_b;
+	uint8_t *other;
+	int64_t inside;
+};
+
+/* fold_one - fold event @i of gap @g into the gap's bounds */
+static inline void fold_one(struct fold_ctx *f, int64_t g, int64_t i)
+{
+	int is_a = f->pid[i] == f->sw->gap_a[g];
+	int is_b = f->pid[i] == f->sw->gap_b[g];
+
+	f->inside++;
+	if (is_a && f->ts[i] > f->last_a[g])
+		f->last_a[g] = f->ts[i];
+	if (is_b && f->ts[i] < f->first_b[g])
+		f->first_b[g] = f->ts[i];
+	if (!is_a && !is_b)
+		f->other[g] = 1;
+}
+
+static int64_t fold_visit(void *ctx, int64_t g, int64_t i)
+{
+	fold_one(ctx, g, i);
+	return 0;
+}
+
 /*
  * irq_gap_bounds - fold one table's events into the gaps' bounds
  * @sw: switches and gaps
@@ -112,29 +223,84 @@ int64_t irq_gap_bounds(const struct gap_switches *sw, const int64_t *ts, const u
 		       const int32_t *pid, int64_t n, int64_t *last_a, int64_t *first_b,
 		       uint8_t *other)
 {
-	int64_t *cur = cursors(sw);
-	int64_t i, inside = 0;
+	struct fold_ctx f = { sw, ts, pid, last_a, first_b, other, 0 };
+	int64_t *cur, i;
 
+	/* the folds are max, min and or: the order events come in does not matter */
+	if (for_gap_events(sw, ts, cpu, n, fold_visit, &f) == 0)
+		return f.inside;
+	cur = cursors(sw);
 	if (!cur)
 		return -ENOMEM;
 	for (i = 0; i < n; i++) {
 		int64_t g = gap_of(sw, cur, ts[i], cpu[i]);
-		int is_a, is_b;
 
-		if (g < 0)
-			continue;
-		inside++;
-		is_a = pid[i] == sw->gap_a[g];
-		is_b = pid[i] == sw->gap_b[g];
-		if (is_a && ts[i] > last_a[g])
-			last_a[g] = ts[i];
-		if (is_b && ts[i] < first_b[g])
-			first_b[g] = ts[i];
-		if (!is_a && !is_b)
-			other[g] = 1;
+		if (g >= 0)
+			fold_one(&f, g, i);
 	}
 	free(cur);
-	return inside;
+	return f.inside;
+}
+
+/* struct pick_ctx - irq_gap_events()'s found (table index, gap) pairs */
+struct pick_ctx {
+	const uint8_t *want;
+	int64_t (*pair)[2];
+	int64_t n, cap;
+};
+
+static int64_t pick_visit(void *ctx, int64_t g, int64_t i)
+{
+	struct pick_ctx *p = ctx;
+
+	if (!p->want[g])
+		return 0;
+	if (p->n == p->cap) {
+		int64_t cap = p->cap ? 2 * p->cap : 1024;
+		void *grown = realloc(p->pair, (size_t)cap * sizeof(*p->pair));
+
+		if (!grown)
+			return -ENOMEM;
+		p->pair = grown;
+		p->cap = cap;
+	}
+	p->pair[p->n][0] = i;
+	p->pair[p->n][1] = g;
+	p->n++;
+	return 0;
+}
+
+static int by_index(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* gap_events_by_gap - irq_gap_events() through for_gap_events(); -EAGAIN: walk instead */
+static int64_t gap_events_by_gap(const struct gap_switches *sw, const int64_t *ts,
+				 const uint16_t *cpu, const int32_t *pid, int64_t n,
+				 const uint8_t *want, int64_t *gap_out, int64_t *ts_out,
+				 int64_t *pid_out, int64_t cap)
+{
+	struct pick_ctx p = { want, NULL, 0, 0 };
+	int64_t r = for_gap_events(sw, ts, cpu, n, pick_visit, &p), k;
+
+	if (r == 0 && p.n > cap)
+		r = -ENOSPC;
+	if (r == 0) {
+		/* back in table order (each event is in one gap: indices are distinct) */
+		if (p.n > 1)
+			qsort(p.pair, (size_t)p.n, sizeof(*p.pair), by_index);
+		for (k = 0; k < p.n; k++) {
+			gap_out[k] = p.pair[k][1];
+			ts_out[k] = ts[p.pair[k][0]];
+			pid_out[k] = pid[p.pair[k][0]];
+		}
+		r = p.n;
+	}
+	free(p.pair);
+	return r;
 }
 
 /*
@@ -149,9 +315,13 @@ int64_t irq_gap_events(const struct gap_switches *sw, const int64_t *ts, const u
 		       const int32_t *pid, int64_t n, const uint8_t *want, int64_t *gap_out,
 		       int64_t *ts_out, int64_t *pid_out, int64_t cap)
 {
-	int64_t *cur = cursors(sw);
-	int64_t i, k = 0;
+	int64_t *cur, i, k;
 
+	k = gap_events_by_gap(sw, ts, cpu, pid, n, want, gap_out, ts_out, pid_out, cap);
+	if (k != -EAGAIN)
+		return k;
+	cur = cursors(sw);
+	k = 0;
 	if (!cur)
 		return -ENOMEM;
 	for (i = 0; i < n; i++) {

@@ -1,0 +1,84 @@
+"""gaps.c's switch-chain gap scan (irqlab/explain/gapscan.py) against a per-event
+reference: each event's gap is found by a binary search over its CPU's switches. Tables in
+time order take the per-gap path, tables out of order the per-event walk; both must agree
+with the reference, ties on switch times included."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from irqlab import native
+from irqlab.explain import gapscan
+
+
+def _switches(rng: np.random.Generator, ncpu: int, per_cpu: int):
+    """Switches in (cpu, time) order with repeated stamps, and some broken chains."""
+    c_s = np.repeat(np.arange(ncpu), per_cpu).astype(np.uint16)
+    t_s = np.concatenate([np.sort(rng.integers(0, 5_000, per_cpu)) for _ in range(ncpu)])
+    t_s = t_s.astype(np.int64)
+    same = np.flatnonzero(c_s[1:] == c_s[:-1])
+    broken = np.sort(rng.choice(same, size=len(same) // 4, replace=False))
+    g_a = rng.integers(1, 5, len(broken)).astype(np.int64)
+    g_b = rng.integers(1, 5, len(broken)).astype(np.int64)
+    return c_s, t_s, broken, t_s[broken + 1], g_a, g_b
+
+
+def _reference(c_s, t_s, broken, g_a, g_b, ts, cpu, pid):
+    """Per event: its gap (or -1), by a binary search of its CPU's switches."""
+    gap_after = np.full(len(t_s), -1, np.int64)
+    gap_after[broken] = np.arange(len(broken))
+    g_t1 = t_s[broken + 1]
+    gaps = np.full(len(ts), -1, np.int64)
+    for i, (t, c) in enumerate(zip(ts.tolist(), cpu.tolist())):
+        lo, hi = np.searchsorted(c_s, [c, c + 1])
+        j = lo + int(np.searchsorted(t_s[lo:hi], t, "left")) - 1
+        if j >= lo and gap_after[j] >= 0 and t < g_t1[gap_after[j]]:
+            gaps[i] = gap_after[j]
+    ng = len(broken)
+    last_a, first_b = t_s[broken].copy(), g_t1.copy()
+    other = np.zeros(ng, np.uint8)
+    for i in np.flatnonzero(gaps >= 0).tolist():
+        g = gaps[i]
+        is_a, is_b = pid[i] == g_a[g], pid[i] == g_b[g]
+        if is_a:
+            last_a[g] = max(last_a[g], ts[i])
+        if is_b:
+            first_b[g] = min(first_b[g], ts[i])
+        if not is_a and not is_b:
+            other[g] = 1
+    return gaps, last_a, first_b, other
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+@pytest.mark.parametrize("seed", range(6))
+def test_gap_bounds_and_events_match_reference(seed, in_order):
+    assert native.lib() is not None, native.why_not()
+    rng = np.random.default_rng(seed)
+    ncpu = 3
+    c_s, t_s, broken, g_t1, g_a, g_b = _switches(rng, ncpu, 300)
+    n = 2_000
+    ts = rng.integers(0, 5_200, n).astype(np.int64)
+    # Many events right on switch times (the strict bounds of a gap).
+    on = rng.random(n) < 0.3
+    ts[on] = rng.choice(t_s, int(on.sum()))
+    if in_order:
+        ts = np.sort(ts)
+    cpu = rng.integers(0, ncpu + 1, n).astype(np.uint16)       # CPU 3: no switches
+    pid = rng.integers(0, 6, n).astype(np.int32)
+    gaps, last_a, first_b, other = _reference(c_s, t_s, broken, g_a, g_b, ts, cpu, pid)
+    table = {"ts": ts, "cpu": cpu, "common_pid": pid}
+    scan = gapscan.Gaps(c_s, t_s, broken, g_t1, g_a, g_b)
+    got_a, got_b = t_s[broken].copy(), g_t1.copy()
+    got_other = np.zeros(len(broken), np.uint8)
+    assert scan.bounds(table, got_a, got_b, got_other)
+    assert (gaps >= 0).any()
+    np.testing.assert_array_equal(got_a, last_a)
+    np.testing.assert_array_equal(got_b, first_b)
+    np.testing.assert_array_equal(got_other, other)
+    want = (rng.random(len(broken)) < 0.5).astype(np.uint8)
+    keep = np.flatnonzero((gaps >= 0) & (want[np.maximum(gaps, 0)] > 0))
+    g, t, p = scan.events(table, want)
+    np.testing.assert_array_equal(g, gaps[keep])                 # in table order
+    np.testing.assert_array_equal(t, ts[keep])
+    np.testing.assert_array_equal(p, pid[keep])
