@@ -718,8 +718,36 @@ struct stream_state {
 	uint64_t last;
 };
 
-/* stream_refill - decode the run's next page with records of it; 0 when none is left */
-static int64_t stream_refill(struct stream_state *st, const struct rb_page_layout *lay)
+/*
+ * keep_tabled - move the records [at, n) of types with a table to the front of the
+ * run's page buffer, in order; returns how many. A merge orders only these: records of
+ * other types (the other threads' tables, types nobody asked for) never change the
+ * order of these, which is by (time, run, position in the run) alone.
+ */
+static int64_t keep_tabled(struct stream_state *st, const struct tab_set *tabs,
+			   const struct table_spec *sp)
+{
+	int64_t i, m = 0;
+
+	for (i = st->at; i < st->n; i++) {
+		uint16_t type = st->type[i];
+
+		if (tabs ? !tabs->of_type[type] : sp->table_of_type[type] < 0)
+			continue;
+		st->ts[m] = st->ts[i];
+		st->type[m] = type;
+		st->off[m] = st->off[i];
+		m++;
+	}
+	return m;
+}
+
+/*
+ * stream_refill - decode the run's next page with records of the tables' types (the
+ * run's count is of records of every type); 0 when none is left
+ */
+static int64_t stream_refill(struct stream_state *st, const struct rb_page_layout *lay,
+			     const struct tab_set *tabs, const struct table_spec *sp)
 {
 	int64_t missed;
 
@@ -734,6 +762,9 @@ static int64_t stream_refill(struct stream_state *st, const struct rb_page_layou
 		st->skip = 0;
 		if (st->n - st->at > st->left)
 			st->n = st->at + st->left;
+		st->left -= st->n - st->at;
+		st->n = keep_tabled(st, tabs, sp);
+		st->at = 0;
 	}
 	return st->n - st->at;
 }
@@ -798,7 +829,7 @@ int64_t irq_stream_to_tables(const uint8_t *buf, const struct rb_stream *streams
 			goto out;
 		}
 		/* runs without records take no heap slot (item order stays run order) */
-		if (!stream_refill(t, lay)) {
+		if (!stream_refill(t, lay, tabs, spec)) {
 			free(t->ts);
 			free(t->type);
 			free(t->off);
@@ -826,8 +857,7 @@ int64_t irq_stream_to_tables(const uint8_t *buf, const struct rb_stream *streams
 				 : table_put(spec, t, b->type[b->at], b->off[b->at], b->cpu);
 			if (r < 0)
 				goto out;
-			b->left--;
-			if (++b->at == b->n && !stream_refill(b, lay)) {
+			if (++b->at == b->n && !stream_refill(b, lay, tabs, spec)) {
 				done = 1;
 				break;
 			}
