@@ -44,7 +44,7 @@ def test_borrower_takes_over_when_the_holder_is_killed(tmp_path, trial):
         while not (db.exists() and _windows(db, "holder") >= 1):
             assert holder.poll() is None and time.monotonic() < deadline
             time.sleep(0.3)
-        borrower = _start_run(db, "borrower", "12s")
+        borrower = _start_run(db, "borrower", "9s")   # killed after 2 or 5 of its windows
         # Each trial kills the holder at another point of the borrower's run.
         while _windows(db, "borrower") < 2 + (trial * 3) % 8:
             assert borrower.poll() is None and time.monotonic() < deadline, \
