@@ -137,13 +137,15 @@ typedef int64_t (*gap_visit_fn)(void *ctx, int64_t g, int64_t i);
  * event is in gap g (after switch j on CPU c) exactly when it is on CPU c and
  * sw_ts[j] < t < gap_end_ts[g]: then j is its CPU's last switch strictly before it, as
  * gap_of() finds it (each CPU's switches are time ordered, as struct gap_switches
- * requires; the walk assumes it too). Each event is visited at most once (one CPU, and one CPU's gaps do
- * not overlap); events of one gap in table order, gaps in switch order.
+ * requires; the walk assumes it too). Each event is visited at most once (one CPU, and
+ * one CPU's gaps do not overlap); events of one gap in table order, gaps in switch
+ * order. The other CPUs' events inside a gap's time are read too: past two reads per
+ * event (many CPUs with long gaps), -EAGAIN, and the caller walks instead.
  */
 static int64_t for_gap_events(const struct gap_switches *sw, const int64_t *ts,
 			      const uint16_t *cpu, int64_t n, gap_visit_fn visit, void *ctx)
 {
-	int64_t c, j, i, r;
+	int64_t c, j, i, r, budget = 2 * n + 1024;
 
 	if (!nondecreasing(ts, n))
 		return -EAGAIN;
@@ -156,6 +158,8 @@ static int64_t for_gap_events(const struct gap_switches *sw, const int64_t *ts,
 			t0 = sw->sw_ts[j];
 			t1 = sw->gap_end_ts[g];
 			for (i = first_after(ts, n, t0); i < n && ts[i] < t1; i++) {
+				if (--budget < 0)
+					return -EAGAIN;
 				if (cpu[i] != c)
 					continue;
 				r = visit(ctx, g, i);
@@ -215,9 +219,13 @@ int64_t irq_gap_bounds(const struct gap_switches *sw, const int64_t *ts, const u
 	struct fold_ctx f = { sw, ts, pid, last_a, first_b, other, 0 };
 	int64_t *cur, i;
 
-	/* the folds are max, min and or: the order events come in does not matter */
+	/*
+	 * The folds are max, min and or: neither the order events come in nor folding one
+	 * twice (a gap-by-gap scan given up half way, then the walk) changes them.
+	 */
 	if (for_gap_events(sw, ts, cpu, n, fold_visit, &f) == 0)
 		return f.inside;
+	f.inside = 0;
 	cur = cursors(sw);
 	if (!cur)
 		return -ENOMEM;

@@ -82,3 +82,34 @@ def test_gap_bounds_and_events_match_reference(seed, in_order):
     np.testing.assert_array_equal(g, gaps[keep])                 # in table order
     np.testing.assert_array_equal(t, ts[keep])
     np.testing.assert_array_equal(p, pid[keep])
+
+
+def test_long_gaps_on_many_cpus_give_the_walks_answer():
+    # Every CPU's one gap spans the whole table: the gap-by-gap scan would read every
+    # event once per CPU, so it gives up half way (its folds so far stay: max, min, or)
+    # and the walk answers; the same bounds and events as the reference.
+    rng = np.random.default_rng(3)
+    ncpu, n = 12, 3_000
+    c_s = np.repeat(np.arange(ncpu), 3).astype(np.uint16)
+    t_s = np.tile(np.array([0, 10, 10_000], np.int64), ncpu)
+    broken = np.arange(ncpu) * 3 + 1                   # the gap (10, 10_000) of each CPU
+    g_t1 = t_s[broken + 1]
+    g_a = rng.integers(1, 4, ncpu).astype(np.int64)
+    g_b = rng.integers(1, 4, ncpu).astype(np.int64)
+    ts = np.sort(rng.integers(0, 10_050, n)).astype(np.int64)
+    cpu = rng.integers(0, ncpu, n).astype(np.uint16)
+    pid = rng.integers(0, 5, n).astype(np.int32)
+    gaps, last_a, first_b, other = _reference(c_s, t_s, broken, g_a, g_b, ts, cpu, pid)
+    table = {"ts": ts, "cpu": cpu, "common_pid": pid}
+    scan = gapscan.Gaps(c_s, t_s, broken, g_t1, g_a, g_b)
+    got_a, got_b = t_s[broken].copy(), g_t1.copy()
+    got_other = np.zeros(ncpu, np.uint8)
+    assert scan.bounds(table, got_a, got_b, got_other)
+    np.testing.assert_array_equal(got_a, last_a)
+    np.testing.assert_array_equal(got_b, first_b)
+    np.testing.assert_array_equal(got_other, other)
+    g, t, p = scan.events(table, np.ones(ncpu, np.uint8))
+    keep = np.flatnonzero(gaps >= 0)
+    np.testing.assert_array_equal(g, gaps[keep])
+    np.testing.assert_array_equal(t, ts[keep])
+    np.testing.assert_array_equal(p, pid[keep])
