@@ -44,6 +44,7 @@ _SIGNATURES: dict[str, list] = {
     "irq_insert_rows": [_P, _I64, _P, _I64, _P, _I64, _P],
     "irq_factorize_rows": [_P, _I64, _I64, _P, _P, _P],
     "irq_string_rows": [_P, _I64, _P, _P, _I64, _I64, _P],
+    "irq_data_loc_rows": [_P, _I64, _P, _I64, _I64, _P, _P, _I64, _P, _P],
     "irq_thread_timeline": [_P, _I64, _P],
     "irq_pair_intervals": [_P, _P, _I64, _P, _P, _I64, _I64, _P, _P, _P, _P, _P, _P],
 }

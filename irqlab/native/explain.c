@@ -176,6 +176,107 @@ int64_t irq_string_rows(const uint8_t *buf, int64_t buf_len, const int64_t *star
 	return n;
 }
 
+/* pad_row - the kept bytes of string @i of a data_loc field, zero padded to @wide */
+static void pad_row(const uint8_t *buf, int64_t start, int64_t keep, int64_t wide,
+		    uint8_t *row)
+{
+	memcpy(row, buf + start, (size_t)keep);
+	memset(row + keep, 0, (size_t)(wide - keep));
+}
+
+/*
+ * irq_data_loc_rows - the distinct strings of a __data_loc field and each record's code
+ * @buf: @buf_len bytes (the pages)
+ * @off: per record, its payload's offset in @buf; n of them
+ * @field_offset: the field's offset in the payload (its u32: length << 16 | offset)
+ * @code: per record, the index of its string's first record among the distinct ones
+ * @rows: room for @cap distinct rows of *@wide bytes
+ * @width_out: set to the kept width (the longest length, 1 .. 4096) and *@wide to it
+ *	rounded up to 8
+ *
+ * One pass for what ringbuf._strings does through irq_string_rows() and
+ * irq_factorize_rows() with numpy in between (the locations, starts and lengths, the
+ * n rows of bytes: ~100 MB of new arrays for 2.4 M irq handler names): the same
+ * widths, the same zero-padded rows told apart exactly, codes in order of first
+ * appearance. Returns the number of distinct rows, -ERANGE when a location or a kept
+ * string lies past the buffer (as irq_string_rows(): the caller takes its numpy path),
+ * -ENOSPC past @cap distinct rows, -ENOMEM.
+ */
+int64_t irq_data_loc_rows(const uint8_t *buf, int64_t buf_len, const int64_t *off, int64_t n,
+			  int64_t field_offset, int64_t *code, uint8_t *rows, int64_t cap,
+			  int64_t *width_out, int64_t *wide_out)
+{
+	int64_t i, maxlen = 0, width, wide, k = 0, mask = 1, r = 0;
+	int64_t *slot = NULL;
+	uint8_t *row = NULL;
+
+	for (i = 0; i < n; i++) {
+		int64_t at = off[i] + field_offset;
+		uint32_t loc;
+
+		if (off[i] < 0 || at < 0 || at + 4 > buf_len)
+			return -ERANGE;
+		memcpy(&loc, buf + at, 4);
+		if ((int64_t)(loc >> 16) > maxlen)
+			maxlen = loc >> 16;
+	}
+	width = maxlen < 1 ? 1 : maxlen > 4096 ? 4096 : maxlen;
+	wide = (width + 7) / 8 * 8;
+	*width_out = width;
+	*wide_out = wide;
+	while (mask + 1 < 2 * cap)
+		mask = 2 * mask + 1;
+	slot = malloc((size_t)(mask + 1) * sizeof(*slot));
+	row = malloc((size_t)wide);
+	if (!slot || !row) {
+		r = -ENOMEM;
+		goto out;
+	}
+	memset(slot, 0xff, (size_t)(mask + 1) * sizeof(*slot));	/* all -1: empty */
+	for (i = 0; i < n; i++) {
+		uint32_t loc;
+		int64_t start, keep, h;
+		uint64_t hash = 0x9E3779B97F4A7C15ULL, w;
+		int64_t j;
+
+		memcpy(&loc, buf + off[i] + field_offset, 4);
+		start = off[i] + (loc & 0xFFFF);
+		keep = (int64_t)(loc >> 16) < width ? (int64_t)(loc >> 16) : width;
+		if (start + wide > buf_len) {
+			r = -ERANGE;
+			goto out;
+		}
+		pad_row(buf, start, keep, wide, row);
+		for (j = 0; j < wide; j += 8) {
+			memcpy(&w, row + j, 8);
+			hash ^= w;
+			hash *= 0xBF58476D1CE4E5B9ULL;
+			hash ^= hash >> 31;
+		}
+		for (h = (int64_t)(hash & (uint64_t)mask);; h = (h + 1) & mask) {
+			if (slot[h] < 0) {
+				if (k == cap) {
+					r = -ENOSPC;
+					goto out;
+				}
+				memcpy(rows + k * wide, row, (size_t)wide);
+				slot[h] = k++;
+				code[i] = slot[h];
+				break;
+			}
+			if (!memcmp(rows + slot[h] * wide, row, (size_t)wide)) {
+				code[i] = slot[h];
+				break;
+			}
+		}
+	}
+	r = k;
+out:
+	free(slot);
+	free(row);
+	return r;
+}
+
 /*
  * struct tl_input - the switch and waking columns thread_timelines() reads
  *

@@ -406,3 +406,30 @@ def string_rows(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray,
     got = lib.irq_string_rows(ptr(buf), len(buf), ptr(starts), ptr(lens), len(starts),
                               width, ptr(out))
     return out if got == len(starts) else None
+
+
+_DATA_LOC_DISTINCT = 4096     # distinct strings of a field at most (irq handler names: few)
+
+
+def data_loc_strings(buf: np.ndarray, off: np.ndarray, field_offset: int
+                     ) -> np.ndarray | None:
+    """A __data_loc string field of the records at payload offsets ``off``, as
+    ringbuf._strings gives it (unicode, each distinct string decoded once), in one C pass
+    with no per-record rows of bytes (None: no library, a string past the buffer, or
+    too many distinct ones: the caller's path then decides)."""
+    lib = native.lib()
+    if lib is None or not len(off) or buf.dtype != np.uint8 or not buf.flags.c_contiguous:
+        return None
+    off = np.ascontiguousarray(off, np.int64)
+    code = np.empty(len(off), np.int64)
+    cap = min(len(off), _DATA_LOC_DISTINCT)
+    rows = np.empty(cap * 4096, np.uint8)            # untouched beyond the rows written
+    width, wide = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    k = lib.irq_data_loc_rows(ptr(buf), len(buf), ptr(off), len(off), field_offset,
+                              ptr(code), ptr(rows), cap, ptr(width), ptr(wide))
+    if k < 0:
+        return None
+    w, wd = int(width[0]), int(wide[0])
+    text = np.array([bytes(rows[r * wd:r * wd + w]).split(b"\0", 1)[0]
+                     .decode("utf-8", "replace") for r in range(k)])
+    return text[code]

@@ -161,6 +161,9 @@ def read_field(buf: np.ndarray, off: np.ndarray, f: Field,
         aligned = _aligned(buf, off)
     if f.data_loc:
         # __data_loc: u32 (length << 16 | offset in the record); the string runs to its NUL.
+        fast = fastpath.data_loc_strings(buf, off, f.offset)
+        if fast is not None:
+            return fast
         if aligned and f.offset % 4 == 0:
             loc = _word_columns(buf, off, f.offset, 1).ravel()
         else:

@@ -206,3 +206,33 @@ def test_merge_orders_only_the_wanted_types_like_numpy(kernel_formats, page_head
         spec = {fmt.id: ([(fmt.f(n).offset, fmt.f(n).size) for n in names], False)
                 for fmt, names in wanted_fields(wanted)}
         assert fastpath.stream_tables(spans, buf, page_header, spec) is not None
+
+
+def test_data_loc_strings_in_one_c_pass_match_numpy():
+    # __data_loc strings (irq handler names): the one-pass C codes and distinct rows give
+    # numpy's array exactly: lengths past the NUL, a string equal to another but for
+    # trailing zeros, non-UTF-8 bytes, unaligned payloads; a string whose kept bytes run
+    # past the buffer is left to the numpy path (which clamps).
+    from irqlab.trace.formats import Field
+    rng = random.Random(5)
+    names = [b"eth0", b"eth0\0", b"eth0\0\0\0", b"virtio0-input.0", b"\xffbad", b"", b"x" * 40]
+    buf = bytearray()
+    offs = []
+    for _ in range(3000):
+        offs.append(len(buf))
+        s = rng.choice(names)
+        buf += (len(s) << 16 | 8).to_bytes(4, "little") + b"\0" * 4 + s
+        buf += b"\xaa" * rng.randrange(0, 5)             # garbage after, odd alignment
+    f = Field("name", 0, 4, False, data_loc=True)
+    off = np.array(offs, np.int64)
+    for tail in (b"\0" * 64, b""):                      # "" : the last string at the end
+        arr = np.frombuffer(bytes(buf) + tail, np.uint8)
+        fast = ringbuf.read_field(arr, off, f)
+        native.set_enabled(False)
+        try:
+            slow = ringbuf.read_field(arr, off, f)
+        finally:
+            native.set_enabled(True)
+        assert fast.dtype == slow.dtype and np.array_equal(fast, slow)
+        assert (fastpath.data_loc_strings(arr, off, 0) is not None) == bool(tail)
+    assert set(fast.tolist()) >= {"eth0", "virtio0-input.0", "\ufffdbad", "", "x" * 40}
