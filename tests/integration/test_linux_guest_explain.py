@@ -6,7 +6,7 @@ each stamping its own spins:
 - in the guest, `--load guest-hog`: SCHED_FIFO 95 on the probe's CPU, 2 ms every 100 ms
   (its stamps, guest CLOCK_MONOTONIC, come back as trace-marker lines in the guest
   capture);
-- on the host, a SCHED_FIFO 60 thread on CPU 1 spinning 2 ms every 100 ms (its stamps,
+- on the host, a SCHED_FIFO 60 thread on CPU 1 spinning 2 ms every 77 ms (its stamps,
   host CLOCK_MONOTONIC, on its stdout; mapped to guest time through the host capture's
   start/stop markers and explain's guest->host clock).
 A spike whose window overlaps one preempter's spins for at least half its latency (and
@@ -62,7 +62,10 @@ static long long mono(void) {
 }
 int main(int argc, char **argv) {
     int cpu = atoi(argv[1]), prio = atoi(argv[2]);
-    long long spin = 2000000, every = 100000000, end = mono() + atoll(argv[3]);
+    /* every 77 ms, not the guest hog's 100: with one period the two hogs' phases stay
+       fixed through a run, and a run whose spins overlapped judged none (0 of 54 guest
+       spins at load 6); with 77 about 1 in 20 overlaps, whatever the phase */
+    long long spin = 2000000, every = 77000000, end = mono() + atoll(argv[3]);
     cpu_set_t set; CPU_ZERO(&set); CPU_SET(cpu, &set);
     struct sched_param sp = { .sched_priority = prio };
     prctl(PR_SET_NAME, "irqlab-hhog");
