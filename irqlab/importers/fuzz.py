@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import random
 import shutil
+import signal
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -314,9 +316,15 @@ def fuzz(n: int, folder: Path, seed: int = 0, store: Store | None = None,
     sources = fixture_texts(folder)
     out = Outcome()
     worker = None if store is not None else _WorkerStore(rotate_every, out)
+    # Ctrl-C ends the campaign after the case at hand, with its figures: raised inside
+    # a case, DuckDB turns it into InterruptException, which would count as a crash.
+    stopped: list[int] = []
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, lambda signum, _frame: stopped.append(signum))
     try:
         for k in range(n):
-            if deadline is not None and time.monotonic() > deadline:
+            if stopped or (deadline is not None and time.monotonic() > deadline):
                 break
             name, fmt, text, hz = sources[k % len(sources)]
             case_seed = rng.getrandbits(48)
@@ -357,6 +365,8 @@ def fuzz(n: int, folder: Path, seed: int = 0, store: Store | None = None,
         if worker is not None:
             worker.finish(n)
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
         if worker is not None:
             worker.close(checkpoint=False)     # only after an error: finish() closed it
     return out
