@@ -135,7 +135,12 @@ def test_ctrl_c_ends_the_campaign_with_its_figures_and_no_crash(tmp_path):
         time.sleep(0.1)
     time.sleep(1.0)                    # cases under way
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:        # it did not stop: leave no fuzz running
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 0, (out[-2000:], err[-2000:])
     assert "Traceback" not in err
     (line,) = [x for x in out.splitlines() if x.startswith("cases ")]
