@@ -76,7 +76,8 @@ def pytest_configure(config) -> None:
 # - ``host``: modules that hold a host-wide resource without a guest — a native probe
 #   pinned at SCHED_FIFO on a CPU, a tracefs capture, a real-time hog, a network
 #   namespace — found by their text (_HOST_WIDE), plus integration modules that boot no
-#   guest and say so (module attribute ``XDIST_GROUP = "host"``).
+#   guest and say so (module attribute ``XDIST_GROUP = "host"``), and guests that put
+#   real-time threads on the host (a FIFO hog beside the guest: the same attribute).
 # So no two guests and no two host-wide captures or hogs ever run at once; the other tests
 # (stores, statistics, CLI output) spread over both workers. One group for both made the
 # suite 17 min, one worker doing 16 of them.

@@ -25,6 +25,13 @@ from irqlab.store import Store
 
 pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 
+# A guest with real-time threads on the host (a SCHED_FIFO hog or vCPU on CPU 1): in the
+# "host" group, never beside the native tests' FIFO probes and hogs, which preempted this
+# test's threads and theirs (seen unloaded: 13 of 20 hog samples named, irqlab-native in
+# the causes; a native explain test's stages 88.9 % < 90 %). Beside another guest (normal-
+# priority load) it should hold as it held beside stress-ng: not yet run so.
+XDIST_GROUP = "host"
+
 D_HOG_NS = 10_000_000
 D_STOP_NS = 50_000_000
 ROUNDS = 20                 # >= 95 % of 20 lets one sample miss, as the issue allows

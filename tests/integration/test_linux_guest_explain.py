@@ -46,6 +46,13 @@ from irqlab.trace.archive import read_archive
 
 pytestmark = [pytest.mark.integration, pytest.mark.emulated, pytest.mark.slow]
 
+# A guest with real-time threads on the host (a SCHED_FIFO hog or vCPU on CPU 1): in the
+# "host" group, never beside the native tests' FIFO probes and hogs, which preempted this
+# test's threads and theirs (seen unloaded: 13 of 20 hog samples named, irqlab-native in
+# the causes; a native explain test's stages 88.9 % < 90 %). Beside another guest (normal-
+# priority load) it should hold as it held beside stress-ng: not yet run so.
+XDIST_GROUP = "host"
+
 HOST_CPU, VCPU_PRIO, HOST_HOG_PRIO, RUN_S = 1, 50, 60, 6
 
 _HOST_HOG_C = r"""

@@ -50,6 +50,7 @@ def test_a_group_runs_on_one_worker(tmp_path):
 @pytest.mark.parametrize("module, group", [
     ("tests/integration/test_xen.py", "guests"),             # every integration test...
     ("tests/integration/test_native_explain.py", "host"),    # ... but those without a guest
+    ("tests/integration/test_explain.py", "host"),           # ... or with a host FIFO hog
     ("tests/unit/trace/test_ringbuf.py", "host"),            # makes trace instances
     ("tests/unit/stats/test_window.py", None),
 ])
