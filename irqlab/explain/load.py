@@ -10,7 +10,7 @@ import numpy as np
 
 from irqlab.trace.archive import read_archive
 from irqlab.trace.formats import EventFormat, PageHeader, parse_format, parse_header_page
-from irqlab.trace.ringbuf import Events, decode_tables
+from irqlab.trace.ringbuf import Coded, Columns, Events, decode_tables
 
 # Fields kept per event (name -> the format fields to read); common_pid is always read.
 _KEEP: dict[str, tuple[str, ...]] = {
@@ -55,6 +55,11 @@ class Table:
 
     def __getitem__(self, key: str) -> np.ndarray:
         return self.cols[key]
+
+    def coded(self, key: str) -> Coded | None:
+        """A string column's codes and distinct values, when decoding gave it that way
+        and no reader has asked for the strings yet (ringbuf.Columns)."""
+        return self.cols.coded(key) if isinstance(self.cols, Columns) else None
 
 
 @dataclass

@@ -38,7 +38,7 @@ import numpy as np
 from irqlab.explain import fastsetup, gapscan
 from irqlab.explain.load import Table, Trace
 from irqlab.trace import fastpath
-from irqlab.trace.ringbuf import unique_rows
+from irqlab.trace.ringbuf import Coded, unique_rows
 
 RUNNING, RUNNABLE, SLEEPING, STOPPED, UNKNOWN = (
     "running", "runnable", "sleeping", "stopped", "unknown")
@@ -660,11 +660,24 @@ def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rep, inv.ravel()
 
 
-def _labels(prefix: str, values: np.ndarray,
-            names: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _labels(prefix: str, values: np.ndarray, names: np.ndarray | None = None,
+            coded: Coded | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(distinct labels ``f"{prefix}{value} {name}"``, code of each event): formatted once
-    per distinct (value, name)."""
+    per distinct (value, name). ``coded``: the names as codes into their distinct
+    strings (one code per string), read instead of ``names`` when given."""
     values = np.asarray(values).astype(np.int64)
+    if coded is not None and len(coded.codes) == len(values):
+        # C: distinct (value, name code) pairs, in order of first appearance: the same
+        # pairs and order as the strings' rows give below, without the strings per row.
+        codes = np.ascontiguousarray(coded.codes, np.int64)
+        found = fastpath.factorize_rows(codes.view(np.uint64).reshape(-1, 1), values)
+        if found is not None:
+            rep, code = found
+            text = np.array([f"{prefix}{v} {s}" for v, s in
+                             zip(values[rep].tolist(),
+                                 coded.values[codes[rep]].tolist())], dtype=object)
+            return text, code
+        names = coded.build()
     if names is None:
         uniq, inv = np.unique(values, return_inverse=True)
         return (np.array([f"{prefix}{v}" for v in uniq.tolist()], dtype=object),
@@ -696,8 +709,10 @@ def irq_intervals(trace: Trace) -> tuple[dict[int, Intervals], dict[int, Interva
     e, x = trace.t("irq_handler_entry"), trace.t("irq_handler_exit")
     pairs = []
     if len(e) and len(x):
-        pairs.append(_pair(e["ts"], e["cpu"], *_labels("irq ", e["irq"], e["name"]),
-                           x["ts"], x["cpu"]))
+        coded = e.coded("name")
+        labels = _labels("irq ", e["irq"], coded=coded) if coded is not None else \
+            _labels("irq ", e["irq"], e["name"])
+        pairs.append(_pair(e["ts"], e["cpu"], *labels, x["ts"], x["cpu"]))
     for name in list(trace.tables):
         if name.endswith("_entry") and name[:-6] + "_exit" in trace.tables and name not in (
                 "irq_handler_entry", "softirq_entry", "hrtimer_expire_entry"):

@@ -417,6 +417,18 @@ def data_loc_strings(buf: np.ndarray, off: np.ndarray, field_offset: int
     ringbuf._strings gives it (unicode, each distinct string decoded once), in one C pass
     with no per-record rows of bytes (None: no library, a string past the buffer, or
     too many distinct ones: the caller's path then decides)."""
+    found = data_loc_coded(buf, off, field_offset)
+    if found is None:
+        return None
+    code, text = found
+    return text[code]
+
+
+def data_loc_coded(buf: np.ndarray, off: np.ndarray, field_offset: int
+                   ) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`data_loc_strings` as (code of each record, distinct strings): the field is
+    ``text[code]``. Codes are in order of first appearance, one per distinct string
+    (rows of bytes that decode alike share one), so they group as the strings do."""
     lib = native.lib()
     if lib is None or not len(off) or buf.dtype != np.uint8 or not buf.flags.c_contiguous:
         return None
@@ -430,6 +442,10 @@ def data_loc_strings(buf: np.ndarray, off: np.ndarray, field_offset: int
     if k < 0:
         return None
     w, wd = int(width[0]), int(wide[0])
-    text = np.array([bytes(rows[r * wd:r * wd + w]).split(b"\0", 1)[0]
-                     .decode("utf-8", "replace") for r in range(k)])
-    return text[code]
+    text = [bytes(rows[r * wd:r * wd + w]).split(b"\0", 1)[0].decode("utf-8", "replace")
+            for r in range(k)]
+    first: dict[str, int] = {}
+    canon = [first.setdefault(t, len(first)) for t in text]
+    if len(first) < k:               # bytes past a NUL, or invalid UTF-8, decoded alike
+        code = np.array(canon, np.int64)[code]
+    return code, np.array(list(first))

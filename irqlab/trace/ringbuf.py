@@ -86,6 +86,62 @@ def heap_reuse() -> Iterator[None]:
                 fn(_M_TRIM_THRESHOLD, _GLIBC_TRIM_DEFAULT)
 
 
+class Coded:
+    """A string column held as each row's code into its distinct values: the column is
+    ``values[codes]``, built only when a reader asks for it (:class:`Columns`)."""
+
+    __slots__ = ("codes", "values")
+
+    def __init__(self, codes: np.ndarray, values: np.ndarray) -> None:
+        self.codes, self.values = codes, values
+
+    def build(self) -> np.ndarray:
+        return self.values[self.codes]
+
+
+class Columns(dict):
+    """A table's columns by name, in order. A column stored as :class:`Coded` is built on
+    its first read (and kept), so a reader of its codes alone (:meth:`coded`: explain's
+    IRQ labels) never makes the per-row strings, e.g. 165 MB of unicode for 3.2 M irq
+    handler names. Every read path builds it: ``[]``, ``get``, ``values``, ``items``,
+    ``copy``, ``pop`` and (through a Python ``__iter__``) ``dict(c)`` and ``{**c}``."""
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        val = dict.__getitem__(self, key)
+        if isinstance(val, Coded):
+            val = val.build()
+            dict.__setitem__(self, key, val)        # same position: the order is kept
+        return val
+
+    def coded(self, key: str) -> Coded | None:
+        """The column's codes and distinct values, when it was given that way and not
+        read as strings yet."""
+        val = dict.get(self, key)
+        return val if isinstance(val, Coded) else None
+
+    def get(self, key: str, default=None):
+        return self[key] if key in self else default
+
+    def __iter__(self):
+        return iter(list(dict.keys(self)))
+
+    def values(self):
+        return [self[k] for k in dict.keys(self)]
+
+    def items(self):
+        return [(k, self[k]) for k in dict.keys(self)]
+
+    def copy(self) -> dict:
+        return {k: self[k] for k in dict.keys(self)}
+
+    def pop(self, key: str, *default):
+        if key in self:
+            val = self[key]
+            dict.pop(self, key)
+            return val
+        return dict.pop(self, key, *default)
+
+
 @dataclass
 class Events:
     """Decoded events of one or more CPUs: columns, plus the bytes their payloads sit in."""
@@ -593,16 +649,20 @@ def decode_tables(per_cpu: dict[int, bytes], hdr: PageHeader,
 
 
 def _table_columns(buf: np.ndarray, fmt: EventFormat, names: list[str],
-                   merged: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """One type's columns from :func:`fastpath.merge_tables`, as Events.columns gives."""
-    cols = {"ts": merged["ts"], "cpu": merged["cpu"]}
+                   merged: dict[str, np.ndarray]) -> Columns:
+    """One type's columns from :func:`fastpath.merge_tables`, as Events.columns gives
+    (a __data_loc string field as :class:`Coded`: built when read)."""
+    cols = Columns(ts=merged["ts"], cpu=merged["cpu"])
     raw = iter(merged["fields"])
     for name in names:
         f = fmt.f(name)
         if not f.data_loc and f.size > 0:
             cols[name] = _from_bytes(next(raw), f)
-        else:
-            cols[name] = read_field(buf, merged["off"], f)
+            continue
+        coded = fastpath.data_loc_coded(buf, merged["off"], f.offset) if f.data_loc \
+            else None
+        cols[name] = Coded(*coded) if coded is not None else \
+            read_field(buf, merged["off"], f)
     return cols
 
 
