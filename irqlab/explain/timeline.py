@@ -38,7 +38,7 @@ import numpy as np
 from irqlab.explain import fastsetup, gapscan
 from irqlab.explain.load import Table, Trace
 from irqlab.trace import fastpath
-from irqlab.trace.ringbuf import Coded, unique_rows
+from irqlab.trace.ringbuf import Coded, Columns, unique_rows
 
 RUNNING, RUNNABLE, SLEEPING, STOPPED, UNKNOWN = (
     "running", "runnable", "sleeping", "stopped", "unknown")
@@ -130,7 +130,11 @@ def complete_switches(trace: Trace) -> Table:
     if not n:
         return Table("sched_switch", {"ts": np.empty(0, np.uint64)})
     names = ("ts", "cpu", "prev_pid", "prev_state", "next_pid", "next_comm")
-    cols = {k: np.asarray(sw[k]) for k in names}
+    # next_comm as decoded: codes into its distinct names when decoding gave it so (4
+    # bytes a row through the merge below and cpu_runs() instead of 16).
+    comm_coded = sw.coded("next_comm")
+    cols = {k: comm_coded.codes if k == "next_comm" and comm_coded is not None
+            else np.asarray(sw[k]) for k in names}
     ts = cols["ts"]
     # Stamps are below 2**63: a view, not a copy, of an unsigned column.
     ts = ts.view(np.int64) if ts.dtype == np.uint64 else ts.astype(np.int64)
@@ -158,6 +162,9 @@ def complete_switches(trace: Trace) -> Table:
         idle = np.array([b"swapper/%d" % c for c in range(int(i_cpu.max()) + 1)],
                         dtype=comm.dtype)[i_cpu] if k else comm
         comm = np.where(i_next == 0, idle, comm)
+        if comm_coded is not None:
+            comm, comm_values = _codes_for(comm_coded.values, comm)
+            comm_coded = Coded(comm_coded.codes, comm_values)
         add = {"ts": i_ts, "cpu": i_cpu, "prev_pid": i_prev,
                # Unknown: thread_timelines() reads ``inferred`` and lets the thread's next
                # event tell (woken: it slept; switched in: it was preempted).
@@ -181,7 +188,25 @@ def complete_switches(trace: Trace) -> Table:
                 col[at] = add[key][o].astype(v.dtype)
             merged[key] = col
         out = merged
-    return Table("sched_switch", out)
+    if comm_coded is not None:
+        out["next_comm"] = Coded(out["next_comm"], comm_coded.values)
+    return Table("sched_switch", Columns(out))
+
+
+def _codes_for(values: np.ndarray, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes of ``names`` into ``values``, ``values`` with the names it lacked appended):
+    the inferred switches' names (a few thousand) joining a coded column."""
+    values = values.astype(np.result_type(values, names))
+    index = {v: i for i, v in reversed(list(enumerate(values.tolist())))}
+    new = []
+    for name in names.tolist():
+        if name not in index:
+            index[name] = len(values) + len(new)
+            new.append(name)
+    codes = np.array([index[name] for name in names.tolist()], np.int32)
+    if new:
+        values = np.concatenate([values, np.array(new, values.dtype)])
+    return codes, values
 
 
 def _by_cpu(cpu: np.ndarray) -> np.ndarray:
@@ -367,7 +392,7 @@ def _last_wakeup_before(trace: Trace, pids: np.ndarray, before: np.ndarray,
 def _comm_of(sw: Table, pids: np.ndarray) -> np.ndarray:
     """A comm for each pid, from a recorded switch that names it: the first one switching
     it in, else the first one switching it out."""
-    comm_dtype = sw["next_comm"].dtype
+    comm_dtype = _comm_dtype(sw, "next_comm")
     if not len(pids):
         return np.zeros(0, comm_dtype)
     want = distinct(pids[pids >= 0])
@@ -380,13 +405,25 @@ def _comm_of(sw: Table, pids: np.ndarray) -> np.ndarray:
     src_prev = _first_index(sw["prev_pid"], lut, len(want), src_next < 0)
     comms = np.full(len(want), b"?", comm_dtype)
     has = src_next >= 0
-    comms[has] = sw["next_comm"][src_next[has]]
+    comms[has] = _rows(sw, "next_comm", src_next[has])
     has = (src_next < 0) & (src_prev >= 0)
-    comms[has] = sw["prev_comm"][src_prev[has]].astype(comm_dtype)
+    comms[has] = _rows(sw, "prev_comm", src_prev[has]).astype(comm_dtype)
     out = np.full(len(pids), b"?", comm_dtype)
     ok = pids >= 0
     out[ok] = comms[np.searchsorted(want, pids[ok])]
     return out
+
+
+def _comm_dtype(tb: Table, key: str) -> np.dtype:
+    """A string column's dtype, without building it when it is coded."""
+    coded = tb.coded(key)
+    return coded.values.dtype if coded is not None else tb[key].dtype
+
+
+def _rows(tb: Table, key: str, idx: np.ndarray) -> np.ndarray:
+    """Rows ``idx`` of a column, without building it when it is coded."""
+    coded = tb.coded(key)
+    return coded.values[coded.codes[idx]] if coded is not None else tb[key][idx]
 
 
 def _first_index(col: np.ndarray, lut: np.ndarray, nkeys: int,
@@ -755,11 +792,18 @@ def irq_intervals(trace: Trace) -> tuple[dict[int, Intervals], dict[int, Interva
 
 @dataclass
 class CpuRuns:
-    """Which task ran on each CPU: switch times and the task switched in."""
+    """Which task ran on each CPU: switch times and the task switched in (``comm``: its
+    name, or its code into ``names`` when that is given)."""
 
     ts: dict[int, np.ndarray]
     pid: dict[int, np.ndarray]
     comm: dict[int, np.ndarray]
+    names: np.ndarray | None = None
+
+    def comm_at(self, cpu: int, i: int) -> bytes | str:
+        """The name of the ``i``-th task switched in on ``cpu``."""
+        raw = self.comm[cpu][i]
+        return self.names[raw] if self.names is not None else raw
 
     def pieces(self, cpu: int, a: int, b: int) -> list[tuple[int, int, int, str]]:
         """(lo, hi, pid, comm) of the tasks on ``cpu`` during [a, b]; pid -1 = unknown."""
@@ -775,7 +819,7 @@ class CpuRuns:
             if i < 0:
                 out.append((t, hi, -1, "?"))
             else:
-                out.append((t, hi, int(self.pid[cpu][i]), _s(self.comm[cpu][i])))
+                out.append((t, hi, int(self.pid[cpu][i]), _s(self.comm_at(cpu, i))))
             t, i = hi, i + 1
         return out
 
@@ -787,11 +831,13 @@ def _s(raw) -> str:
 def cpu_runs(trace: Trace, switches: Table | None = None) -> CpuRuns:
     sw = switches if switches is not None else complete_switches(trace)
     ts, pid, comm = {}, {}, {}
+    coded = sw.coded("next_comm") if len(sw) else None
     if len(sw):
         cpus = sw["cpu"]
+        names = coded.codes if coded is not None else sw["next_comm"]
         for c in _small_ints(cpus):
             sel = np.flatnonzero(cpus == c)
             ts[c] = sw["ts"][sel].astype(np.int64, copy=False)    # the gather is a copy
             pid[c] = sw["next_pid"][sel]
-            comm[c] = sw["next_comm"][sel]
-    return CpuRuns(ts, pid, comm)
+            comm[c] = names[sel]
+    return CpuRuns(ts, pid, comm, coded.values if coded is not None else None)

@@ -515,7 +515,27 @@ struct table_spec {
 	uint8_t **field_out;
 	const uint8_t *buf;
 	int64_t buf_len;
+	/*
+	 * Per field (NULL: none is): > 0 to code it, at most that many distinct values
+	 * (irq_stream_to_tables() only): its field_out gets an int32 code per record,
+	 * field_dict[f] the distinct values (field_size bytes each) in order of first
+	 * appearance, field_ndict[f] their count.
+	 */
+	const int64_t *field_code_cap;
+	uint8_t **field_dict;
+	int64_t *field_ndict;
 };
+
+/* spec_codes - some field of @sp is to be coded (only irq_stream_to_tables() does) */
+static int spec_codes(const struct table_spec *sp)
+{
+	int64_t f;
+
+	for (f = 0; sp->field_code_cap && f < sp->field_first[sp->ntables]; f++)
+		if (sp->field_code_cap[f] > 0)
+			return 1;
+	return 0;
+}
 
 /* struct table_merge - irq_merge_to_tables()'s emitter state */
 struct table_merge {
@@ -580,7 +600,7 @@ static int64_t emit_tables(void *ctx, int64_t s, int64_t from, int64_t to)
  *
  * The same order as irq_merge_by_ts() followed by grouping by type, without the merged
  * columns: each record is read once and written once, to its table. Returns 0, -ENOSPC,
- * -ERANGE or -ENOMEM.
+ * -ERANGE, -ENOMEM, or -EINVAL for a spec with coded fields.
  */
 int64_t irq_merge_to_tables(const uint64_t *ts, const uint16_t *type, const int64_t *off,
 			    const int64_t *start, const int64_t *end, int64_t k,
@@ -589,11 +609,24 @@ int64_t irq_merge_to_tables(const uint64_t *ts, const uint16_t *type, const int6
 	struct merge_streams m = { ts, start, end, k };
 	struct table_merge tm = { spec, ts, type, off, cpu_of };
 
+	if (spec_codes(spec))
+		return -EINVAL;		/* table_put() copies every field */
 	return merge_runs(&m, emit_tables, &tm);
 }
 
 #define TAB_MAX	128		/* tables of the streaming merge's compact form, at most */
 #define TAB_FIELDS	16		/* fields of one table in that form, at most */
+
+/*
+ * struct code_dict - the distinct values of a coded field: @rows (@size bytes each, in
+ * order of first appearance, at most @cap) and an open-addressing hash table of their
+ * codes + 1 (@mask + 1 slots, at least twice @cap: never full)
+ */
+struct code_dict {
+	uint8_t *rows;
+	int64_t size, cap, n, mask;
+	int32_t *slot;
+};
 
 /* struct tab_out - one table's output columns, laid out together for the merge loop */
 struct tab_out {
@@ -604,6 +637,7 @@ struct tab_out {
 	int64_t f_offset[TAB_FIELDS];
 	int64_t f_size[TAB_FIELDS];
 	uint8_t *f_out[TAB_FIELDS];
+	struct code_dict *f_dict[TAB_FIELDS];	/* NULL: copied, else coded */
 };
 
 /* struct tab_set - every table in compact form and a byte-wide map of types to them */
@@ -612,19 +646,89 @@ struct tab_set {
 	uint8_t of_type[65536];		/* table + 1 of an event type, 0: none */
 };
 
-/* tab_set_init - @ts from @sp; -E2BIG when @sp does not fit (use table_put()) */
+/* code_dict_new - an empty dictionary of up to @cap values of @size bytes, or NULL */
+static struct code_dict *code_dict_new(uint8_t *rows, int64_t size, int64_t cap)
+{
+	struct code_dict *d = calloc(1, sizeof(*d));
+	int64_t slots = 16;
+
+	if (!d)
+		return NULL;
+	while (slots < 2 * cap)
+		slots *= 2;
+	d->slot = calloc((size_t)slots, sizeof(*d->slot));
+	if (!d->slot) {
+		free(d);
+		return NULL;
+	}
+	d->rows = rows;
+	d->size = size;
+	d->cap = cap;
+	d->mask = slots - 1;
+	return d;
+}
+
+/* code_dict_free - free @d (not its rows: the caller's) */
+static void code_dict_free(struct code_dict *d)
+{
+	if (d)
+		free(d->slot);
+	free(d);
+}
+
+/* code_of - the code of the @size bytes at @v, added when new; -E2BIG past the cap */
+static inline int64_t code_of(struct code_dict *d, const uint8_t *v)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;	/* FNV-1a (Fowler, Noll, Vo) */
+	int64_t i, at;
+
+	for (i = 0; i < d->size; i++)
+		h = (h ^ v[i]) * 0x100000001b3ULL;
+	for (at = (int64_t)(h & (uint64_t)d->mask);; at = (at + 1) & d->mask) {
+		int32_t c = d->slot[at];
+
+		if (!c)
+			break;
+		if (!memcmp(d->rows + (c - 1) * d->size, v, (size_t)d->size))
+			return c - 1;
+	}
+	if (d->n >= d->cap)
+		return -E2BIG;
+	memcpy(d->rows + d->n * d->size, v, (size_t)d->size);
+	d->slot[at] = (int32_t)(d->n + 1);
+	return d->n++;
+}
+
+/* tab_set_free - free the dictionaries of the first @ntables tables of @ts */
+static void tab_set_free(struct tab_set *ts, int64_t ntables)
+{
+	int64_t t, f;
+
+	for (t = 0; t < ntables; t++)
+		for (f = 0; f < ts->tab[t].nf && f < TAB_FIELDS; f++)
+			code_dict_free(ts->tab[t].f_dict[f]);
+}
+
+/*
+ * tab_set_init - @ts from @sp; -E2BIG when @sp does not fit (use table_put(), which
+ * codes no field: a spec with coded fields then fails), -ENOMEM
+ */
 static int64_t tab_set_init(struct tab_set *ts, const struct table_spec *sp)
 {
 	int64_t t, f;
 
+	memset(ts->tab, 0, sizeof(ts->tab));
 	if (sp->ntables > TAB_MAX - 1)
 		return -E2BIG;
 	for (t = 0; t < sp->ntables; t++) {
 		struct tab_out *o = &ts->tab[t];
 
 		o->nf = sp->field_first[t + 1] - sp->field_first[t];
-		if (o->nf > TAB_FIELDS)
+		if (o->nf > TAB_FIELDS) {
+			o->nf = 0;
+			tab_set_free(ts, t);
 			return -E2BIG;
+		}
 		o->ts = sp->ts_out[t];
 		o->cpu = sp->cpu_out[t];
 		o->off = sp->off_out[t];
@@ -637,6 +741,16 @@ static int64_t tab_set_init(struct tab_set *ts, const struct table_spec *sp)
 			o->f_offset[f] = sp->field_offset[g];
 			o->f_size[f] = sp->field_size[g];
 			o->f_out[f] = sp->field_out[g];
+			o->f_dict[f] = NULL;
+			if (sp->field_code_cap && sp->field_code_cap[g] > 0) {
+				o->f_dict[f] = code_dict_new(sp->field_dict[g], o->f_size[f],
+							     sp->field_code_cap[g]);
+				if (!o->f_dict[f]) {
+					o->nf = f;
+					tab_set_free(ts, t + 1);
+					return -ENOMEM;
+				}
+			}
 			if (o->f_offset[f] + o->f_size[f] > o->f_end)
 				o->f_end = o->f_offset[f] + o->f_size[f];
 		}
@@ -674,6 +788,14 @@ static inline int64_t tab_put(struct tab_set *ts, const struct table_spec *sp, u
 		int64_t sz = tb->f_size[f];
 		uint8_t *dst = tb->f_out[f] + row * sz;
 
+		if (tb->f_dict[f]) {
+			int64_t code = code_of(tb->f_dict[f], src);
+
+			if (code < 0)
+				return code;
+			((int32_t *)tb->f_out[f])[row] = (int32_t)code;
+			continue;
+		}
 		switch (sz) {
 		case 2: memcpy(dst, src, 2); break;
 		case 4: memcpy(dst, src, 4); break;
@@ -685,13 +807,17 @@ static inline int64_t tab_put(struct tab_set *ts, const struct table_spec *sp, u
 	return 0;
 }
 
-/* tab_set_done - the fill counts back into @sp */
+/* tab_set_done - the fill counts and dictionary sizes back into @sp */
 static void tab_set_done(const struct tab_set *ts, const struct table_spec *sp)
 {
-	int64_t t;
+	int64_t t, f;
 
-	for (t = 0; t < sp->ntables; t++)
+	for (t = 0; t < sp->ntables; t++) {
 		sp->fill[t] = ts->tab[t].fill;
+		for (f = 0; f < ts->tab[t].nf; f++)
+			if (ts->tab[t].f_dict[f])
+				sp->field_ndict[sp->field_first[t] + f] = ts->tab[t].f_dict[f]->n;
+	}
 }
 
 /*
@@ -782,9 +908,11 @@ static int64_t stream_refill(struct stream_state *st, const struct rb_page_layou
  * the whole trace in between: each run's current page is decoded into a small buffer as
  * the merge reaches it (a page where a run starts is decoded by both of its runs). The
  * runs sit in a heap keyed by (next time, run order), so equal stamps keep the order
- * of a stable sort by time. Returns 0, -EDOM when a run's stamps go back after all
- * (its bounds disagree with the pages: the caller takes the two-step path), -ENOSPC,
- * -ERANGE, -ENOMEM or -EINVAL.
+ * of a stable sort by time. Fields the spec codes (field_code_cap) get a code per
+ * record. Returns 0, -EDOM when a run's stamps go back after all (its bounds disagree
+ * with the pages: the caller takes the two-step path), -E2BIG when a coded field has
+ * more distinct values than its cap (the caller then copies them), -ENOSPC, -ERANGE,
+ * -ENOMEM or -EINVAL.
  */
 int64_t irq_stream_to_tables(const uint8_t *buf, const struct rb_stream *streams, int64_t k,
 			     const struct rb_page_layout *lay, const struct table_spec *spec)
@@ -803,9 +931,13 @@ int64_t irq_stream_to_tables(const uint8_t *buf, const struct rb_stream *streams
 		r = -ENOMEM;
 		goto out;
 	}
-	if (tab_set_init(tabs, spec) < 0) {
+	r = tab_set_init(tabs, spec);
+	if (r < 0) {
 		free(tabs);
 		tabs = NULL;		/* too many tables or fields: the general table_put() */
+		if (r != -E2BIG || spec_codes(spec))
+			goto out;	/* which codes no field */
+		r = 0;
 	}
 	if (!layout_ok(lay)) {
 		r = -EINVAL;
@@ -867,8 +999,10 @@ int64_t irq_stream_to_tables(const uint8_t *buf, const struct rb_stream *streams
 		heap_root_moved(&kh, done);
 	}
 out:
-	if (tabs)
+	if (tabs) {
 		tab_set_done(tabs, spec);
+		tab_set_free(tabs, spec->ntables);
+	}
 	for (s = 0; s < n && st; s++) {
 		free(st[s].ts);
 		free(st[s].type);

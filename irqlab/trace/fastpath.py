@@ -206,30 +206,50 @@ class _TableSpec(ctypes.Structure):
         [(name, ctypes.c_void_p) for name in ("ts_out", "cpu_out", "off_out", "fill", "cap",
                                               "field_first", "field_offset", "field_size",
                                               "field_out", "buf")] + \
-        [("buf_len", _I64)]
+        [("buf_len", _I64)] + \
+        [(name, ctypes.c_void_p) for name in ("field_code_cap", "field_dict", "field_ndict")]
+
+
+_CODE_CAP = 65536             # distinct values of a coded field at most (task names: few)
 
 
 class _Tables:
-    """Per-type output columns sized from the counts, and the C description of them."""
+    """Per-type output columns sized from the counts, and the C description of them.
+
+    ``wanted`` = {type id: (fields, keep payload offsets[, coded field indices])}: a
+    coded field (``code`` True only) gets an int32 code per record and its distinct
+    values, ``out[t]["dicts"][i]``, (k, size) bytes; an uncoded one (n, size) bytes."""
 
     def __init__(self, buf: np.ndarray, counts: np.ndarray,
-                 wanted: dict[int, tuple[list[tuple[int, int]], bool]]):
+                 wanted: dict[int, tuple], code: bool = False):
         types = sorted(wanted)
         self.table_of_type = np.full(65536, -1, np.int32)
         self.table_of_type[types] = np.arange(len(types), dtype=np.int32)
         self.out: dict[int, dict[str, np.ndarray]] = {}
         ts_ptr, cpu_ptr, off_ptr, f_first, f_off, f_size, f_out = [], [], [], [0], [], [], []
+        f_cap, f_dict = [], []
+        self.coded: list[tuple[int, int, int]] = []       # (type, field, spec field)
         for t in types:
             n = int(counts[t])
-            fields, keep_off = wanted[t]
+            fields, keep_off = wanted[t][:2]
+            coded = set(wanted[t][2]) if code and len(wanted[t]) > 2 else set()
             cols = {"ts": np.empty(n, np.uint64), "cpu": np.empty(n, np.uint16),
-                    "fields": [np.empty((n, size), np.uint8) for _, size in fields]}
+                    "fields": [np.empty(n, np.int32) if i in coded else
+                               np.empty((n, size), np.uint8)
+                               for i, (_, size) in enumerate(fields)],
+                    "dicts": [np.empty((_CODE_CAP, size), np.uint8) if i in coded else None
+                              for i, (_, size) in enumerate(fields)]}
             if keep_off:
                 cols["off"] = np.empty(n, np.int64)
             self.out[t] = cols
             ts_ptr.append(ptr(cols["ts"]))
             cpu_ptr.append(ptr(cols["cpu"]))
             off_ptr.append(ptr(cols["off"]) if keep_off else 0)
+            for i, d in enumerate(cols["dicts"]):
+                if d is not None:
+                    self.coded.append((t, i, len(f_off) + i))
+                f_cap.append(_CODE_CAP if d is not None else 0)
+                f_dict.append(ptr(d) if d is not None else 0)
             f_off += [o for o, _ in fields]
             f_size += [z for _, z in fields]
             f_out += [ptr(a) for a in cols["fields"]]
@@ -244,16 +264,25 @@ class _Tables:
             "field_first": np.array(f_first, np.int64),
             "field_offset": np.array(f_off or [0], np.int64),
             "field_size": np.array(f_size or [0], np.int64),
-            "field_out": np.array(f_out or [0], np.uintp)}
+            "field_out": np.array(f_out or [0], np.uintp),
+            "field_code_cap": np.array(f_cap or [0], np.int64),
+            "field_dict": np.array(f_dict or [0], np.uintp),
+            "field_ndict": np.zeros(max(1, len(f_cap)), np.int64)}
         self.spec = _TableSpec(ptr(self.table_of_type), len(types),
                                *(ptr(self.arrays[k]) for k in (
                                    "ts_out", "cpu_out", "off_out", "fill", "cap",
                                    "field_first", "field_offset", "field_size",
                                    "field_out")),
-                               ptr(buf), len(buf))
+                               ptr(buf), len(buf),
+                               *(ptr(self.arrays[k]) for k in (
+                                   "field_code_cap", "field_dict", "field_ndict")))
 
     def complete(self) -> bool:
-        """Every table filled to the count it was sized for."""
+        """Every table filled to the count it was sized for; each coded field's distinct
+        values cut to their count."""
+        for t, i, g in self.coded:
+            self.out[t]["dicts"][i] = self.out[t]["dicts"][i][
+                :int(self.arrays["field_ndict"][g])].copy()
         return bool(np.array_equal(self.arrays["fill"], self.arrays["cap"]))
 
 
@@ -318,9 +347,11 @@ def stream_tables(blobs: list[tuple[int, int, int]], buf: np.ndarray, hdr: PageH
                   ) -> tuple[Pieces, dict[int, dict[str, np.ndarray]]] | None:
     """:func:`merge_tables`'s tables without a decoded copy of the whole trace: a
     counting pass (parallel) that also finds where each CPU's stamps go back, then each
-    sorted run's pages decoded page by page as the merge reaches them. None without the
-    library (or when a run's bounds disagree with its pages: the caller then decodes
-    into pieces and merges)."""
+    sorted run's pages decoded page by page as the merge reaches them. Fields listed as
+    coded in ``wanted`` (a third item: field indices) come as int32 codes plus their
+    distinct values (:class:`_Tables`). None without the library (or when a run's bounds
+    disagree with its pages, or a coded field has more than 65,536 distinct values: the
+    caller then decodes into pieces and merges, coding nothing)."""
     lib = native.lib()
     if lib is None or not wanted:
         return None
@@ -333,8 +364,8 @@ def stream_tables(blobs: list[tuple[int, int, int]], buf: np.ndarray, hdr: PageH
     runs = _sorted_runs(counted, psz, ends)
     lay = _layout(hdr)
 
-    def merge(group: dict[int, tuple[list[tuple[int, int]], bool]]) -> _Tables | None:
-        tables = _Tables(buf, counts, group)
+    def merge(group: dict[int, tuple]) -> _Tables | None:
+        tables = _Tables(buf, counts, group, code=True)
         streams = (_Stream * max(1, len(runs)))(*runs)
         if lib.irq_stream_to_tables(ptr(buf), ctypes.addressof(streams), len(runs),
                                     ctypes.addressof(lay), ctypes.addressof(tables.spec)) < 0:
@@ -362,8 +393,8 @@ def _type_groups(counts: np.ndarray, wanted: dict[int, tuple[list[tuple[int, int
                  groups: int) -> list[dict[int, tuple[list[tuple[int, int]], bool]]]:
     """The wanted types in at most ``groups`` parts of about equal output bytes (greedy,
     largest first: the longest-processing-time rule, Graham 1969)."""
-    weight = {t: int(counts[t]) * (10 + sum(z for _, z in fields) + (8 if keep_off else 0))
-              for t, (fields, keep_off) in wanted.items()}
+    weight = {t: int(counts[t]) * (10 + sum(z for _, z in spec[0]) + (8 if spec[1] else 0))
+              for t, spec in wanted.items()}
     parts: list[dict[int, tuple[list[tuple[int, int]], bool]]] = \
         [{} for _ in range(max(1, groups))]
     load = [0] * len(parts)

@@ -610,8 +610,12 @@ def decode_tables(per_cpu: dict[int, bytes], hdr: PageHeader,
         spec = {}
         for fmt, names in wanted:
             fields = [fmt.f(n) for n in names]
-            fixed = [(f.offset, f.size) for f in fields if not f.data_loc and f.size > 0]
-            spec[fmt.id] = (fixed, len(fixed) < len(fields))
+            kept = [f for f in fields if not f.data_loc and f.size > 0]
+            fixed = [(f.offset, f.size) for f in kept]
+            # char[] fields (task names) as codes into their distinct values: 4 bytes a
+            # record written instead of 16 (the streaming merge only; Coded columns).
+            coded = [i for i, f in enumerate(kept) if f.is_string]
+            spec[fmt.id] = (fixed, len(fixed) < len(fields), coded)
         streamed = fastpath.stream_tables(spans, buf, hdr, spec)
         if streamed is not None:
             counted, merged = streamed
@@ -653,11 +657,13 @@ def _table_columns(buf: np.ndarray, fmt: EventFormat, names: list[str],
     """One type's columns from :func:`fastpath.merge_tables`, as Events.columns gives
     (a __data_loc string field as :class:`Coded`: built when read)."""
     cols = Columns(ts=merged["ts"], cpu=merged["cpu"])
-    raw = iter(merged["fields"])
+    raw = iter(zip(merged["fields"], merged.get("dicts") or [None] * len(merged["fields"])))
     for name in names:
         f = fmt.f(name)
         if not f.data_loc and f.size > 0:
-            cols[name] = _from_bytes(next(raw), f)
+            col, values = next(raw)
+            cols[name] = _from_bytes(col, f) if values is None else \
+                Coded(col, _from_bytes(values, f))
             continue
         coded = fastpath.data_loc_coded(buf, merged["off"], f.offset) if f.data_loc \
             else None

@@ -72,3 +72,56 @@ def test_irq_labels_from_codes_equal_labels_from_strings():
     by_strings = timeline._labels("irq ", irq, text[codes])
     assert by_codes[0].tolist() == by_strings[0].tolist()
     np.testing.assert_array_equal(by_codes[1], by_strings[1])
+
+
+def _switch_pages(kernel_formats, page_header, names: list[str],
+                  cpus: tuple[int, ...] = (0, 1)) -> dict[int, bytes]:
+    from irqlab.trace.synth import PageWriter, encode
+    sw = kernel_formats["sched:sched_switch"]
+    per_cpu = {}
+    for cpu in cpus:
+        w = PageWriter(page_header)
+        for i, name in enumerate(names):
+            w.add(1_000 + 3 * i, encode(sw, {"prev_pid": i, "next_pid": i + 1,
+                                            "prev_comm": names[-1 - i], "next_comm": name}))
+        per_cpu[cpu] = w.data()
+    return per_cpu
+
+
+def _decode_both(kernel_formats, page_header, per_cpu):
+    from irqlab.explain.load import wanted_fields
+    from irqlab.trace import ringbuf
+    wanted = wanted_fields({"sched:sched_switch": kernel_formats["sched:sched_switch"]})
+    assert native.lib() is not None, native.why_not()
+    fast = ringbuf.decode_tables(per_cpu, page_header, wanted)
+    native.set_enabled(False)
+    try:
+        slow = ringbuf.decode_tables(per_cpu, page_header, wanted)
+    finally:
+        native.set_enabled(True)
+    sw = kernel_formats["sched:sched_switch"].id
+    return fast.tables[sw], slow.tables[sw]
+
+
+def test_task_names_merge_as_codes_and_build_numpy_s_column(kernel_formats, page_header):
+    # The streaming merge writes a code per record for char[16] names (twins that differ
+    # only in their length, empty, 15 bytes): the built column is numpy's, byte for byte.
+    names = ["swapper/0", "swapper/00", "", "kworker/u8:3-ev", "CPU 0/KVM", "a"] * 200
+    fast, slow = _decode_both(kernel_formats, page_header,
+                              _switch_pages(kernel_formats, page_header, names))
+    assert fast.coded("next_comm") is not None and fast.coded("prev_comm") is not None
+    assert len(fast.coded("next_comm").values) == 6
+    assert list(fast) == list(slow)
+    for k in slow:
+        assert fast[k].dtype == slow[k].dtype and np.array_equal(fast[k], slow[k]), k
+
+
+def test_more_distinct_names_than_the_codes_hold_are_copied(kernel_formats, page_header):
+    # Past 65,536 distinct names the streaming merge gives up; the two-step merge copies
+    # the names as bytes: the same columns as numpy's, not coded.
+    names = [f"t{i}" for i in range(65_600)]
+    fast, slow = _decode_both(kernel_formats, page_header,
+                              _switch_pages(kernel_formats, page_header, names, (0,)))
+    assert fast.coded("next_comm") is None
+    for k in slow:
+        assert fast[k].dtype == slow[k].dtype and np.array_equal(fast[k], slow[k]), k
