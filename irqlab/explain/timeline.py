@@ -197,16 +197,26 @@ def _codes_for(values: np.ndarray, names: np.ndarray) -> tuple[np.ndarray, np.nd
     """(codes of ``names`` into ``values``, ``values`` with the names it lacked appended):
     the inferred switches' names (a few thousand) joining a coded column."""
     values = values.astype(np.result_type(values, names))
+    names = np.ascontiguousarray(names, values.dtype)
+    # The names' distinct values first (a name per task: few), each then looked up once.
+    found = None
+    if len(names) and names.dtype.itemsize % 8 == 0:
+        found = fastpath.factorize_rows(names.view(np.uint8).reshape(len(names), -1)
+                                        .view("<u8"))
+    if found is None:
+        _, rep, inv = np.unique(names, return_index=True, return_inverse=True)
+        found = rep, inv.ravel()
+    rep, inv = found
     index = {v: i for i, v in reversed(list(enumerate(values.tolist())))}
     new = []
-    for name in names.tolist():
+    for name in names[rep].tolist():
         if name not in index:
             index[name] = len(values) + len(new)
             new.append(name)
-    codes = np.array([index[name] for name in names.tolist()], np.int32)
+    lut = np.array([index[name] for name in names[rep].tolist()], np.int32)
     if new:
         values = np.concatenate([values, np.array(new, values.dtype)])
-    return codes, values
+    return lut[inv] if len(names) else np.zeros(0, np.int32), values
 
 
 def _by_cpu(cpu: np.ndarray) -> np.ndarray:
