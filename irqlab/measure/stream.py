@@ -49,6 +49,7 @@ class DurationBound:
         self.period_tick = period_tick
         self.skipped_by_cpu: dict[int, int] = {}
         self._prev: dict[int, tuple[int, int]] = {}    # cpu -> (seq, deadline) last read
+        self._first: dict[int, tuple[int, int]] = {}   # cpu -> (seq, deadline) first read
         self._closed: set[int] = set()                  # cpus with a sample past the end
 
     @classmethod
@@ -82,14 +83,25 @@ class DurationBound:
         """Count the periods skipped within the bound, from the records just read (all
         of them, before ``keep`` drops those past the end).
 
-        The probes advance a deadline by whole periods (probe.c ``probe_timer_rearm``,
-        native.c), and a record's ``seq`` counts every period that fired, lost records
-        included; so between two records of one CPU, ``(deadline gap) / period - (seq
-        gap)`` periods were skipped. Between the last record within the bound and the
-        first past it only the skipped periods before the end count; if records were
-        lost there too, the skipped ones are taken to come first (an upper bound). A
-        CPU whose stream has no record past the end yet is counted up to its last
-        record. Linear in the records read: a few numpy operations per poll."""
+        A record's ``seq`` counts every period that fired, lost records included, so
+        per CPU the skipped periods are the periods spanned minus the ``seq`` span,
+        taken from that CPU's first record (not summed pair by pair):
+        - once a record past the end was read, the periods of ``[first, end)`` (the
+          end is D after the run's first deadline) minus the records up to the last
+          one within it; records lost just before the end are taken for skipped
+          periods (an upper bound, as a lost record's deadline is unknown);
+        - before that, the periods from the first record's deadline to the last's.
+        The guest probes and native.c advance a deadline by whole periods (probe.c
+        ``probe_timer_rearm``), so both are exact for them. The net sender's
+        ``deadline_tick`` is its send time, late by up to a period behind its schedule
+        (netsend.c): summing ``floor(gap / period)`` pair by pair lost up to one
+        period per late send (a 10 s run at 1 ms counted 129 overruns where 140
+        periods were skipped, so sent + overruns fell short of D / period). From the
+        first record the count is exact once the end is reached (D / period periods,
+        the first at the first send) and, before, as long as the last send is no
+        earlier in its period than the first (a late send that is followed by skipped
+        periods counts them already).
+        Linear in the records read: a few numpy operations per poll."""
         if not self.counts_overruns or not len(recs) or self.first_tick is None:
             return
         end = self.first_tick + self.span_tick
@@ -101,21 +113,26 @@ class DurationBound:
             mine = recs[cpus == cpu]
             seq = mine["seq"].astype(np.int64)
             dl = mine["deadline_tick"].astype(np.int64)
+            if cpu not in self._first:
+                self._first[cpu] = (int(seq[0]), int(dl[0]))
             if cpu in self._prev:
                 seq = np.concatenate(([self._prev[cpu][0]], seq))
                 dl = np.concatenate(([self._prev[cpu][1]], dl))
             self._prev[cpu] = (int(seq[-1]), int(dl[-1]))
-            if len(dl) < 2:
-                continue
-            skipped = np.maximum(0, np.diff(dl) // period - np.diff(seq))
-            past = np.flatnonzero(dl[1:] >= end)
-            n = int(skipped.sum()) if not past.size else int(skipped[:past[0]].sum())
+            seq_first, dl_first = self._first[cpu]
+            past = np.flatnonzero(dl >= end)
             if past.size:
-                i = int(past[0])
-                before_end = max(0, (end - int(dl[i]) - 1) // period)
-                n += min(int(skipped[i]), before_end)
                 self._closed.add(cpu)
-            self.skipped_by_cpu[cpu] = self.skipped_by_cpu.get(cpu, 0) + n
+                if past[0] == 0:          # this CPU's first record is past the end
+                    continue
+                last = int(past[0]) - 1
+                periods = -(-(end - dl_first) // period)       # ceil: [first, end)
+                fired = int(seq[last]) - seq_first + 1
+            else:
+                last = len(dl) - 1
+                periods = (int(dl[last]) - dl_first) // period + 1
+                fired = int(seq[last]) - seq_first + 1
+            self.skipped_by_cpu[cpu] = max(0, periods - fired)
 
     def keep(self, deadline_tick: np.ndarray) -> np.ndarray | None:
         """Mask of the deadlines within the bound (None: all of them)."""

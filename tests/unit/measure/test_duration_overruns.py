@@ -104,3 +104,23 @@ def test_without_the_probes_period_the_bound_counts_nothing():
     bound.count_skipped(recs)
     assert not bound.counts_overruns
     assert bound.metadata()["overruns"] is None
+
+
+def test_send_time_deadlines_count_every_skipped_period():
+    # The net sender's deadline_tick is its send time, late behind its 100-tick
+    # schedule (netsend.c): seq 3 (due at 300) goes at 480 and the sender skips 400;
+    # seq 6 (due at 700) goes at 950 and skips 800 and 900. Of the 10 periods of
+    # [0, 1000), 7 sent and 3 skipped; summing floor(gap / period) pair by pair
+    # counted 2.
+    recs = np.zeros(8, dtype=RECORD_DTYPE)
+    recs["seq"] = np.arange(8)
+    recs["deadline_tick"] = [0, 190, 210, 480, 500, 699, 950, 1001]
+    recs["entry_tick"] = recs["deadline_tick"] + 40
+    bound = DurationBound(duration_ns=1000, tick_hz=1_000_000_000, period_tick=100)
+    bound.keep(recs["deadline_tick"][:6])
+    bound.count_skipped(recs[:6])
+    assert bound.overruns == 1                    # so far: 400 skipped, up to seq 5
+    bound.keep(recs["deadline_tick"][6:])
+    bound.count_skipped(recs[6:])
+    assert bound.overruns == 3
+    assert 7 + bound.overruns == 1000 // 100
