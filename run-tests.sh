@@ -5,7 +5,7 @@
 #                                  and no big synthetic case (markers integration, emulated
 #                                  and slow deselected), for the edit loop
 #   ./run-tests.sh [--quick] ARGS  ARGS go to pytest (e.g. -k NAME, a path, --durations=20)
-# Two pytest-xdist workers (IRQLAB_TEST_WORKERS=N to change, 0 for none); tests that hold
+# Three pytest-xdist workers (IRQLAB_TEST_WORKERS=N to change, 0 for none); tests that hold
 # a host-wide resource share one worker (tests/conftest.py, _HOST_WIDE).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -15,7 +15,7 @@ if [[ ${1:-} == --quick ]]; then
 	select=(-m "not integration and not emulated and not slow")
 fi
 ./setup.sh --install-only
-workers=${IRQLAB_TEST_WORKERS:-2}
+workers=${IRQLAB_TEST_WORKERS:-3}
 parallel=()
 if [[ $workers != 0 ]]; then
 	parallel=(-n "$workers" --dist loadgroup)

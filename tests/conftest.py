@@ -78,6 +78,9 @@ def pytest_configure(config) -> None:
 #   namespace — found by their text (_HOST_WIDE), plus integration modules that boot no
 #   guest and say so (module attribute ``XDIST_GROUP = "host"``), and guests that put
 #   real-time threads on the host (a FIFO hog beside the guest: the same attribute).
+# An integration module whose guest asserts nothing about time and that holds nothing
+# host-wide (a wheel's short run, a browser over fake runs) says ``XDIST_GROUP = ""``:
+# no group, it runs beside the others.
 # So no two guests and no two host-wide captures or hogs ever run at once; the other tests
 # (stores, statistics, CLI output) spread over both workers. One group for both made the
 # suite 17 min, one worker doing 16 of them.
@@ -117,7 +120,7 @@ def _xdist_group(item, path: Path) -> str | None:
     """The test's xdist group (see _HOST_WIDE's comment), None for none."""
     declared = getattr(getattr(item, "module", None), "XDIST_GROUP", None)
     if declared is not None:
-        return declared
+        return declared or None      # "": an integration module that needs no group
     if _INTEGRATION in path.parents:
         return "guests"
     return "host" if _holds_host_wide(path) else None

@@ -30,6 +30,7 @@ PROMETHEUS = Path("/usr/bin/prometheus")
 # issue's 3-minute figure, run by hand, not in the suite).
 WINDOWS_WANTED = int(os.environ.get("IRQLAB_PROM_WINDOWS", "8"))
 
+XDIST_GROUP = "host"          # no guest: a native probe (tests/conftest.py)
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not PROMETHEUS.exists(),
                                  reason="no /usr/bin/prometheus (Debian package "

@@ -29,6 +29,7 @@ from tests.cli._report_store import make_store
 from tests.conftest import call_cli
 from tests.unit.reports._runs import add_run, latencies
 
+XDIST_GROUP = ""              # no guest, nothing host-wide: fake runs, a browser (tests/conftest.py)
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CHROMIUM = Path("/usr/bin/chromium")

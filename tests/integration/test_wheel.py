@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import DEFAULT_PROBE
 
+XDIST_GROUP = ""              # its 3 s guest asserts nothing about time (tests/conftest.py)
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -51,6 +51,7 @@ def test_a_group_runs_on_one_worker(tmp_path):
     ("tests/integration/test_xen.py", "guests"),             # every integration test...
     ("tests/integration/test_native_explain.py", "host"),    # ... but those without a guest
     ("tests/integration/test_explain.py", "host"),           # ... or with a host FIFO hog
+    ("tests/integration/test_wheel.py", None),               # ... or none said so
     ("tests/unit/trace/test_ringbuf.py", "host"),            # makes trace instances
     ("tests/unit/stats/test_window.py", None),
 ])
