@@ -67,3 +67,45 @@ def test_the_suite_groups_modules(module, group):
     class Item:
         module = mod
     assert _xdist_group(Item(), ROOT / module) == group
+
+
+_LOCKED = """
+import os
+import time
+
+GUEST_LOCK = {locked}
+
+
+def test_{name}():
+    t0 = time.monotonic()
+    open(os.environ["WHERE"] + ".{name}", "w").close()
+    # Unlocked, each waits for the other to start (side by side however busy the
+    # machine); locked, that wait would never end, so each just takes a second.
+    other = os.environ["WHERE"] + (".b" if "{name}" == "a" else ".a")
+    while not GUEST_LOCK and not os.path.exists(other) and time.monotonic() < t0 + 60:
+        time.sleep(0.05)
+    time.sleep(1.0)
+    with open(os.environ["WHERE"], "a") as f:
+        f.write(f"{{t0}} {{time.monotonic()}}\\n")
+"""
+
+
+@pytest.mark.parametrize("locked", [True, False])
+def test_guest_lock_modules_never_overlap(tmp_path, locked):
+    # Two modules on two workers: with GUEST_LOCK they run one after the other (the
+    # session's guest lock, tests/conftest.py), without it side by side (the control).
+    (tmp_path / "conftest.py").write_text(
+        "from tests.conftest import _one_guest_at_a_time  # noqa: F401\n")
+    for name in ("a", "b"):
+        (tmp_path / f"test_{name}.py").write_text(_LOCKED.format(locked=locked, name=name))
+    where = tmp_path / "where.txt"
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist",
+                          "loadfile", "-p", "no:cacheprovider", "-p", "no:randomly",
+                          "--rootdir", str(tmp_path), str(tmp_path)],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT,
+                         env={"WHERE": str(where), "PATH": "/usr/bin:/bin",
+                              "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stdout + run.stderr
+    (a0, a1), (b0, b1) = sorted(tuple(map(float, line.split()))
+                                for line in where.read_text().splitlines())
+    assert (b0 >= a1) == locked, (a0, a1, b0, b1)
