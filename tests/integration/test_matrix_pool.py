@@ -57,19 +57,22 @@ def all_released(env: dict) -> bool:
 
 
 def test_pool_stores_every_cell_once_and_releases_the_places(lab, env_file, tmp_path):
-    scn = write_scenario(tmp_path / "pool.toml", env_file, "pool6", samples=50)
-    for parallel, match in (("3", "rig-*"), ("1", "board=x86")):
+    # 6 cells over 3 places (each place twice), then 3 cells one at a time.
+    for parallel, match, cells in (("3", "rig-*", 6), ("1", "board=x86", 3)):
+        scn = write_scenario(tmp_path / f"pool{cells}.toml", env_file, f"pool{cells}",
+                             samples=50, cells=cells)
         db = tmp_path / f"p{parallel}.duckdb"
         p = matrix([str(scn), "--lg-places", match, "--parallel", parallel, "--db",
                     str(db)], lab)
         out, err = p.communicate(timeout=240)
         assert p.returncode == 0, err
         rows = cells_of(out)
-        assert [r["threshold"] for r in rows] == [f"{300 + 10 * i}us" for i in range(6)]
+        assert [r["threshold"] for r in rows] == [f"{300 + 10 * i}us"
+                                                  for i in range(cells)]
         assert all(r["status"] == "ok" and r["samples"] == 50 for r in rows), out
         assert {r["place"] for r in rows} <= {"rig-a", "rig-b", "rig-c"}
         with Store(db, read_only=True) as st:
-            runs = [r for r in st.runs() if r.suite == "pool6"]
+            runs = [r for r in st.runs() if r.suite == f"pool{cells}"]
         assert sorted(r.cell["threshold"] for r in runs) == sorted(r["threshold"]
                                                                    for r in rows)
         for run in runs:                 # the board is in the tags and the metadata
@@ -81,8 +84,8 @@ def test_pool_stores_every_cell_once_and_releases_the_places(lab, env_file, tmp_
                 run.tags["board"]
         assert all_released(lab), acquired(lab)
     # --resume: every cell is done, nothing runs again.
-    p = matrix([str(scn), "--lg-places", "rig-*", "--parallel", "3", "--resume", "--db",
-                str(tmp_path / "p3.duckdb")], lab)
+    p = matrix([str(tmp_path / "pool6.toml"), "--lg-places", "rig-*", "--parallel", "3",
+                "--resume", "--db", str(tmp_path / "p3.duckdb")], lab)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 0 and all(r["resumed"] for r in cells_of(out)), err
     with Store(tmp_path / "p3.duckdb", read_only=True) as st:
