@@ -84,6 +84,27 @@ def test_gap_bounds_and_events_match_reference(seed, in_order):
     np.testing.assert_array_equal(p, pid[keep])
 
 
+def _check_scan(c_s, t_s, broken, g_a, g_b, ts, cpu, pid, want) -> int:
+    """The C gap scan's bounds and the events of the ``want``ed gaps against the
+    reference; the number of events compared."""
+    gaps, last_a, first_b, other = _reference(c_s, t_s, broken, g_a, g_b, ts, cpu, pid)
+    table = {"ts": ts, "cpu": cpu, "common_pid": pid}
+    g_t1 = t_s[broken + 1]
+    scan = gapscan.Gaps(c_s, t_s, broken, g_t1, g_a, g_b)
+    got_a, got_b = t_s[broken].copy(), g_t1.copy()
+    got_other = np.zeros(len(broken), np.uint8)
+    assert scan.bounds(table, got_a, got_b, got_other)
+    np.testing.assert_array_equal(got_a, last_a)
+    np.testing.assert_array_equal(got_b, first_b)
+    np.testing.assert_array_equal(got_other, other)
+    keep = np.flatnonzero((gaps >= 0) & (want[np.maximum(gaps, 0)] > 0))
+    g, t, p = scan.events(table, want)
+    np.testing.assert_array_equal(g, gaps[keep])
+    np.testing.assert_array_equal(t, ts[keep])
+    np.testing.assert_array_equal(p, pid[keep])
+    return len(keep)
+
+
 def test_long_gaps_on_many_cpus_give_the_walks_answer():
     # Every CPU's one gap spans the whole table: the gap-by-gap scan would read every
     # event once per CPU, so it gives up half way (its folds so far stay: max, min, or)
@@ -93,26 +114,12 @@ def test_long_gaps_on_many_cpus_give_the_walks_answer():
     c_s = np.repeat(np.arange(ncpu), 3).astype(np.uint16)
     t_s = np.tile(np.array([0, 10, 10_000], np.int64), ncpu)
     broken = np.arange(ncpu) * 3 + 1                   # the gap (10, 10_000) of each CPU
-    g_t1 = t_s[broken + 1]
     g_a = rng.integers(1, 4, ncpu).astype(np.int64)
     g_b = rng.integers(1, 4, ncpu).astype(np.int64)
     ts = np.sort(rng.integers(0, 10_050, n)).astype(np.int64)
     cpu = rng.integers(0, ncpu, n).astype(np.uint16)
     pid = rng.integers(0, 5, n).astype(np.int32)
-    gaps, last_a, first_b, other = _reference(c_s, t_s, broken, g_a, g_b, ts, cpu, pid)
-    table = {"ts": ts, "cpu": cpu, "common_pid": pid}
-    scan = gapscan.Gaps(c_s, t_s, broken, g_t1, g_a, g_b)
-    got_a, got_b = t_s[broken].copy(), g_t1.copy()
-    got_other = np.zeros(ncpu, np.uint8)
-    assert scan.bounds(table, got_a, got_b, got_other)
-    np.testing.assert_array_equal(got_a, last_a)
-    np.testing.assert_array_equal(got_b, first_b)
-    np.testing.assert_array_equal(got_other, other)
-    g, t, p = scan.events(table, np.ones(ncpu, np.uint8))
-    keep = np.flatnonzero(gaps >= 0)
-    np.testing.assert_array_equal(g, gaps[keep])
-    np.testing.assert_array_equal(t, ts[keep])
-    np.testing.assert_array_equal(p, pid[keep])
+    _check_scan(c_s, t_s, broken, g_a, g_b, ts, cpu, pid, np.ones(ncpu, np.uint8))
 
 
 def test_sparse_gaps_far_apart_in_a_long_table():
@@ -125,25 +132,10 @@ def test_sparse_gaps_far_apart_in_a_long_table():
     t_s = np.concatenate([np.sort(rng.choice(1_000_000, per_cpu, replace=False))
                           for _ in range(ncpu)]).astype(np.int64)
     broken = np.array([0, 7, 8, 30, 38, per_cpu + 2, per_cpu + 39 - 1])
-    g_t1 = t_s[broken + 1]
     g_a = rng.integers(1, 4, len(broken)).astype(np.int64)
     g_b = rng.integers(1, 4, len(broken)).astype(np.int64)
     ts = np.sort(rng.integers(0, 1_100_000, n)).astype(np.int64)
     cpu = rng.integers(0, ncpu, n).astype(np.uint16)
     pid = rng.integers(0, 5, n).astype(np.int32)
-    gaps, last_a, first_b, other = _reference(c_s, t_s, broken, g_a, g_b, ts, cpu, pid)
-    table = {"ts": ts, "cpu": cpu, "common_pid": pid}
-    scan = gapscan.Gaps(c_s, t_s, broken, g_t1, g_a, g_b)
-    got_a, got_b = t_s[broken].copy(), g_t1.copy()
-    got_other = np.zeros(len(broken), np.uint8)
-    assert scan.bounds(table, got_a, got_b, got_other)
-    np.testing.assert_array_equal(got_a, last_a)
-    np.testing.assert_array_equal(got_b, first_b)
-    np.testing.assert_array_equal(got_other, other)
     want = np.array([0, 0, 1, 0, 1, 0, 1], np.uint8)
-    keep = np.flatnonzero((gaps >= 0) & (want[np.maximum(gaps, 0)] > 0))
-    assert len(keep)
-    g, t, p = scan.events(table, want)
-    np.testing.assert_array_equal(g, gaps[keep])
-    np.testing.assert_array_equal(t, ts[keep])
-    np.testing.assert_array_equal(p, pid[keep])
+    assert _check_scan(c_s, t_s, broken, g_a, g_b, ts, cpu, pid, want)
