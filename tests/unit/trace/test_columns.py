@@ -12,6 +12,7 @@ from irqlab import native
 from irqlab.explain import timeline
 from irqlab.trace import fastpath
 from irqlab.trace.ringbuf import Coded, Columns
+from tests.unit.trace._data_loc import data_loc_payloads
 
 
 def _cols() -> Columns:
@@ -45,15 +46,8 @@ def test_data_loc_codes_are_one_per_decoded_string():
     # share one code: codes group records exactly as their strings do.
     rng = random.Random(3)
     names = [b"eth0", b"eth0\0zz", b"eth0\0", b"\xffa", b"\xfea", b"timer", b""]
-    buf = bytearray()
-    offs = []
-    for _ in range(2000):
-        offs.append(len(buf))
-        s = rng.choice(names)
-        buf += (len(s) << 16 | 8).to_bytes(4, "little") + b"\0" * 4 + s
-        buf += b"\0" * (-len(buf) % 4)
+    buf, off = data_loc_payloads(rng, names, 2000, lambda b: b"\0" * (-len(b) % 4))
     arr = np.frombuffer(bytes(buf) + b"\0" * 64, np.uint8)
-    off = np.array(offs, np.int64)
     assert native.lib() is not None, native.why_not()
     code, text = fastpath.data_loc_coded(arr, off, 0)
     assert len(set(text.tolist())) == len(text) == len({s.split(b"\0")[0].decode(

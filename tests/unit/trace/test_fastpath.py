@@ -10,6 +10,7 @@ from irqlab import native
 from irqlab.explain.load import wanted_fields
 from irqlab.trace import fastpath, ringbuf
 from irqlab.trace.synth import PageWriter, encode
+from tests.unit.trace._data_loc import data_loc_payloads
 
 
 def both_ways(per_cpu, hdr, wanted):
@@ -216,15 +217,9 @@ def test_data_loc_strings_in_one_c_pass_match_numpy():
     from irqlab.trace.formats import Field
     rng = random.Random(5)
     names = [b"eth0", b"eth0\0", b"eth0\0\0\0", b"virtio0-input.0", b"\xffbad", b"", b"x" * 40]
-    buf = bytearray()
-    offs = []
-    for _ in range(3000):
-        offs.append(len(buf))
-        s = rng.choice(names)
-        buf += (len(s) << 16 | 8).to_bytes(4, "little") + b"\0" * 4 + s
-        buf += b"\xaa" * rng.randrange(0, 5)             # garbage after, odd alignment
+    # garbage after each payload, odd alignment
+    buf, off = data_loc_payloads(rng, names, 3000, lambda b: b"\xaa" * rng.randrange(0, 5))
     f = Field("name", 0, 4, False, data_loc=True)
-    off = np.array(offs, np.int64)
     for tail in (b"\0" * 64, b""):                      # "" : the last string at the end
         arr = np.frombuffer(bytes(buf) + tail, np.uint8)
         fast = ringbuf.read_field(arr, off, f)
