@@ -12,6 +12,7 @@ from irqlab import native
 from irqlab.explain import timeline
 from irqlab.trace import fastpath
 from irqlab.trace.ringbuf import Coded, Columns
+from tests.unit.native_paths import both_ways
 from tests.unit.trace._data_loc import data_loc_payloads
 
 
@@ -86,13 +87,7 @@ def _decode_both(kernel_formats, page_header, per_cpu):
     from irqlab.explain.load import wanted_fields
     from irqlab.trace import ringbuf
     wanted = wanted_fields({"sched:sched_switch": kernel_formats["sched:sched_switch"]})
-    assert native.lib() is not None, native.why_not()
-    fast = ringbuf.decode_tables(per_cpu, page_header, wanted)
-    native.set_enabled(False)
-    try:
-        slow = ringbuf.decode_tables(per_cpu, page_header, wanted)
-    finally:
-        native.set_enabled(True)
+    fast, slow = both_ways(lambda: ringbuf.decode_tables(per_cpu, page_header, wanted))
     sw = kernel_formats["sched:sched_switch"].id
     return fast.tables[sw], slow.tables[sw]
 
