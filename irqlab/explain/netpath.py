@@ -2,23 +2,30 @@
 followed along the packet's path on the host, step by step.
 
 The net target records its host capture on CLOCK_MONOTONIC, the clock the sender stamps
-its packets with (docs/formats.md §10), so a sample's send and receive times are trace
-times as they are: the clock map is exact (``error_bound_ns`` 0; the stamps are the
-kernel's software timestamps of the send and of the reply's arrival).
+its packets with (docs/formats.md §10): no clock to map (``error_bound_ns`` 0). A sample
+holds the user-space send time (before send()) and, with the kernel's software stamps,
+that time plus the kernel's round trip: from the TX stamp (the tap's driver, once the host
+stack has queued the packet) to the RX stamp (the reply entering the host stack). So the
+window accounted is the sample's shifted by the send's path to the tap as the trace shows
+it (the sender's last net_dev_queue); samples timed in user space (flag ``user_ts``) are
+the window as they are.
 
-**Stages** (the first of each in the window, in order; those the trace does not show are
-listed as missing):
+**Stages** (in order; those the trace does not show are listed as missing):
 sent → *host stack: to <dev>* (net_dev_queue in a sender thread's context: the bridge and
 tap, or lo for QEMU's user network) → *QEMU woken* (the first sched_waking of a VMM
-thread: its I/O thread, QEMU's main loop under TCG, or vhost) → *QEMU running* (that
-thread switched in) → *reply from the guest: <dev>* (the last hand-over of a VMM thread
-to the host stack before the reply arrived: netif_receive_skb / netif_rx of the tap or
-bridge, or net_dev_queue on lo; not the first after QEMU ran, which with packets in flight
-is another packet's) → *sender
-woken* (sched_waking of a sender thread) → received.
+thread that hands packets to the host stack: its I/O thread, QEMU's main loop under TCG,
+or vhost), or *QEMU already awake* when such a thread was running or runnable as the
+packet reached it (no wake-up is this packet's: the next one is another thread's, such as
+the vCPU kicked for it, later) → *QEMU running* (that thread switched in, or at once when
+it was running) → *reply from the guest: <dev>* (kernel stamps: the RX stamp, where the
+hand-over traced just after it — netif_receive_skb / netif_rx of the tap or bridge, or
+net_dev_queue on lo — names the device; user stamps: the last hand-over before the
+sender's receiving thread was woken, then *sender woken*) → received. (Not the last
+hand-over before the sample's end: that is another packet's reply, handed over while the
+responder holds this one.)
 
-**Causes** (every ns of [sent, received] in one; "unexplained" always shown), by who
-has to act in each step:
+**Causes** (every ns of the window in one; "unexplained" always shown), by who has to
+act in each step:
 - up to *QEMU woken* and from *reply from the guest* on: ``host stack: sender → QEMU``
   and ``host stack: QEMU → sender`` (the kernel's path, the bridge and tap softirqs);
 - *QEMU woken* → *QEMU running*: the I/O thread was runnable: whoever held its CPU
@@ -27,8 +34,8 @@ has to act in each step:
   the timer explain reads it (running: the guest's own work, virtio-net, the responder;
   runnable: preempted by whom; blocked: halted until QEMU kicked it, with the kicking
   thread's delays), named for the packet (``guest: …``);
-- *sender woken* → received: the sender's receive thread runnable (preempted by whom)
-  or running.
+- *sender woken* → received (user stamps): the sender's receiving thread runnable
+  (preempted by whom) or running.
 Where stages are missing, the span between the stages found is read from the vCPU
 thread (the guest's part), the path's longest.
 """
@@ -48,6 +55,7 @@ from irqlab.explain.run import capture_path
 from irqlab.explain.seam import Explanation, Progress, Request, stored_samples
 from irqlab.explain.shape import attributed_json, select_samples
 from irqlab.explain.timeline import RUNNABLE, RUNNING
+from irqlab.samples.net import FLAG_USER_TS
 from irqlab.store import Store, StoreError
 
 SENDER_COMM = "irqlab-netsend"          # probes/native/netsend.c's threads
@@ -61,10 +69,28 @@ GUEST_NAMES = {
     VCPU_STOPPED: "guest: vCPU thread stopped",
 }
 STAGE_ORDER = ("sent", "host stack: to irqbr0", "host stack: to irqtap0", "host stack: to lo",
-               "QEMU woken", "QEMU running", "reply from the guest: irqtap0",
+               "QEMU woken", "QEMU already awake", "QEMU running",
+               "reply from the guest: irqtap0",
                "reply from the guest: irqbr0", "reply from the guest: lo", "sender woken",
                "received")
 RX_EVENTS = ("netif_receive_skb", "netif_rx", "net_dev_queue")
+# How long after the RX stamp the reply's hand-over may be traced: the tracepoint follows
+# the stamp in the same call (2.3 us median, 40 us the most of 17,000 round trips at load
+# 2 under TCG); the next packet's reply comes a period (1 ms by default) later.
+REPLY_SLACK_NS = 250_000
+
+
+@dataclass
+class Path_:
+    """One packet's path as the trace shows it."""
+    stages: list[tuple[str, int]]
+    qemu_tid: int                   # the QEMU thread that took it up, -1: none seen
+    sender_tid: int                 # the sender thread woken for the reply, -1: none
+    shift: int                      # ns from the send to the packet queued to the tap
+
+
+def _text(comm: bytes | str) -> str:
+    return comm.decode("utf-8", "replace") if isinstance(comm, bytes) else comm
 
 
 @dataclass
@@ -91,11 +117,37 @@ class NetPathExplainer:
         sw = trace.t("sched_switch")
         comms = dict(zip(sw["next_pid"].tolist(), sw["next_comm"].tolist())) if len(sw) \
             else {}
-        self.sender = sorted({int(t) for t in hdr.get("peer_threads", {})}
-                             | {t for t, c in comms.items() if c == SENDER_COMM})
+        # Comms decode as bytes; the header lists the threads alive when the capture began
+        # (captures before 2026-11-27 list none): the sender's are found by name as well.
+        self.sender = sorted({int(t) for t in hdr.get("peer_threads") or {}}
+                             | {t for t, c in comms.items() if _text(c) == SENDER_COMM})
         self.ex = Explainer(trace, other_tids=self.sender)
         self.vmm = set(self.ex.vmm)
         self.trace = trace
+        self.io = self._io_threads()
+
+    def _io_threads(self) -> np.ndarray:
+        """The VMM threads that move packets between the guest and the host: those that
+        hand packets over to the host stack anywhere in the capture (QEMU's main loop under
+        TCG, its I/O thread, vhost); every VMM thread when none does."""
+        found: set[int] = set()
+        for event in RX_EVENTS:
+            t = self.trace.t(event)
+            if len(t):
+                pids = np.unique(t["common_pid"].astype(np.int64)).tolist()
+                found.update(p for p in pids if p in self.vmm)
+        found -= set(self.ex.vcpus)
+        return np.array(sorted(found or self.vmm), np.int64)
+
+    def _awake_at(self, t: int) -> tuple[int, str] | None:
+        """(tid, state) of an I/O thread already running or runnable at ``t``: it takes
+        the packet up without a wake-up of its own."""
+        for tid in self.io.tolist():
+            tl = self.ex.threads.get(tid)
+            seg = tl.state_at(t) if tl else None
+            if seg is not None and seg.state in (RUNNING, RUNNABLE):
+                return tid, seg.state
+        return None
 
     def _find(self, event: str, after: int, before: int, mask_fn,
               last: bool = False) -> tuple[int, Any] | None:
@@ -112,53 +164,95 @@ class NetPathExplainer:
         k = lo + int(sel[-1] if last else sel[0])
         return int(ts[k]), k
 
-    def _stages(self, a: int, b: int) -> list[tuple[str, int]]:
-        st: list[tuple[str, int]] = [("sent", a)]
-        sender, vmm = np.array(self.sender, np.int64), np.array(sorted(self.vmm), np.int64)
-        t = a
+    def _host_stages(self, a: int, b: int) -> list[tuple[str, int]]:
+        """The sender's packet queued to each device (at most two: the bridge, the tap;
+        or lo) from ``a`` on: the first net_dev_queue of each in a sender thread."""
+        st: list[tuple[str, int]] = []
         q = self.trace.t("net_dev_queue")
-        if len(q) and "name" in q.cols:
-            ts = q["ts"].astype(np.int64)
-            lo, hi = int(np.searchsorted(ts, a)), int(np.searchsorted(ts, b, "right"))
-            seen: set[str] = set()
-            for k in range(lo, hi):
-                if int(q["common_pid"][k]) in self.sender and str(q["name"][k]) not in seen:
-                    seen.add(str(q["name"][k]))
-                    st.append((f"host stack: to {q['name'][k]}", int(ts[k])))
-                    t = int(ts[k])
-                    if len(seen) == 2:
-                        break
-        woke = self._find("sched_waking", t, b,
-                           lambda tb, s: np.isin(tb["pid"][s], vmm))
-        qemu_tid = None
-        if woke is not None:
-            t, row = woke
-            qemu_tid = int(self.trace.t("sched_waking")["pid"][row])
-            st.append(("QEMU woken", t))
-            run = self._find("sched_switch", t, b,
+        if not len(q) or "name" not in q.cols:
+            return st
+        ts = q["ts"].astype(np.int64)
+        lo, hi = int(np.searchsorted(ts, a)), int(np.searchsorted(ts, b, "right"))
+        seen: set[str] = set()
+        for k in range(lo, hi):
+            if int(q["common_pid"][k]) in self.sender and str(q["name"][k]) not in seen:
+                seen.add(str(q["name"][k]))
+                st.append((f"host stack: to {q['name'][k]}", int(ts[k])))
+                if len(seen) == 2:
+                    break
+        return st
+
+    def _hand_over(self, lo: int, hi: int, last: bool) -> tuple[int, str] | None:
+        """(time, device) of the first (or ``last``) hand-over of a packet from a VMM
+        thread to the host stack in [lo, hi]."""
+        vmm = np.array(sorted(self.vmm), np.int64)
+        best: tuple[int, str] | None = None
+        for event in RX_EVENTS:
+            got = self._find(event, lo, hi, lambda tb, s: np.isin(tb["common_pid"][s], vmm),
+                             last=last)
+            if got is not None and (best is None or (got[0] > best[0]) == last):
+                tb = self.trace.t(event)
+                best = (got[0], str(tb["name"][got[1]]) if "name" in tb.cols else "?")
+        return best
+
+    def _stages(self, a: int, b: int, kernel_ts: bool) -> Path_:
+        """The packet's path: stages, the QEMU thread that took it up, the sender thread
+        woken for the reply (-1: none) and the window shift (see ``explain``)."""
+        host = self._host_stages(a, b)
+        st: list[tuple[str, int]] = [("sent", a), *host]
+        t = host[-1][1] if host else a
+        shift = t - a if kernel_ts else 0
+        end = b + shift
+        qemu_tid = -1
+        # QEMU takes the packet up: woken for it, or already awake when it reached the
+        # tap (busy with other packets or the guest's I/O): then the first wake-up of a VMM
+        # thread after it is another thread's (a vCPU kicked for this very packet, later).
+        awake = self._awake_at(t)
+        woke = None
+        if awake is not None:
+            qemu_tid, state = awake
+            woke = (t, -1)
+            st.append(("QEMU already awake", t))
+            if state == RUNNING:
+                st.append(("QEMU running", t))
+        else:
+            woke = self._find("sched_waking", t, end,
+                               lambda tb, s: np.isin(tb["pid"][s], self.io))
+            if woke is not None:
+                t = woke[0]
+                qemu_tid = int(self.trace.t("sched_waking")["pid"][woke[1]])
+                st.append(("QEMU woken", t))
+        if woke is not None and not any(s == "QEMU running" for s, _ in st):
+            run = self._find("sched_switch", t, end,
                               lambda tb, s: tb["next_pid"][s] == qemu_tid)
             if run is not None:
                 t = run[0]
                 st.append(("QEMU running", t))
-        # The reply: the last hand-over from a VMM thread to the host stack before the
-        # reply arrived. (Not the first after QEMU ran: with packets in flight, and while
-        # the responder holds one, QEMU hands over other packets' replies meanwhile.)
-        last: tuple[int, str] | None = None
-        for event in RX_EVENTS if woke is not None else ():
-            got = self._find(event, t, b, lambda tb, s: np.isin(tb["common_pid"][s], vmm),
-                             last=True)
-            if got is not None and (last is None or got[0] > last[0]):
-                tb = self.trace.t(event)
-                last = (got[0], str(tb["name"][got[1]]) if "name" in tb.cols else "?")
-        if last is not None:
-            st.append((f"reply from the guest: {last[1]}", last[0]))
-            t = last[0]
-        back = self._find("sched_waking", t, b,
-                           lambda tb, s: np.isin(tb["pid"][s], sender))
-        if back is not None and any(s.startswith("reply") for s, _ in st):
-            st.append(("sender woken", back[0]))
-        st.append(("received", b))
-        return st
+        sender_tid = -1
+        if woke is None:
+            pass
+        elif kernel_ts:
+            # The RX stamp is taken as the reply enters the host stack, just before the
+            # tracepoint (netif_receive_skb_internal stamps, __netif_receive_skb_core
+            # traces): the reply's hand-over is the first one at or after it. (The last
+            # one before it is another packet's: QEMU hands over the other packets'
+            # replies while the responder holds one.)
+            got = self._hand_over(end, end + REPLY_SLACK_NS, last=False)
+            if got is not None:
+                st.append((f"reply from the guest: {got[1]}", end))
+        else:
+            # User-space stamps: the reply reached the socket, then woke the receiver,
+            # before ``b``; its hand-over is the last one before that wake-up.
+            back = self._find("sched_waking", t, end,
+                               lambda tb, s: np.isin(tb["pid"][s], self.sender), last=True)
+            got = self._hand_over(t, back[0] if back else end, last=True)
+            if got is not None:
+                st.append((f"reply from the guest: {got[1]}", got[0]))
+                if back is not None:
+                    st.append(("sender woken", back[0]))
+                    sender_tid = int(self.trace.t("sched_waking")["pid"][back[1]])
+        st.append(("received", end))
+        return Path_(st, qemu_tid, sender_tid, shift)
 
     def _runnable(self, tid: int, lo: int, hi: int, causes: dict[str, int],
                   running_name: str) -> int:
@@ -185,43 +279,56 @@ class NetPathExplainer:
         for k, v in part.causes.items():
             causes[GUEST_NAMES.get(k, k)] += v
 
-    def explain(self, seq: int, a: int, b: int) -> Attribution:
+    def explain(self, seq: int, a: int, b: int, kernel_ts: bool = True) -> Attribution:
+        """Round trip ``seq``: sent at ``a`` (user space, before send()), received at
+        ``b``. With kernel stamps (``kernel_ts``), ``b - a`` is the kernel's RTT, from the
+        TX stamp (the tap's driver, after the host stack) to the RX stamp (the reply
+        entering the host stack), so the window accounted is ``[a, b]`` shifted by the
+        send's path to the tap as the trace shows it (the sample stores the user-space send
+        time, the RTT added); user-space stamps are the window as they are."""
         att = Attribution(seq, b - a, a, b)
+        path = self._stages(a, b, kernel_ts)
+        lo, hi = a + path.shift, b + path.shift
         span = self.ex.span
-        if a < span[0] or b > span[1]:
+        if a < span[0] or hi > span[1]:     # the send too: its queueing is in the path
             att.status, att.reason = "not traced", "window outside the capture"
             att.causes[UNEXPLAINED] = max(0, b - a)
             return att
-        for cpu, lo, hi, why in self.ex.lost:
-            if lo < b and hi > a:
+        for cpu, l2, h2, why in self.ex.lost:
+            if l2 < hi and h2 > lo:
                 att.status, att.reason = "incomplete", why
                 att.causes[UNEXPLAINED] = max(0, b - a)
                 return att
-        att.stages = self._stages(a, b)
+        if path.shift:
+            att.notes.append(f"kernel stamps: the round trip runs from the packet queued "
+                             f"to the tap ({path.shift} ns after the send) to the reply "
+                             f"entering the host stack")
+        att.stages, tid, sender_tid = path.stages, path.qemu_tid, path.sender_tid
         names = [s for s, _ in att.stages]
         at = dict(att.stages)
         causes: dict[str, int] = defaultdict(int)
-        woken, running = at.get("QEMU woken"), at.get("QEMU running")
+        woken = at.get("QEMU woken", at.get("QEMU already awake"))
+        running = at.get("QEMU running")
         reply = next((t for s, t in att.stages if s.startswith("reply")), None)
         s_woken = at.get("sender woken")
         if woken is not None and running is not None and reply is not None:
-            causes[TO_QEMU] += woken - a
-            tid = int(self.trace.t("sched_waking")["pid"][
-                np.searchsorted(self.trace.t("sched_waking")["ts"].astype(np.int64), woken)])
+            causes[TO_QEMU] += woken - lo
             covered = self._runnable(tid, woken, running, causes, "QEMU I/O thread running")
             causes[UNEXPLAINED] += (running - woken) - covered
             self._guest(seq, running, reply, causes, att)
-            end = s_woken if s_woken is not None else b
+            end = s_woken if s_woken is not None else hi
             causes[TO_SENDER] += end - reply
-            if s_woken is not None and self.sender:
-                covered = sum(self._runnable(t, s_woken, b, causes, SENDER_RUNNING)
-                              for t in self.sender[:1])
-                causes[UNEXPLAINED] += (b - s_woken) - covered
+            if s_woken is not None:
+                # the thread woken for the reply (netsend's receiver), not any sender thread
+                covered = self._runnable(sender_tid, s_woken, hi, causes, SENDER_RUNNING)
+                causes[UNEXPLAINED] += (hi - s_woken) - covered
         else:
+            woke = ("QEMU woken", "QEMU already awake")
             att.stages_missing = [s for s in ("QEMU woken", "QEMU running",
                                               "reply from the guest") if
-                                  not any(n.startswith(s) for n in names)]
-            self._guest(seq, a, b, causes, att)
+                                  not any(n.startswith(woke if s in woke else s)
+                                          for n in names)]
+            self._guest(seq, lo, hi, causes, att)
         total = sum(causes.values())
         if total != b - a:                  # the guest part's own unexplained, clipped
             causes[UNEXPLAINED] += (b - a) - total
@@ -243,7 +350,9 @@ def explain_net_run(run: Any, trace: Trace, s: dict[str, np.ndarray],
         raise ValueError(f"run {run.run_id} has no sample {sample}")
     idx, how = chosen
     px = NetPathExplainer(trace)
-    atts = [px.explain(int(seq[i]), int(dl[i]), int(en[i])) for i in idx.tolist()]
+    user_ts = (s["flags"].astype(np.int64) & FLAG_USER_TS) != 0
+    atts = [px.explain(int(seq[i]), int(dl[i]), int(en[i]), kernel_ts=not user_ts[i])
+            for i in idx.tolist()]
     return NetExplained(run, atts, aggregate(atts), how, trace.events, px.ex.lost,
                         px.ex.span[0], px.sender)
 

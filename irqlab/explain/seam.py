@@ -80,12 +80,13 @@ class CaptureExplainer(Protocol):
 
 
 def stored_samples(store: Store, run_id: int) -> dict[str, np.ndarray]:
-    """A run's samples as columns (seq, deadline_tick, entry_tick, cpu), or StoreError."""
+    """A run's samples as columns (seq, deadline_tick, entry_tick, cpu, flags), or
+    StoreError."""
     batches = list(store.iter_samples(run_id))
     if not batches:
         raise StoreError(f"run {run_id} has no samples to explain")
     return {k: np.concatenate([numeric_view(b.column(k)) for b in batches])
-            for k in ("seq", "deadline_tick", "entry_tick", "cpu")}
+            for k in ("seq", "deadline_tick", "entry_tick", "cpu", "flags")}
 
 
 def hook_meta(run: RunRow, hook: str) -> dict[str, Any]:

@@ -198,6 +198,7 @@ class TraceHook(CaptureHook):
         self.path: Path | None = None
         self._debugfs: KvmDebugfs | None = None
         self._kvm_debugfs: dict[str, Any] = {}
+        self._peer_pids: list[int] = []
 
     # -- RunHook ------------------------------------------------------------------------
     def qemu_args(self) -> list[str]:
@@ -225,7 +226,8 @@ class TraceHook(CaptureHook):
         threads = vmm_threads(pid)
         self.meta.update({"vmm_pid": pid, "vmm_threads": {str(t): c for t, c in threads.items()},
                           "vcpu_tids": [t for t, c in threads.items() if c.startswith("CPU ")]})
-        peers = {t: c for p in ctx.process.peer_pids() for t, c in vmm_threads(p).items()}
+        self._peer_pids = list(ctx.process.peer_pids())
+        peers = {t: c for p in self._peer_pids for t, c in vmm_threads(p).items()}
         self.meta["peer_threads"] = {str(t): c for t, c in peers.items()}
         self._debugfs_start(pid)
         self.inst = inst = Instance(self.fs, f"irqlab-{os.getpid()}-{self.run_id}")
@@ -341,6 +343,10 @@ class TraceHook(CaptureHook):
         known = self.meta["vmm_threads"]
         for tid, comm in vmm_threads(pid).items():
             known.setdefault(str(tid), comm)
+        peers = self.meta["peer_threads"]     # the net sender starts its threads late too
+        for peer in self._peer_pids:
+            for tid, comm in vmm_threads(peer).items():
+                peers.setdefault(str(tid), comm)
 
     # -- KVM debugfs --------------------------------------------------------------------
     def _debugfs_start(self, pid: int) -> None:
@@ -442,7 +448,8 @@ class TraceHook(CaptureHook):
                   "header_event": self.fs.read("events/header_event"),
                   "formats": self._formats, "cpus": self.meta["cpus"], "stats": stats,
                   "vmm_pid": self.meta["vmm_pid"], "vmm_threads": self.meta["vmm_threads"],
-                  "vcpu_tids": self.meta["vcpu_tids"], "anchors": self._anchors,
+                  "vcpu_tids": self.meta["vcpu_tids"],
+                  "peer_threads": self.meta.get("peer_threads", {}), "anchors": self._anchors,
                   "enabled": self.meta["enabled"], "missing": self.meta["missing"],
                   "mono_start": self._mono_start, "mono_stop": mono_stop,
                   "kernel": os.uname().release, "kvm_debugfs": self._kvm_debugfs}
