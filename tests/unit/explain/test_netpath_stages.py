@@ -81,16 +81,20 @@ def _round_trip(main_at_send):
     return ev
 
 
+def _asleep():
+    """QEMU's main loop asleep in poll until the packet wakes it (1100), on CPU at 1200."""
+    return [sw(40, 0, 0, 0, MAIN, "swapper/0", "qemu-system-x86"),
+            sw(50, 0, MAIN, 1, 0, "qemu-system-x86", "swapper/0"),
+            waking(1100, 0, MAIN, SENDER),
+            sw(1200, 0, 0, 0, MAIN, "swapper/0", "qemu-system-x86")]
+
+
 def _stages(att):
     return [(name, ts) for name, ts in att.stages]
 
 
 def test_a_sleeping_main_loop_is_woken_for_the_packet(formats, page_header):
-    asleep = [sw(40, 0, 0, 0, MAIN, "swapper/0", "qemu-system-x86"),
-              sw(50, 0, MAIN, 1, 0, "qemu-system-x86", "swapper/0"),
-              waking(1100, 0, MAIN, SENDER),
-              sw(1200, 0, 0, 0, MAIN, "swapper/0", "qemu-system-x86")]
-    att = NetPathExplainer(_trace(formats, page_header, _round_trip(asleep))).explain(
+    att = NetPathExplainer(_trace(formats, page_header, _round_trip(_asleep()))).explain(
         0, SENT, KERNEL_RECEIVED)
     # Kernel stamps: from the tap's queue to the RX stamp; the reply is the hand-over just
     # after the stamp (before, the last one before the sample's end: 7700, another's).
@@ -104,11 +108,7 @@ def test_a_sleeping_main_loop_is_woken_for_the_packet(formats, page_header):
 
 
 def test_user_space_stamps_follow_the_reply_to_the_receiving_thread(formats, page_header):
-    asleep = [sw(40, 0, 0, 0, MAIN, "swapper/0", "qemu-system-x86"),
-              sw(50, 0, MAIN, 1, 0, "qemu-system-x86", "swapper/0"),
-              waking(1100, 0, MAIN, SENDER),
-              sw(1200, 0, 0, 0, MAIN, "swapper/0", "qemu-system-x86")]
-    att = NetPathExplainer(_trace(formats, page_header, _round_trip(asleep))).explain(
+    att = NetPathExplainer(_trace(formats, page_header, _round_trip(_asleep()))).explain(
         0, SENT, USER_RECEIVED, kernel_ts=False)
     assert _stages(att) == [("sent", SENT), ("host stack: to irqtap0", TAP_QUEUED),
                             ("QEMU woken", 1100), ("QEMU running", 1200),
