@@ -7,10 +7,10 @@ tools and libraries (xen-utils-4.17 ..., unpacked by scripts/fetch-xen-dom0.sh i
 ``~/.cache/irqlab/xen-dom0/amd64``), the Xen driver modules of the same kernel, the
 probe ELF and ``ringfwd`` (probes/xen-dom0/ringfwd.c). Its ``/init`` (a busybox shell
 script generated here with the run's settings baked in) starts xenstored, xen-init-dom0
-and xenconsoled, ``xl create``s the probe as a PVH domU, applies the scheduler knobs,
-starts the dom0-side loads, and runs ringfwd, which maps the domU's sample ring
-(privcmd foreign mapping) and copies it into QEMU's ivshmem-plain BAR, a host memfd the
-host reads with its ordinary ring reader.
+and xenconsoled, ``xl create``s the probe as a PVH domU (paused), applies the scheduler
+knobs, starts the dom0-side loads, unpauses it, and runs ringfwd, which maps the domU's
+sample ring (privcmd foreign mapping) and copies it into QEMU's ivshmem-plain BAR, a host
+memfd the host reads with its ordinary ring reader.
 
 Why not the console: Xen refuses ``HYPERVISOR_console_io`` from a domU unless it is
 built with CONFIG_VERBOSE_DEBUG (xsm/dummy.h), which Debian's is not; the x86 probe then
@@ -389,9 +389,13 @@ def init_script(plan: Dom0Plan) -> str:
               f"xl cpupool-create name=\\\"{pool}\\\" sched=\\\"{plan.cpupool_sched}\\\" "
               f"cpus=\\\"$last\\\" || fail cpupool-create",
               "say cpupool $(xl cpupool-list | tail -n +2 | tr -s ' ' | tr '\\n' ';')"]
+    # The domU is created paused and unpaused once its settings hold and the loads run:
+    # its probe starts sampling at boot, and a run's first samples are to be measured
+    # under what the run says (before 2026-11-27 they were taken while xl applied the
+    # settings and before any load had started).
     s += [
         "t0=$(uptime_cs)",
-        f"xl create -q /irqlab/probe.cfg > /irqlab/create.log 2>&1 || "
+        f"xl create -p -q /irqlab/probe.cfg > /irqlab/create.log 2>&1 || "
         f"fail xl create: $(cat /irqlab/create.log)",
         f"domid=$(xl domid {DOMU_NAME})",
         "say domu created domid=$domid create_cs=$(( $(uptime_cs) - t0 ))",
@@ -431,6 +435,8 @@ def init_script(plan: Dom0Plan) -> str:
     if plan.loads:
         s += ["( while :; do sleep 0.5; report_loads; done ) &"]
     s += [
+        "xl unpause $domid || fail xl unpause",
+        "say unpaused uptime_cs=$(uptime_cs)",
         f"ringfwd $domid {plan.arch.ring_gpa:#x} $shm {RINGFWD_POLL_US} 2> /irqlab/ringfwd.log || "
         "fail ringfwd: $(tail -n 2 /irqlab/ringfwd.log | tr '\\n' ' ')",
         "say ringfwd $(tail -n 1 /irqlab/ringfwd.log)",
@@ -562,6 +568,8 @@ def reports_metadata(text: str) -> dict[str, Any]:
             out["fatal"] = rest
         elif key == "ready":
             out["ready_uptime_cs"] = kv(rest).get("uptime_cs")
+        elif key == "unpaused":
+            out["unpaused_uptime_cs"] = kv(rest).get("uptime_cs")
         elif key == "loads":
             out["loads"] = kv(rest)
         elif key == "ringfwd":

@@ -111,6 +111,10 @@ def test_dom0_cpu_load_and_hypercalls_ran(runs) -> None:
     # TCG's pace and when the load began against the probe (0.21-0.87 s in the pooled
     # run, > 1 s when the domU shares dom0's pCPU), not the load's.
     assert "error" not in load and load["dom0_cpu_s"] > 0
+    # The domU was unpaused only once both loads ran: its first sample is under them.
+    said = [r.split()[0] for r in runs["busy"][1]["xen"]["dom0"]["reports"]]
+    assert said.index("unpaused") > max(said.index("load:dom0-cpu"),
+                                        said.index("load:hypercall")), said
     hyper = runs["busy"][1]["hooks"]["load:hypercall"]
     assert hyper["command"] == "xl info" and hyper["loops"] > 0  # 37 in a 1500-sample run
     # Whether the load *delays* the domU is not asserted here: under TCG the idle run's

@@ -40,10 +40,17 @@ def test_init_script_has_toolstack_knobs_and_loads() -> None:
                                     {"size_bytes": 2 << 30, "delay_ns": 10**10,
                                      "every_ns": 15 * 10**9})])
     s = d0.init_script(plan)
-    for step in ("xenstored", "xen-init-dom0", "xenconsoled", "xl create -q /irqlab/probe.cfg",
+    for step in ("xenstored", "xen-init-dom0", "xenconsoled",
+                 "xl create -p -q /irqlab/probe.cfg",
                  "xl sched-rtds -d irqlab-probe -v all -p 100 -b 50 -e 0", "sched=\\\"null\\\"",
                  "ringfwd $domid 0x400000 $shm"):
         assert step in s, step
+    # Created paused; unpaused once the settings hold and every load runs: the probe's
+    # first sample is measured under them. ringfwd after (it waits for the ring's magic).
+    unpause = s.index("xl unpause $domid")
+    assert s.index("xl create -p") < s.index("xl sched-rtds") < unpause
+    assert max(s.index("say load:dom0-cpu start"), s.index("say load:domain-create start"),
+               s.index("sleep 0.5; report_loads")) < unpause < s.index("ringfwd $domid")
     assert s.count("while :; do :; done") == 2            # two CPU burners
     assert "head -c 499 /dev/zero" in s                     # 5000 B/s in 500 B chunks
     assert "size_mib=2048" in s and "sleep 10.000" in s and "sleep 15.000" in s
@@ -54,12 +61,14 @@ def test_parse_reports_and_metadata() -> None:
             "irqlab-dom0: domu created domid=1 create_cs=150\n"
             "irqlab-dom0: loads cpu_ticks=10 console_bytes=0 uptime_cs=1\n"
             "irqlab-dom0: loads cpu_ticks=250 console_bytes=4000 uptime_cs=2\n"
-            "irqlab-dom0: rtds ok irqlab-probe 1 100 50 0 0\n")
+            "irqlab-dom0: rtds ok irqlab-probe 1 100 50 0 0\n"
+            "irqlab-dom0: unpaused uptime_cs=1210\n")
     meta = d0.reports_metadata(text)
     assert meta["domu"] == {"domid": "1", "create_cs": "150"}
+    assert meta["unpaused_uptime_cs"] == "1210"
     assert meta["loads"]["cpu_ticks"] == "250"          # the latest report wins
     assert meta["rtds"].startswith("ok")
-    assert len(meta["reports"]) == 5
+    assert len(meta["reports"]) == 6
 
 
 def test_xen_cmdline_linux_dom0_is_pv() -> None:

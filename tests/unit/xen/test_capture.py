@@ -33,7 +33,7 @@ def test_init_script_starts_xentrace_only_when_traced() -> None:
     s = d0.init_script(Dom0Plan(probe_cmdline="x", trace=Dom0Trace(0xBFF000, 256, 50)))
     start = s.index("xentrace -D -e 0xbff000 -S 256 -s 50 /irqlab/xentrace.fifo")
     # before the domU exists, into trcfwd through the fifo, stopped after ringfwd
-    assert start < s.index("xl create -q /irqlab/probe.cfg")
+    assert start < s.index("xl create -p -q /irqlab/probe.cfg")
     assert "trcfwd $tshm < /irqlab/xentrace.fifo" in s
     assert s.index("ringfwd $domid") < s.index("kill -INT $(cat /irqlab/xentrace.pid)")
     assert f"stat -c %s $d/resource2) = {d0.TRACE_SHM_BYTES}" in s
