@@ -300,8 +300,9 @@ class NetPathExplainer:
                 att.causes[UNEXPLAINED] = max(0, b - a)
                 return att
         if path.shift:
+            dev = [n for n, _ in path.stages if n.startswith("host stack: to ")][-1][15:]
             att.notes.append(f"kernel stamps: the round trip runs from the packet queued "
-                             f"to the tap ({path.shift} ns after the send) to the reply "
+                             f"to {dev} ({path.shift} ns after the send) to the reply "
                              f"entering the host stack")
         att.stages, tid, sender_tid = path.stages, path.qemu_tid, path.sender_tid
         names = [s for s, _ in att.stages]
