@@ -81,7 +81,7 @@ REPLY_SLACK_NS = 250_000
 
 
 @dataclass
-class Path_:
+class PacketPath:
     """One packet's path as the trace shows it."""
     stages: list[tuple[str, int]]
     qemu_tid: int                   # the QEMU thread that took it up, -1: none seen
@@ -195,7 +195,7 @@ class NetPathExplainer:
                 best = (got[0], str(tb["name"][got[1]]) if "name" in tb.cols else "?")
         return best
 
-    def _stages(self, a: int, b: int, kernel_ts: bool) -> Path_:
+    def _stages(self, a: int, b: int, kernel_ts: bool) -> PacketPath:
         """The packet's path: stages, the QEMU thread that took it up, the sender thread
         woken for the reply (-1: none) and the window shift (see ``explain``)."""
         host = self._host_stages(a, b)
@@ -229,9 +229,7 @@ class NetPathExplainer:
                 t = run[0]
                 st.append(("QEMU running", t))
         sender_tid = -1
-        if woke is None:
-            pass
-        elif kernel_ts:
+        if woke is not None and kernel_ts:
             # The RX stamp is taken as the reply enters the host stack, just before the
             # tracepoint (netif_receive_skb_internal stamps, __netif_receive_skb_core
             # traces): the reply's hand-over is the first one at or after it. (The last
@@ -240,7 +238,7 @@ class NetPathExplainer:
             got = self._hand_over(end, end + REPLY_SLACK_NS, last=False)
             if got is not None:
                 st.append((f"reply from the guest: {got[1]}", end))
-        else:
+        elif woke is not None:
             # User-space stamps: the reply reached the socket, then woke the receiver,
             # before ``b``; its hand-over is the last one before that wake-up.
             back = self._find("sched_waking", t, end,
@@ -252,7 +250,7 @@ class NetPathExplainer:
                     st.append(("sender woken", back[0]))
                     sender_tid = int(self.trace.t("sched_waking")["pid"][back[1]])
         st.append(("received", end))
-        return Path_(st, qemu_tid, sender_tid, shift)
+        return PacketPath(st, qemu_tid, sender_tid, shift)
 
     def _runnable(self, tid: int, lo: int, hi: int, causes: dict[str, int],
                   running_name: str) -> int:
