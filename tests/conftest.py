@@ -46,15 +46,23 @@ def call_cli(args: list[str], db: Path) -> CliResult:
     0.5 CPU s a call, most of the quick set's cost). For tests of a command's output,
     exit code and files; tests of process behaviour (tracebacks at exit, imports,
     signals, ``irqlab run``'s probe and journal) keep ``run_cli``."""
+    proc = call_argv([*args, "--db", str(db)])
+    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    return CliResult(proc.returncode, lines, proc.stdout, proc.stderr)
+
+
+def call_argv(argv: list[str]) -> subprocess.CompletedProcess:
+    """``irqlab ARGV`` in this interpreter, shaped like ``subprocess.run``'s result (for
+    tests written against a child's returncode, stdout and stderr); see call_cli."""
     from irqlab.cli.main import main
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            code = main([*args, "--db", str(db)])
+            code = main(list(argv))
         except SystemExit as exc:          # argparse's usage errors: exit 2
             code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
-    lines = [json.loads(x) for x in out.getvalue().splitlines() if x.startswith("{")]
-    return CliResult(code, lines, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(["irqlab", *argv], code, out.getvalue(),
+                                       err.getvalue())
 
 
 _INTEGRATION = Path(__file__).parent / "integration"

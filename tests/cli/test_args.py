@@ -1,12 +1,10 @@
 """CLI contract: durations, bad arguments exit 2 with the reason and the fix."""
 
-import subprocess
-import sys
-
 import pytest
 
 from irqlab.durations import parse_duration_ns
 from irqlab.cli.main import main
+from tests.conftest import call_argv
 
 
 @pytest.mark.parametrize("text,ns", [("1ms", 1_000_000), ("30us", 30_000), ("10s", 10**10),
@@ -23,9 +21,9 @@ def test_bad_durations(text):
 
 
 def _run(args, tmp_path):
-    return subprocess.run([sys.executable, "-m", "irqlab.cli.main", *args,
-                           "--db", str(tmp_path / "t.duckdb")],
-                          capture_output=True, text=True, timeout=60)
+    # In this interpreter: refused before anything starts, so nothing of a process's own
+    # is checked here (tests/cli/test_hostile.py runs children).
+    return call_argv([*args, "--db", str(tmp_path / "t.duckdb")])
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -11,7 +11,7 @@ from irqlab.store import Store
 from tests.unit.reports._runs import add_run
 
 from tests.cli._report_store import make_store
-from tests.conftest import run_cli
+from tests.conftest import call_cli, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def rdb(tmp_path_factory):
 
 
 def test_markdown_table(rdb):
-    res = run_cli(["compare", "base", "double", "summary-only", "--format", "markdown"], rdb)
+    res = call_cli(["compare", "base", "double", "summary-only", "--format", "markdown"], rdb)
     assert res.code == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0].startswith("| run | samples | min | p50 | p99 | p99.9 | p99.99 | max |")
@@ -31,11 +31,11 @@ def test_markdown_table(rdb):
 
 
 def test_csv_and_json_by_tag(rdb):
-    res = run_cli(["compare", "tag:cfg=a", "--format", "csv"], rdb)
+    res = call_cli(["compare", "tag:cfg=a", "--format", "csv"], rdb)
     rows = list(csv.DictReader(res.stdout.splitlines()))
     assert [(r["name"], r["p50_ns"], r["p50_ratio"]) for r in rows] == [
         ("base", "5000", "1"), ("double", "10000", "2")]
-    res = run_cli(["compare", "1", "3", "--json", "--threshold", "35us"], rdb)
+    res = call_cli(["compare", "1", "3", "--json", "--threshold", "35us"], rdb)
     assert res.code == 0, res.stderr
     assert [x["type"] for x in res.lines][:3] == ["compare", "compare_run", "compare_run"]
     assert {x["type"] for x in res.lines[3:]} == {"compare_warning"}
@@ -45,7 +45,7 @@ def test_csv_and_json_by_tag(rdb):
 
 
 def test_human_table_and_errors(rdb):
-    res = run_cli(["compare", "base", "double"], rdb)
+    res = call_cli(["compare", "base", "double"], rdb)
     assert res.code == 0 and "baseline" in res.stdout and "re-run --repeat" in res.stdout
     assert "97.5% CI" in res.stdout and "block bootstrap" in res.stdout
     # Prose lines wrap at 120 columns (issue 32): continuation lines are indented.
@@ -54,9 +54,9 @@ def test_human_table_and_errors(rdb):
     assert line.endswith(": single runs: re-run with --repeat to judge [block bootstrap, "
                          "blocks of 292/292 samples; run-to-run variation unknown from one "
                          "run each]") and "beyond noise" not in line
-    bad = run_cli(["compare", "base", "nope"], rdb)
+    bad = call_cli(["compare", "base", "nope"], rdb)
     assert bad.code == 2 and "irqlab list" in bad.stderr
-    assert run_cli(["compare", "base", "--format", "xml"], rdb).code == 2
+    assert call_cli(["compare", "base", "--format", "xml"], rdb).code == 2
 
 
 def _series_store(path: Path) -> Path:
@@ -85,7 +85,7 @@ def _noise_rows(res):
 
 
 def test_series_are_compared_run_by_run(sdb):
-    res = run_cli(["compare", "series:A", "series:B", "series:C", "--json"], sdb)
+    res = call_cli(["compare", "series:A", "series:B", "series:C", "--json"], sdb)
     assert res.code == 0, res.stderr
     head, rows = res.lines[0], _noise_rows(res)
     assert head["groups"] == 3 and len(rows) == 9          # one row per run, as before
@@ -104,19 +104,19 @@ def test_series_are_compared_run_by_run(sdb):
 
 def test_a_suite_s_interleaved_series_are_grouped_and_verdicts_are_short(sdb):
     # Run-id order is A B C A B C ...: the groups still gather each series' runs.
-    res = run_cli(["compare", "1", "2", "3", "4", "5", "6", "7", "8", "9"], sdb)
+    res = call_cli(["compare", "1", "2", "3", "4", "5", "6", "7", "8", "9"], sdb)
     assert res.code == 0, res.stderr
     assert "series B (3 runs: #2, #5, #8) vs series A (3 runs: #1, #4, #7)" in res.stdout
     assert "within noise [Welch's t over runs: 3 vs 3]" in res.stdout
     assert ": beyond noise [Welch's t over runs: 3 vs 3]" in res.stdout
-    md = run_cli(["compare", "series:A", "series:C", "--format", "markdown"], sdb)
+    md = call_cli(["compare", "series:A", "series:C", "--format", "markdown"], sdb)
     assert "| beyond noise (p50 p" in md.stdout and "| baseline group |" in md.stdout
 
 
 def test_single_runs_of_one_configuration_are_never_beyond_noise(sdb):
     # A/A: single runs of A against single runs of B (same configuration).
     for a, b in (("1", "2"), ("4", "5"), ("7", "8")):
-        res = run_cli(["compare", a, b, "--json"], sdb)
+        res = call_cli(["compare", a, b, "--json"], sdb)
         nz = _noise_rows(res)[1]["noise"]
         assert nz["test"] == "bootstrap" and nz["replicates"] == [1, 1]
         assert nz["beyond_noise"] is not True
@@ -124,7 +124,7 @@ def test_single_runs_of_one_configuration_are_never_beyond_noise(sdb):
                                  "single runs: re-run with --repeat to judge")
         assert all(isinstance(x, int) and x >= 1 for x in nz["block_len"])
     # A series against one run: the single run decides, so the block bootstrap.
-    res = run_cli(["compare", "series:A", "3", "--json"], sdb)
+    res = call_cli(["compare", "series:A", "3", "--json"], sdb)
     nz = _noise_rows(res)[3]["noise"]
     assert nz["test"] == "bootstrap" and nz["replicates"] == [3, 1]
     assert nz["verdict"] == "single runs: re-run with --repeat to judge"
@@ -142,7 +142,7 @@ def test_compare_a_real_icount_run(tmp_path, probe_built):
     from tests.unit.reports._runs import add_run, latencies
     with Store(db) as st:
         add_run(st, "synthetic", latencies("ramp", 2000), hostname="elsewhere")
-    res = run_cli(["compare", "real", "synthetic", "--json"], db)
+    res = call_cli(["compare", "real", "synthetic", "--json"], db)
     real, synth = (x for x in res.lines if x["type"] == "compare_run")
     assert real["percentiles_from"] == "raw" and real["samples"] == 2000
     assert real["above_threshold"] == 4 and real["max_ns"] >= 100_000   # the injections

@@ -13,7 +13,7 @@ from irqlab.measure import window_dict
 from irqlab.samples.record import RECORD_DTYPE
 from irqlab.stats import RunStats
 from irqlab.store import Store
-from tests.conftest import run_cli
+from tests.conftest import call_cli
 
 CAPTURE = (Path(__file__).parents[1] / "unit" / "explain" / "data"
            / "idle_exit_unrecorded.irqtrace.gz")
@@ -55,7 +55,7 @@ def _sample_lines(out: str) -> list[int]:
 
 
 def test_default_output_is_short_and_shows_the_worst(db: Path) -> None:
-    res = run_cli(["explain", "1"], db)
+    res = call_cli(["explain", "1"], db)
     assert res.code == 0, res.stderr
     lines = res.stdout.splitlines()
     assert len(lines) <= 60, res.stdout
@@ -72,7 +72,7 @@ def test_default_output_is_short_and_shows_the_worst(db: Path) -> None:
 
 
 def test_all_prints_every_sample(db: Path) -> None:
-    res = run_cli(["explain", "1", "--all"], db)
+    res = call_cli(["explain", "1", "--all"], db)
     assert res.code == 0, res.stderr
     assert sorted(_sample_lines(res.stdout)) == list(range(0, N_SAMPLES, SPIKE_EVERY))
     assert "more samples" not in res.stdout
@@ -96,7 +96,7 @@ def test_a_native_run_with_a_tsc_capture_is_one_clear_error(tmp_path: Path) -> N
         st.finish_run(rid, "ok", {"type": "summary", "version": 1, "run_id": rid,
                                   "name": "old-native", "samples": 4, "tick_hz": 10**9,
                                   "status": "ok"})
-    res = run_cli(["explain", "old-native"], path)
+    res = call_cli(["explain", "old-native"], path)
     assert res.code == 2, (res.stdout, res.stderr)
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "x86-tsc clock" in lines[0] and "--trace" in lines[0], lines

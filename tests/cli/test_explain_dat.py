@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from irqlab.store import Store
-from tests.conftest import run_cli
+from tests.conftest import call_cli
 from tests.unit.reports._runs import add_run, latencies
 
 CAPTURE = (Path(__file__).parents[1] / "unit" / "explain" / "data"
@@ -43,7 +43,7 @@ def _one_line_error(res, *words: str) -> None:
 
 def test_dat_is_written_and_reported_in_json(store, tmp_path):
     out = tmp_path / "run1.dat"
-    res = run_cli(["explain", "1", "--dat", str(out), "--json"], store)
+    res = call_cli(["explain", "1", "--dat", str(out), "--json"], store)
     assert res.code == 0, res.stderr
     assert len(res.lines) == 1
     info = res.lines[0]
@@ -52,7 +52,7 @@ def test_dat_is_written_and_reported_in_json(store, tmp_path):
                            "bytes": out.stat().st_size}
     assert out.read_bytes().startswith(b"\x17\x08\x44tracing6\0")
     # The existing keys are unchanged: only "dat" is added.
-    plain = run_cli(["explain", "1", "--json"], store)
+    plain = call_cli(["explain", "1", "--json"], store)
     assert plain.code == 0, plain.stderr
     assert set(info) - set(plain.lines[0]) == {"dat"}
     assert {k: v for k, v in info.items() if k != "dat"} == plain.lines[0]
@@ -63,7 +63,7 @@ def test_dat_reads_back_in_trace_cmd(store, tmp_path):
     if exe is None:
         pytest.skip("trace-cmd is not installed (./setup.sh installs it)")
     out = tmp_path / "run1.dat"
-    assert run_cli(["explain", "1", "--dat", str(out), "--json"], store).code == 0
+    assert call_cli(["explain", "1", "--dat", str(out), "--json"], store).code == 0
     proc = subprocess.run([exe, "report", "-i", str(out)], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -75,7 +75,7 @@ def test_dat_reads_back_in_trace_cmd(store, tmp_path):
 
 def test_dat_human_output_names_the_file_and_counts(store, tmp_path):
     out = tmp_path / "run1.dat"
-    res = run_cli(["explain", "traced", "--dat", str(out)], store)
+    res = call_cli(["explain", "traced", "--dat", str(out)], store)
     assert res.code == 0, res.stderr
     last = res.stdout.strip().splitlines()[-1]
     assert last == (f"wrote {out}: trace.dat v6, {EVENTS} events, {PAGES} pages, "
@@ -84,30 +84,30 @@ def test_dat_human_output_names_the_file_and_counts(store, tmp_path):
 
 def test_dat_into_a_missing_directory_is_a_usage_error(store, tmp_path):
     out = tmp_path / "nowhere" / "run1.dat"
-    res = run_cli(["explain", "1", "--dat", str(out)], store)
+    res = call_cli(["explain", "1", "--dat", str(out)], store)
     _one_line_error(res, "--dat", "does not exist", "create it")
     assert not out.parent.exists()
 
 
 def test_dat_naming_a_directory_is_a_usage_error(store, tmp_path):
-    _one_line_error(run_cli(["explain", "1", "--dat", str(tmp_path)], store),
+    _one_line_error(call_cli(["explain", "1", "--dat", str(tmp_path)], store),
                     "--dat", "is a directory")
 
 
 def test_dat_and_text_on_the_same_file_is_a_usage_error(store, tmp_path):
     out = tmp_path / "same"
-    res = run_cli(["explain", "1", "--dat", str(out), "--text", str(out)], store)
+    res = call_cli(["explain", "1", "--dat", str(out), "--text", str(out)], store)
     _one_line_error(res, "--dat and --text")
     assert not out.exists()
 
 
 def test_dat_of_a_run_without_capture_is_a_usage_error(store, tmp_path):
     out = tmp_path / "run2.dat"
-    res = run_cli(["explain", "2", "--dat", str(out)], store)
+    res = call_cli(["explain", "2", "--dat", str(out)], store)
     _one_line_error(res, "no trace capture", "--trace")
     assert not out.exists()
 
 
 def test_dat_help_is_listed(store):
-    res = run_cli(["explain", "--help"], store)
+    res = call_cli(["explain", "--help"], store)
     assert res.code == 0 and "--dat FILE" in res.stdout and "trace.dat" in res.stdout

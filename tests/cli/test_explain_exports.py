@@ -25,7 +25,7 @@ from irqlab.measure import window_dict
 from irqlab.samples.record import RECORD_DTYPE
 from irqlab.stats import RunStats
 from irqlab.store import Store
-from tests.conftest import run_cli
+from tests.conftest import call_cli
 
 CAPTURE = (Path(__file__).parents[1] / "unit" / "explain" / "data"
            / "idle_exit_unrecorded.irqtrace.gz")
@@ -74,7 +74,7 @@ def exported(tmp_path_factory) -> dict:
         _add_traced_run(st)
     files = {k: tmp / name for k, name in (("text", "t.txt"), ("perfetto", "t.pftrace"),
                                            ("chrome", "t.json"), ("dat", "t.dat"))}
-    res = run_cli(["explain", "1", "--json", "--text", str(files["text"]),
+    res = call_cli(["explain", "1", "--json", "--text", str(files["text"]),
                    "--perfetto", str(files["perfetto"]), "--chrome-json",
                    str(files["chrome"]), "--dat", str(files["dat"])], db)
     assert res.code == 0, res.stderr
@@ -220,7 +220,7 @@ def test_perfetto_protobuf_reads_back_with_perfettos_definitions(exported):
 def test_chrome_json_is_kept_and_outputs_are_reported(exported):
     data = json.loads(exported["files"]["chrome"].read_text())
     assert len(data["traceEvents"]) == exported["info"]["chrome_json"]["events"]
-    res = run_cli(["explain", "1", "--perfetto", str(exported["files"]["perfetto"])],
+    res = call_cli(["explain", "1", "--perfetto", str(exported["files"]["perfetto"])],
                   exported["db"])
     assert res.code == 0, res.stderr
     assert res.stdout.strip().splitlines()[-1].startswith(
@@ -229,7 +229,7 @@ def test_chrome_json_is_kept_and_outputs_are_reported(exported):
 
 def test_two_outputs_on_one_file_is_a_usage_error(exported, tmp_path):
     out = tmp_path / "same"
-    res = run_cli(["explain", "1", "--text", str(out), "--perfetto", str(out)],
+    res = call_cli(["explain", "1", "--text", str(out), "--perfetto", str(out)],
                   exported["db"])
     assert res.code == 2 and "--text and --perfetto both name" in res.stderr
     assert not out.exists()

@@ -382,7 +382,6 @@ def test_hostile_data_gives_a_correct_result(env, capfd, label, argv):
 
 def test_json_output_keeps_the_exact_name(env):
     # A subprocess: the JSON renderer writes to the process's own stdout.
-    import json
     import subprocess
     import sys
     res = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "show", EVIL_NAME,

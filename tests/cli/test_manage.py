@@ -49,7 +49,7 @@ def test_rm_leaves_no_samples_sample_files_or_capture(db, native_built):
     asked = run_cli(["rm", "gone"], db)
     assert asked.code == 2 and "pass --yes" in asked.stderr
     assert _rows(db, 1)["runs"] == 1
-    res = run_cli(["rm", "tag:kernel=rt", "--yes", "--json"], db)
+    res = call_cli(["rm", "tag:kernel=rt", "--yes", "--json"], db)
     assert res.code == 0, res.stderr
     [line] = res.lines
     assert line["type"] == "rm" and line["run_id"] == 1 and line["sample_files"] >= 1
@@ -136,14 +136,14 @@ def test_tag_list_and_rm_on_a_lab_store(db, tmp_path, native_built, pg_server):
     lab = pg_server.database("manage_lab")
     files = tmp_path / "lab-samples"
     files.mkdir()
-    res = run_cli(["push", "one", "two", "--to", lab, "--samples-dir", str(files)], db)
+    res = call_cli(["push", "one", "two", "--to", lab, "--samples-dir", str(files)], db)
     assert res.code == 0, res.stderr
     assert len(list(files.iterdir())) == 2
     res = call_cli(["tag", "one", "kernel=rt", "--json"], lab)
     assert res.code == 0 and res.lines[0]["tags"] == {"kernel": "rt"}, res.stderr
     listed = call_cli(["list", "--json", "--where", "tag:kernel=rt"], lab)
     assert [x["name"] for x in listed.lines] == ["one"]
-    res = run_cli(["rm", "tag:kernel=rt", "--yes", "--json"], lab)
+    res = call_cli(["rm", "tag:kernel=rt", "--yes", "--json"], lab)
     assert res.code == 0, res.stderr
     assert res.lines[0]["rows"]["runs"] == 1 and res.lines[0]["sample_files"] == 1
     assert [x["name"] for x in call_cli(["list", "--json"], lab).lines] == ["two"]

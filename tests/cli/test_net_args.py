@@ -4,19 +4,19 @@ anything starts (no store, no namespace, no QEMU); good ones reach the target ty
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from irqlab.cli import cmd_run
 from irqlab.cli.main import build_parser
+from tests.conftest import call_argv
 
 
 def _cli(*argv: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "irqlab.cli.main", "run", "--target", "net",
-                           *argv, "--db", str(tmp_path / "t.duckdb")],
-                          capture_output=True, text=True, timeout=60)
+    """``irqlab run --target net ARGV`` in this interpreter (refused before anything
+    starts)."""
+    return call_argv(["run", "--target", "net", *argv, "--db", str(tmp_path / "t.duckdb")])
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -68,9 +68,8 @@ def test_net_options_reach_the_target_typed():
 
 
 def test_guest_disk_load_needs_the_net_target(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "run", "--target",
-                          "guest", "--load", "guest-disk", "--db", str(tmp_path / "t.db")],
-                         capture_output=True, text=True, timeout=60)
+    res = call_argv(["run", "--target", "guest", "--load", "guest-disk", "--db",
+                     str(tmp_path / "t.db")])
     assert res.returncode == 2
     assert "load:guest-disk needs --target net" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1

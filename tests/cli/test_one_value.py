@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,7 @@ from irqlab.runner.native import NATIVE_PROBE
 from irqlab.stats import quantile_rank
 from irqlab.stats.fields import CHECK_LIMITS, PERCENTILE_FIELDS
 from irqlab.store import open_store
-from tests.conftest import DEFAULT_PROBE, run_cli
+from tests.conftest import DEFAULT_PROBE, call_argv, call_cli, run_cli
 
 KEYS = [f.key for f in PERCENTILE_FIELDS]            # p50_ns .. p9999_ns
 # check's option of each percentile (--p99.9 ...): generous limits, only the values matter.
@@ -70,8 +69,8 @@ def _compare_pcts(obj: dict) -> dict:
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "irqlab.cli.main", *argv],
-                          capture_output=True, text=True, timeout=300)
+    """A reader's command, in this interpreter (what is checked is its value)."""
+    return call_argv(list(argv))
 
 
 def _lines(text: str) -> list[dict]:
@@ -151,8 +150,8 @@ def test_every_reader_gives_the_run_summary_value(measured, tmp_path, pg):
 
 def test_people_see_the_same_text_in_run_show_and_check(measured):
     db, printed = measured
-    show = run_cli(["show", "one"], db)
-    chk = run_cli(["check", "one", "--p99.9", "10s", "--p99", "10s"], db)
+    show = call_cli(["show", "one"], db)
+    chk = call_cli(["check", "one", "--p99.9", "10s", "--p99", "10s"], db)
     assert show.code == 0, show.stderr
     for key in ("p99_ns", "p999_ns"):
         text = format_latency(printed[key])

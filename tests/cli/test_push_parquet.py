@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from irqlab.store import PgStore, Store
 from irqlab.store.bench import _synthetic_run
 from irqlab.store.pgserver import PgServer
+from tests.conftest import call_argv
 
 
 @pytest.fixture(scope="module")
@@ -23,17 +23,17 @@ def pg():
     server.stop()
 
 
-def _cli(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "irqlab.cli.main", *argv],
-                          capture_output=True, text=True, timeout=120, env=env)
+def _cli(*argv: str) -> subprocess.CompletedProcess:
+    """``irqlab ARGV`` in this interpreter (its environment: monkeypatch it)."""
+    return call_argv(list(argv))
 
 
 def _jsonl(text: str) -> list[dict]:
     return [json.loads(x) for x in text.splitlines() if x.startswith("{")]
 
 
-def _compare_row(*argv: str, env: dict | None = None) -> dict:
-    res = _cli("compare", *argv, "--json", env=env)
+def _compare_row(*argv: str) -> dict:
+    res = _cli("compare", *argv, "--json")
     assert res.returncode == 0, res.stderr
     return [x for x in _jsonl(res.stdout) if x["type"] == "compare_run"][0]
 
@@ -71,8 +71,7 @@ def test_samples_in_a_shared_file_read_back_exactly(pg, tmp_path, monkeypatch):
     assert gone.returncode == 2 and len(gone.stderr.strip().splitlines()) == 1
     assert "IRQLAB_SAMPLES_DIR" in gone.stderr and "Traceback" not in gone.stderr
     monkeypatch.setenv("IRQLAB_SAMPLES_DIR", str(moved))
-    import os
-    again = _compare_row(str(pushed["lab_run_id"]), "--db", lab, env=dict(os.environ))
+    again = _compare_row(str(pushed["lab_run_id"]), "--db", lab)
     assert again["p999_ns"] == local["p999_ns"]
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from irqlab.cli.scenario import load_scenario, parse_cell_args
 from irqlab.runner.xen import find_xen
 from irqlab.targets import TARGETS, all_options
 from irqlab.trace.capture import TraceHook
+from tests.conftest import call_argv
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,9 +26,8 @@ def _args(*argv: str):
 
 
 def _cli(*argv: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "irqlab.cli.main", "run", *argv,
-                           "--db", str(tmp_path / "t.duckdb")],
-                          capture_output=True, text=True, timeout=60)
+    """``irqlab run ARGV`` in this interpreter (refused before anything starts)."""
+    return call_argv(["run", *argv, "--db", str(tmp_path / "t.duckdb")])
 
 
 @pytest.mark.parametrize("argv,needle", [
