@@ -12,7 +12,7 @@ import pytest
 
 import irqlab
 
-from tests.conftest import DEFAULT_PROBE, run_cli
+from tests.conftest import DEFAULT_PROBE, call_argv, run_cli
 from irqlab.store.pgserver import PgServer
 
 
@@ -24,8 +24,12 @@ def pg():
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "irqlab.cli.main", *argv],
-                          capture_output=True, text=True, timeout=120)
+    """``irqlab ARGV``: `run` in a child (its probe and signals), the others in this
+    interpreter."""
+    if argv[0] == "run":
+        return subprocess.run([sys.executable, "-m", "irqlab.cli.main", *argv],
+                              capture_output=True, text=True, timeout=120)
+    return call_argv(list(argv))
 
 
 def _jsonl(text: str) -> list[dict]:
