@@ -16,9 +16,9 @@ if [[ ${1:-} == --quick ]]; then
 fi
 ./setup.sh --install-only
 # Bytecode cached (__pycache__, ignored by git) even where the environment says not to
-# (this machine sets PYTHONDONTWRITEBYTECODE=1): without it every pytest worker rewrote
-# and compiled all 178 test modules again (11.4 s of a 4.3 s collection) and every CLI
-# child compiled the modules it imports.
+# (this machine sets PYTHONDONTWRITEBYTECODE=1): without it every pytest process rewrote
+# and compiled all 178 test modules again (collection 11.4 s instead of 4.3 s) and every
+# CLI child compiled the modules it imports.
 unset PYTHONDONTWRITEBYTECODE
 workers=${IRQLAB_TEST_WORKERS:-3}
 parallel=()

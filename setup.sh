@@ -35,10 +35,11 @@ if ((${#missing[@]})); then
 fi
 
 # The three C builds run beside the Python install: they need neither it nor each other
-# (a fresh clone here: 24 s one after another, 13 s side by side). Each one's output is
-# shown, in order, once it is done.
+# (a fresh clone here, beside the loaded suite: 24 s one after another, 13 s side by
+# side). Each one's output is shown, in order, once it is done.
 builds=(probes/guest probes/native irqlab/native)
 build_logs=$(mktemp -d)
+trap 'rm -rf "$build_logs"' EXIT
 build_pids=()
 log "building the guest probe, the native probe and the trace/explain fast paths (irqlab/native)"
 for i in "${!builds[@]}"; do
