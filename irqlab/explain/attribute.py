@@ -149,7 +149,12 @@ class Explainer:
 
     # -- one sample ---------------------------------------------------------------------
     def explain(self, seq: int, a: int, b: int, latency_tick: int,
-                vcpu: int | None = None, deadline_tick: int | None = None) -> Attribution:
+                vcpu: int | None = None, deadline_tick: int | None = None,
+                follow_waker: bool = True) -> Attribution:
+        """One window [a, b] of the vCPU thread's. ``follow_waker``: a blocked vCPU's
+        time its waker (QEMU's main loop) could not run is charged to what held that
+        thread off its CPU; off, it stays ``VCPU_BLOCKED`` (a caller that charges the
+        waker's delay itself, irqlab.explain.linux_guest, would count it twice)."""
         att = Attribution(seq, latency_tick, a, b)
         tid = vcpu if vcpu is not None else (self.vcpus[0] if self.vcpus else -1)
         if a < self.span[0] or b > self.span[1]:
@@ -168,7 +173,7 @@ class Explainer:
         covered = 0
         for seg, lo, hi in segs:
             covered += hi - lo
-            self._segment(seg, lo, hi, causes, att, depth=0)
+            self._segment(seg, lo, hi, causes, att, depth=0, follow_waker=follow_waker)
         att.irq_during = dict(self._during)
         self._during.clear()
         if b - a > covered:
@@ -198,7 +203,7 @@ class Explainer:
         return cpus or set(int(c) for c in self.trace.header.get("cpus", []))
 
     def _segment(self, seg, lo: int, hi: int, causes: dict[str, int], att: Attribution,
-                 depth: int) -> None:
+                 depth: int, follow_waker: bool = True) -> None:
         if seg.state == RUNNING:
             rest = self._irqs(seg.cpu, lo, hi, causes)
             causes[VCPU_RUNNING if depth == 0 else "VMM thread running"] += rest
@@ -211,7 +216,7 @@ class Explainer:
             causes[UNEXPLAINED] += hi - lo
         elif seg.state == SLEEPING:
             waker = self.threads.get(seg.waker)
-            if depth == 0 and waker is not None and seg.waker != seg.tid:
+            if depth == 0 and follow_waker and waker is not None and seg.waker != seg.tid:
                 # Blocked on a VMM thread (QEMU's main loop fires TCG timers and kicks
                 # the vCPU): the time that thread could not run is the real cause.
                 covered = 0

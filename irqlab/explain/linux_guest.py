@@ -132,34 +132,52 @@ def _host_label(cause: str) -> str:
     return "host: " + ("vCPU thread " + cause if cause.startswith("preempted by ") else cause)
 
 
+def _floor_shares(parts: dict[str, int], total: int) -> dict[str, int]:
+    """``parts`` scaled to ``total`` by floor shares (they add up to at most ``total``;
+    none negative)."""
+    whole = sum(max(0, v) for v in parts.values())
+    return {k: (max(0, v) * total // whole if whole else 0) for k, v in parts.items()}
+
+
 def merge(g: Attribution, host: dict[str, int] | None) -> Attribution:
     """One sample's causes across both layers (module doc): host-side causes as they
     are, the guest's (``g``: over the vCPU's on-CPU pieces) scaled into the rest; they
-    add up to the latency exactly."""
+    add up to the latency exactly and none is negative. Host causes that add up to more
+    than the latency (the window's time counted twice: mapping error at its edges) are
+    scaled down to it, and the guest's get nothing."""
     out = Attribution(g.seq, g.latency_tick, g.start, g.end, g.status, g.reason)
     out.stages, out.stages_missing = g.stages, g.stages_missing
     out.notes = list(g.notes)
     if g.status != "explained":
         out.causes = dict(g.causes)
         return out
-    host = host or {}
-    host_ns = min(g.latency_tick, sum(host.values()))
-    rest = g.latency_tick - host_ns
-    guest_total = sum(g.causes.values())
+    host = {k: v for k, v in (host or {}).items() if v > 0}
+    if sum(host.values()) > g.latency_tick:
+        host = _floor_shares(host, g.latency_tick)
+    rest = g.latency_tick - sum(host.values())
     causes: dict[str, int] = defaultdict(int)
     for k, v in host.items():
         causes[k] += v
-    scaled = {k: (v * rest // guest_total if guest_total else 0) for k, v in g.causes.items()}
+    scaled = {(k if k == UNEXPLAINED else f"guest: {k}"): v
+              for k, v in _floor_shares(g.causes, rest).items()}
     for k, v in scaled.items():
-        causes[k if k == UNEXPLAINED else f"guest: {k}"] += v
-    # Integer shares leave a few ns: to the largest guest cause (or unexplained).
+        causes[k] += v
+    # Floor shares leave a few ns: to the largest guest cause, else the largest host
+    # cause, else unexplained.
     left = g.latency_tick - sum(causes.values())
     if left:
-        top = max(scaled, key=lambda k: scaled[k]) if scaled else UNEXPLAINED
-        causes[top if top == UNEXPLAINED else f"guest: {top}"] += left
+        pool = scaled if sum(scaled.values()) else host
+        top = max(pool, key=lambda k: pool[k]) if pool else UNEXPLAINED
+        causes[top] += left
     causes.setdefault(UNEXPLAINED, 0)
     out.causes = dict(causes)
     return out
+
+
+def _outside(lo: int, hi: int, off: list[tuple[int, int]]) -> int:
+    """How much of [lo, hi] lies outside the sorted, disjoint periods ``off``."""
+    inside = sum(max(0, min(hi, q) - max(lo, p)) for p, q in off)
+    return max(0, hi - lo - inside)
 
 
 class HostSide:
@@ -193,7 +211,9 @@ class HostSide:
         if tid is None:
             return None, [], "host: no vCPU thread in the host capture"
         a, b = (int(x) for x in self.clock.to_host(np.array([att.start, att.end])))
-        h = self.ex.explain(att.seq, a, b, b - a, vcpu=tid)
+        # The waker's (QEMU main loop's) delay is timer_path's, named as the main loop's:
+        # followed here too, it came back as "vCPU thread preempted by ..." and twice.
+        h = self.ex.explain(att.seq, a, b, b - a, vcpu=tid, follow_waker=False)
         if h.status != "explained":
             return None, [], f"host: {h.reason}"
         tl = self.ex.threads.get(tid)
@@ -206,9 +226,12 @@ class HostSide:
                 [(p, q) for p, q in off if q > p], None)
 
 
-    def timer_path(self, g: Attribution) -> dict[str, int]:
+    def timer_path(self, g: Attribution, off: list[tuple[int, int]]) -> dict[str, int]:
         """Host time (guest ns) QEMU's main loop was runnable while the guest waited for
-        its timer IRQ (deadline to timer IRQ entry): {host cause: ns}; TCG only."""
+        its timer IRQ (deadline to timer IRQ entry) and its vCPU thread was on the CPU
+        (``off``: the periods it was not, already host causes of their own; counted
+        again, a sample's causes added up to more than its latency): {host cause: ns};
+        TCG only."""
         tl = self.ex.threads.get(self.main_tid) if self.main_tid is not None else None
         t_irq = next((t for name, t in g.stages if name == "timer IRQ entry"), None)
         if tl is None or t_irq is None or t_irq <= g.start:
@@ -221,7 +244,7 @@ class HostSide:
             for l2, h2, pid, comm in self.ex.runs.pieces(seg.cpu, lo, hi):
                 who = "the CPU idle" if pid == 0 else "?" if pid < 0 else f"{comm}/{pid}"
                 out[f"host: QEMU main loop (TCG's timers) preempted by {who}"] += \
-                    round((h2 - l2) / self.clock.rate)
+                    _outside(self.clock.to_guest(l2), self.clock.to_guest(h2), off)
         return dict(out)
 
 
@@ -330,7 +353,7 @@ def explain_linux_guest(store: Store, run: RunRow, request: Request,
                         else (None, [], f"host: {host_why}"))
         g = on_cpu.causes(g, cpu, off)
         if hc is not None and host is not None and g.status == "explained":
-            hc.update(take_from_irq_latency(g, host.timer_path(g)))
+            hc.update(take_from_irq_latency(g, host.timer_path(g, off)))
         att = merge(g, hc)
         if why:
             att.notes.append(why)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from irqlab.explain.attribute import Attribution
-from irqlab.explain.linux_guest import GuestHostClock, merge
+from irqlab.explain.linux_guest import GuestHostClock, _outside, merge
 from irqlab.trace.guest import HEADER_BYTES, MAGIC, archive_header, read_region
 
 
@@ -98,3 +98,27 @@ def test_a_sample_that_is_not_explained_passes_through():
     out = merge(g, {"host: x": 5})
     assert (out.status, out.reason, out.causes) == ("incomplete", "events lost",
                                                     {"unexplained": 1000})
+
+
+def test_host_causes_over_the_latency_are_scaled_and_none_is_negative():
+    """Seen on a real run before the fix: the QEMU main loop's wait counted beside the
+    vCPU's own preemption (the same wall time twice) gave 3.45 ms of host causes in a
+    2.76 ms window and the guest's IRQ latency -0.70 ms."""
+    g = _guest({"IRQ latency: CPU idle exit (C-state)": 400, "unexplained": 0})
+    out = merge(g, {"host: vCPU thread preempted by a/1": 900,
+                    "host: QEMU main loop (TCG's timers) preempted by a/1": 600,
+                    "host: softirq SCHED": 0})
+    assert sum(out.causes.values()) == 1000
+    assert min(out.causes.values()) >= 0, out.causes
+    assert out.causes["host: vCPU thread preempted by a/1"] == 600
+    assert out.causes["host: QEMU main loop (TCG's timers) preempted by a/1"] == 400
+    assert out.causes["guest: IRQ latency: CPU idle exit (C-state)"] == 0
+    assert "host: softirq SCHED" not in out.causes
+
+
+def test_the_main_loops_wait_counts_only_while_the_vcpu_ran():
+    off = [(100, 200), (300, 350)]
+    assert _outside(0, 400, off) == 250
+    assert _outside(120, 180, off) == 0
+    assert _outside(150, 320, off) == 100
+    assert _outside(500, 400, off) == 0
