@@ -118,6 +118,10 @@ class GuestTarget(Target):
         gcfg.extra_qemu_args = list(process_args)
         return QemuGuest(gcfg, plan, icount=cfg.options.icount, name=name)
 
+    def process_metadata(self, process: MeasuredProcess) -> dict[str, Any]:
+        cpu = process.qemu_cpu if isinstance(process, QemuGuest) else None
+        return {} if cpu is None else {"icount_qemu_cpus": [cpu]}
+
     def open_source(self, cfg: Any, process: MeasuredProcess) -> SampleSource:
         if cfg.options.sink == "console":
             return ConsoleReader(process.serial_read)
