@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from irqlab.explain.load import Trace
+from irqlab.explain.stops import mark_stop_signals, stop_signal_times
 from irqlab.explain.timeline import (RUNNABLE, RUNNING, SLEEPING, STOPPED, UNKNOWN,
                                      CpuRuns, ThreadTimeline, complete_switches, cpu_runs,
                                      distinct, irq_intervals, thread_timelines)
@@ -88,6 +89,10 @@ class Explainer:
             self.threads: dict[int, ThreadTimeline] = thread_timelines(
                 trace, sorted(set(self.vmm) | set(self.vcpus) | set(other_tids or ())), end_ts,
                 self.switches)
+            # A stop signal's wait for the CPU is stopped time (irqlab.explain.stops).
+            vmm = set(self.vmm) | set(self.vcpus)
+            mark_stop_signals({t: tl for t, tl in self.threads.items() if t in vmm},
+                              *stop_signal_times(trace, vmm))
             self.runs: CpuRuns = cpu_runs(trace, self.switches)
             self.hard, self.soft = irqs.result()
         self.span = self._span()

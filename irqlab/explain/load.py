@@ -36,6 +36,7 @@ _KEEP: dict[str, tuple[str, ...]] = {
     "kvm_wait_lapic_expire": ("delta",),
     "kvm_write_tsc_offset": ("previous_tsc_offset", "next_tsc_offset"),
     "print": ("buf",),
+    "signal_generate": ("sig", "pid", "result"),      # irqlab.explain.stops
     # net runs (irqlab.explain.netpath): a packet queued to a device, or received
     "net_dev_queue": ("len", "name"),
     "netif_receive_skb": ("len", "name"),

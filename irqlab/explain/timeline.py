@@ -44,6 +44,12 @@ RUNNING, RUNNABLE, SLEEPING, STOPPED, UNKNOWN = (
     "running", "runnable", "sleeping", "stopped", "unknown")
 _STATE_NAMES = (RUNNING, RUNNABLE, SLEEPING, STOPPED, UNKNOWN)
 _RUNNING, _RUNNABLE, _SLEEPING, _STOPPED, _UNKNOWN = range(5)
+
+
+def state_code(name: str) -> int:
+    """The int8 code of a state name in ThreadTimeline.states."""
+    return _STATE_NAMES.index(name)
+
 _STOP_BITS = 0x4 | 0x8
 PREV_STATE_UNKNOWN = -1          # prev_state of an inferred switch (the kernel never said)
 SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED",

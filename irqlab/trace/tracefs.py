@@ -34,6 +34,8 @@ WANTED_EVENTS: tuple[tuple[str, str], ...] = (
     # Not in issue 8: the guest's EOIs, a tighter per-sample clock anchor
     # (irqlab/explain/clock.py; arch/x86/kvm/lapic.c, apic_set_eoi() -> trace_kvm_eoi()).
     ("kvm", "kvm_eoi"),
+    # A stop signal's time: a thread stops only when it next runs (irqlab/explain/stops.py).
+    ("signal", "signal_generate"),
 )
 # Events whose noise we cut with a pid filter (the VMM's threads): the scheduler's
 # switch events and the irq/timer events must stay unfiltered to see who else ran.

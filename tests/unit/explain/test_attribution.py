@@ -115,6 +115,43 @@ def test_stopped_vcpu_thread(kernel_formats, page_header):
     assert att.causes[VCPU_STOPPED] == 900
 
 
+def _signal(ts, sig, pid, result=0):
+    return (ts, "signal:signal_generate", {"sig": sig, "pid": pid, "group": 1,
+                                           "result": result, "comm": "qemu"}, 7)
+
+
+def _preempted_then_stopped(kernel_formats, page_header, *more):
+    # The vCPU thread waits behind a CFS hog; SIGSTOP (to QEMU's main thread: the whole
+    # process stops) comes at 1500; it runs at 2000 only to stop at 2010.
+    events = [mark(0, "irqlab-trace-start"), sw(1000, VCPU, 0, HOG, "CPU 0/KVM", "hog"),
+              _signal(1500, 19, MAIN), sw(2000, HOG, 0, VCPU, "hog", "CPU 0/KVM"),
+              sw(2010, VCPU, 4, HOG, "CPU 0/KVM", "hog"), *more,
+              mark(5000, "irqlab-trace-stop")]
+    return Explainer(_trace(kernel_formats, page_header, events))
+
+
+def test_a_stop_signal_stops_a_vcpu_thread_that_waits_for_its_cpu(kernel_formats,
+                                                                  page_header):
+    ex = _preempted_then_stopped(
+        kernel_formats, page_header, _signal(3000, 18, MAIN),
+        (3000, "sched:sched_waking", {"pid": VCPU, "target_cpu": 0}, 7),
+        sw(3100, HOG, 0, VCPU, "hog", "CPU 0/KVM"), sw(3300, VCPU, 1, HOG, "CPU 0/KVM", "hog"))
+    att = ex.explain(0, 1000, 3200, 2200)
+    assert att.causes[f"preempted by hog/{HOG}"] == 500 + 100     # before, after SIGCONT
+    assert att.causes[VCPU_STOPPED] == 500 + 990
+    assert att.causes[VCPU_RUNNING] == 10 + 100
+
+
+def test_a_stop_undone_before_the_thread_ran_is_no_stop(kernel_formats, page_header):
+    events = [mark(0, "irqlab-trace-start"), sw(1000, VCPU, 0, HOG, "CPU 0/KVM", "hog"),
+              _signal(1500, 19, VCPU), _signal(1700, 18, VCPU),
+              _signal(1800, 19, 4242),                       # another process's stop
+              sw(2000, HOG, 0, VCPU, "hog", "CPU 0/KVM"), mark(5000, "irqlab-trace-stop")]
+    att = Explainer(_trace(kernel_formats, page_header, events)).explain(0, 1000, 2100, 1100)
+    assert att.causes[VCPU_STOPPED] == 200
+    assert att.causes[f"preempted by hog/{HOG}"] == 800
+
+
 def test_blocked_vcpu_blames_what_delayed_its_waker(kernel_formats, page_header):
     # TCG: QEMU's main loop fires the guest timer and kicks the vCPU thread.
     events = [mark(0, "irqlab-trace-start"), sw(100, VCPU, 1, MAIN, "CPU 0/KVM", "qemu"),
@@ -135,3 +172,4 @@ def test_window_outside_the_capture_is_not_traced(kernel_formats, page_header):
     tr = _trace(kernel_formats, page_header, _kvm_wakeup_scenario())
     att = Explainer(tr).explain(0, 6000, 7000, 1000)
     assert att.status == "not traced" and att.causes == {UNEXPLAINED: 1000}
+
