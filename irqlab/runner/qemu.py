@@ -119,8 +119,8 @@ class QemuGuest(MeasuredProcess):
     # tcg-accel-ops-icount.c: icount_handle_deadline() runs them in the vCPU thread and
     # wakes the main loop, which runs them too); on two CPUs, with the
     # host preempting one of them, a timer IRQ now and then came 32 instructions late:
-    # 1 sample of 800 in 1 run of 20 differed from a twin run's (SCHED_FIFO bursts on
-    # both CPUs), none in 45 runs so pinned.
+    # 1 sample of 800 differed from a twin run's in 3 of 63 runs under SCHED_FIFO bursts
+    # on both CPUs, in none of 115 runs so confined.
     qemu_cpu: int | None = field(default=None, init=False)
 
     def build_argv(self) -> list[str]:

@@ -61,8 +61,8 @@ def test_icount_is_deterministic(db, probe_built):
     assert a.code == b.code == 0, a.stderr + b.stderr
     la = _latency_ns(_raw(db, a.summary["run_id"]), a.summary["tick_hz"])
     lb = _latency_ns(_raw(db, b.summary["run_id"]), b.summary["tick_hz"])
-    # All of QEMU's threads on one CPU (irqlab/runner/qemu.py says why): unconfined, 1 run
-    # in 20 parted from its twin at one sample (29 against 61 ns) under SCHED_FIFO bursts.
+    # All of QEMU's threads on one CPU (irqlab/runner/qemu.py says why): unconfined, 3 runs
+    # in 63 parted from their twin at one sample (29 against 61 ns) under SCHED_FIFO bursts.
     with Store(db, read_only=True) as st:
         for res in (a, b):
             cpus = st.resolve(str(res.summary["run_id"])).metadata["icount_qemu_cpus"]
