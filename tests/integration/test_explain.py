@@ -223,24 +223,37 @@ def _marked(res, pid: int, marks: tuple[bytes, bytes]) -> list[tuple[int, int]]:
     return out
 
 
-def _check(res, iv, label, d_ns):
+def _overlaps(att, intervals) -> list[int]:
+    return [max(0, min(att.end, b) - max(att.start, a)) for a, b in intervals]
+
+
+def _check(res, iv, others, label, d_ns):
+    """Samples whose window holds one interval of ``iv`` (and none of ``others``, the
+    other kind of planned interference) must be blamed on ``label`` for that overlap;
+    samples that hold none, hardly at all. A window holding several may hold one while
+    the vCPU did not want its CPU (seen on a loaded host: a 270 ms window with two 10 ms
+    hog spins and a stop, the vCPU halted through one spin: 10.2 ms blamed against
+    20.1 ms overlapped), so it is not judged."""
     hz = res.tick_hz
     tol = 0.1 * d_ns * hz / 1e9
     affected, good, blamed_elsewhere = 0, [], []
     for att in res.samples:
         if att.status != "explained":
             continue
-        overlap = sum(max(0, min(att.end, b) - max(att.start, a)) for a, b in iv)
+        overlaps = _overlaps(att, iv)
+        overlap = sum(overlaps)
         # Inclusive: a culprit interrupted by IRQs still held the vCPU's CPU meanwhile.
         got = sum(att.inclusive(k) for k in att.causes if label(k))
-        if overlap >= 0.5 * d_ns * hz / 1e9:
+        if overlap == 0:
+            near = min((abs(att.start - a) for a, b in iv), default=None)
+            blamed_elsewhere.append((got, att.seq, att.start, att.end, near))
+        elif sum(map(bool, overlaps)) > 1 or any(_overlaps(att, others)):
+            continue
+        elif overlap >= 0.5 * d_ns * hz / 1e9:
             affected += 1
             good.append((abs(got - overlap) <= tol, round(overlap / hz * 1e6),
                          round(got / hz * 1e6), {k: round(v / hz * 1e6)
                                                  for k, v in att.causes.items() if v > hz * 1e-4}))
-        elif overlap == 0:
-            near = min((abs(att.start - a) for a, b in iv), default=None)
-            blamed_elsewhere.append((got, att.seq, att.start, att.end, near))
     return affected, good, blamed_elsewhere, hz
 
 
@@ -254,10 +267,10 @@ def _landed(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def test_explain_names_the_fifo_hog_with_its_duration(interfered):
-    res, hogs, _stops, hog_pid = interfered
+    res, hogs, stops, hog_pid = interfered
     landed = _landed(hogs)
     affected, good, elsewhere, hz = _check(
-        res, landed, lambda k: k == f"preempted by irqlab-hog/{hog_pid}", D_HOG_NS)
+        res, landed, stops, lambda k: k == f"preempted by irqlab-hog/{hog_pid}", D_HOG_NS)
     assert affected >= len(landed) * 0.75, (affected, len(landed), res.clock)
     assert sum(g[0] for g in good) >= 0.95 * affected, [g for g in good if not g[0]]
     # Nothing large on samples without interference: < 50 us of hog blamed anywhere else.
@@ -265,9 +278,9 @@ def test_explain_names_the_fifo_hog_with_its_duration(interfered):
 
 
 def test_explain_names_the_stopped_vcpu_thread_with_its_duration(interfered):
-    res, _hogs, stops, _ = interfered
+    res, hogs, stops, _ = interfered
     landed = _landed(stops)
-    affected, good, elsewhere, hz = _check(res, landed, lambda k: k == VCPU_STOPPED,
+    affected, good, elsewhere, hz = _check(res, landed, hogs, lambda k: k == VCPU_STOPPED,
                                            D_STOP_NS)
     assert affected >= len(landed) * 0.75, (affected, len(landed), res.clock)
     assert sum(g[0] for g in good) >= 0.95 * affected, [g for g in good if not g[0]]
