@@ -53,6 +53,7 @@ STAGE_ORDER = ("deadline", "timer IRQ entry", "probe thread woken", "switched in
 PROBE_RUNNING = "probe thread running (return to user space)"
 CPU_IDLE = "CPU idle while the probe thread was runnable"
 TIMER_EVENTS = ("local_timer_entry", "hrtimer_expire_entry")
+TIMER_EXITS = ("local_timer_exit", "hrtimer_expire_exit")     # the same order
 
 
 class NativeClock:
@@ -79,7 +80,8 @@ class NativeAttributor:
         self.probe_tids = probe_tids
         sw = ex.switches
         self.prio = prio
-        self.timer = self._timer_entries(ex.trace)
+        self.timer = self._timer_entries(ex.trace, TIMER_EVENTS)
+        self.timer_exit = self._timer_entries(ex.trace, TIMER_EXITS)
         wk = ex.trace.t("sched_waking")
         self.waking = (wk["ts"].astype(np.int64), wk["pid"].astype(np.int64)) if len(wk) \
             else (np.empty(0, np.int64),) * 2
@@ -87,9 +89,10 @@ class NativeAttributor:
                           sw["cpu"].astype(np.int64)) if len(sw) else (np.empty(0, np.int64),) * 3
 
     @staticmethod
-    def _timer_entries(trace: Trace) -> dict[int, np.ndarray]:
-        """Per CPU, the sorted times the timer interrupt was entered."""
-        for event in TIMER_EVENTS:
+    def _timer_entries(trace: Trace, events: tuple[str, ...]) -> dict[int, np.ndarray]:
+        """Per CPU, the sorted times of the first of ``events`` the capture has (the
+        timer interrupt's entries, or its exits)."""
+        for event in events:
             tb = trace.t(event)
             if len(tb):
                 return {int(c): np.sort(tb["ts"][tb["cpu"] == c].astype(np.int64))
@@ -126,7 +129,7 @@ class NativeAttributor:
                 return att
         tid = self.probe_tid(cpu, b)
         causes: dict[str, int] = defaultdict(int)
-        t_irq = self._first(self.timer.get(cpu), a, b)
+        t_irq = self._timer_irq(att, cpu, a, b, tid)
         covered = 0
         tl = ex.threads.get(tid) if tid is not None else None
         for seg, lo, hi in (tl.between(a, b) if tl else []):
@@ -159,6 +162,41 @@ class NativeAttributor:
             return None
         i = int(np.searchsorted(ts, a, "left"))
         return int(ts[i]) if i < len(ts) and ts[i] <= b else None
+
+    def _woken(self, tid: int | None, a: int, b: int) -> int | None:
+        """The probe thread's first wake-up in [a, b]."""
+        wts, wpid = self.waking
+        sel = np.flatnonzero((wts >= a) & (wts <= b) & (wpid == (tid if tid is not None
+                                                                  else -1)))
+        return int(wts[sel[0]]) if len(sel) else None
+
+    def _timer_irq(self, att: Attribution, cpu: int, a: int, b: int,
+                   tid: int | None) -> int | None:
+        """When the timer IRQ that woke the probe thread was entered, as a time in [a, b].
+
+        The interrupt that runs the probe's expiry can have been entered before the
+        deadline: hrtimer_interrupt() runs every timer that expires while it works
+        (kernel/time/hrtimer.c, its retry loop), so a deadline that passes inside the
+        tick's handler has no timer IRQ entry of its own. Then the stage is the deadline
+        itself, and a note says how long before it the interrupt began."""
+        entries = self.timer.get(cpu)
+        woken = self._woken(tid, a, b)
+        if entries is not None and woken is not None:
+            i = int(entries.searchsorted(woken, "right")) - 1
+            if i >= 0 and entries[i] >= a:
+                return int(entries[i])
+            if i >= 0 and not self._exited(cpu, int(entries[i]), a):
+                att.notes.append(f"the deadline passed inside a timer IRQ entered "
+                                 f"{a - int(entries[i])} ns before it, which ran the "
+                                 f"probe's expiry")
+                return a
+        return self._first(entries, a, b)
+
+    def _exited(self, cpu: int, entry: int, t: int) -> bool:
+        """Did the timer IRQ entered at ``entry`` exit before ``t``? (No exits traced:
+        assume not; the wake-up that followed came from it.)"""
+        exits = self.timer_exit.get(cpu)
+        return exits is not None and self._first(exits, entry, t) is not None
 
     def _irq_latency(self, cpu: int, lo: int, hi: int, causes: dict[str, int]) -> None:
         """Before the timer IRQ was entered: other handlers, else IRQs off or idle exit."""
@@ -195,28 +233,37 @@ class NativeAttributor:
 
     def _stages(self, att: Attribution, tid: int | None, cpu: int,
                 t_irq: int | None) -> None:
+        """The stages found in the window; a stage that should be there and is not goes
+        to ``stages_missing`` with the event looked for. When the deadline passed while
+        the probe thread was not asleep (kept off its CPU after its last sample, before it
+        slept again), no timer IRQ or wake-up is waited for, and a note says so."""
         a, b = att.start, att.end
         att.stages = [("deadline", a)]
+        tl = self.ex.threads.get(tid) if tid is not None else None
+        seg = tl.state_at(a) if tl else None
+        awake = seg is not None and seg.state in (RUNNABLE, RUNNING)
+        if awake:
+            att.notes.append(f"the deadline passed while the probe thread was "
+                             f"{seg.state}: no timer IRQ or wake-up to wait for")
+        t = a
         if t_irq is not None:
             att.stages.append(("timer IRQ entry", t_irq))
-        else:
+            t = t_irq
+        elif not awake:
             att.stages_missing.append("timer IRQ entry (no local_timer_entry or "
                                       "hrtimer_expire_entry on the CPU in the window)")
-        t = t_irq if t_irq is not None else a
-        wts, wpid = self.waking
-        sel = np.flatnonzero((wts >= t) & (wts <= b) & (wpid == (tid if tid is not None
-                                                                  else -1)))
-        if len(sel):
-            t = int(wts[sel[0]])
+        woken = self._woken(tid, t, b)
+        if woken is not None:
+            t = woken
             att.stages.append(("probe thread woken", t))
-        else:
+        elif not awake:
             att.stages_missing.append("probe thread woken (no sched_waking in the window)")
         sts, spid, scpu = self.switch_in
         sel = np.flatnonzero((sts >= t) & (sts <= b) & (spid == (tid if tid is not None
                                                                  else -1)) & (scpu == cpu))
         if len(sel):
             att.stages.append(("switched in", int(sts[sel[0]])))
-        else:
+        elif not (awake and seg.state == RUNNING):
             att.stages_missing.append("switched in (no sched_switch to it in the window)")
         att.stages.append(("handler", b))
 

@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 
@@ -154,6 +155,18 @@ def test_every_spike_shows_its_stages_and_unexplained(hogged):
         assert sum(att.causes.values()) == att.latency_tick
         names = [s for s, _t in att.stages]
         assert names[0] == "deadline" and names[-1] == "handler"
-    # The timer path is seen on nearly every spike (local_timer_entry on this kernel).
-    full = sum(len(a.stages) == 5 for a in explained)
-    assert full >= 0.9 * len(explained), full
+    # The timer path is seen on nearly every spike (local_timer_entry on this kernel):
+    # every stage that should be there is found, or the failure says which were not.
+    # (CI once had 229 of 1,877 spikes short of a stage; a deadline inside a running
+    # timer IRQ and one passed while the thread was preempted are now told apart.)
+    short = [a for a in explained if a.stages_missing]
+    why = Counter(m.split(" (")[0] for a in short for m in a.stages_missing)
+    assert len(short) <= 0.1 * len(explained), (
+        len(short), len(explained), why.most_common(),
+        [(a.seq, a.stages, a.stages_missing, a.notes, a.ranked()[:3]) for a in short[:3]])
+    # The five stages of a deadline met asleep, in time order.
+    full = [a for a in explained if len(a.stages) == 5]
+    assert len(full) >= 0.5 * len(explained), (len(full), len(explained))
+    for att in full:
+        times = [t for _s, t in att.stages]
+        assert times == sorted(times), att.stages

@@ -31,7 +31,8 @@ def kernel_formats(tracefs) -> dict[str, EventFormat]:
                 "irq:softirq_exit", "timer:hrtimer_start", "timer:hrtimer_expire_entry",
                 "kvm:kvm_msr", "kvm:kvm_apic_accept_irq", "kvm:kvm_inj_virq",
                 "kvm:kvm_entry", "kvm:kvm_vcpu_wakeup", "kvm:kvm_userspace_exit",
-                "signal:signal_generate",
+                "signal:signal_generate", "irq_vectors:local_timer_entry",
+                "irq_vectors:local_timer_exit",
                 "ftrace:print"):
         system, name = key.split(":")
         try:
