@@ -24,6 +24,16 @@ X86_EXIT_ERROR = (0x11 << 1) | 1
 
 GIC_VERSIONS = (2, 3)
 
+# --icount: 1 instruction = 1 ns of virtual time (shift=0); idle time skipped (sleep=off),
+# so a halted guest runs faster than real time. Record mode (its log thrown away) for
+# its lock alone: QEMU's replay mutex, real only when recording, keeps the main loop from
+# warping the virtual clock between the vCPU thread's halt and its accounting of the
+# instructions it ran (QEMU 7.2: softmmu/icount.c icount_start_warp_timer(), accel/tcg/
+# tcg-accel-ops-icount.c, util/main-loop.c). Without it a timer IRQ came 32 instructions
+# late now and then: twin runs of 800 samples parted in 3 of 100 under SCHED_FIFO bursts,
+# in none of 100 recorded (docs/figures.md).
+ICOUNT_ARGS = ("-icount", "shift=0,sleep=off,rr=record,rrfile=/dev/null")
+
 
 def find_qboot() -> str | None:
     """qboot boots a ``-kernel`` in ~0.1 s here against ~1.5 s for SeaBIOS under TCG."""
@@ -78,9 +88,7 @@ class X86Machine(Machine):
             return out + ["-accel", "kvm", "-cpu", "host,-arch-capabilities,+invtsc"]
         out += ["-accel", "tcg", "-cpu", "max"]
         if icount:
-            # shift=0: 1 instruction = 1 ns of virtual time; sleep=off: idle time is
-            # skipped, so a halted guest runs faster than real time and deterministically.
-            out += ["-icount", "shift=0,sleep=off"]
+            out += ICOUNT_ARGS
         return out
 
 
@@ -107,8 +115,7 @@ class Arm64Machine(Machine):
         # authentication, which makes TCG markedly slower for nothing we measure.
         out += ["-accel", "tcg", "-cpu", "cortex-a57"]
         if icount:
-            # As for x86: 1 instruction = 1 ns of virtual time, idle time skipped.
-            out += ["-icount", "shift=0,sleep=off"]
+            out += ICOUNT_ARGS
         return out
 
 

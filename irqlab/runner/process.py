@@ -148,14 +148,13 @@ class MeasuredProcess:
         self._tmp = ScratchDir(prefix)
         return Path(self._tmp.name)
 
-    def _spawn(self, argv: list[str], extra_fds: tuple[int, ...] = (),
-               enter: Callable[[], None] | None = None) -> None:
-        """Start the child; it inherits the memfd, if there is one, and ``extra_fds``;
-        ``enter`` runs in it before exec (ChildProcess). ``argv`` is kept first, so a run
-        that fails to start still records what it tried."""
+    def _spawn(self, argv: list[str], extra_fds: tuple[int, ...] = ()) -> None:
+        """Start the child; it inherits the memfd, if there is one, and ``extra_fds``.
+        ``argv`` is kept first, so a run that fails to start still records what it
+        tried."""
         self.argv = argv
         self._child = ChildProcess(argv, ((self.mem_fd,) if self.mem_fd >= 0 else ())
-                                   + extra_fds, enter)
+                                   + extra_fds)
 
     def start(self) -> None:
         """Check prerequisites and start the child; OSError (with the fix) if it cannot."""

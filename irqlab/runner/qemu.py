@@ -12,7 +12,6 @@ neighbour VMs of irqlab.loads.vm) build on them.
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,21 +21,6 @@ from irqlab.runner.machines import Machine, machine_for
 from irqlab.runner.process import MeasuredProcess
 
 RAM_ID = "irqlab-mem"           # QEMU object id of the guest RAM when it is our memfd
-ICOUNT_RR_PRIO = 1              # SCHED_RR priority of QEMU under -icount (QemuGuest)
-POLICY_NAMES = {os.SCHED_OTHER: "SCHED_OTHER", os.SCHED_FIFO: "SCHED_FIFO",
-                os.SCHED_RR: "SCHED_RR", os.SCHED_BATCH: "SCHED_BATCH",
-                os.SCHED_IDLE: "SCHED_IDLE"}
-RT_RUNTIME = Path("/proc/sys/kernel/sched_rt_runtime_us")
-
-
-def rt_throttled() -> bool:
-    """Does the kernel cap real-time tasks' share of a CPU (sched_rt_runtime_us is not
-    -1)? Only then may a CPU-bound QEMU run SCHED_RR: without the cap it would starve
-    that CPU's kernel workers for the whole run."""
-    try:
-        return int(RT_RUNTIME.read_text()) >= 0
-    except (OSError, ValueError):
-        return False
 
 
 def memfd_backend(obj_id: str, size: str, fd: int) -> list[str]:
@@ -129,22 +113,6 @@ class QemuGuest(MeasuredProcess):
     plan: AccelPlan
     icount: bool = False
     name: str = "irqlab"
-    # Under -icount, every QEMU thread on this one host CPU (None: not pinned), and there
-    # round-robin real-time at ICOUNT_RR_PRIO when the kernel throttles real-time tasks.
-    # QEMU's main loop and its vCPU thread both touch the guest's virtual clock (QEMU
-    # 7.2, accel/tcg/tcg-accel-ops-icount.c and softmmu/icount.c: the vCPU thread runs
-    # expired timers itself and wakes the main loop, which runs them too and, when it sees
-    # the vCPU halted, warps the clock to the next deadline from the vCPU's instruction
-    # count as last accounted). Whenever the main loop runs between the vCPU thread's
-    # steps, a timer IRQ can come a few instructions late: unconfined, 3 of 63 runs of
-    # 800 samples parted from a twin at one sample (29 against 61 ns) under SCHED_FIFO
-    # bursts on both CPUs; confined to one CPU under CFS, 0 of 115 here but one in CI's
-    # first run. Round-robin threads of one priority never preempt each other: the main
-    # loop runs only when the vCPU thread blocks (the guest halts) or its 100 ms slice
-    # ends, and no CFS task can come in between.
-    qemu_cpu: int | None = field(default=None, init=False)
-    qemu_rr: bool = field(default=False, init=False)    # ask for SCHED_RR in the child
-
     def build_argv(self) -> list[str]:
         cfg = self.config
         return (base_argv(cfg.machine.qemu, self.name, cfg.memory_mib, ram_fd=self.mem_fd)
@@ -162,32 +130,7 @@ class QemuGuest(MeasuredProcess):
         if shutil.which(machine.qemu) is None:
             raise FileNotFoundError(f"{machine.qemu} not found: {machine.install_hint}")
         self._create_memfd("irqlab-guest-ram", self.config.memory_mib << 20)
-        if self.icount:
-            self.qemu_cpu = min(os.sched_getaffinity(0))
-            self.qemu_rr = rt_throttled()
-        self._spawn(self.build_argv(), enter=self._one_cpu if self.icount else None)
-
-    def _one_cpu(self) -> None:
-        """In the child before exec: every thread QEMU makes on one CPU (qemu_cpu), at
-        SCHED_RR if asked and allowed (unprivileged: CFS, which the run's metadata
-        shows: qemu_policy())."""
-        os.sched_setaffinity(0, {self.qemu_cpu})
-        if self.qemu_rr:
-            try:
-                os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(ICOUNT_RR_PRIO))
-            except PermissionError:
-                pass
-
-    def qemu_policy(self) -> tuple[str, int] | None:
-        """QEMU's scheduling policy and priority as the kernel has them (None: gone)."""
-        if self.proc is None:
-            return None
-        try:
-            policy = os.sched_getscheduler(self.proc.pid)
-            prio = os.sched_getparam(self.proc.pid).sched_priority
-        except OSError:
-            return None
-        return POLICY_NAMES.get(policy, str(policy)), prio
+        self._spawn(self.build_argv())
 
     def exited_done(self, code: int) -> bool:
         return code in self.config.machine.done_exit_codes

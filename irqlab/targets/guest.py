@@ -118,16 +118,6 @@ class GuestTarget(Target):
         gcfg.extra_qemu_args = list(process_args)
         return QemuGuest(gcfg, plan, icount=cfg.options.icount, name=name)
 
-    def process_metadata(self, process: MeasuredProcess) -> dict[str, Any]:
-        cpu = process.qemu_cpu if isinstance(process, QemuGuest) else None
-        if cpu is None:
-            return {}
-        out: dict[str, Any] = {"icount_qemu_cpus": [cpu]}
-        policy = process.qemu_policy()
-        if policy is not None:
-            out["icount_qemu_policy"], out["icount_qemu_priority"] = policy
-        return out
-
     def open_source(self, cfg: Any, process: MeasuredProcess) -> SampleSource:
         if cfg.options.sink == "console":
             return ConsoleReader(process.serial_read)
