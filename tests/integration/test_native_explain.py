@@ -5,9 +5,10 @@ One real native run with `--trace` on CPU 1 (probe SCHED_FIFO 90); a helper thre
 SCHED_FIFO 95 on the same CPU spins HOG_NS every 100 ms for a bounded time and records
 each spin's CLOCK_MONOTONIC start and end. The native capture is on CLOCK_MONOTONIC too,
 so a spin is a trace interval as it is. Each spike that a spin overlaps must name the
-helper ("preempted by irqlab-hog/PID prio 95") for the part of the spin inside it (the
-truth: the overlap of [spin start, spin end] with [deadline, handler entry]) within 10 %,
-on >= 95 % of those spikes (TAIL_NS says which are left out).
+helper ("preempted by irqlab-hog/PID prio 95", and "IRQ latency in irqlab-hog/…" for the
+part before a late timer IRQ) for the part of the spin inside it (the truth: the overlap
+of [spin start, spin end] with [deadline, handler entry]) within 10 %, on >= 95 % of
+those spikes (TAIL_NS says which are left out).
 """
 
 from __future__ import annotations
@@ -126,6 +127,8 @@ def test_the_preempting_fifo_thread_is_named_with_its_duration(hogged):
     # The kernel's prio of a SCHED_FIFO task is 99 - its priority (sched_switch).
     assert prio.get(hog_pid) == 99 - HOG_PRIO, (hog_pid, len(prio), prio.get(hog_pid))
     assert label.endswith(f" prio {HOG_PRIO}"), label
+    irq_latency = (f"IRQ latency in {label.removeprefix('preempted by ')} (IRQs off or "
+                   f"hardware; inferred from the gap)")
     checked = []
     for att in res.samples:
         if att.status != "explained":
@@ -138,12 +141,23 @@ def test_the_preempting_fifo_thread_is_named_with_its_duration(hogged):
                      if s0 < att.end and att.start < s1), default=0)
         if truth < TAIL_NS:
             continue
-        got = att.inclusive(label)
+        # While the hog spins, the probe thread is kept off its CPU (preempted), or, when
+        # the timer IRQ itself comes late, still asleep: then the part before the IRQ is
+        # IRQ latency in the task that held the CPU, the hog (rtla --aa's IRQ latency, the
+        # rest its thread latency). Both name the hog. Seen loaded on this nested-virt
+        # host: the timer IRQ 1.01 and 2.05 ms after the deadline, the hog on the CPU in
+        # user space throughout. Explain may call it so only where the capture shows the
+        # timer IRQ that late.
+        late = att.inclusive(irq_latency)
+        t_irq = dict(att.stages).get("timer IRQ entry", att.start)
+        assert late <= t_irq - att.start, (att.seq, late, att.stages)
+        got = att.inclusive(label) + late
         checked.append((abs(got - truth) <= 0.1 * truth, att.seq, truth, got,
                         dict(att.ranked()[:3])))
     assert len(checked) >= 0.5 * len(spins), (len(checked), len(spins))
     good = sum(c[0] for c in checked)
-    assert good >= 0.95 * len(checked), [c for c in checked if not c[0]]
+    assert good >= 0.95 * len(checked), (good, len(checked),
+                                         [c for c in checked if not c[0]])
 
 
 def test_every_spike_shows_its_stages_and_unexplained(hogged):
