@@ -187,5 +187,18 @@ def test_live_reads_of_partial_pages_lose_and_repeat_nothing(tracefs, page_heade
         checked += 1
         k = min(range(len(seq)), key=lambda i: abs(seq[i][0] - core[0][0]))
         assert [x[1:] for x in seq[k:k + len(core)]] == [x[1:] for x in core]
-        assert all(abs(a[0] - b[0]) < 1_000_000 for a, b in zip(seq[k:], core))
+        ours = [x[0] for x in seq[k:k + len(core)]]
+        assert ours == sorted(ours)
+        # Each instance stamps an event when it writes it, one after the other in the
+        # same tracepoint call: ns apart, unless the hypervisor takes the CPU in between
+        # (seen on this nested-virt host: 1 switch in ~50,000 stamped 3.65 ms later by the
+        # second instance, its neighbours within 2 us, ours in line with the task's
+        # ~150 us bursts). A decoding error would move a page's events, not one event:
+        # an outlier must stand alone, and outliers be rare.
+        far = [i for i, (a, b) in enumerate(zip(ours, core)) if abs(a - b[0]) >= 1_000_000]
+        assert len(far) <= max(1, len(core) // 200), (c, len(far), len(core), far[:10])
+        for i in far:
+            assert all(abs(ours[j] - core[j][0]) < 1_000_000 for j in (i - 1, i + 1)
+                       if 0 <= j < len(core)), (c, i, ours[max(0, i - 2):i + 3],
+                                                core[max(0, i - 2):i + 3])
     assert checked
