@@ -129,7 +129,8 @@ class NativeAttributor:
                 return att
         tid = self.probe_tid(cpu, b)
         causes: dict[str, int] = defaultdict(int)
-        t_irq = self._timer_irq(att, cpu, a, b, tid)
+        woken = self._woken(tid, a, b)          # once: a scan of every wake-up
+        t_irq = self._timer_irq(att, cpu, a, b, woken)
         covered = 0
         tl = ex.threads.get(tid) if tid is not None else None
         for seg, lo, hi in (tl.between(a, b) if tl else []):
@@ -153,7 +154,7 @@ class NativeAttributor:
             att.notes.append(f"no probe thread seen running on CPU {cpu} at the entry")
         causes.setdefault(UNEXPLAINED, 0)
         att.causes = dict(causes)
-        self._stages(att, tid, cpu, t_irq)
+        self._stages(att, tid, cpu, t_irq, woken)
         return att
 
     @staticmethod
@@ -171,7 +172,7 @@ class NativeAttributor:
         return int(wts[sel[0]]) if len(sel) else None
 
     def _timer_irq(self, att: Attribution, cpu: int, a: int, b: int,
-                   tid: int | None) -> int | None:
+                   woken: int | None) -> int | None:
         """When the timer IRQ that woke the probe thread was entered, as a time in [a, b].
 
         The interrupt that runs the probe's expiry can have been entered before the
@@ -180,7 +181,6 @@ class NativeAttributor:
         tick's handler has no timer IRQ entry of its own. Then the stage is the deadline
         itself, and a note says how long before it the interrupt began."""
         entries = self.timer.get(cpu)
-        woken = self._woken(tid, a, b)
         if entries is not None and woken is not None:
             i = int(entries.searchsorted(woken, "right")) - 1
             if i >= 0 and entries[i] >= a:
@@ -232,7 +232,7 @@ class NativeAttributor:
         return f"preempted by {self.who(pid, comm)}"
 
     def _stages(self, att: Attribution, tid: int | None, cpu: int,
-                t_irq: int | None) -> None:
+                t_irq: int | None, woken: int | None) -> None:
         """The stages found in the window; a stage that should be there and is not goes
         to ``stages_missing`` with the event looked for. When the deadline passed while
         the probe thread was not asleep (kept off its CPU after its last sample, before it
@@ -252,7 +252,8 @@ class NativeAttributor:
         elif not awake:
             att.stages_missing.append("timer IRQ entry (no local_timer_entry or "
                                       "hrtimer_expire_entry on the CPU in the window)")
-        woken = self._woken(tid, t, b)
+        if woken is not None and woken < t:     # the timer IRQ found came after it
+            woken = self._woken(tid, t, b)
         if woken is not None:
             t = woken
             att.stages.append(("probe thread woken", t))
