@@ -74,8 +74,9 @@ def pytest_configure(config) -> None:
         "markers", "emulated: boots QEMU (or Xen under QEMU); ./run-tests.sh --quick "
                    "deselects it, with integration")
     config.addinivalue_line(
-        "markers", "slow: a big synthetic case where size is the point (seconds of CPU); "
-                   "./run-tests.sh --quick deselects it, the whole suite runs it")
+        "markers", "slow: seconds a test (a big synthetic case, a real PostgreSQL server or "
+                   "Chromium, a sub-suite, runs of seconds); ./run-tests.sh --quick deselects "
+                   "it so the edit loop stays under 2 min, the whole suite runs it")
 
 
 # Two xdist groups, each run one test after another on one worker, side by side:

@@ -113,6 +113,7 @@ def test_a_suite_s_interleaved_series_are_grouped_and_verdicts_are_short(sdb):
     assert "| beyond noise (p50 p" in md.stdout and "| baseline group |" in md.stdout
 
 
+@pytest.mark.slow
 def test_single_runs_of_one_configuration_are_never_beyond_noise(sdb):
     # A/A: single runs of A against single runs of B (same configuration).
     for a, b in (("1", "2"), ("4", "5"), ("7", "8")):

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.conftest import run_cli
 
 
@@ -25,6 +27,7 @@ def _summary(proc: subprocess.Popen, code: int = 0) -> dict:
     return [json.loads(x) for x in out.splitlines() if '"summary"' in x][-1]
 
 
+@pytest.mark.slow
 def test_list_during_a_run_and_two_runs_at_once(db):
     # The first run is stopped by SIGINT once the second has landed, not by its duration:
     # an 8 s duration once had to outlast the second run's start-up on a loaded host.

@@ -22,6 +22,7 @@ def pg(pg_server):
     return pg_server            # the session's server (tests/conftest.py): fresh databases
 
 
+@pytest.mark.slow
 def test_killed_run_is_closed_by_the_next_open_of_this_host(pg):
     url = pg.database("dead")
     proc = subprocess.Popen([sys.executable, "-m", "irqlab.cli.main", "run", "--target",

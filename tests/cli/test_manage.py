@@ -36,6 +36,7 @@ def _rows(db, run_id: int) -> dict[str, int]:
         con.close()
 
 
+@pytest.mark.slow
 def test_rm_leaves_no_samples_sample_files_or_capture(db, native_built):
     res = run_cli(FILES_RUN + ["--trace", "--name", "gone", "--tag", "kernel=rt"], db)
     assert res.code == 0, res.stderr
@@ -62,6 +63,7 @@ def test_rm_leaves_no_samples_sample_files_or_capture(db, native_built):
     assert call_cli(["show", "kept", "--json"], db).code == 0
 
 
+@pytest.mark.slow
 def test_rm_refuses_a_running_run(db, native_built):
     run = subprocess.Popen([sys.executable, "-m", "irqlab.cli.main", "run", "--target",
                             "native", "--cpus", "0", "--duration", "60s", "--window",
@@ -83,6 +85,7 @@ def test_rm_refuses_a_running_run(db, native_built):
     assert call_cli(["list", "--json", "--where", "tag:x=y"], db).lines == []
 
 
+@pytest.mark.slow
 def test_tag_and_list_filters(db, native_built):
     for name, tags in (("a", ["--tag", "kernel=rt", "--tag", "bios=2.1"]), ("b", [])):
         res = run_cli(["run", "--target", "native", "--cpus", "0", "--samples", "50",
@@ -111,6 +114,7 @@ def test_tag_and_list_filters(db, native_built):
     assert names() == ["a", "b"]
 
 
+@pytest.mark.slow
 def test_scenario_tags_label_every_run_of_a_matrix(db, tmp_path, native_built):
     scn = tmp_path / "tagged.toml"
     scn.write_text('name = "tagged"\n[tags]\nkernel = "rt"\nbios = "2.1"\n'
@@ -127,6 +131,7 @@ def test_scenario_tags_label_every_run_of_a_matrix(db, tmp_path, native_built):
     assert res.code == 2 and "irqlab's own" in res.stderr, res.stderr
 
 
+@pytest.mark.slow
 def test_tag_list_and_rm_on_a_lab_store(db, tmp_path, native_built, pg_server):
     """The same commands on a real PostgreSQL lab store: a pushed run's rows and its
     samples file go; the other run stays."""

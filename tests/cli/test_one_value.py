@@ -170,6 +170,7 @@ priority = [80]
 """
 
 
+@pytest.mark.slow
 def test_a_matrix_cell_gives_its_run_summary_value(tmp_path):
     subprocess.run(["make", "-s", "-C", str(NATIVE_PROBE.parents[1])], check=True)
     db = tmp_path / "m.duckdb"

@@ -63,6 +63,7 @@ def test_explain_shows_its_stages_in_a_terminal(db, tmp_path):
     assert "wrote " in out        # and the result itself
 
 
+@pytest.mark.slow
 def test_import_and_report_show_progress_in_a_terminal(db, tmp_path):
     code, out = in_pty(["import", "cyclictest", str(FIXTURE), "--db", str(db)])
     assert code == 0, out
@@ -72,6 +73,7 @@ def test_import_and_report_show_progress_in_a_terminal(db, tmp_path):
     assert "writing PNG plots" in out, out[-3000:]
 
 
+@pytest.mark.slow
 def test_no_progress_with_json_or_a_pipe(db, tmp_path):
     code, out = in_pty(["explain", "1", "--json", "--text", str(tmp_path / "t.txt"),
                         "--db", str(db)])

@@ -24,6 +24,7 @@ def native_built():
     return NATIVE_PROBE
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("stress-ng") is None, reason="the cpu load needs stress-ng")
 def test_show_json_carries_load_knobs_pin_prio_with_read_back(db, native_built):
     res = run_cli(RUN + ["--load", "cpu:cpus=1", "--halt-poll-global", "0",
@@ -80,6 +81,7 @@ def test_show_json_carries_load_knobs_pin_prio_with_read_back(db, native_built):
         assert lab.provenance("loaded")["configuration"]["knobs"] == conf["knobs"]
 
 
+@pytest.mark.slow
 def test_compare_names_exactly_the_knob_two_runs_differ_in(db, native_built):
     for name, value in (("a", "0"), ("b", "100us")):
         res = run_cli(RUN + ["--halt-poll-global", value, "--name", name], db)

@@ -92,6 +92,7 @@ def test_two_pushes_of_one_run_store_it_once_and_lose_no_file(pg, tmp_path):
     assert not list((tmp_path / "state" / "journal").glob("*.jsonl"))
 
 
+@pytest.mark.slow
 def test_a_push_killed_while_writing_leaves_nothing_after_the_next_start(pg, tmp_path):
     lab = pg.database("killed")
     src = tmp_path / "host.duckdb"
@@ -117,6 +118,7 @@ def test_a_push_killed_while_writing_leaves_nothing_after_the_next_start(pg, tmp
     assert {f.name for f in shared.iterdir()} == _named_files(lab)
 
 
+@pytest.mark.slow
 def test_a_server_stopped_mid_push_leaves_nothing_and_says_so(tmp_path):
     server = PgServer()                # its own: this test stops it
     try:
@@ -145,6 +147,7 @@ def test_a_server_stopped_mid_push_leaves_nothing_and_says_so(tmp_path):
             server.stop()
 
 
+@pytest.mark.slow
 def test_first_opens_of_a_new_lab_store_at_once_create_it_once(pg):
     """Two first pushes at once both create the schema: without a lock PostgreSQL's
     CREATE ... IF NOT EXISTS raced (duplicate key in pg_type: "internal error")."""

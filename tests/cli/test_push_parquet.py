@@ -82,6 +82,7 @@ def test_samples_dir_must_be_a_writable_directory(pg, tmp_path):
     assert len(res.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_a_v1_lab_store_is_migrated_at_open(pg, tmp_path):
     lab = pg.database("old")
     with PgStore(lab) as store:                       # make it look like schema v1

@@ -42,6 +42,7 @@ def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=90)
 
 
+@pytest.mark.slow
 def test_report_and_plot_files_are_written(built):
     out, info = built
     assert info["type"] == "report" and info["plots"] == 1 + 3 * 3
@@ -58,6 +59,7 @@ def test_report_and_plot_files_are_written(built):
     assert info["bytes"] == (out / "report.html").stat().st_size
 
 
+@pytest.mark.slow
 def test_report_opens_in_chromium_without_errors_and_images_load(built, tmp_path):
     out, _ = built
     url = (out / "report.html").resolve().as_uri()
@@ -81,6 +83,7 @@ def test_report_opens_in_chromium_without_errors_and_images_load(built, tmp_path
     assert "Run 3 &lt;script&gt;alert(1)&lt;/script&gt;" in dom.stdout
 
 
+@pytest.mark.slow
 def test_chromium_screenshot_shows_the_page(built, tmp_path):
     out, _ = built
     shot = tmp_path / "shot.png"

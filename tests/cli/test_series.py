@@ -39,6 +39,7 @@ def _one_line_usage_error(res) -> None:
     assert "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_repeat_3_makes_a_series_of_stored_runs(db, native_built):
     res = run_cli(["run", "--target", "native", "--repeat", "3", "--duration", "1s",
                    "--window", "500ms", "--name", "nat", "--json"], db)
@@ -106,6 +107,7 @@ def test_unknown_series_is_one_line(db, native_built):
         assert words in res.stderr, res.stderr
 
 
+@pytest.mark.slow
 def test_matrix_repeat_interleaves_cells_and_resumes_a_series(db, tmp_path, native_built):
     scn = tmp_path / "rep.toml"
     scn.write_text(MATRIX)
@@ -175,6 +177,7 @@ def test_matrix_cli_repeat_replaces_the_file_s(db, tmp_path):
     _one_line_usage_error(run_cli(["matrix", str(scn), "--repeat", "0"], db))
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_whole_series(db, native_built):
     """SIGINT during the second run: exit 130, the series line lists what is stored."""
     proc = subprocess.Popen([sys.executable, "-m", "irqlab.cli.main", "run", "--target",
@@ -202,6 +205,7 @@ def test_ctrl_c_stops_the_whole_series(db, native_built):
         assert [r.run_id for r in st.runs()] == series["run_ids"]
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_matrix_of_short_runs(db, tmp_path: Path, native_built):
     """Runs of one sample end before they look at a stop request: the SIGTERM that came
     during one must still stop the matrix (issue 30: a 10^6-cell matrix went on through

@@ -342,6 +342,7 @@ def test_help_does_not_import_the_web_stack():
     assert out == "[]"
 
 
+@pytest.mark.slow
 def test_a_lab_store_pages_in_sql_as_list_shows_it(store, pg_server):
     """PostgreSQL (JSONB) pages: the rows of `irqlab list --db URL --json`, and the same
     pages as the Python path for a sort by a figure and a tag filter."""

@@ -36,6 +36,7 @@ def test_native_run_has_per_cpu_summaries(db, native_built):
     assert max(c["max_ns"] for c in per) == s["max_ns"]
 
 
+@pytest.mark.slow
 def test_native_cpus_and_bad_arguments(db, native_built):
     res = run_cli(["run", "--target", "native", "--cpus", "0", "--samples", "50", "--json"],
                   db)

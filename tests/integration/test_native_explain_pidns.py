@@ -48,4 +48,10 @@ def test_a_run_in_a_pid_namespace_is_explained(tmp_path, probe_built):
     assert explained, samples
     for s in explained:
         assert not any("no probe thread" in n for n in s["notes"]), s
-        assert [st["stage"] for st in s["stages"]][-2:] == ["switched in", "handler"], s
+        stages = [st["stage"] for st in s["stages"]]
+        # A probe thread still on its CPU at the deadline never switches in again: seen in
+        # the suite (2026-11-27), the thread armed its timer and the CPU went silent for
+        # 1.4 ms (this machine is a VM: its vCPU was away) before it could switch out;
+        # the timer IRQ then woke it where it stood. Its note says so.
+        running = any("probe thread was running" in n for n in s["notes"])
+        assert stages[-1] == "handler" and (running or stages[-2] == "switched in"), s

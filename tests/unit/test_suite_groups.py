@@ -33,6 +33,7 @@ def test_free(i):
 """
 
 
+@pytest.mark.slow
 def test_a_group_runs_on_one_worker(tmp_path):
     (tmp_path / "test_g.py").write_text(_GROUPED)
     where = tmp_path / "where.txt"
@@ -104,6 +105,7 @@ def test_{name}():
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("locked", [True, False])
 def test_guest_lock_modules_never_overlap(tmp_path, locked):
     # Two modules on two workers: with GUEST_LOCK they run one after the other (the

@@ -146,6 +146,7 @@ def test_seeded_mutation_fuzz_storing_included(cases):
 _SOURCES = fixture_texts(D)
 
 
+@pytest.mark.slow
 @settings(max_examples=70, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(index=st.integers(0, len(_SOURCES) - 1), seed=st.integers(0, 2**32),
@@ -164,6 +165,7 @@ def test_hypothesis_every_importer_storing_included(index, seed, edits, skip_bad
 @given(fmt=st.sampled_from(sorted({f for f, _hz in FIXTURES.values()})),
        text=st.text(alphabet=st.characters(min_codepoint=1, max_codepoint=0x2FF),
                     max_size=400))
+@pytest.mark.slow
 def test_hypothesis_arbitrary_text_never_crashes(fmt, text):
     with Store(":memory:") as store:
         assert run_case(store, "x.txt", fmt, text, 1_000_000_000) in ("rejected", "accepted")

@@ -105,6 +105,7 @@ def test_tscdeadline_round_trip(values):
 @given(st.lists(st.tuples(st.from_regex(r"[A-Za-z][A-Za-z ,()]{0,20}[A-Za-z)]", fullmatch=True),
                           st.lists(st.integers(0, 10**7), min_size=4, max_size=4)),
                 min_size=1, max_size=6))
+@pytest.mark.slow
 def test_tbm_table_round_trip(rows):
     text = "              AVG     MIN     MAX     WARM MAX\n" + "".join(
         f"{label:<24}{'    '.join(map(str, v))}\n" for label, v in rows)

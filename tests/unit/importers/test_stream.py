@@ -102,6 +102,7 @@ def test_streamed_import_stores_what_the_in_memory_import_stores(tmp_path):
     assert got["stream"][0]["min_ns"] == -40_000 and got["stream"][1] == values.size
 
 
+@pytest.mark.slow
 def test_a_file_bigger_than_memory_allows_in_one_piece_imports(tmp_path):
     """Under an address-space limit the in-memory parser cannot read the file, the
     streamed import stores every sample of it."""

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from irqlab.reports.bench import bench_compare, bench_import
 
@@ -13,6 +14,7 @@ SCHEMA = json.loads((Path(__file__).resolve().parents[3] / "docs/schema/bench.sc
                     .read_text())
 
 
+@pytest.mark.slow
 def test_import_and_compare_figures():
     # Tiny inputs: what is checked is that every command runs and is measured, not how
     # fast (the cost here is the ten child interpreters, not the samples).

@@ -19,6 +19,7 @@ def report(report_db):
     return build_report(runs, title="T & <T>")
 
 
+@pytest.mark.slow
 def test_run_text_is_escaped_everywhere_and_nothing_is_fetched(report):
     text, plots = report
     assert "<script>alert" not in text and "<img src=x" not in text

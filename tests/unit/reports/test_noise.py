@@ -54,6 +54,7 @@ def test_student_t_matches_tables():
     assert noise.t_sf2(0.0, 3) == 1.0 and noise.t_sf2(math.inf, 3) == 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [2, 3, 5])
 def test_replicate_test_holds_its_level_over_seeded_a_a_simulations(k):
     rng = np.random.default_rng(1000 + k)

@@ -45,6 +45,7 @@ def _unmount(mnt: Path) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_disk_full_mid_run_fails_cleanly_and_keeps_windows_with_their_samples(
         fake, small_tmpfs, capfd):  # noqa: F811
     fake()
@@ -70,6 +71,7 @@ def test_disk_full_mid_run_fails_cleanly_and_keeps_windows_with_their_samples(
     assert "Traceback" not in capfd.readouterr().err
 
 
+@pytest.mark.slow
 def test_disk_full_mid_run_in_sample_files_keeps_windows_with_their_samples(
         fake, small_tmpfs, monkeypatch):  # noqa: F811
     # Sample files (store/sample_files.py) for windows of 100 samples: the same promise

@@ -41,6 +41,7 @@ def test_strided_empty_and_refused_inputs() -> None:
         numeric_view(pa.array([1, None], pa.int64()))
 
 
+@pytest.mark.slow
 def test_commands_reading_and_writing_samples_do_not_import_pandas(tmp_path) -> None:
     code = f"""
 import sys

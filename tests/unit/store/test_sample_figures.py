@@ -53,6 +53,7 @@ def as_tuple(f) -> tuple:
     return (f.count, f.min_tick, f.max_tick, f.above, f.quantile_tick)
 
 
+@pytest.mark.slow
 def test_duckdb_and_postgres_figures_are_exact(tmp_path, pg):
     rng = np.random.default_rng(4)
     data = {name: make(rng) for name, make in DATASETS.items()}

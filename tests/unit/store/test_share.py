@@ -223,6 +223,7 @@ def test_the_socket_is_named_after_the_file_not_the_path(tmp_path):
     assert share.socket_address(db).startswith("\0irqlab-store-")
 
 
+@pytest.mark.slow
 def test_an_idle_borrower_does_not_keep_the_holder_open(tmp_path):
     """Issue 30: an idle "writer" kept a finished holder alive (72 s; before, for ever
     inside a transaction). Writing, it is waited for at most IRQLAB_SHARE_GRACE_S."""
