@@ -18,6 +18,11 @@ from irqlab.measure import run
 from irqlab.store import Store
 from tests.unit.measure.test_run_flow import Recorder, _cfg, fake  # noqa: F401 (fixture)
 
+# A run's duration far beyond what the 1 MiB disk holds: the run must end by the full
+# disk however slowly a busy host feeds it (60 s ran out first at nice 19 beside the
+# suite: status "ok"); on an idle machine it fills in ~8 s.
+LONGER_THAN_THE_DISK_NS = 600_000_000_000
+
 
 @pytest.fixture
 def small_tmpfs(tmp_path) -> Path:
@@ -51,7 +56,7 @@ def test_disk_full_mid_run_fails_cleanly_and_keeps_windows_with_their_samples(
     fake()
     db = small_tmpfs / "runs.duckdb"
     with Store(db) as store:
-        res = run(_cfg(duration_ns=60_000_000_000, period_ns=100_000,
+        res = run(_cfg(duration_ns=LONGER_THAN_THE_DISK_NS, period_ns=100_000,
                        window_ns=10_000_000), store, Recorder())
     assert res.status == "failed"
     assert "No space left on device" in res.summary["message"]
@@ -80,7 +85,7 @@ def test_disk_full_mid_run_in_sample_files_keeps_windows_with_their_samples(
     fake()
     db = small_tmpfs / "runs.duckdb"
     with Store(db) as store:
-        res = run(_cfg(duration_ns=60_000_000_000, period_ns=100_000,
+        res = run(_cfg(duration_ns=LONGER_THAN_THE_DISK_NS, period_ns=100_000,
                        window_ns=10_000_000), store, Recorder())
         assert store._files(res.run_id)
     assert res.status == "failed" and "No space left on device" in res.summary["message"]
