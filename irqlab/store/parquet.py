@@ -14,9 +14,9 @@ sample in the lab's file (docs/formats.md section 3a has the figures and their h
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -31,10 +31,11 @@ RECORD_SCHEMA = pa.schema([("seq", pa.uint64()), ("deadline_tick", pa.uint64()),
 _COMPRESSION = "lz4"
 
 
-def samples_writer(path: Path | str, schema: pa.Schema
+def samples_writer(path: Path | str | BinaryIO, schema: pa.Schema
                    ) -> AbstractContextManager[pq.ParquetWriter]:
     """A Parquet writer of sample columns (integers only: ValueError, at once, otherwise)
-    as a context manager whose file is closed on every way out."""
+    as a context manager whose file is closed on every way out (a file object given is
+    the caller's to close)."""
     bad = [f.name for f in schema if not pa.types.is_integer(f.type)]
     if bad:
         raise ValueError(f"samples_writer takes integer columns only, not {', '.join(bad)}")
@@ -42,12 +43,13 @@ def samples_writer(path: Path | str, schema: pa.Schema
 
 
 @contextmanager
-def _writer(path: Path | str, schema: pa.Schema) -> Iterator[pq.ParquetWriter]:
+def _writer(path: Path | str | BinaryIO, schema: pa.Schema) -> Iterator[pq.ParquetWriter]:
     """The writer on a file of our own: when the writer's close fails (ENOSPC while it
     flushes the footer), pyarrow's ParquetWriter leaves a file it opened itself open
     until the garbage collector finds the writer, and a full disk stayed busy (a test's
     tmpfs: `umount` refused for 10 s)."""
-    with pa.OSFile(str(path), "wb") as sink:
+    own = isinstance(path, (str, Path))
+    with pa.OSFile(str(path), "wb") if own else nullcontext(path) as sink:
         writer = pq.ParquetWriter(sink, schema, compression=_COMPRESSION,
                                   use_dictionary=False,
                                   column_encoding={f.name: "DELTA_BINARY_PACKED"
