@@ -115,9 +115,11 @@ def small_pages() -> Iterator[None]:
     madvise, numpy's madvise makes each first touch a 2 MiB fault that zeroes the whole
     huge page and, with defrag=madvise (this kernel's default), may compact memory
     synchronously first. Rounds of `irqlab bench trace`'s input alone, 4 pairs on this
-    VM: decode 1.56-1.89 s with huge pages, 0.77-1.03 s without; the kernel time of a
-    round 1.9-2.4 s against 1.1-1.3 s (docs/figures.md). Attribution, which walks its
-    arrays at random, stays faster on huge pages, so only decoding is wrapped."""
+    VM (nested virtualisation: the host backs each first touch): decode 1.55-2.18 s with
+    huge pages, 0.99-1.09 s without; the kernel time of a round 1.5-2.5 s against
+    0.6-0.8 s (docs/figures.md). Attribution, which walks its arrays at random, was no
+    faster on small pages (the whole round without them: set-up 1.58-2.11 s against
+    1.38-1.60 s), so only decoding is wrapped."""
     global _pages_depth, _pages_before
     fn = _madvise_hugepage()
     with _pages_lock:
