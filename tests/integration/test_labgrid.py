@@ -290,8 +290,11 @@ def test_killed_irqlab_leaves_no_qemu(probes, tmp_path):
     """labgrid cleans up at exit only: irqlab makes its QEMU die with it (SIGKILL too)."""
     db = tmp_path / "db.duckdb"
     env_file = write_env(tmp_path / "x86.yaml", "x86_64")
+    # labgrid's QEMU driver keeps its serial socket in a directory it makes under TMPDIR
+    # and removes at exit only: a SIGKILLed irqlab left one in /tmp each suite run. Here
+    # it goes into the test's own directory.
     p = irqlab(["--target", "labgrid", "--lg-env", str(env_file), "--samples", "1000000",
-                "--window", "1s"], db, dict(os.environ))
+                "--window", "1s"], db, {**os.environ, "TMPDIR": str(tmp_path)})
     try:
         first, deadline = "", time.monotonic() + 60
         while '"type": "window"' not in first:
