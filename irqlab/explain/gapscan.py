@@ -46,9 +46,7 @@ class Gaps:
     @staticmethod
     def table_columns(tb) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(ts int64, cpu uint16, pid int32) of a table, without copies where possible."""
-        ts = np.ascontiguousarray(tb["ts"])
-        ts = ts.view(np.int64) if ts.dtype == np.uint64 else ts.astype(np.int64)
-        return (ts, np.ascontiguousarray(tb["cpu"], np.uint16),
+        return (_ts_int64(tb), np.ascontiguousarray(tb["cpu"], np.uint16),
                 np.ascontiguousarray(tb["common_pid"], np.int32))
 
     def bounds(self, tb, last_a: np.ndarray, first_b: np.ndarray,
@@ -77,6 +75,12 @@ class Gaps:
         return gap_out[:n], ts_out[:n], pid_out[:n]
 
 
+def _ts_int64(tb) -> np.ndarray:
+    """A table's stamps as int64 (below 2**63: a view, not a copy, of an unsigned column)."""
+    ts = np.ascontiguousarray(tb["ts"])
+    return ts.view(np.int64) if ts.dtype == np.uint64 else ts.astype(np.int64)
+
+
 def available() -> bool:
     return native.lib() is not None
 
@@ -88,7 +92,7 @@ def last_event_before(tb, lut: np.ndarray, nkeys: int, q_key: np.ndarray,
     lib = native.lib()
     if lib is None:
         return None
-    ts, _, _ = Gaps.table_columns(tb)
+    ts = _ts_int64(tb)
     pid = np.ascontiguousarray(tb["pid"], np.int32)
     lut = np.ascontiguousarray(lut, np.int64)
     q_key = np.ascontiguousarray(q_key, np.int64)

@@ -364,6 +364,65 @@ int64_t irq_gap_events(const struct gap_switches *sw, const int64_t *ts, const u
 	return k;
 }
 
+/* ascending_runs - the number of nondecreasing runs @v[0 .. n) splits into */
+static int64_t ascending_runs(const int64_t *v, int64_t n)
+{
+	int64_t i, runs = n > 0;
+
+	for (i = 1; i < n; i++)
+		runs += v[i] < v[i - 1];
+	return runs;
+}
+
+/*
+ * last_event_sweep - irq_last_event_before() for time ordered events and queries in a few
+ * nondecreasing runs: per run, one pass over the events keeps each task's latest time so
+ * far, and a query reads its task's once the events before its time are in.
+ *
+ * The same answers as the binary searches (the latest time strictly before a query is
+ * the last one folded before it), read in order: a query set of 2 M and 6 M events cost
+ * 0.33 s in cache-missing searches, a few sequential passes a tenth of that.
+ */
+static int64_t last_event_sweep(const int32_t *pid, const int64_t *ts, int64_t n,
+				const int64_t *lut, int64_t lut_len, int64_t nkeys,
+				const int64_t *q_key, const int64_t *q_before, int64_t nq,
+				int64_t *found, uint8_t *has)
+{
+	int64_t *last = malloc((size_t)(nkeys ? nkeys : 1) * sizeof(*last));
+	uint8_t *seen = malloc((size_t)(nkeys ? nkeys : 1));
+	int64_t i = 0, e = 0, hits = 0;
+
+	if (!last || !seen) {
+		free(last);
+		free(seen);
+		return -ENOMEM;
+	}
+	for (i = 0; i < nq; i++) {
+		int64_t k = q_key[i];
+
+		if (i == 0 || q_before[i] < q_before[i - 1]) {	/* a new run: start over */
+			memset(seen, 0, (size_t)nkeys);
+			e = 0;
+		}
+		for (; e < n && ts[e] < q_before[i]; e++) {
+			int64_t ek = key_of(pid[e], lut, lut_len, nkeys);
+
+			if (ek >= 0) {
+				last[ek] = ts[e];
+				seen[ek] = 1;
+			}
+		}
+		if (k < 0 || k >= nkeys || !seen[k])
+			continue;
+		found[i] = last[k];
+		has[i] = 1;
+		hits++;
+	}
+	free(last);
+	free(seen);
+	return hits;
+}
+
 /*
  * irq_last_event_before - per query, the latest event of its task strictly before a time
  * @pid, @ts: the events (time ordered), n of them
@@ -374,19 +433,25 @@ int64_t irq_gap_events(const struct gap_switches *sw, const int64_t *ts, const u
  * @found: per query, set to the event's time when one exists (else left alone)
  * @has: per query, set to 1 when one exists (else left alone)
  *
- * Events are grouped by key with a stable counting sort (each group stays time ordered),
- * then each query is a binary search in its group. Returns the number found, or -errno.
+ * Time ordered events and queries in at most 8 nondecreasing runs (explain's: one run per
+ * CPU) take last_event_sweep(). Otherwise events are grouped by key with a stable counting
+ * sort (each group stays time ordered), then each query is a binary search in its group.
+ * Returns the number found, or -errno.
  */
 int64_t irq_last_event_before(const int32_t *pid, const int64_t *ts, int64_t n,
 			      const int64_t *lut, int64_t lut_len, int64_t nkeys,
 			      const int64_t *q_key, const int64_t *q_before, int64_t nq,
 			      int64_t *found, uint8_t *has)
 {
-	int64_t *start = calloc((size_t)nkeys + 1, sizeof(*start));
-	int64_t *fill = malloc((size_t)(nkeys ? nkeys : 1) * sizeof(*fill));
-	int64_t *sorted = malloc((size_t)(n ? n : 1) * sizeof(*sorted));
+	int64_t *start, *fill, *sorted;
 	int64_t i, hits = 0;
 
+	if (ascending_runs(q_before, nq) <= 8 && nondecreasing(ts, n))
+		return last_event_sweep(pid, ts, n, lut, lut_len, nkeys, q_key, q_before, nq,
+					found, has);
+	start = calloc((size_t)nkeys + 1, sizeof(*start));
+	fill = malloc((size_t)(nkeys ? nkeys : 1) * sizeof(*fill));
+	sorted = malloc((size_t)(n ? n : 1) * sizeof(*sorted));
 	if (!start || !fill || !sorted) {
 		free(start);
 		free(fill);

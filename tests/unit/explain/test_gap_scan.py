@@ -139,3 +139,38 @@ def test_sparse_gaps_far_apart_in_a_long_table():
     pid = rng.integers(0, 5, n).astype(np.int32)
     want = np.array([0, 0, 1, 0, 1, 0, 1], np.uint8)
     assert _check_scan(c_s, t_s, broken, g_a, g_b, ts, cpu, pid, want)
+
+
+@pytest.mark.parametrize("runs", [1, 2, 8, 9, "shuffled"])
+def test_last_event_before_matches_reference(runs):
+    # Up to 8 time ordered runs of queries take gaps.c's sweep, more take its per-task
+    # binary searches: both give the latest event of the query's task strictly before its
+    # time (ties on that time included), found or not.
+    rng = np.random.default_rng(7)
+    n, nq, npid = 5_000, 3_000, 12
+    ts = np.sort(rng.integers(0, 4_000, n)).astype(np.int64)
+    pid = rng.integers(-1, npid + 3, n).astype(np.int32)       # some pids are not keyed
+    keyed = np.array([1, 2, 3, 5, 8, 11])
+    lut = np.full(npid + 2, -1, np.int64)
+    lut[keyed] = np.arange(len(keyed))
+    q_key = rng.integers(-1, len(keyed), nq).astype(np.int64)
+    q_before = rng.integers(0, 4_100, nq).astype(np.int64)
+    on = rng.random(nq) < 0.3                                    # right on event times
+    q_before[on] = rng.choice(ts, int(on.sum()))
+    if runs != "shuffled":
+        q_before = np.concatenate([np.sort(part) for part in np.array_split(q_before, runs)])
+    want_found = np.zeros(nq, np.int64)
+    want_has = np.zeros(nq, bool)
+    for i, (k, t) in enumerate(zip(q_key.tolist(), q_before.tolist())):
+        if k < 0:
+            continue
+        mine = ts[(pid >= 0) & (lut[np.clip(pid, 0, len(lut) - 1)] == k)
+                  & (pid < len(lut) - 1) & (ts < t)]
+        if len(mine):
+            want_found[i], want_has[i] = mine.max(), True
+    got = gapscan.last_event_before({"ts": ts, "pid": pid}, lut, len(keyed), q_key, q_before)
+    assert got is not None
+    found, has = got
+    assert want_has.any() and not want_has.all()
+    np.testing.assert_array_equal(has, want_has)
+    np.testing.assert_array_equal(found[has], want_found[has])
