@@ -53,6 +53,19 @@ def insert_rows(col: np.ndarray, add: np.ndarray, at: np.ndarray) -> np.ndarray 
     return out if got == len(out) else None
 
 
+def insert_positions(ts: np.ndarray, q: np.ndarray) -> np.ndarray | None:
+    """For time ordered ``q`` put into time ordered ``ts`` (int64 both): each one's index
+    in the merged output, = ``np.searchsorted(ts, q, "right") + np.arange(len(q))``."""
+    lib = native.lib()
+    if lib is None:
+        return None
+    ts = np.ascontiguousarray(ts, np.int64)
+    q = np.ascontiguousarray(q, np.int64)
+    at = np.empty(len(q), np.int64)
+    got = lib.irq_insert_positions(ptr(ts), len(ts), ptr(q), len(q), ptr(at))
+    return at if got == len(q) else None
+
+
 def _column(cols: dict, key: str, dtype) -> np.ndarray | None:
     """A column as the C code reads it, without a copy; None when its type differs."""
     col = cols.get(key)

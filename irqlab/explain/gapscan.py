@@ -25,6 +25,13 @@ class _Switches(ctypes.Structure):
                 ("gap_b", ctypes.c_void_p)]
 
 
+class _Table(ctypes.Structure):
+    """struct gap_table of gaps.c (pointers into a table's columns)."""
+
+    _fields_ = [("ts", ctypes.c_void_p), ("cpu", ctypes.c_void_p), ("pid", ctypes.c_void_p),
+                ("n", _I64)]
+
+
 class Gaps:
     """Recorded switches in (cpu, time) order and the gaps after the broken ones."""
 
@@ -49,14 +56,18 @@ class Gaps:
         return (_ts_int64(tb), np.ascontiguousarray(tb["cpu"], np.uint16),
                 np.ascontiguousarray(tb["common_pid"], np.int32))
 
-    def bounds(self, tb, last_a: np.ndarray, first_b: np.ndarray,
+    def bounds(self, tables: list, last_a: np.ndarray, first_b: np.ndarray,
                other: np.ndarray) -> bool:
-        """Fold a table's events into last_a / first_b (int64) and other (uint8)."""
-        ts, cpu, pid = self.table_columns(tb)
+        """Fold the tables' events into last_a / first_b (int64) and other (uint8), all
+        tables in one pass over the switches."""
         lib = native.lib()
-        return lib is not None and lib.irq_gap_bounds(
-            ctypes.addressof(self.sw), ptr(ts), ptr(cpu), ptr(pid), len(ts), ptr(last_a),
-            ptr(first_b), ptr(other)) >= 0
+        if lib is None:
+            return False
+        cols = [self.table_columns(tb) for tb in tables]    # kept: the structs point in
+        tabs = (_Table * max(1, len(cols)))(*[_Table(ptr(ts), ptr(cpu), ptr(pid), len(ts))
+                                              for ts, cpu, pid in cols])
+        return lib.irq_gap_bounds(ctypes.addressof(self.sw), tabs, len(cols), ptr(last_a),
+                                  ptr(first_b), ptr(other)) >= 0
 
     def events(self, tb, want: np.ndarray) -> tuple[np.ndarray, ...] | None:
         """(gap, ts, pid) of the table's events inside the gaps where ``want`` is set."""

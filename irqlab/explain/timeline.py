@@ -178,7 +178,9 @@ def complete_switches(trace: Trace) -> Table:
                "inferred": np.ones(k, bool), "ts_max": i_max}
         # Merge the two time-ordered lists (recorded first on equal stamps).
         o = np.argsort(i_ts, kind="stable")
-        at = np.searchsorted(ts, i_ts[o], "right") + np.arange(k)
+        at = fastsetup.insert_positions(ts, i_ts[o])
+        if at is None:
+            at = np.searchsorted(ts, i_ts[o], "right") + np.arange(k)
         is_add = np.zeros(n + k, bool)
         is_add[at] = True
         keep = None
@@ -252,7 +254,7 @@ def _infer(trace: Trace, c_s: np.ndarray, t_s: np.ndarray, p_s: np.ndarray,
     if gapscan.available():
         gaps = gapscan.Gaps(c_s, t_s, broken, g_t1, g_a, g_b)
         other_u8 = np.zeros(ng, np.uint8)
-        if all(gaps.bounds(tb, last_a, first_b, other_u8) for tb in tables):
+        if gaps.bounds(tables, last_a, first_b, other_u8):
             other = other_u8.astype(bool)
             want = (other | (last_a > first_b)).astype(np.uint8)
             found = [gaps.events(tb, want) for tb in tables] if want.any() else []

@@ -24,6 +24,37 @@ enum { ST_RUNNING, ST_RUNNABLE, ST_SLEEPING, ST_STOPPED, ST_UNKNOWN };
 #define PREV_STATE_UNKNOWN	(-1)
 
 /*
+ * DEFINE_INSERT - insert_<type>(): irq_insert_rows() for rows of one machine word width.
+ * Runs of kept rows between two added ones are short when many rows are added (the bench's
+ * capture: 2.3 M into 4.1 M, two rows a run): a memcpy() call per run cost more than the
+ * copy, so short runs are copied by a loop and long ones by memcpy().
+ */
+#define DEFINE_INSERT(name, type)						\
+static void name(const type *src, int64_t n, const type *add, int64_t k,	\
+		 const int64_t *at, type *out)					\
+{										\
+	int64_t j, from = 0, pos = 0;						\
+										\
+	for (j = 0; j < k; j++) {						\
+		if (at[j] - pos >= 32) {					\
+			memcpy(out + pos, src + from,				\
+			       (size_t)(at[j] - pos) * sizeof(type));		\
+			from += at[j] - pos;					\
+			pos = at[j];						\
+		}								\
+		while (pos < at[j])						\
+			out[pos++] = src[from++];				\
+		out[pos++] = add[j];						\
+	}									\
+	memcpy(out + pos, src + from, (size_t)(n - from) * sizeof(type));	\
+}
+
+DEFINE_INSERT(insert_u8, uint8_t)
+DEFINE_INSERT(insert_u16, uint16_t)
+DEFINE_INSERT(insert_u32, uint32_t)
+DEFINE_INSERT(insert_u64, uint64_t)
+
+/*
  * irq_insert_rows - time-ordered rows with a few more put in at given places
  * @src: @n rows of @width bytes
  * @add: @k rows of @width bytes, in the order they are put in
@@ -41,6 +72,23 @@ int64_t irq_insert_rows(const uint8_t *src, int64_t n, const uint8_t *add, int64
 	for (j = 0; j < k; j++)
 		if (at[j] < (j ? at[j - 1] + 1 : 0) || at[j] >= n + k)
 			return -EINVAL;
+	switch (width) {
+	case 1:
+		insert_u8(src, n, add, k, at, out);
+		return n + k;
+	case 2:
+		insert_u16((const uint16_t *)src, n, (const uint16_t *)add, k, at,
+			   (uint16_t *)out);
+		return n + k;
+	case 4:
+		insert_u32((const uint32_t *)src, n, (const uint32_t *)add, k, at,
+			   (uint32_t *)out);
+		return n + k;
+	case 8:
+		insert_u64((const uint64_t *)src, n, (const uint64_t *)add, k, at,
+			   (uint64_t *)out);
+		return n + k;
+	}
 	for (j = 0; j < k; j++) {
 		int64_t run = at[j] - pos;	/* kept rows before this added one */
 
@@ -51,6 +99,31 @@ int64_t irq_insert_rows(const uint8_t *src, int64_t n, const uint8_t *add, int64
 	}
 	memcpy(out + pos * width, src + from * width, (size_t)((n - from) * width));
 	return n + k;
+}
+
+/*
+ * irq_insert_positions - where time ordered rows go into a time ordered column
+ * @ts: @n times, nondecreasing
+ * @q: @k times to put in, nondecreasing
+ * @at: per @q[j], its index in the merged output: after every @ts row at or before its
+ *	time (recorded rows first on equal times) and after the @j put in before it
+ *
+ * One merge pass (numpy's searchsorted() is a binary search per row: 67 ms for 2.3 M rows
+ * into 4.1 M). Returns @k, or -EINVAL when @q goes back.
+ */
+int64_t irq_insert_positions(const int64_t *ts, int64_t n, const int64_t *q, int64_t k,
+			     int64_t *at)
+{
+	int64_t i = 0, j;
+
+	for (j = 0; j < k; j++) {
+		if (j && q[j] < q[j - 1])
+			return -EINVAL;
+		while (i < n && ts[i] <= q[j])
+			i++;
+		at[j] = i + j;
+	}
+	return k;
 }
 
 /* row_hash - 64-bit hash of a row of @w words and its @extra key */
@@ -176,12 +249,26 @@ int64_t irq_string_rows(const uint8_t *buf, int64_t buf_len, const int64_t *star
 	return n;
 }
 
-/* pad_row - the kept bytes of string @i of a data_loc field, zero padded to @wide */
-static void pad_row(const uint8_t *buf, int64_t start, int64_t keep, int64_t wide,
-		    uint8_t *row)
+/* loc_hash - hash of @len bytes at @p (the kept bytes of a string, trailing zeros cut) */
+static uint64_t loc_hash(const uint8_t *p, int64_t len)
 {
-	memcpy(row, buf + start, (size_t)keep);
-	memset(row + keep, 0, (size_t)(wide - keep));
+	uint64_t hash = 0x9E3779B97F4A7C15ULL ^ (uint64_t)len, w;
+	int64_t j;
+
+	for (j = 0; j + 8 <= len; j += 8) {
+		memcpy(&w, p + j, 8);
+		hash ^= w;
+		hash *= 0xBF58476D1CE4E5B9ULL;
+		hash ^= hash >> 31;
+	}
+	if (j < len) {
+		w = 0;
+		memcpy(&w, p + j, (size_t)(len - j));
+		hash ^= w;
+		hash *= 0xBF58476D1CE4E5B9ULL;
+		hash ^= hash >> 31;
+	}
+	return hash;
 }
 
 /*
@@ -198,82 +285,97 @@ static void pad_row(const uint8_t *buf, int64_t start, int64_t keep, int64_t wid
  * irq_factorize_rows() with numpy in between (the locations, starts and lengths, the
  * n rows of bytes: ~100 MB of new arrays for 2.4 M irq handler names): the same
  * widths, the same zero-padded rows told apart exactly, codes in order of first
- * appearance. Returns the number of distinct rows, -ERANGE when a location or a kept
- * string lies past the buffer (as irq_string_rows(): the caller takes its numpy path),
- * -ENOSPC past @cap distinct rows, -ENOMEM.
+ * appearance. Two rows padded with zeros to one width are equal exactly when their
+ * bytes are with the trailing zeros cut, so strings are told apart that way as they
+ * come, and the width is known at the end: one read of each record (they lie all over
+ * the pages: a second pass for the width first cost as much again, ~70 ms for 2.2 M).
+ * Returns the number of distinct rows, -ERANGE when a location or a kept string lies
+ * past the buffer (as irq_string_rows(): the caller takes its numpy path), -ENOSPC past
+ * @cap distinct rows, -ENOMEM.
  */
 int64_t irq_data_loc_rows(const uint8_t *buf, int64_t buf_len, const int64_t *off, int64_t n,
 			  int64_t field_offset, int64_t *code, uint8_t *rows, int64_t cap,
 			  int64_t *width_out, int64_t *wide_out)
 {
-	int64_t i, maxlen = 0, width, wide, k = 0, mask = 1, r = 0;
-	int64_t *slot = NULL;
-	uint8_t *row = NULL;
+	int64_t i, maxlen = 0, max_start = 0, width, wide, k = 0, mask = 1, r = 0;
+	int64_t *slot = NULL, *rep_start = NULL, *rep_len = NULL;
 
-	for (i = 0; i < n; i++) {
-		int64_t at = off[i] + field_offset;
-		uint32_t loc;
-
-		if (off[i] < 0 || at < 0 || at + 4 > buf_len)
-			return -ERANGE;
-		memcpy(&loc, buf + at, 4);
-		if ((int64_t)(loc >> 16) > maxlen)
-			maxlen = loc >> 16;
-	}
-	width = maxlen < 1 ? 1 : maxlen > 4096 ? 4096 : maxlen;
-	wide = (width + 7) / 8 * 8;
-	*width_out = width;
-	*wide_out = wide;
 	while (mask + 1 < 2 * cap)
 		mask = 2 * mask + 1;
 	slot = malloc((size_t)(mask + 1) * sizeof(*slot));
-	row = malloc((size_t)wide);
-	if (!slot || !row) {
+	rep_start = malloc((size_t)(cap ? cap : 1) * sizeof(*rep_start));
+	rep_len = malloc((size_t)(cap ? cap : 1) * sizeof(*rep_len));
+	if (!slot || !rep_start || !rep_len) {
 		r = -ENOMEM;
 		goto out;
 	}
 	memset(slot, 0xff, (size_t)(mask + 1) * sizeof(*slot));	/* all -1: empty */
 	for (i = 0; i < n; i++) {
+		int64_t at = off[i] + field_offset, start, len, h;
 		uint32_t loc;
-		int64_t start, keep, h;
-		uint64_t hash = 0x9E3779B97F4A7C15ULL, w;
-		int64_t j;
 
-		memcpy(&loc, buf + off[i] + field_offset, 4);
-		start = off[i] + (loc & 0xFFFF);
-		keep = (int64_t)(loc >> 16) < width ? (int64_t)(loc >> 16) : width;
-		if (start + wide > buf_len) {
+		if (off[i] < 0 || at < 0 || at + 4 > buf_len) {
 			r = -ERANGE;
 			goto out;
 		}
-		pad_row(buf, start, keep, wide, row);
-		for (j = 0; j < wide; j += 8) {
-			memcpy(&w, row + j, 8);
-			hash ^= w;
-			hash *= 0xBF58476D1CE4E5B9ULL;
-			hash ^= hash >> 31;
+		memcpy(&loc, buf + at, 4);
+		start = off[i] + (loc & 0xFFFF);
+		if ((int64_t)(loc >> 16) > maxlen)
+			maxlen = loc >> 16;
+		if (start > max_start)
+			max_start = start;
+		len = (int64_t)(loc >> 16) < 4096 ? (int64_t)(loc >> 16) : 4096;
+		if (start + len > buf_len) {
+			r = -ERANGE;
+			goto out;
 		}
-		for (h = (int64_t)(hash & (uint64_t)mask);; h = (h + 1) & mask) {
-			if (slot[h] < 0) {
+		while (len > 0 && !buf[start + len - 1])
+			len--;
+		/* runs of one interrupt's records: the previous record's string first */
+		if (i && rep_len[code[i - 1]] == len &&
+		    !memcmp(buf + rep_start[code[i - 1]], buf + start, (size_t)len)) {
+			code[i] = code[i - 1];
+			continue;
+		}
+		for (h = (int64_t)(loc_hash(buf + start, len) & (uint64_t)mask);;
+		     h = (h + 1) & mask) {
+			int64_t s = slot[h];
+
+			if (s < 0) {
 				if (k == cap) {
 					r = -ENOSPC;
 					goto out;
 				}
-				memcpy(rows + k * wide, row, (size_t)wide);
-				slot[h] = k++;
-				code[i] = slot[h];
+				rep_start[k] = start;
+				rep_len[k] = len;
+				slot[h] = k;
+				code[i] = k++;
 				break;
 			}
-			if (!memcmp(rows + slot[h] * wide, row, (size_t)wide)) {
-				code[i] = slot[h];
+			if (rep_len[s] == len && !memcmp(buf + rep_start[s], buf + start,
+							 (size_t)len)) {
+				code[i] = s;
 				break;
 			}
 		}
 	}
+	width = maxlen < 1 ? 1 : maxlen > 4096 ? 4096 : maxlen;
+	wide = (width + 7) / 8 * 8;
+	*width_out = width;
+	*wide_out = wide;
+	if (n && max_start + wide > buf_len) {	/* a padded row would read past the pages */
+		r = -ERANGE;
+		goto out;
+	}
+	for (i = 0; i < k; i++) {
+		memcpy(rows + i * wide, buf + rep_start[i], (size_t)rep_len[i]);
+		memset(rows + i * wide + rep_len[i], 0, (size_t)(wide - rep_len[i]));
+	}
 	r = k;
 out:
 	free(slot);
-	free(row);
+	free(rep_start);
+	free(rep_len);
 	return r;
 }
 

@@ -75,15 +75,22 @@ static int64_t gap_of(const struct gap_switches *sw, int64_t *cur, int64_t t, in
 	return g;
 }
 
-/* cursors - per-CPU walk positions, each before its CPU's first switch */
+/* rewind_cursors - per-CPU walk positions @cur, each before its CPU's first switch */
+static void rewind_cursors(const struct gap_switches *sw, int64_t *cur)
+{
+	int64_t c;
+
+	for (c = 0; c < sw->ncpu; c++)
+		cur[c] = sw->cpu_lo[c] - 1;
+}
+
+/* cursors - new per-CPU walk positions, rewound */
 static int64_t *cursors(const struct gap_switches *sw)
 {
 	int64_t *cur = malloc((size_t)(sw->ncpu ? sw->ncpu : 1) * sizeof(*cur));
-	int64_t c;
 
 	if (cur)
-		for (c = 0; c < sw->ncpu; c++)
-			cur[c] = sw->cpu_lo[c] - 1;
+		rewind_cursors(sw, cur);
 	return cur;
 }
 
@@ -143,16 +150,25 @@ static int64_t first_after(const int64_t *ts, int64_t n, int64_t from, int64_t t
 	return lo;
 }
 
-/* gap_visit - called for each event @i of the table inside gap @g; negative: stop */
-typedef int64_t (*gap_visit_fn)(void *ctx, int64_t g, int64_t i);
+/* struct gap_table - one event table's columns (time ordered for the gap-by-gap scan) */
+struct gap_table {
+	const int64_t *ts;
+	const uint16_t *cpu;
+	const int32_t *pid;
+	int64_t n;
+};
+
+/* gap_visit - called for each event @i of table @t inside gap @g; negative: stop */
+typedef int64_t (*gap_visit_fn)(void *ctx, int64_t g, int64_t t, int64_t i);
 
 /*
- * for_gap_events - visit the events inside a gap, gap by gap, when the table's events
- * are time ordered (returns -EAGAIN otherwise: walk instead)
+ * for_gap_events - visit the events of @ntab tables inside the gaps, gap by gap
+ * @gave_up: per table, set to 1 when the scan did not visit all its events inside the
+ *	gaps (its events are not time ordered, or it read too many): walk it instead
  *
  * Gaps are mostly short (a 1 GiB capture: 11,000 gaps over 0.3 % of its time; another,
  * whose idle exits went unrecorded, 959,000), so a search per gap (galloping on from the
- * CPU's previous gap, first_after()) reads a sliver of the table where the walk reads all
+ * CPU's previous gap, first_after()) reads a sliver of a table where the walk reads all
  * of it; gaps whose @want is 0 are skipped (@want NULL: none is). An
  * event is in gap g (after switch j on CPU c) exactly when it is on CPU c and
  * sw_ts[j] < t < gap_end_ts[g]: then j is its CPU's last switch strictly before it, as
@@ -160,108 +176,135 @@ typedef int64_t (*gap_visit_fn)(void *ctx, int64_t g, int64_t i);
  * requires; the walk assumes it too). Each event is visited at most once (one CPU, and
  * one CPU's gaps do not overlap); events of one gap in table order, gaps in switch
  * order. The other CPUs' events inside a gap's time are read too: past two reads per
- * event (many CPUs with long gaps), -EAGAIN, and the caller walks instead.
+ * event (many CPUs with long gaps), the table is given up. All tables go through one
+ * pass over the switches: with gaps as dense as 2.3 M in 4.1 M switches, ten passes cost
+ * more reading the switches than the events (0.28 s against 0.13 s for one pass).
+ * Returns 0, or the first negative value a visit returned.
  */
-static int64_t for_gap_events(const struct gap_switches *sw, const int64_t *ts,
-			      const uint16_t *cpu, int64_t n, const uint8_t *want,
-			      gap_visit_fn visit, void *ctx)
+static int64_t for_gap_events(const struct gap_switches *sw, const struct gap_table *tabs,
+			      int64_t ntab, const uint8_t *want, gap_visit_fn visit,
+			      void *ctx, uint8_t *gave_up)
 {
-	int64_t c, j, i, r, budget = 2 * n + 1024;
+	int64_t *from = calloc((size_t)(ntab ? ntab : 1), sizeof(*from));
+	int64_t *budget = malloc((size_t)(ntab ? ntab : 1) * sizeof(*budget));
+	int64_t c, j, i, t, r = 0;
 
-	if (!nondecreasing(ts, n))
-		return -EAGAIN;
-	for (c = 0; c < sw->ncpu; c++) {
-		int64_t from = 0;
-
-		for (j = sw->cpu_lo[c]; j < sw->cpu_hi[c]; j++) {
+	if (!from || !budget) {
+		free(from);
+		free(budget);
+		return -ENOMEM;
+	}
+	for (t = 0; t < ntab; t++) {
+		budget[t] = 2 * tabs[t].n + 1024;
+		gave_up[t] = !nondecreasing(tabs[t].ts, tabs[t].n);
+	}
+	for (c = 0; c < sw->ncpu && r >= 0; c++) {
+		memset(from, 0, (size_t)ntab * sizeof(*from));
+		for (j = sw->cpu_lo[c]; j < sw->cpu_hi[c] && r >= 0; j++) {
 			int64_t g = sw->gap_after[j], t0, t1;
 
 			if (g < 0 || (want && !want[g]))
 				continue;
 			t0 = sw->sw_ts[j];
 			t1 = sw->gap_end_ts[g];
-			/* this CPU's switches are time ordered: t0 never goes back */
-			from = first_after(ts, n, from, t0);
-			for (i = from; i < n && ts[i] < t1; i++) {
-				if (--budget < 0)
-					return -EAGAIN;
-				if (cpu[i] != c)
+			for (t = 0; t < ntab && r >= 0; t++) {
+				const struct gap_table *tb = &tabs[t];
+
+				if (gave_up[t])
 					continue;
-				r = visit(ctx, g, i);
-				if (r < 0)
-					return r;
+				/* this CPU's switches are time ordered: t0 never goes back */
+				from[t] = first_after(tb->ts, tb->n, from[t], t0);
+				for (i = from[t]; i < tb->n && tb->ts[i] < t1; i++) {
+					if (--budget[t] < 0) {
+						gave_up[t] = 1;
+						break;
+					}
+					if (tb->cpu[i] != c)
+						continue;
+					r = visit(ctx, g, t, i);
+					if (r < 0)
+						break;
+				}
 			}
 		}
 	}
-	return 0;
+	free(from);
+	free(budget);
+	return r < 0 ? r : 0;
 }
 
 /* struct fold_ctx - irq_gap_bounds()'s state for gap_visit */
 struct fold_ctx {
 	const struct gap_switches *sw;
-	const int64_t *ts;
-	const int32_t *pid;
+	const struct gap_table *tabs;
 	int64_t *last_a, *first_b;
 	uint8_t *other;
-	int64_t inside;
 };
 
-/* fold_one - fold event @i of gap @g into the gap's bounds */
-static inline void fold_one(struct fold_ctx *f, int64_t g, int64_t i)
+/* fold_one - fold event @i of table @t in gap @g into the gap's bounds */
+static inline void fold_one(struct fold_ctx *f, int64_t g, int64_t t, int64_t i)
 {
-	int is_a = f->pid[i] == f->sw->gap_a[g];
-	int is_b = f->pid[i] == f->sw->gap_b[g];
+	int32_t pid = f->tabs[t].pid[i];
+	int64_t ts = f->tabs[t].ts[i];
+	int is_a = pid == f->sw->gap_a[g];
+	int is_b = pid == f->sw->gap_b[g];
 
-	f->inside++;
-	if (is_a && f->ts[i] > f->last_a[g])
-		f->last_a[g] = f->ts[i];
-	if (is_b && f->ts[i] < f->first_b[g])
-		f->first_b[g] = f->ts[i];
+	if (is_a && ts > f->last_a[g])
+		f->last_a[g] = ts;
+	if (is_b && ts < f->first_b[g])
+		f->first_b[g] = ts;
 	if (!is_a && !is_b)
 		f->other[g] = 1;
 }
 
-static int64_t fold_visit(void *ctx, int64_t g, int64_t i)
+/* fold_visit - gap_visit of irq_gap_bounds() */
+static int64_t fold_visit(void *ctx, int64_t g, int64_t t, int64_t i)
 {
-	fold_one(ctx, g, i);
+	fold_one(ctx, g, t, i);
 	return 0;
 }
 
 /*
- * irq_gap_bounds - fold one table's events into the gaps' bounds
+ * irq_gap_bounds - fold tables' events into the gaps' bounds
  * @sw: switches and gaps
- * @ts, @cpu, @pid: the table's events (time ordered), n of them
+ * @tabs: the tables, @ntab of them
  * @last_a: per gap, raised to the last event time of task A inside it
  * @first_b: per gap, lowered to the first event time of task B inside it
  * @other: per gap, set to 1 when a third task has an event inside it
  *
- * Returns the number of the table's events inside a gap.
+ * Returns 0, or -errno.
  */
-int64_t irq_gap_bounds(const struct gap_switches *sw, const int64_t *ts, const uint16_t *cpu,
-		       const int32_t *pid, int64_t n, int64_t *last_a, int64_t *first_b,
-		       uint8_t *other)
+int64_t irq_gap_bounds(const struct gap_switches *sw, const struct gap_table *tabs,
+		       int64_t ntab, int64_t *last_a, int64_t *first_b, uint8_t *other)
 {
-	struct fold_ctx f = { sw, ts, pid, last_a, first_b, other, 0 };
-	int64_t *cur, i;
+	struct fold_ctx f = { sw, tabs, last_a, first_b, other };
+	uint8_t *gave_up = malloc((size_t)(ntab ? ntab : 1));
+	int64_t *cur = cursors(sw), i, t, r;
 
+	if (!gave_up || !cur) {
+		free(gave_up);
+		free(cur);
+		return -ENOMEM;
+	}
 	/*
 	 * The folds are max, min and or: neither the order events come in nor folding one
 	 * twice (a gap-by-gap scan given up half way, then the walk) changes them.
 	 */
-	if (for_gap_events(sw, ts, cpu, n, NULL, fold_visit, &f) == 0)
-		return f.inside;
-	f.inside = 0;
-	cur = cursors(sw);
-	if (!cur)
-		return -ENOMEM;
-	for (i = 0; i < n; i++) {
-		int64_t g = gap_of(sw, cur, ts[i], cpu[i]);
+	r = for_gap_events(sw, tabs, ntab, NULL, fold_visit, &f, gave_up);
+	for (t = 0; t < ntab && r == 0; t++) {
+		if (!gave_up[t])
+			continue;
+		rewind_cursors(sw, cur);
+		for (i = 0; i < tabs[t].n; i++) {
+			int64_t g = gap_of(sw, cur, tabs[t].ts[i], tabs[t].cpu[i]);
 
-		if (g >= 0)
-			fold_one(&f, g, i);
+			if (g >= 0)
+				fold_one(&f, g, t, i);
+		}
 	}
+	free(gave_up);
 	free(cur);
-	return f.inside;
+	return r;
 }
 
 /* struct pick_ctx - irq_gap_events()'s found (table index, gap) pairs */
@@ -271,10 +314,12 @@ struct pick_ctx {
 	int64_t n, cap;
 };
 
-static int64_t pick_visit(void *ctx, int64_t g, int64_t i)
+/* pick_visit - gap_visit of irq_gap_events(): collects (index, gap) of wanted gaps */
+static int64_t pick_visit(void *ctx, int64_t g, int64_t t, int64_t i)
 {
 	struct pick_ctx *p = ctx;
 
+	(void)t;
 	if (!p->want[g])
 		return 0;
 	if (p->n == p->cap) {
@@ -306,8 +351,12 @@ static int64_t gap_events_by_gap(const struct gap_switches *sw, const int64_t *t
 				 int64_t *pid_out, int64_t cap)
 {
 	struct pick_ctx p = { want, NULL, 0, 0 };
-	int64_t r = for_gap_events(sw, ts, cpu, n, want, pick_visit, &p), k;
+	struct gap_table tab = { ts, cpu, pid, n };
+	uint8_t gave_up = 0;
+	int64_t r = for_gap_events(sw, &tab, 1, want, pick_visit, &p, &gave_up), k;
 
+	if (r == 0 && gave_up)
+		r = -EAGAIN;
 	if (r == 0 && p.n > cap)
 		r = -ENOSPC;
 	if (r == 0) {
