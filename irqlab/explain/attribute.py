@@ -81,11 +81,10 @@ class Explainer:
             irqs = pool.submit(irq_intervals, trace)
             # Switches the kernel did not record are put back first (timeline module doc).
             self.switches = complete_switches(trace)
-            inferred = self.switches.cols.get("inferred", np.zeros(0, bool))
+            inferred = np.flatnonzero(self.switches.cols.get("inferred", np.zeros(0, bool)))
+            i_cpu, i_ts = self.switches["cpu"][inferred], self.switches["ts"][inferred]
             self.inferred_ts: dict[int, np.ndarray] = {
-                int(c): self.switches["ts"][inferred & (self.switches["cpu"] == c)]
-                for c in distinct(self.switches["cpu"][inferred]).tolist()} \
-                if len(inferred) else {}
+                int(c): i_ts[i_cpu == c] for c in distinct(i_cpu).tolist()}
             self.threads: dict[int, ThreadTimeline] = thread_timelines(
                 trace, sorted(set(self.vmm) | set(self.vcpus) | set(other_tids or ())), end_ts,
                 self.switches)

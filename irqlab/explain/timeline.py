@@ -428,7 +428,7 @@ def _comm_of(sw: Table, pids: np.ndarray) -> np.ndarray:
     comms[has] = _rows(sw, "prev_comm", src_prev[has]).astype(comm_dtype)
     out = np.full(len(pids), b"?", comm_dtype)
     ok = pids >= 0
-    out[ok] = comms[np.searchsorted(want, pids[ok])]
+    out[ok] = comms[lut[pids[ok]]]
     return out
 
 
@@ -658,7 +658,16 @@ def distinct(a: np.ndarray) -> np.ndarray:
     """Sorted distinct values, = np.unique(a) for integers: a plain np.unique imports
     numpy.ma on its first call (numpy 2.x checks for masked arrays), 0.1-0.3 s of a
     process's first explain."""
-    s = np.sort(np.asarray(a).ravel())
+    a = np.asarray(a).ravel()
+    if len(a) > 4096 and a.dtype.kind in "iu":
+        # Pids and CPU numbers span a small range: a flag per value (one scattered write
+        # per element) instead of a sort (2.3 M pids: 25 ms to sort, 4 ms to flag).
+        lo, hi = int(a.min()), int(a.max())
+        if hi - lo < 2 * len(a):
+            seen = np.zeros(hi - lo + 1, bool)
+            seen[a if lo == 0 else a - lo] = True
+            return (np.flatnonzero(seen) + lo).astype(a.dtype)
+    s = np.sort(a)
     return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
 
 
