@@ -22,7 +22,8 @@ class _Switches(ctypes.Structure):
     _fields_ = [("sw_ts", ctypes.c_void_p), ("gap_after", ctypes.c_void_p),
                 ("cpu_lo", ctypes.c_void_p), ("cpu_hi", ctypes.c_void_p), ("ncpu", _I64),
                 ("gap_end_ts", ctypes.c_void_p), ("gap_a", ctypes.c_void_p),
-                ("gap_b", ctypes.c_void_p)]
+                ("gap_b", ctypes.c_void_p), ("gap_start_ts", ctypes.c_void_p),
+                ("gap_cpu", ctypes.c_void_p), ("ngaps", _I64)]
 
 
 class _Table(ctypes.Structure):
@@ -44,11 +45,20 @@ class Gaps:
         gap_after[broken] = np.arange(len(broken))
         # Kept as attributes: the structure only points at them.
         self._arrays = [np.ascontiguousarray(a, np.int64) for a in
-                        (t_s, gap_after, bounds[:-1], bounds[1:], g_t1, g_a, g_b)]
+                        (t_s, gap_after, bounds[:-1], bounds[1:], g_t1, g_a, g_b,
+                         t_s[broken], c_s[broken])]
         a = self._arrays
         self.sw = _Switches(ptr(a[0]), ptr(a[1]), ptr(a[2]), ptr(a[3]), ncpu, ptr(a[4]),
-                            ptr(a[5]), ptr(a[6]))
+                            ptr(a[5]), ptr(a[6]), ptr(a[7]), ptr(a[8]), len(broken))
         self.ngaps = len(broken)
+
+    @staticmethod
+    def _tables(tables: list) -> tuple[list, ctypes.Array]:
+        """The tables' columns (kept by the caller: the structs point into them) and the
+        struct gap_table array of gaps.c."""
+        cols = [Gaps.table_columns(tb) for tb in tables]
+        return cols, (_Table * max(1, len(cols)))(
+            *[_Table(ptr(ts), ptr(cpu), ptr(pid), len(ts)) for ts, cpu, pid in cols])
 
     @staticmethod
     def table_columns(tb) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -63,27 +73,29 @@ class Gaps:
         lib = native.lib()
         if lib is None:
             return False
-        cols = [self.table_columns(tb) for tb in tables]    # kept: the structs point in
-        tabs = (_Table * max(1, len(cols)))(*[_Table(ptr(ts), ptr(cpu), ptr(pid), len(ts))
-                                              for ts, cpu, pid in cols])
+        cols, tabs = self._tables(tables)
         return lib.irq_gap_bounds(ctypes.addressof(self.sw), tabs, len(cols), ptr(last_a),
                                   ptr(first_b), ptr(other)) >= 0
 
-    def events(self, tb, want: np.ndarray) -> tuple[np.ndarray, ...] | None:
-        """(gap, ts, pid) of the table's events inside the gaps where ``want`` is set."""
-        ts, cpu, pid = self.table_columns(tb)
+    def events(self, tables: list, want: np.ndarray
+               ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
+        """Per table, (gap, ts, pid) of its events inside the gaps where ``want`` is set,
+        in table order; all tables in one pass over the wanted gaps."""
         lib = native.lib()
         if lib is None:
             return None
-        cap = len(ts)
-        gap_out = np.empty(cap, np.int64)
-        ts_out = np.empty(cap, np.int64)
-        pid_out = np.empty(cap, np.int64)
-        n = lib.irq_gap_events(ctypes.addressof(self.sw), ptr(ts), ptr(cpu), ptr(pid), cap,
-                               ptr(want), ptr(gap_out), ptr(ts_out), ptr(pid_out), cap)
+        cols, tabs = self._tables(tables)
+        cap = sum(len(ts) for ts, _, _ in cols)
+        counts = np.zeros(max(1, len(cols)), np.int64)
+        gap_out, ts_out, pid_out = (np.empty(max(1, cap), np.int64) for _ in range(3))
+        n = lib.irq_gap_events(ctypes.addressof(self.sw), tabs, len(cols),
+                               ptr(np.ascontiguousarray(want, np.uint8)), ptr(counts),
+                               ptr(gap_out), ptr(ts_out), ptr(pid_out), cap)
         if n < 0:
             return None
-        return gap_out[:n], ts_out[:n], pid_out[:n]
+        at = np.concatenate([[0], np.cumsum(counts[:len(cols)])])
+        return [(gap_out[lo:hi], ts_out[lo:hi], pid_out[lo:hi])
+                for lo, hi in zip(at[:-1].tolist(), at[1:].tolist())]
 
 
 def _ts_int64(tb) -> np.ndarray:

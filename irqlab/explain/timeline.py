@@ -257,8 +257,8 @@ def _infer(trace: Trace, c_s: np.ndarray, t_s: np.ndarray, p_s: np.ndarray,
         if gaps.bounds(tables, last_a, first_b, other_u8):
             other = other_u8.astype(bool)
             want = (other | (last_a > first_b)).astype(np.uint8)
-            found = [gaps.events(tb, want) for tb in tables] if want.any() else []
-            if all(f is not None for f in found):
+            found = gaps.events(tables, want) if want.any() else []
+            if found is not None:
                 ev_gap = [f[0] for f in found]
                 ev_ts = [f[1] for f in found]
                 ev_pid = [f[2] for f in found]

@@ -33,7 +33,7 @@ _SIGNATURES: dict[str, list] = {
     "irq_merge_to_tables": [_P, _P, _P, _P, _P, _I64, _P, _P],
     "irq_stream_to_tables": [_P, _P, _I64, _P, _P],
     "irq_gap_bounds": [_P, _P, _I64, _P, _P, _P],
-    "irq_gap_events": [_P, _P, _P, _P, _I64, _P, _P, _P, _P, _I64],
+    "irq_gap_events": [_P, _P, _I64, _P, _P, _P, _P, _P, _I64],
     "irq_last_event_before": [_P, _P, _I64, _P, _I64, _I64, _P, _P, _I64, _P, _P],
     "irq_stats_reduce_valid": [_P, _P, _I64, _P, _P, _I64, _P],
     "irq_parse_prefixed_ints": [_P, _I64, _P, _I64, _P, _I64, _P],

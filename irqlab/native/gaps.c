@@ -27,6 +27,9 @@ struct gap_switches {
 	const int64_t *gap_end_ts;	/* per gap: time of the switch that closes it */
 	const int64_t *gap_a;		/* per gap: the task switched in before it */
 	const int64_t *gap_b;		/* per gap: the task switched out after it */
+	const int64_t *gap_start_ts;	/* per gap: time of the switch that opens it */
+	const int64_t *gap_cpu;		/* per gap: its CPU (gaps in switch order) */
+	int64_t ngaps;
 };
 
 /* last_before - index of the last of sw_ts[lo, hi) strictly before @t, or lo - 1 */
@@ -177,8 +180,9 @@ typedef int64_t (*gap_visit_fn)(void *ctx, int64_t g, int64_t t, int64_t i);
  * one CPU's gaps do not overlap); events of one gap in table order, gaps in switch
  * order. The other CPUs' events inside a gap's time are read too: past two reads per
  * event (many CPUs with long gaps), the table is given up. All tables go through one
- * pass over the switches: with gaps as dense as 2.3 M in 4.1 M switches, ten passes cost
- * more reading the switches than the events (0.28 s against 0.13 s for one pass).
+ * pass over the gaps: with gaps as dense as 2.3 M in 4.1 M switches, ten passes over the
+ * switches cost more than reading the events (0.28 s against 0.13 s for one pass), and
+ * the wanted gaps of irq_gap_events() are a few hundred of those millions.
  * Returns 0, or the first negative value a visit returned.
  */
 static int64_t for_gap_events(const struct gap_switches *sw, const struct gap_table *tabs,
@@ -187,7 +191,7 @@ static int64_t for_gap_events(const struct gap_switches *sw, const struct gap_ta
 {
 	int64_t *from = calloc((size_t)(ntab ? ntab : 1), sizeof(*from));
 	int64_t *budget = malloc((size_t)(ntab ? ntab : 1) * sizeof(*budget));
-	int64_t c, j, i, t, r = 0;
+	int64_t c, g, i, t, r = 0;
 
 	if (!from || !budget) {
 		free(from);
@@ -198,33 +202,32 @@ static int64_t for_gap_events(const struct gap_switches *sw, const struct gap_ta
 		budget[t] = 2 * tabs[t].n + 1024;
 		gave_up[t] = !nondecreasing(tabs[t].ts, tabs[t].n);
 	}
-	for (c = 0; c < sw->ncpu && r >= 0; c++) {
-		memset(from, 0, (size_t)ntab * sizeof(*from));
-		for (j = sw->cpu_lo[c]; j < sw->cpu_hi[c] && r >= 0; j++) {
-			int64_t g = sw->gap_after[j], t0, t1;
+	for (g = 0, c = -1; g < sw->ngaps && r >= 0; g++) {
+		int64_t t0 = sw->gap_start_ts[g], t1 = sw->gap_end_ts[g];
 
-			if (g < 0 || (want && !want[g]))
+		if (sw->gap_cpu[g] != c) {		/* the next CPU's gaps: from the start */
+			c = sw->gap_cpu[g];
+			memset(from, 0, (size_t)ntab * sizeof(*from));
+		}
+		if (want && !want[g])
+			continue;
+		for (t = 0; t < ntab && r >= 0; t++) {
+			const struct gap_table *tb = &tabs[t];
+
+			if (gave_up[t])
 				continue;
-			t0 = sw->sw_ts[j];
-			t1 = sw->gap_end_ts[g];
-			for (t = 0; t < ntab && r >= 0; t++) {
-				const struct gap_table *tb = &tabs[t];
-
-				if (gave_up[t])
-					continue;
-				/* this CPU's switches are time ordered: t0 never goes back */
-				from[t] = first_after(tb->ts, tb->n, from[t], t0);
-				for (i = from[t]; i < tb->n && tb->ts[i] < t1; i++) {
-					if (--budget[t] < 0) {
-						gave_up[t] = 1;
-						break;
-					}
-					if (tb->cpu[i] != c)
-						continue;
-					r = visit(ctx, g, t, i);
-					if (r < 0)
-						break;
+			/* this CPU's gaps are time ordered: t0 never goes back */
+			from[t] = first_after(tb->ts, tb->n, from[t], t0);
+			for (i = from[t]; i < tb->n && tb->ts[i] < t1; i++) {
+				if (--budget[t] < 0) {
+					gave_up[t] = 1;
+					break;
 				}
+				if (tb->cpu[i] != c)
+					continue;
+				r = visit(ctx, g, t, i);
+				if (r < 0)
+					break;
 			}
 		}
 	}
@@ -307,110 +310,112 @@ int64_t irq_gap_bounds(const struct gap_switches *sw, const struct gap_table *ta
 	return r;
 }
 
-/* struct pick_ctx - irq_gap_events()'s found (table index, gap) pairs */
+/* struct pick_ctx - irq_gap_events()'s found (table, index, gap) triples */
 struct pick_ctx {
 	const uint8_t *want;
-	int64_t (*pair)[2];
+	int64_t (*hit)[3];
 	int64_t n, cap;
 };
 
-/* pick_visit - gap_visit of irq_gap_events(): collects (index, gap) of wanted gaps */
-static int64_t pick_visit(void *ctx, int64_t g, int64_t t, int64_t i)
+/* pick_one - keep event @i of table @t, in wanted gap @g */
+static int64_t pick_one(struct pick_ctx *p, int64_t g, int64_t t, int64_t i)
 {
-	struct pick_ctx *p = ctx;
-
-	(void)t;
-	if (!p->want[g])
-		return 0;
 	if (p->n == p->cap) {
 		int64_t cap = p->cap ? 2 * p->cap : 1024;
-		void *grown = realloc(p->pair, (size_t)cap * sizeof(*p->pair));
+		void *grown = realloc(p->hit, (size_t)cap * sizeof(*p->hit));
 
 		if (!grown)
 			return -ENOMEM;
-		p->pair = grown;
+		p->hit = grown;
 		p->cap = cap;
 	}
-	p->pair[p->n][0] = i;
-	p->pair[p->n][1] = g;
+	p->hit[p->n][0] = t;
+	p->hit[p->n][1] = i;
+	p->hit[p->n][2] = g;
 	p->n++;
 	return 0;
 }
 
-static int by_index(const void *a, const void *b)
+/* pick_visit - gap_visit of irq_gap_events(): keeps the events of wanted gaps */
+static int64_t pick_visit(void *ctx, int64_t g, int64_t t, int64_t i)
 {
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	struct pick_ctx *p = ctx;
 
-	return (x > y) - (x < y);
+	return p->want[g] ? pick_one(p, g, t, i) : 0;
 }
 
-/* gap_events_by_gap - irq_gap_events() through for_gap_events(); -EAGAIN: walk instead */
-static int64_t gap_events_by_gap(const struct gap_switches *sw, const int64_t *ts,
-				 const uint16_t *cpu, const int32_t *pid, int64_t n,
-				 const uint8_t *want, int64_t *gap_out, int64_t *ts_out,
-				 int64_t *pid_out, int64_t cap)
+/* by_table_index - qsort order of (table, index, gap) triples: table, then index */
+static int by_table_index(const void *a, const void *b)
 {
-	struct pick_ctx p = { want, NULL, 0, 0 };
-	struct gap_table tab = { ts, cpu, pid, n };
-	uint8_t gave_up = 0;
-	int64_t r = for_gap_events(sw, &tab, 1, want, pick_visit, &p, &gave_up), k;
+	const int64_t *x = a, *y = b;
 
-	if (r == 0 && gave_up)
-		r = -EAGAIN;
-	if (r == 0 && p.n > cap)
-		r = -ENOSPC;
-	if (r == 0) {
-		/* back in table order (each event is in one gap: indices are distinct) */
-		if (p.n > 1)
-			qsort(p.pair, (size_t)p.n, sizeof(*p.pair), by_index);
-		for (k = 0; k < p.n; k++) {
-			gap_out[k] = p.pair[k][1];
-			ts_out[k] = ts[p.pair[k][0]];
-			pid_out[k] = pid[p.pair[k][0]];
-		}
-		r = p.n;
-	}
-	free(p.pair);
-	return r;
+	if (x[0] != y[0])
+		return (x[0] > y[0]) - (x[0] < y[0]);
+	return (x[1] > y[1]) - (x[1] < y[1]);
 }
 
 /*
- * irq_gap_events - one table's events inside the gaps marked in @want
- * @sw, @ts, @cpu, @pid, @n: as irq_gap_bounds()
+ * irq_gap_events - the tables' events inside the gaps marked in @want
+ * @sw, @tabs, @ntab: as irq_gap_bounds()
  * @want: per gap, nonzero to collect its events
- * @gap_out, @ts_out, @pid_out: the collected events in table order, at most @cap
+ * @counts: per table, set to the number of its events collected
+ * @gap_out, @ts_out, @pid_out: the collected events, table after table, each table's in
+ *	its order; at most @cap
  *
- * Returns the number collected, or -ENOSPC when more than @cap would be.
+ * Tables the gap-by-gap scan gave up are walked (their scan's events dropped first).
+ * Returns the number collected, -ENOSPC when more than @cap would be, -ENOMEM.
  */
-int64_t irq_gap_events(const struct gap_switches *sw, const int64_t *ts, const uint16_t *cpu,
-		       const int32_t *pid, int64_t n, const uint8_t *want, int64_t *gap_out,
+int64_t irq_gap_events(const struct gap_switches *sw, const struct gap_table *tabs,
+		       int64_t ntab, const uint8_t *want, int64_t *counts, int64_t *gap_out,
 		       int64_t *ts_out, int64_t *pid_out, int64_t cap)
 {
-	int64_t *cur, i, k;
+	struct pick_ctx p = { want, NULL, 0, 0 };
+	uint8_t *gave_up = malloc((size_t)(ntab ? ntab : 1));
+	int64_t *cur = cursors(sw), i, k, t, r;
 
-	k = gap_events_by_gap(sw, ts, cpu, pid, n, want, gap_out, ts_out, pid_out, cap);
-	if (k != -EAGAIN)
-		return k;
-	cur = cursors(sw);
-	k = 0;
-	if (!cur)
-		return -ENOMEM;
-	for (i = 0; i < n; i++) {
-		int64_t g = gap_of(sw, cur, ts[i], cpu[i]);
-
-		if (g < 0 || !want[g])
-			continue;
-		if (k >= cap) {
-			free(cur);
-			return -ENOSPC;
-		}
-		gap_out[k] = g;
-		ts_out[k] = ts[i];
-		pid_out[k] = pid[i];
-		k++;
+	if (!gave_up || !cur) {
+		r = -ENOMEM;
+		goto out;
 	}
+	r = for_gap_events(sw, tabs, ntab, want, pick_visit, &p, gave_up);
+	for (t = 0, k = 0; r == 0 && k < p.n; k++)	/* the given-up tables' few: dropped */
+		if (!gave_up[p.hit[k][0]])
+			memmove(p.hit[t++], p.hit[k], sizeof(*p.hit));
+	if (r == 0)
+		p.n = t;
+	for (t = 0; t < ntab && r == 0; t++) {
+		if (!gave_up[t])
+			continue;
+		rewind_cursors(sw, cur);
+		for (i = 0; i < tabs[t].n && r == 0; i++) {
+			int64_t g = gap_of(sw, cur, tabs[t].ts[i], tabs[t].cpu[i]);
+
+			if (g >= 0 && want[g])
+				r = pick_one(&p, g, t, i);
+		}
+	}
+	if (r == 0 && p.n > cap)
+		r = -ENOSPC;
+	if (r < 0)
+		goto out;
+	/* back in table order (each event is in one gap: (table, index) pairs are distinct) */
+	if (p.n > 1)
+		qsort(p.hit, (size_t)p.n, sizeof(*p.hit), by_table_index);
+	memset(counts, 0, (size_t)ntab * sizeof(*counts));
+	for (k = 0; k < p.n; k++) {
+		const struct gap_table *tb = &tabs[p.hit[k][0]];
+
+		counts[p.hit[k][0]]++;
+		gap_out[k] = p.hit[k][2];
+		ts_out[k] = tb->ts[p.hit[k][1]];
+		pid_out[k] = tb->pid[p.hit[k][1]];
+	}
+	r = p.n;
+out:
+	free(p.hit);
+	free(gave_up);
 	free(cur);
-	return k;
+	return r;
 }
 
 /* ascending_runs - the number of nondecreasing runs @v[0 .. n) splits into */

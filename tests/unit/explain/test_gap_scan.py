@@ -78,7 +78,7 @@ def test_gap_bounds_and_events_match_reference(seed, in_order):
     np.testing.assert_array_equal(got_other, other)
     want = (rng.random(len(broken)) < 0.5).astype(np.uint8)
     keep = np.flatnonzero((gaps >= 0) & (want[np.maximum(gaps, 0)] > 0))
-    g, t, p = scan.events(table, want)
+    [(g, t, p)] = scan.events([table], want)
     np.testing.assert_array_equal(g, gaps[keep])                 # in table order
     np.testing.assert_array_equal(t, ts[keep])
     np.testing.assert_array_equal(p, pid[keep])
@@ -98,7 +98,7 @@ def _check_scan(c_s, t_s, broken, g_a, g_b, ts, cpu, pid, want) -> int:
     np.testing.assert_array_equal(got_b, first_b)
     np.testing.assert_array_equal(got_other, other)
     keep = np.flatnonzero((gaps >= 0) & (want[np.maximum(gaps, 0)] > 0))
-    g, t, p = scan.events(table, want)
+    [(g, t, p)] = scan.events([table], want)
     np.testing.assert_array_equal(g, gaps[keep])
     np.testing.assert_array_equal(t, ts[keep])
     np.testing.assert_array_equal(p, pid[keep])
@@ -174,3 +174,38 @@ def test_last_event_before_matches_reference(runs):
     assert want_has.any() and not want_has.all()
     np.testing.assert_array_equal(has, want_has)
     np.testing.assert_array_equal(found[has], want_found[has])
+
+
+def test_several_tables_in_one_pass_match_each_alone():
+    # explain hands every event table to one call: tables scanned gap by gap side by side,
+    # one of them out of time order (walked instead), an empty one; the bounds fold all
+    # of them, and each table's events come back as the reference finds them in it.
+    rng = np.random.default_rng(5)
+    ncpu = 3
+    c_s, t_s, broken, g_t1, g_a, g_b = _switches(rng, ncpu, 300)
+    tables, refs = [], []
+    for n, in_order in ((1_500, True), (700, False), (0, True), (2_500, True)):
+        ts = rng.integers(0, 5_200, n).astype(np.int64)
+        on = rng.random(n) < 0.3
+        ts[on] = rng.choice(t_s, int(on.sum()))
+        ts = np.sort(ts) if in_order else ts
+        cpu = rng.integers(0, ncpu, n).astype(np.uint16)
+        pid = rng.integers(0, 6, n).astype(np.int32)
+        tables.append({"ts": ts, "cpu": cpu, "common_pid": pid})
+        refs.append(_reference(c_s, t_s, broken, g_a, g_b, ts, cpu, pid))
+    scan = gapscan.Gaps(c_s, t_s, broken, g_t1, g_a, g_b)
+    got_a, got_b = t_s[broken].copy(), g_t1.copy()
+    got_other = np.zeros(len(broken), np.uint8)
+    assert scan.bounds(tables, got_a, got_b, got_other)
+    np.testing.assert_array_equal(got_a, np.max([r[1] for r in refs], axis=0))
+    np.testing.assert_array_equal(got_b, np.min([r[2] for r in refs], axis=0))
+    np.testing.assert_array_equal(got_other, np.max([r[3] for r in refs], axis=0))
+    want = (rng.random(len(broken)) < 0.5).astype(np.uint8)
+    found = scan.events(tables, want)
+    assert len(found) == len(tables)
+    for table, (gaps, *_), (g, t, p) in zip(tables, refs, found):
+        keep = np.flatnonzero((gaps >= 0) & (want[np.maximum(gaps, 0)] > 0))
+        np.testing.assert_array_equal(g, gaps[keep])
+        np.testing.assert_array_equal(t, table["ts"][keep])
+        np.testing.assert_array_equal(p, table["common_pid"][keep])
+    assert sum(len(g) for g, _, _ in found) > 100
