@@ -190,7 +190,7 @@ class Explainer:
             if k:
                 att.notes.append(f"{k} context switch(es) on CPU {cpu} in the window were not "
                                  f"recorded by the kernel; inferred from the tasks' own events")
-        seg = tl.state_at(b) if tl else None
+        seg = tl.state_at(b, segs) if tl else None
         if seg is not None and seg.state != RUNNING:
             att.notes.append(f"causality: vCPU thread {seg.state} at the mapped ISR entry "
                              f"(clock mapping error?)")

@@ -110,7 +110,13 @@ class ThreadTimeline:
             i += 1
         return out
 
-    def state_at(self, t: int) -> Segment | None:
+    def state_at(self, t: int, between: list[tuple[Segment, int, int]] | None = None
+                 ) -> Segment | None:
+        """The segment holding ``t``. ``between``: ``self.between(a, t)`` for some ``a``,
+        when at hand: its last segment is the answer when it runs past ``t`` (segments do
+        not overlap), without a search (explain asks it of every sample)."""
+        if between and between[-1][0].end > t:
+            return between[-1][0]
         i = int(self.starts.searchsorted(t, "right")) - 1
         if i < 0 or t >= self.ends[i]:
             return None
