@@ -14,6 +14,7 @@ import ctypes
 import errno
 import os
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
 
 import numpy as np
 
@@ -23,6 +24,10 @@ from irqlab.trace.formats import PageHeader
 
 _MAX_STREAMS = 4096          # pieces at most (a few per CPU in practice)
 _MERGE_GROUPS = 4            # parallel merges at most (each decodes every page again)
+# A record's finishing read costs as much as merging this many more bytes of it: the
+# bench's 2.2 M irq handler names took 77 ms; at 40 its two merges end within 40 ms of
+# each other (at 24, 30-90 ms apart; at 0, 10-250 ms).
+_FINISH_WEIGHT = 40
 _THREAD_PAGES = 8192          # 32 MiB of pages per parallel piece, at least
 _I64 = ctypes.c_int64
 
@@ -343,15 +348,19 @@ def _sorted_runs(counted: Pieces, psz: int, ends: dict[int, int]) -> list[_Strea
 
 
 def stream_tables(blobs: list[tuple[int, int, int]], buf: np.ndarray, hdr: PageHeader,
-                  wanted: dict[int, tuple[list[tuple[int, int]], bool]]
-                  ) -> tuple[Pieces, dict[int, dict[str, np.ndarray]]] | None:
+                  wanted: dict[int, tuple[list[tuple[int, int]], bool]],
+                  finish: Callable[[int, dict[str, np.ndarray]], Any] | None = None
+                  ) -> tuple[Pieces, dict[int, Any]] | None:
     """:func:`merge_tables`'s tables without a decoded copy of the whole trace: a
     counting pass (parallel) that also finds where each CPU's stamps go back, then each
     sorted run's pages decoded page by page as the merge reaches them. Fields listed as
     coded in ``wanted`` (a third item: field indices) come as int32 codes plus their
     distinct values (:class:`_Tables`). None without the library (or when a run's bounds
     disagree with its pages, or a coded field has more than 65,536 distinct values: the
-    caller then decodes into pieces and merges, coding nothing)."""
+    caller then decodes into pieces and merges, coding nothing). ``finish(type id, its
+    merged columns)``, when given, makes each table's final form in the thread that merged
+    it (ringbuf's __data_loc strings: one group's while the other group still merges);
+    the result has its return values."""
     lib = native.lib()
     if lib is None or not wanted:
         return None
@@ -364,13 +373,16 @@ def stream_tables(blobs: list[tuple[int, int, int]], buf: np.ndarray, hdr: PageH
     runs = _sorted_runs(counted, psz, ends)
     lay = _layout(hdr)
 
-    def merge(group: dict[int, tuple]) -> _Tables | None:
+    def merge(group: dict[int, tuple]) -> dict[int, Any] | None:
         tables = _Tables(buf, counts, group, code=True)
         streams = (_Stream * max(1, len(runs)))(*runs)
         if lib.irq_stream_to_tables(ptr(buf), ctypes.addressof(streams), len(runs),
                                     ctypes.addressof(lay), ctypes.addressof(tables.spec)) < 0:
             return None
-        return tables if tables.complete() else None
+        if not tables.complete():
+            return None
+        return tables.out if finish is None else \
+            {t: finish(t, cols) for t, cols in tables.out.items()}
 
     # Writing the records into their tables is most of the merge (decoding the pages and
     # ordering them, ~10 %, is repeated by each thread): the tables are split between
@@ -383,17 +395,21 @@ def stream_tables(blobs: list[tuple[int, int, int]], buf: np.ndarray, hdr: PageH
         done = [merge(g) for g in groups]
     if any(t is None for t in done):
         return None
-    out: dict[int, dict[str, np.ndarray]] = {}
+    out: dict[int, Any] = {}
     for t in done:
-        out.update(t.out)
+        out.update(t)
     return counted, out
 
 
 def _type_groups(counts: np.ndarray, wanted: dict[int, tuple[list[tuple[int, int]], bool]],
                  groups: int) -> list[dict[int, tuple[list[tuple[int, int]], bool]]]:
-    """The wanted types in at most ``groups`` parts of about equal output bytes (greedy,
-    largest first: the longest-processing-time rule, Graham 1969)."""
-    weight = {t: int(counts[t]) * (10 + sum(z for _, z in spec[0]) + (8 if spec[1] else 0))
+    """The wanted types in at most ``groups`` parts of about equal work (greedy, largest
+    first: the longest-processing-time rule, Graham 1969). A type's work is its output
+    bytes, plus, for a type with fields read from the pages after the merge (``__data_loc``
+    strings: stream_tables' ``finish``, a second read of each record), _FINISH_WEIGHT
+    bytes more a record."""
+    weight = {t: int(counts[t]) * (10 + sum(z for _, z in spec[0])
+                                   + (8 + _FINISH_WEIGHT if spec[1] else 0))
               for t, spec in wanted.items()}
     parts: list[dict[int, tuple[list[tuple[int, int]], bool]]] = \
         [{} for _ in range(max(1, groups))]
