@@ -38,19 +38,52 @@ class Gaps:
 
     def __init__(self, c_s: np.ndarray, t_s: np.ndarray, broken: np.ndarray,
                  g_t1: np.ndarray, g_a: np.ndarray, g_b: np.ndarray):
+        """From switches already in (cpu, time) order and their broken chains."""
         ncpu = int(c_s.max()) + 1 if len(c_s) else 0
         cpus = np.arange(ncpu + 1)
         bounds = np.searchsorted(c_s, cpus)
         gap_after = np.full(len(t_s), -1, np.int64)
         gap_after[broken] = np.arange(len(broken))
-        # Kept as attributes: the structure only points at them.
-        self._arrays = [np.ascontiguousarray(a, np.int64) for a in
-                        (t_s, gap_after, bounds[:-1], bounds[1:], g_t1, g_a, g_b,
-                         t_s[broken], c_s[broken])]
-        a = self._arrays
+        self._set(ncpu, t_s, gap_after, bounds[:-1], bounds[1:], g_t1, g_a, g_b,
+                  t_s[broken], c_s[broken])
+
+    def _set(self, ncpu: int, *arrays: np.ndarray) -> None:
+        """The struct over (sw_ts, gap_after, cpu_lo, cpu_hi, gap_end_ts, gap_a, gap_b,
+        gap_start_ts, gap_cpu), kept as attributes: the structure only points at them."""
+        self._arrays = a = [np.ascontiguousarray(x, np.int64) for x in arrays]
         self.sw = _Switches(ptr(a[0]), ptr(a[1]), ptr(a[2]), ptr(a[3]), ncpu, ptr(a[4]),
-                            ptr(a[5]), ptr(a[6]), ptr(a[7]), ptr(a[8]), len(broken))
-        self.ngaps = len(broken)
+                            ptr(a[5]), ptr(a[6]), ptr(a[7]), ptr(a[8]), len(a[4]))
+        self.ngaps = len(a[4])
+        # Per gap (int64): its CPU, the times of the switches around it, the task
+        # switched in before it (A) and the one switched out after it (B).
+        self.g_cpu, self.g_t0, self.g_t1, self.g_a, self.g_b = a[8], a[7], a[4], a[5], a[6]
+
+    @classmethod
+    def of_switches(cls, ts: np.ndarray, cpu: np.ndarray, prev_pid: np.ndarray,
+                    next_pid: np.ndarray) -> Gaps | None:
+        """From the recorded switches in time order (ts int64): gaps.c sorts them by CPU
+        and finds the broken chains, as timeline._sorted_by_cpu() does with numpy.
+        None without the library."""
+        lib = native.lib()
+        n = len(ts)
+        if lib is None or not n:
+            return None
+        ncpu = int(cpu.max()) + 1
+        cpu = np.ascontiguousarray(cpu, np.uint16)
+        prev_pid = np.ascontiguousarray(prev_pid, np.int32)
+        next_pid = np.ascontiguousarray(next_pid, np.int32)
+        sw_ts, gap_after = np.empty(n, np.int64), np.empty(n, np.int64)
+        lo, hi = np.empty(ncpu, np.int64), np.empty(ncpu, np.int64)
+        per_gap = [np.empty(n, np.int64) for _ in range(5)]    # cpu, t0, t1, a, b
+        ng = lib.irq_switch_gaps(ptr(np.ascontiguousarray(ts, np.int64)), ptr(cpu),
+                                 ptr(prev_pid), ptr(next_pid), n, ncpu, ptr(sw_ts), ptr(lo),
+                                 ptr(hi), ptr(gap_after), *[ptr(x) for x in per_gap])
+        if ng < 0:
+            return None
+        g_cpu, g_t0, g_t1, g_a, g_b = (x[:ng] for x in per_gap)
+        gaps = cls.__new__(cls)
+        gaps._set(ncpu, sw_ts, gap_after, lo, hi, g_t1, g_a, g_b, g_t0, g_cpu)
+        return gaps
 
     @staticmethod
     def _tables(tables: list) -> tuple[list, ctypes.Array]:

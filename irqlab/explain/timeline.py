@@ -150,17 +150,14 @@ def complete_switches(trace: Trace) -> Table:
     ts = cols["ts"]
     # Stamps are below 2**63: a view, not a copy, of an unsigned column.
     ts = ts.view(np.int64) if ts.dtype == np.uint64 else ts.astype(np.int64)
-    # Per CPU, in time order: the table is in time order, so a stable sort by CPU keeps
-    # equal stamps in ring order. The columns stay in their own (narrower) types: only
-    # the few rows of broken chains are widened (in _infer).
-    order = _by_cpu(cols["cpu"])
-    c_s, t_s = cols["cpu"][order], ts[order]
-    p_s, n_s = cols["prev_pid"][order], cols["next_pid"][order]
-    broken = np.flatnonzero((c_s[1:] == c_s[:-1]) & (n_s[:-1] != p_s[1:]))
-    inferred = _infer(trace, c_s, t_s, p_s, n_s, broken) if len(broken) else None
+    # Per CPU, in time order, and the gaps where a CPU's chain breaks (C, else numpy).
+    gaps = gapscan.Gaps.of_switches(ts, cols["cpu"], cols["prev_pid"], cols["next_pid"])
+    inferred = _infer_scanned(trace, gaps) if gaps is not None else None
+    if gaps is None or (inferred is None and gaps.ngaps):
+        inferred = _infer(trace, *_sorted_by_cpu(cols, ts))
     # Freed before the merged columns are made: (with ringbuf.heap_reuse) they take this
     # memory, already faulted in, instead of as much fresh memory.
-    del order, c_s, t_s, p_s, n_s
+    del gaps
     out = dict(cols)
     out["ts"] = ts
     out["inferred"] = np.zeros(n, bool)
@@ -243,10 +240,51 @@ def _by_cpu(cpu: np.ndarray) -> np.ndarray:
     return np.concatenate([np.flatnonzero(cpu == c) for c in cpus])
 
 
+def _sorted_by_cpu(cols: dict[str, np.ndarray], ts: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(cpu, ts, prev_pid, next_pid) of the switches per CPU in time order, and
+    ``broken``: the indices (in that order) of the switches whose next task is not the
+    following switch's previous one. The table is in time order, so a stable sort by CPU
+    keeps equal stamps in ring order. The columns stay in their own (narrower) types: only
+    the few rows of broken chains are widened (in _infer)."""
+    order = _by_cpu(cols["cpu"])
+    c_s, t_s = cols["cpu"][order], ts[order]
+    p_s, n_s = cols["prev_pid"][order], cols["next_pid"][order]
+    broken = np.flatnonzero((c_s[1:] == c_s[:-1]) & (n_s[:-1] != p_s[1:]))
+    return c_s, t_s, p_s, n_s, broken
+
+
+def _event_tables(trace: Trace) -> list[Table]:
+    """The tables whose events tell which task ran (all but the switches)."""
+    return [tb for tb in trace.tables.values()
+            if len(tb) and "common_pid" in tb.cols and tb.name != "sched_switch"]
+
+
+def _infer_scanned(trace: Trace, gaps: gapscan.Gaps) -> tuple[np.ndarray, ...] | None:
+    """:func:`_infer` through gaps.c's scans (None when one fails: then numpy's)."""
+    if not gaps.ngaps:
+        return None
+    last_a, first_b = gaps.g_t0.copy(), gaps.g_t1.copy()
+    other_u8 = np.zeros(gaps.ngaps, np.uint8)
+    tables = _event_tables(trace)
+    if not gaps.bounds(tables, last_a, first_b, other_u8):
+        return None
+    other = other_u8.astype(bool)
+    want = (other | (last_a > first_b)).astype(np.uint8)
+    found = gaps.events(tables, want) if want.any() else []
+    if found is None:
+        return None
+    return _infer_finish(trace, gaps.g_cpu, gaps.g_t0, gaps.g_t1, gaps.g_a, gaps.g_b,
+                         last_a, first_b, other, [f[0] for f in found],
+                         [f[1] for f in found], [f[2] for f in found])
+
+
 def _infer(trace: Trace, c_s: np.ndarray, t_s: np.ndarray, p_s: np.ndarray,
-           n_s: np.ndarray, broken: np.ndarray) -> tuple[np.ndarray, ...]:
+           n_s: np.ndarray, broken: np.ndarray) -> tuple[np.ndarray, ...] | None:
     """Inferred switches (time, latest time, cpu, prev pid, next pid) for the broken chains
-    ``broken`` (indices of the switch before each, in the (cpu, time) order given)."""
+    ``broken`` (indices of the switch before each, in the (cpu, time) order given), or
+    None when there is none. The reference of :func:`_infer_scanned`."""
+    if not len(broken):
+        return None
     # Gap g: (t0, t1) on one CPU, between switch broken[g] (next = A) and the next (prev = B).
     g_cpu, g_t0, g_t1 = c_s[broken].astype(np.int64), t_s[broken], t_s[broken + 1]
     g_a, g_b = n_s[broken].astype(np.int64), p_s[broken + 1].astype(np.int64)
@@ -255,22 +293,7 @@ def _infer(trace: Trace, c_s: np.ndarray, t_s: np.ndarray, p_s: np.ndarray,
     # bound it. A gap where a third task shows up, or A again after B, is "complex".
     last_a, first_b, other = g_t0.copy(), g_t1.copy(), np.zeros(ng, bool)
     ev_gap, ev_ts, ev_pid = [], [], []
-    tables = [tb for tb in trace.tables.values()
-              if len(tb) and "common_pid" in tb.cols and tb.name != "sched_switch"]
-    if gapscan.available():
-        gaps = gapscan.Gaps(c_s, t_s, broken, g_t1, g_a, g_b)
-        other_u8 = np.zeros(ng, np.uint8)
-        if gaps.bounds(tables, last_a, first_b, other_u8):
-            other = other_u8.astype(bool)
-            want = (other | (last_a > first_b)).astype(np.uint8)
-            found = gaps.events(tables, want) if want.any() else []
-            if found is not None:
-                ev_gap = [f[0] for f in found]
-                ev_ts = [f[1] for f in found]
-                ev_pid = [f[2] for f in found]
-                return _infer_finish(trace, g_cpu, g_t0, g_t1, g_a, g_b, last_a, first_b,
-                                     other, ev_gap, ev_ts, ev_pid)
-        last_a, first_b, other = g_t0.copy(), g_t1.copy(), np.zeros(ng, bool)
+    tables = _event_tables(trace)
     cpus = distinct(g_cpu).tolist()
     # Per CPU: its switch times (sorted), and for each switch the gap that follows it
     # (-1: the chain holds there).

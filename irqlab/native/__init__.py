@@ -32,6 +32,7 @@ _SIGNATURES: dict[str, list] = {
     "irq_merge_by_ts": [_P, _P, _P, _P, _P, _I64, _P, _P, _P, _P, _P],
     "irq_merge_to_tables": [_P, _P, _P, _P, _P, _I64, _P, _P],
     "irq_stream_to_tables": [_P, _P, _I64, _P, _P],
+    "irq_switch_gaps": [_P, _P, _P, _P, _I64, _I64, _P, _P, _P, _P, _P, _P, _P, _P, _P],
     "irq_gap_bounds": [_P, _P, _I64, _P, _P, _P],
     "irq_gap_events": [_P, _P, _I64, _P, _P, _P, _P, _P, _I64],
     "irq_last_event_before": [_P, _P, _I64, _P, _I64, _I64, _P, _P, _I64, _P, _P],

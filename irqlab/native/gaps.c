@@ -32,6 +32,82 @@ struct gap_switches {
 	int64_t ngaps;
 };
 
+/*
+ * irq_switch_gaps - the switches in (cpu, time) order and the gaps of their broken chains
+ * @ts, @cpu, @prev_pid, @next_pid: the recorded switches in time order, n of them
+ * @ncpu: one more than the largest CPU number
+ * @sw_ts: set to the switch times, CPU after CPU, each CPU's in time order (n)
+ * @cpu_lo, @cpu_hi: set per CPU to its first switch index and one past its last (ncpu)
+ * @gap_after: set per switch (in @sw_ts order) to the gap that follows it, or -1 (n)
+ * @gap_cpu, @gap_start_ts, @gap_end_ts, @gap_a, @gap_b: per gap, its CPU, the times of
+ *	the switches around it, the task switched in before it and the one switched out
+ *	after it, gaps in (cpu, time) order (room for n)
+ *
+ * timeline.complete_switches()'s stable sort by CPU, then a switch whose next task is
+ * not the following switch's previous one: a counting sort by CPU (each CPU's in ring
+ * order on equal stamps) and one pass per CPU, where numpy gathered each column in
+ * CPU order and each gap's five values (150 ms for 4.1 M switches, 2.3 M gaps).
+ * Returns the number of gaps, -EINVAL for a CPU number out of range, -ENOMEM.
+ */
+int64_t irq_switch_gaps(const int64_t *ts, const uint16_t *cpu, const int32_t *prev_pid,
+			const int32_t *next_pid, int64_t n, int64_t ncpu, int64_t *sw_ts,
+			int64_t *cpu_lo, int64_t *cpu_hi, int64_t *gap_after, int64_t *gap_cpu,
+			int64_t *gap_start_ts, int64_t *gap_end_ts, int64_t *gap_a,
+			int64_t *gap_b)
+{
+	int64_t *idx = malloc((size_t)(n ? n : 1) * sizeof(*idx));
+	int64_t *fill = calloc((size_t)(ncpu ? ncpu : 1), sizeof(*fill));
+	int64_t i, c, ng = 0;
+
+	if (!idx || !fill) {
+		free(idx);
+		free(fill);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++) {
+		if (cpu[i] >= ncpu) {
+			free(idx);
+			free(fill);
+			return -EINVAL;
+		}
+		fill[cpu[i]]++;
+	}
+	for (c = 0, i = 0; c < ncpu; c++) {
+		cpu_lo[c] = i;
+		i += fill[c];
+		cpu_hi[c] = i;
+		fill[c] = cpu_lo[c];
+	}
+	for (i = 0; i < n; i++) {
+		int64_t at = fill[cpu[i]]++;
+
+		idx[at] = i;
+		sw_ts[at] = ts[i];
+	}
+	for (c = 0; c < ncpu; c++) {
+		for (i = cpu_lo[c]; i < cpu_hi[c]; i++) {
+			int64_t j = idx[i], k;
+
+			gap_after[i] = -1;
+			if (i + 1 >= cpu_hi[c])
+				continue;
+			k = idx[i + 1];
+			if (next_pid[j] == prev_pid[k])
+				continue;
+			gap_after[i] = ng;
+			gap_cpu[ng] = c;
+			gap_start_ts[ng] = ts[j];
+			gap_end_ts[ng] = ts[k];
+			gap_a[ng] = next_pid[j];
+			gap_b[ng] = prev_pid[k];
+			ng++;
+		}
+	}
+	free(idx);
+	free(fill);
+	return ng;
+}
+
 /* last_before - index of the last of sw_ts[lo, hi) strictly before @t, or lo - 1 */
 static int64_t last_before(const int64_t *sw_ts, int64_t lo, int64_t hi, int64_t t)
 {

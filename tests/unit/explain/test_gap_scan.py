@@ -209,3 +209,24 @@ def test_several_tables_in_one_pass_match_each_alone():
         np.testing.assert_array_equal(t, table["ts"][keep])
         np.testing.assert_array_equal(p, table["common_pid"][keep])
     assert sum(len(g) for g, _, _ in found) > 100
+
+
+def test_gaps_of_switches_match_numpy_sort():
+    # gaps.c's counting sort by CPU and chain check against timeline's numpy path: the
+    # same per-CPU order (equal stamps in ring order), the same gaps in (cpu, time) order.
+    from irqlab.explain.timeline import _sorted_by_cpu
+    rng = np.random.default_rng(9)
+    n = 5_000
+    cols = {"cpu": rng.choice(np.array([0, 1, 3, 6], np.uint16), n),
+            "prev_pid": rng.integers(0, 4, n).astype(np.int32),
+            "next_pid": rng.integers(0, 4, n).astype(np.int32)}
+    ts = np.sort(rng.integers(0, 2_000, n)).astype(np.int64)       # many equal stamps
+    c_s, t_s, p_s, n_s, broken = _sorted_by_cpu(cols, ts)
+    want = gapscan.Gaps(c_s, t_s, broken, t_s[broken + 1], n_s[broken].astype(np.int64),
+                        p_s[broken + 1].astype(np.int64))
+    got = gapscan.Gaps.of_switches(ts, cols["cpu"], cols["prev_pid"], cols["next_pid"])
+    assert got is not None and got.ngaps == want.ngaps == len(broken) > 1000
+    for mine, ref in zip(got._arrays, want._arrays):
+        np.testing.assert_array_equal(mine, ref)
+    np.testing.assert_array_equal(got.g_cpu, c_s[broken])
+    np.testing.assert_array_equal(got.g_a, n_s[broken])
