@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * gaps.c - host-side fast path of explain's switch-chain repair (irqlab/explain/timeline.py,
- * _infer() and _last_wakeup_before()).
+ * _sorted_by_cpu(), _infer() and _last_wakeup_before()).
  *
  * A "gap" is the time on one CPU between a recorded switch to task A and the next
  * recorded switch whose previous task is B != A: a switch between them was not recorded.
  * The events that happened on that CPU inside the gap tell which task ran when. numpy
- * finds each event's gap with a binary search per event over all switches; here one
- * pointer per CPU walks the switch times as the events go by in time order.
+ * finds each event's gap with a binary search per event over all switches; here the
+ * gaps are found in one counting sort (irq_switch_gaps()), each table is searched gap by
+ * gap, all tables in one pass over the gaps (or, out of time order, walked with one
+ * pointer per CPU), and each inferred switch's last wake-up comes from a sweep.
  * The numpy code is the reference: results are identical (tests compare both).
  *
  * Return convention: >= 0 (a count) on success, -errno on failure.
