@@ -90,12 +90,15 @@ def pytest_configure(config) -> None:
 # An integration module whose guest asserts nothing about time and that holds nothing
 # host-wide (a wheel's short run, a browser over fake runs) says ``XDIST_GROUP = ""``:
 # no group, it runs beside the others.
+# A module naming the native probe's binary (NATIVE_PROBE) runs it: test_bench_noise's
+# native runs, ungrouped, preempted test_explain's vCPU thread (3 of 20 hog samples with
+# irqlab-native in the causes, loaded fresh clone, 2026-11-27).
 # So no two guests and no two host-wide captures or hogs ever run at once; the other tests
 # (stores, statistics, CLI output) spread over both workers. One group for both made the
 # suite 17 min, one worker doing 16 of them.
 _HOST_WIDE = re.compile(r"--target\", \"native|\"native\"|--trace\b|\"--trace\"|SCHED_FIFO|"
                         r"sched_set|taskset|Tracefs\(|Instance\(|TraceHook|netns|\"--pin\"|"
-                        r"--prio")
+                        r"--prio|NATIVE_PROBE")
 _host_wide_cache: dict[Path, bool] = {}
 
 
