@@ -266,6 +266,8 @@ class XenClock:
     error_x: np.ndarray          # per sample, cycles
     offset_median: int
     matched: int
+    causality: dict[str, Any] = field(
+        default_factory=lambda: {"checked": 0, "violations": 0, "samples": []})
 
     def as_dict(self, hz: int, used: np.ndarray) -> dict[str, Any]:
         err = self.error_x[used] if used.any() else np.zeros(1, np.int64)
@@ -273,10 +275,42 @@ class XenClock:
                 "error_bound_ns": round(float(err.max()) * 1e9 / hz),
                 "error_p50_ns": round(float(np.median(err)) * 1e9 / hz),
                 "lower_tick": None, "upper_tick": None, "anchors": self.anchors,
-                "entries_matched": self.matched, "consistent": True,
+                "entries_matched": self.matched,
+                "consistent": not self.causality["violations"],
                 "msr_anchors": 0, "eoi_anchors": 0, "bounds_by_source": {},
-                "uppers_dropped": 0, "candidates": [],
-                "causality": {"checked": 0, "violations": 0, "samples": []}}
+                "uppers_dropped": 0, "candidates": [], "causality": self.causality}
+
+
+# Xen on Arm stamps xentrace records with the physical counter (get_cycles() reads
+# CNTPCT_EL0, xen/arch/arm/include/asm/time.h) and lets a guest at EL1 read it too
+# (CNTHCTL_EL2.EL1PCTEN); the guest's virtual counter is it minus the domain's CNTVOFF,
+# set once at domain creation (domain_vtimer_init(): offset = get_cycles()). The arm64
+# probe reads both counters back to back and reports the difference in its ring header
+# (probes/guest/arm64/main.c, ref_counter_measure()).
+REF_COUNTER_CNTPCT = "arm64-cntpct"
+CAUSALITY_SAMPLES_SHOWN = 10
+
+
+def ref_clock(cap: XenCapture, probe: tuple[int, int], seq: np.ndarray,
+              deadline: np.ndarray, entry: np.ndarray, ref: dict[str, Any]) -> XenClock:
+    """Samples mapped through the probe's measured counter offset (Xen on Arm): exact
+    up to the offset's bound. Checked against the trace: the probe's ISR runs on its
+    vCPU, so every mapped handler entry must fall inside a running interval of it."""
+    off, err = int(ref["offset_tick"]), int(ref["error_tick"])
+    entry_x, deadline_x = entry + off, deadline + off
+    ivs = [iv for iv in cap.intervals.get(probe, []) if iv.state == "running"]
+    starts = np.array([iv.start for iv in ivs], np.int64)
+    ends = np.array([iv.end for iv in ivs], np.int64)
+    inside = (entry_x >= cap.first_tsc) & (entry_x <= cap.last_tsc)
+    k = np.searchsorted(starts, entry_x + err, side="right") - 1
+    ok = (k >= 0) & (entry_x - err <= ends[np.maximum(k, 0)] if len(ends) else
+                     np.zeros(len(entry_x), bool))
+    bad = np.flatnonzero(inside & ~ok)
+    causality = {"checked": int(inside.sum()), "violations": int(len(bad)),
+                 "samples": [int(x) for x in seq[bad[:CAUSALITY_SAMPLES_SHOWN]]]}
+    return XenClock(f"the probe's CNTPCT_EL0 - CNTVCT_EL0 offset (±{err} ticks; xentrace "
+                    f"stamps Xen on Arm's records with CNTPCT_EL0)", 1, entry_x, deadline_x,
+                    np.full(len(entry), err, np.int64), off, int(inside.sum()), causality)
 
 
 def fit_clock(cap: XenCapture, probe: tuple[int, int], deadline: np.ndarray,
@@ -365,6 +399,8 @@ class XenExplainer:
                                        np.int64)
         self.running_at = np.array([k for k, iv in enumerate(ivs) if iv.state == "running"],
                                    np.int64)
+        self.running_start = np.array([iv.start for iv in ivs if iv.state == "running"],
+                                      np.int64)
         self.calls = {c: self._calls_on(c) for c in cap.pv}
         self.irqs = self._physical_irqs()
         self.depleted = self._depleted_spans()
@@ -616,7 +652,12 @@ class XenExplainer:
         out = [("deadline", lo)]
         w = int(np.searchsorted(self.runnable_start, lo, side="right"))
         if w < len(self.runnable_start) and self.runnable_start[w] <= hi:
-            out.append(("probe vCPU woken (runnable)", int(self.runnable_start[w])))
+            woken = int(self.runnable_start[w])
+            out.append(("probe vCPU woken (runnable)", woken))
+            # the scheduler's pick: its next running interval's start
+            r = int(np.searchsorted(self.running_start, woken, side="left"))
+            if r < len(self.running_start) and self.running_start[r] <= hi:
+                out.append(("probe vCPU switched in (running)", int(self.running_start[r])))
         pos, _c, t = self.virq
         i = int(np.searchsorted(t, lo))
         if i < len(t) and t[i] <= hi:
@@ -663,9 +704,15 @@ def probe_vcpu(run_metadata: dict[str, Any]) -> tuple[int, int]:
 
 def explain_samples(cap: XenCapture, probe: tuple[int, int], seq: np.ndarray,
                     deadline: np.ndarray, entry: np.ndarray, idx: np.ndarray,
-                    hz: int) -> tuple[XenClock, list[Attribution], XenExplainer]:
-    """Map the selected samples ``idx`` and attribute them (the core, without a store)."""
-    clock = fit_clock(cap, probe, deadline[idx], entry[idx])
+                    hz: int, ref: dict[str, Any] | None = None
+                    ) -> tuple[XenClock, list[Attribution], XenExplainer]:
+    """Map the selected samples ``idx`` and attribute them (the core, without a store).
+    ``ref``: the probe's reference counter (run metadata ``probe.ref_counter``); Xen on
+    Arm's maps through it, x86's through the emulated RDTSC anchors."""
+    if ref is not None and ref.get("counter") == REF_COUNTER_CNTPCT:
+        clock = ref_clock(cap, probe, seq[idx], deadline[idx], entry[idx], ref)
+    else:
+        clock = fit_clock(cap, probe, deadline[idx], entry[idx])
     ex = XenExplainer(cap, probe)
     atts = []
     for k, i in enumerate(idx.tolist()):
@@ -675,8 +722,8 @@ def explain_samples(cap: XenCapture, probe: tuple[int, int], seq: np.ndarray,
     return clock, atts, ex
 
 
-STAGE_ORDER = ("deadline", "probe vCPU woken (runnable)", "virtual interrupt injected",
-               "guest entered", "handler entry")
+STAGE_ORDER = ("deadline", "probe vCPU woken (runnable)", "probe vCPU switched in (running)",
+               "virtual interrupt injected", "guest entered", "handler entry")
 # What Xen 4.17's trace cannot show on this path (formats.md §9a).
 STAGES_NOT_TRACED = {
     "physical timer interrupt in Xen": "the LAPIC timer vector is handled without a "
@@ -684,6 +731,24 @@ STAGES_NOT_TRACED = {
     "vLAPIC timer fired (pending for the guest)": "no TRC_HVM_EMUL_LAPIC_TIMER_CB record "
     "fires on this path; the wake (blocked -> runnable) stands for it",
 }
+
+
+# Xen 4.17 on Arm has no trace point in xen/arch/arm at all: xentrace there records the
+# common scheduler's (runstate changes, wakes, credit/credit2/RTDS/null decisions), domain
+# creation and memory/grant-table events, nothing of the IRQ path.
+STAGES_NOT_TRACED_ARM = {
+    "physical timer interrupt in Xen": "Xen on Arm traces no IRQ (gic_interrupt, "
+    "do_IRQ and vtimer_interrupt have no trace point in 4.17)",
+    "vGIC injection (virtual timer PPI pending)": "vgic_inject_irq() has no trace point; "
+    "the wake (blocked -> runnable) stands for it when the vCPU was blocked",
+    "guest entered": "no trace point on Arm's return to the guest; the switch to running "
+    "stands for it",
+}
+
+
+def stages_not_traced(arch: str | None) -> dict[str, str]:
+    """What Xen's trace cannot show on the timer path of a probe of ``arch``."""
+    return STAGES_NOT_TRACED_ARM if arch == "arm64" else STAGES_NOT_TRACED
 
 
 def as_json(res: XenExplained) -> dict[str, Any]:
@@ -699,7 +764,7 @@ def as_json(res: XenExplained) -> dict[str, Any]:
                          for c, t, _t2, why in res.explainer.lost],
         "probe_vcpu": vcpu_name(res.explainer.probe),
         **attributed_json(res.samples, res.culprits, ns, STAGE_ORDER),
-        "stages_not_traced": STAGES_NOT_TRACED,
+        "stages_not_traced": stages_not_traced(res.run.arch),
     }
 
 
@@ -718,7 +783,10 @@ def explain_run(run: Any, path: Path, s: dict[str, np.ndarray], threshold_ns: in
         raise ValueError(f"run {run.run_id} has no sample {sample}")
     idx, how = chosen
     probe = probe_vcpu(run.metadata)
-    clock, atts, ex = explain_samples(cap, probe, seq, dl, en, idx, hz)
+    ref = (run.metadata.get("probe") or {}).get("ref_counter")
+    if ref is not None and ref.get("counter") == REF_COUNTER_CNTPCT:
+        hz = int(run.tick_hz)     # the records' counter is the probe's own: its rate
+    clock, atts, ex = explain_samples(cap, probe, seq, dl, en, idx, hz, ref)
     used = np.array([a.status == "explained" for a in atts], bool)
     return XenExplained(run, cap, clock, atts, aggregate(atts), how, hz, ex, used,
                         {"seq": seq, "latency_tick": lat})

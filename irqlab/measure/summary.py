@@ -64,4 +64,5 @@ def probe_meta(hdr: RingHeader) -> dict[str, Any]:
     return {"build_id": hdr.build_id, "tick_hz": hdr.tick_hz, "tick_method": hdr.tick_method,
             "timer_mode": hdr.timer_mode, "apic_hz": hdr.apic_hz, "idle": hdr.idle,
             "period_tick": hdr.period_tick, "ring_capacity": hdr.capacity,
-            "inject_every": hdr.inject_every, "inject_irqoff_tick": hdr.inject_irqoff_tick}
+            "inject_every": hdr.inject_every, "inject_irqoff_tick": hdr.inject_irqoff_tick,
+            **({"ref_counter": ref} if (ref := hdr.ref_meta()) else {})}

@@ -32,7 +32,7 @@ import numpy as np
 
 from irqlab.samples.record import RECORD_DTYPE, SampleBatch
 from irqlab.samples.layout import (ARCH_NAMES, IDLE_NAMES, STATE_NAMES, TICK_METHODS,
-                                   TIMER_MODES, RingError, RingHeader)
+                                   TIMER_MODES, RingError, RingHeader, ref_counter_name)
 from irqlab.samples.source import SampleSource
 
 FRAME_MARK = b"~IQ"
@@ -116,6 +116,7 @@ class ConsoleReader(SampleSource):
         self._head = 0
         self._overruns = 0
         self._message = ""
+        self._ref = (0, 0, 0)                # C frame: code, offset_tick, error_tick
         self._pending: list[np.ndarray] = []
         self._pending_lost = 0
         self._next_fseq = 0
@@ -185,7 +186,7 @@ class ConsoleReader(SampleSource):
             return
         try:
             handler = {"H": self._on_header, "T": self._on_state,
-                       "S": self._on_samples}.get(kind)
+                       "S": self._on_samples, "C": self._on_ref}.get(kind)
             if handler is None:
                 raise FrameError(f"unknown frame kind {kind!r}")
             handler(fields)
@@ -223,6 +224,15 @@ class ConsoleReader(SampleSource):
         else:
             self._restart("the probe's header changed (tick rate, period or build): "
                           "another probe run started")
+
+    def _on_ref(self, f: list[str]) -> None:
+        """The C frame (after each H): the reference counter, its offset from the
+        probe's counter (signed hex) and the offset's bound."""
+        if len(f) < 3:
+            raise FrameError("short C frame")
+        code, err = int(f[0], 16), int(f[2], 16)
+        offset = -int(f[1][1:], 16) if f[1].startswith("-") else int(f[1], 16)
+        self._ref = (code, offset, err)
 
     def _on_state(self, f: list[str]) -> None:
         if len(f) < 4:
@@ -309,7 +319,9 @@ class ConsoleReader(SampleSource):
             head=max(self._head, self.next_seq), overruns=self._overruns, apic_hz=0,
             idle=IDLE_NAMES.get(h["idle"], f"unknown({h['idle']})"),
             inject_every=h["inject_every"], inject_irqoff_tick=h["inject_irqoff_tick"],
-            build_id=h["build_id"], message=self._message)
+            build_id=h["build_id"], message=self._message,
+            ref_counter=ref_counter_name(self._ref[0]), ref_offset_tick=self._ref[1],
+            ref_offset_err_tick=self._ref[2])
 
     def poll(self, max_records: int | None = None) -> SampleBatch:
         """Samples decoded since the last poll, and how many were lost before them."""
@@ -371,7 +383,7 @@ def _main(argv: list[str] | None = None) -> int:
     out = {"arch": hdr.arch, "state": hdr.state, "tick_hz": hdr.tick_hz,
            "timer_mode": hdr.timer_mode, "idle": hdr.idle, "build_id": hdr.build_id,
            "samples": len(batch), "lost": reader.lost, "overruns": hdr.overruns,
-           **reader.stats()}
+           "ref_counter": hdr.ref_meta(), **reader.stats()}
     if len(batch):
         out.update({"min_ns": float(lat_ns.min()), "mean_ns": float(lat_ns.mean()),
                     "max_ns": float(lat_ns.max()),

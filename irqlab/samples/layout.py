@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 # Byte offset of the ring in the guest-RAM file, the same on every machine: x86 pc RAM
 # starts at GPA 0, so it is GPA 0x400000; arm64 virt RAM (and the file) starts at GPA
@@ -39,6 +40,11 @@ TIMER_MODES = {
     6: "udp-round-trip",          # net sender: a UDP packet per period, its round trip
 }
 IDLE_NAMES = {1: "hlt", 2: "poll", 3: "sleep"}   # 3: native thread blocks in the kernel
+# The header's reference counter (offset 416): a second counter the probe read beside its
+# own, the one a host-side trace stamps its records with (docs/formats.md section 2).
+REF_COUNTERS = {1: "arm64-cntpct"}    # Xen on Arm: xentrace's get_cycles() is CNTPCT_EL0
+REF = struct.Struct("<qII")           # ref_offset_tick, ref_counter, ref_offset_err_tick
+REF_OFFSET = 416
 
 HEADER = struct.Struct("<QIIIIQIIQIIQQQIIQ64s256s")
 CAPACITY_OFFSET = 16
@@ -73,3 +79,20 @@ class RingHeader:
     inject_irqoff_tick: int
     build_id: str
     message: str
+    # ref counter = probe counter + ref_offset_tick (within ref_offset_err_tick); None
+    # when the probe read no reference counter (x86, older probes)
+    ref_counter: str | None = None
+    ref_offset_tick: int = 0
+    ref_offset_err_tick: int = 0
+
+    def ref_meta(self) -> dict[str, Any] | None:
+        """The reference counter as run metadata (``probe.ref_counter``), or None."""
+        if self.ref_counter is None:
+            return None
+        return {"counter": self.ref_counter, "offset_tick": self.ref_offset_tick,
+                "error_tick": self.ref_offset_err_tick}
+
+
+def ref_counter_name(code: int) -> str | None:
+    """The header's ref_counter code as its name (0: none)."""
+    return None if code == 0 else REF_COUNTERS.get(code, f"unknown({code})")

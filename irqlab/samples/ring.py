@@ -14,9 +14,10 @@ import struct
 import numpy as np
 
 from irqlab.samples.layout import (ARCH_NAMES, CAPACITY_OFFSET, HEAD_OFFSET, HEADER,
-                                   HEADER_SIZE, IDLE_NAMES, RING_MAGIC, RING_OFFSET,
-                                   RING_VERSION, STATE_NAMES, STATE_OFFSET, TICK_METHODS,
-                                   TIMER_MODES, RingError, RingHeader)
+                                   HEADER_SIZE, IDLE_NAMES, REF, REF_OFFSET, RING_MAGIC,
+                                   RING_OFFSET, RING_VERSION, STATE_NAMES, STATE_OFFSET,
+                                   TICK_METHODS, TIMER_MODES, RingError, RingHeader,
+                                   ref_counter_name)
 from irqlab.samples.record import RECORD_DTYPE, SampleBatch
 from irqlab.samples.source import RingPeek, SampleSource
 
@@ -82,6 +83,8 @@ class RingReader(SampleSource):
             raise RingError(f"ring capacity {capacity} is invalid for a {self._size}-byte "
                             f"guest memory: give the guest more memory (--memory)")
         self._capacity = capacity
+        ref_offset_tick, ref_counter, ref_err_tick = REF.unpack_from(self._map,
+                                                                     self._base + REF_OFFSET)
         return RingHeader(
             version=version, record_size=record_size, capacity=capacity,
             arch=ARCH_NAMES.get(arch, f"unknown({arch})"), tick_hz=tick_hz,
@@ -91,7 +94,8 @@ class RingReader(SampleSource):
             error=error, head=head, overruns=overruns, apic_hz=apic_hz,
             idle=IDLE_NAMES.get(idle, f"unknown({idle})"), inject_every=inject_every,
             inject_irqoff_tick=inject_irqoff_tick, build_id=_cstr(build_id),
-            message=_cstr(message))
+            message=_cstr(message), ref_counter=ref_counter_name(ref_counter),
+            ref_offset_tick=ref_offset_tick, ref_offset_err_tick=ref_err_tick)
 
     def _copy(self, first: int, count: int) -> np.ndarray:
         """Copy ``count`` slots starting at sequence ``first`` (handles the wrap)."""

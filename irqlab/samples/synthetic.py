@@ -13,8 +13,9 @@ import struct
 import numpy as np
 
 from irqlab.samples.record import RECORD_DTYPE
-from irqlab.samples.layout import (HEAD_OFFSET, HEADER_SIZE, OVERRUNS_OFFSET, RING_MAGIC,
-                                   RING_OFFSET, RING_VERSION, STATE_OFFSET, STATE_RUNNING)
+from irqlab.samples.layout import (HEAD_OFFSET, HEADER_SIZE, OVERRUNS_OFFSET, REF,
+                                   REF_OFFSET, RING_MAGIC, RING_OFFSET, RING_VERSION,
+                                   STATE_OFFSET, STATE_RUNNING)
 
 
 class SyntheticRing:
@@ -58,6 +59,10 @@ class SyntheticRing:
         """Count ``n`` more skipped periods in the header, as the probe's rearm does."""
         at = RING_OFFSET + OVERRUNS_OFFSET
         struct.pack_into("<Q", self.map, at, struct.unpack_from("<Q", self.map, at)[0] + n)
+
+    def set_ref_counter(self, code: int, offset_tick: int, error_tick: int) -> None:
+        """The reference counter the probe read beside its own (layout REF_COUNTERS)."""
+        REF.pack_into(self.map, RING_OFFSET + REF_OFFSET, offset_tick, code, error_tick)
 
     def set_state(self, state: int, error: int = 0) -> None:
         """Publish the probe's state (layout STATE_*), e.g. done, or error with a code."""

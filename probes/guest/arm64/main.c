@@ -197,6 +197,43 @@ static int ring_place(u64 img, u64 img_len, u64 dtb, u64 dtb_len, u64 *base)
 	return -ENOMEM;
 }
 
+#define REF_ROUNDS		16
+
+/*
+ * ref_counter_measure - offset of the physical counter from the timer's
+ *
+ * xentrace stamps Xen on Arm's records with CNTPCT_EL0 (get_cycles()), and
+ * Xen lets EL1 read it (CNTHCTL_EL2.EL1PCTEN); the virtual counter is it
+ * minus the domain's CNTVOFF, constant for the domain's life. A round reads
+ * virt, phys, virt in order (isb), so the offset is within half their gap
+ * of phys - the middle virt; the narrowest of REF_ROUNDS rounds is kept.
+ * With timer=phys the probe's counter is CNTPCT itself.
+ */
+static void ref_counter_measure(struct probe_clock *clk)
+{
+	u64 v1, v2, phys, best_tick = ~0ULL;
+	int i;
+
+	clk->ref_counter = REF_COUNTER_ARM64_CNTPCT;
+	clk->ref_offset_tick = 0;
+	clk->ref_offset_err_tick = 0;
+	if (irq_use_phys)
+		return;
+	for (i = 0; i < REF_ROUNDS; i++) {
+		isb();
+		v1 = read_sysreg(cntvct_el0);
+		isb();
+		phys = read_sysreg(cntpct_el0);
+		isb();
+		v2 = read_sysreg(cntvct_el0);
+		if (v2 - v1 >= best_tick)
+			continue;
+		best_tick = v2 - v1;
+		clk->ref_offset_tick = (s64)(phys - (v1 + best_tick / 2));
+		clk->ref_offset_err_tick = (u32)((best_tick + 1) / 2);
+	}
+}
+
 static const char *const timer_names[] = { "?", "?", "?", "virt", "phys" };
 
 extern char __image_start[], __image_end[];
@@ -270,6 +307,11 @@ void probe_main(u64 dtb_pa, u64 load_pa)
 		.ring_apic_hz = 0,
 		.timer_detail = detail,
 	};
+	ref_counter_measure(&clk);
+	printk("irqlab-probe: cntpct - counter = %s%lu ticks (+-%u)\n",
+	       clk.ref_offset_tick < 0 ? "-" : "",
+	       clk.ref_offset_tick < 0 ? (u64)-clk.ref_offset_tick :
+	       (u64)clk.ref_offset_tick, clk.ref_offset_err_tick);
 	probe_start(&clk);
 
 	timer_stop();

@@ -46,12 +46,28 @@ static void clean_text(char *dst, const char *src, size_t size)
 	dst[i] = '\0';
 }
 
-/* frame_header - emit the H frame: the ring header's constant fields */
+/* frame_ref - emit the C frame: the reference counter and its offset */
+static int frame_ref(struct frame_out *fo, const struct ring_hdr *h)
+{
+	char line[FRAME_LINE_MAX + FRAME_TAIL_LEN + 1];
+	s64 off = h->ref_offset_tick;
+	int len;
+
+	len = snprintf(line, FRAME_LINE_MAX, "~IQC,%lx,%x,%s%lx,%x", fo->fseq,
+		       h->ref_counter, off < 0 ? "-" : "",
+		       off < 0 ? (u64)-off : (u64)off, h->ref_offset_err_tick);
+	return frame_send(fo, line, len);
+}
+
+/*
+ * frame_header - emit the H frame (the ring header's constant fields), then
+ * the C frame when the probe measured a reference counter
+ */
 int frame_header(struct frame_out *fo, const struct ring *r)
 {
 	const struct ring_hdr *h = r->hdr;
 	char line[FRAME_LINE_MAX + FRAME_TAIL_LEN + 1], id[RING_BUILD_ID_LEN];
-	int len;
+	int len, ret;
 
 	if (!h || !fo->write)
 		return -EINVAL;
@@ -64,7 +80,10 @@ int frame_header(struct frame_out *fo, const struct ring *r)
 		       r->cpu, id);
 	if (len >= FRAME_LINE_MAX)
 		return -ENOSPC;
-	return frame_send(fo, line, len);
+	ret = frame_send(fo, line, len);
+	if (ret || !h->ref_counter)
+		return ret;
+	return frame_ref(fo, h);
 }
 
 /* frame_state - emit the T frame: state, error, head, overruns, message */

@@ -299,6 +299,9 @@ void probe_start(const struct probe_clock *clk)
 			P.period_tick, clk->ring_apic_hz);
 	ring_set_config(&ring, params.idle, (u32)params.inject_every,
 			params.inject_every ? P.irqoff_tick : 0);
+	if (clk->ref_counter)
+		ring_set_ref_counter(&ring, clk->ref_counter, clk->ref_offset_tick,
+				     clk->ref_offset_err_tick);
 	printk("irqlab-probe: cpu=%u tick_hz=%lu (%s) timer=%s %s period=%lu ticks idle=%s samples=%lu inject_every=%lu inject_irqoff=%lu ticks sink=%s\n",
 	       ring.cpu, clk->tick_hz, clk->tick_name, clk->timer_name,
 	       clk->timer_detail, P.period_tick,

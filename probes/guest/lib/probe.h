@@ -50,6 +50,9 @@ struct probe_clock {
 	const char *timer_name;
 	u64 ring_apic_hz;		/* ring header apic_hz (0 unless one-shot) */
 	const char *timer_detail;	/* boot line field after timer=, e.g. "intid=27" */
+	u32 ref_counter;		/* enum ring_ref_counter (0: none) */
+	s64 ref_offset_tick;		/* ref counter - this counter */
+	u32 ref_offset_err_tick;	/* bound of ref_offset_tick */
 };
 
 int probe_parse_cmdline(const char *line);

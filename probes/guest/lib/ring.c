@@ -63,6 +63,20 @@ int ring_set_config(struct ring *r, u32 idle, u32 inject_every,
 	return 0;
 }
 
+/* ring_set_ref_counter - record the reference counter and its offset */
+int ring_set_ref_counter(struct ring *r, u32 ref_counter, s64 offset_tick,
+			 u32 err_tick)
+{
+	struct ring_hdr *h = r->hdr;
+
+	if (!h || ref_counter > REF_COUNTER_ARM64_CNTPCT)
+		return -EINVAL;
+	WRITE_ONCE(h->ref_offset_tick, offset_tick);
+	WRITE_ONCE(h->ref_offset_err_tick, err_tick);
+	WRITE_ONCE(h->ref_counter, ref_counter);
+	return 0;
+}
+
 /* ring_set_state - publish @state (release: earlier header writes first) */
 int ring_set_state(struct ring *r, u32 state)
 {

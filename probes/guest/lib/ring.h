@@ -46,6 +46,19 @@ enum ring_state {
 	RING_ERROR		= 3,
 };
 
+/*
+ * ring_hdr.ref_counter: a second counter the probe read beside its own, one
+ * that host-side traces stamp their records with, and the constant offset
+ * between them (ref = probe counter + ref_offset_tick, within
+ * +-ref_offset_err_tick). Xen on Arm lets a guest read the physical counter
+ * (CNTHCTL_EL2.EL1PCTEN) and stamps xentrace records with it; the guest's
+ * virtual counter is that counter minus the domain's CNTVOFF.
+ */
+enum ring_ref_counter {
+	REF_COUNTER_NONE	= 0,
+	REF_COUNTER_ARM64_CNTPCT = 1,
+};
+
 enum ring_idle {
 	IDLE_HLT		= 1,	/* hlt (x86) / wfi (arm64) */
 	IDLE_POLL		= 2,
@@ -88,6 +101,9 @@ struct ring_hdr {
 	u64 inject_irqoff_tick;		/*  88 */
 	char build_id[RING_BUILD_ID_LEN];	/*  96 */
 	char message[RING_MESSAGE_LEN];	/* 160 */
+	s64 ref_offset_tick;		/* 416: ref counter - probe counter */
+	u32 ref_counter;		/* 424: enum ring_ref_counter */
+	u32 ref_offset_err_tick;	/* 428: bound of ref_offset_tick */
 };
 
 struct ring_rec {
@@ -106,6 +122,8 @@ _Static_assert(__builtin_offsetof(struct ring_hdr, inject_irqoff_tick) == 88,
 	       "hdr");
 _Static_assert(__builtin_offsetof(struct ring_hdr, build_id) == 96, "hdr");
 _Static_assert(__builtin_offsetof(struct ring_hdr, message) == 160, "hdr");
+_Static_assert(__builtin_offsetof(struct ring_hdr, ref_offset_tick) == 416,
+	       "hdr");
 _Static_assert(sizeof(struct ring_hdr) <= RING_HDR_SIZE, "hdr size");
 _Static_assert(sizeof(struct ring_rec) == RING_RECORD_SIZE, "rec size");
 
@@ -126,6 +144,8 @@ int ring_set_timing(struct ring *r, u64 tick_hz, u32 tick_method,
 		    u32 timer_mode, u64 period_tick, u64 apic_hz);
 int ring_set_config(struct ring *r, u32 idle, u32 inject_every,
 		    u64 inject_irqoff_tick);
+int ring_set_ref_counter(struct ring *r, u32 ref_counter, s64 offset_tick,
+			 u32 err_tick);
 int ring_set_state(struct ring *r, u32 state);
 int ring_set_error(struct ring *r, u32 error, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

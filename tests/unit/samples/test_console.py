@@ -44,6 +44,22 @@ def read_all(lines: list[bytes]) -> tuple[ConsoleReader, np.ndarray]:
     return r, r.poll().records
 
 
+def test_reference_counter_frame_follows_the_header():
+    lines = stream()
+    r, _recs = read_all(lines)
+    assert r.header().ref_counter is None
+    ref = frame_line("C", 1, ["1", "-2faf080", "6"])
+    renumbered = [lines[0], ref] + [frame_line(k, f + 1, fl) for k, f, fl in
+                                    (parse_frame(x) for x in lines[1:])]
+    r, recs = read_all(renumbered)
+    h = r.header()
+    assert (h.ref_counter, h.ref_offset_tick, h.ref_offset_err_tick) == (
+        "arm64-cntpct", -50_000_000, 6)
+    assert len(recs) == 12 and r.bad_frames == 0 and r.missing_frames == 0
+    r, _recs = read_all([lines[0], frame_line("C", 1, ["1"])] + lines[1:])
+    assert r.bad_frames == 1 and r.header().ref_counter is None
+
+
 def test_good_frames_decode_to_ring_records():
     r, recs = read_all([b"irqlab-probe: boot banner\r\n", *stream()])
     assert r.magic_ok() and r.state() == "done"

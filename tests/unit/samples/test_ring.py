@@ -65,6 +65,22 @@ def test_header_is_decoded():
     ring.close()
 
 
+def test_reference_counter_offset_is_decoded_signed():
+    ring = SyntheticRing(capacity=64)
+    reader = RingReader(ring.path)
+    assert reader.header().ref_counter is None and reader.header().ref_meta() is None
+    ring.set_ref_counter(1, -123_456_789_012, 3)
+    hdr = reader.header()
+    assert (hdr.ref_counter, hdr.ref_offset_tick, hdr.ref_offset_err_tick) == (
+        "arm64-cntpct", -123_456_789_012, 3)
+    assert hdr.ref_meta() == {"counter": "arm64-cntpct", "offset_tick": -123_456_789_012,
+                              "error_tick": 3}
+    ring.set_ref_counter(9, 5, 0)
+    assert reader.header().ref_counter == "unknown(9)"
+    reader.close()
+    ring.close()
+
+
 def test_no_ring_is_an_error_naming_the_cause():
     ring = SyntheticRing(capacity=64)
     ring.map[0x400000:0x400008] = b"\0" * 8
