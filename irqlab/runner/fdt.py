@@ -20,6 +20,7 @@ from pathlib import Path
 DTC_HINT = "install Debian's device-tree-compiler (the README's set-up command does)"
 # Xen's module compatibles (booting.txt): a kernel is "multiboot,kernel".
 MODULE_COMPATIBLE = '"multiboot,kernel", "multiboot,module"'
+RAMDISK_COMPATIBLE = '"multiboot,ramdisk", "multiboot,module"'
 
 
 class FdtError(RuntimeError):
@@ -28,20 +29,23 @@ class FdtError(RuntimeError):
 
 @dataclass
 class Module:
-    """A boot module QEMU loads at ``addr`` (a kernel Image with its command line)."""
+    """A boot module QEMU loads at ``addr``: a kernel Image with its command line, or
+    (``bootargs`` None) the ramdisk of the kernel before it."""
 
     addr: int
     size: int
-    bootargs: str
+    bootargs: str | None
 
     def dts(self, indent: str) -> str:
         # Xen wants the reg size to cover the file; round up to 4 KiB for clarity.
         size = (self.size + 0xFFF) & ~0xFFF
+        compatible = MODULE_COMPATIBLE if self.bootargs is not None else RAMDISK_COMPATIBLE
+        args = (f"{indent}\tbootargs = {_string(self.bootargs)};\n"
+                if self.bootargs is not None else "")
         return (f"{indent}module@{self.addr:x} {{\n"
-                f"{indent}\tcompatible = {MODULE_COMPATIBLE};\n"
+                f"{indent}\tcompatible = {compatible};\n"
                 f"{indent}\treg = <0x0 {self.addr:#x} 0x0 {size:#x}>;\n"
-                f"{indent}\tbootargs = {_string(self.bootargs)};\n"
-                f"{indent}}};\n")
+                + args + f"{indent}}};\n")
 
 
 @dataclass
@@ -76,12 +80,13 @@ def _string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def chosen_block(xen_bootargs: str, dom0: Module | None, domains: list[Domain]) -> str:
-    """The ``/chosen`` additions as DTS source (a second root block dtc merges)."""
+def chosen_block(xen_bootargs: str, dom0: list[Module], domains: list[Domain]) -> str:
+    """The ``/chosen`` additions as DTS source (a second root block dtc merges); dom0:
+    none (dom0less), its kernel, or its kernel and ramdisk modules."""
     body = ("\t\t#address-cells = <2>;\n\t\t#size-cells = <2>;\n"
             f"\t\txen,xen-bootargs = {_string(xen_bootargs)};\n")
-    if dom0 is not None:
-        body += dom0.dts("\t\t")
+    for module in dom0:
+        body += module.dts("\t\t")
     for dom in domains:
         body += dom.dts("\t\t")
     return "\n/ {\n\tchosen {\n" + body + "\t};\n};\n"
@@ -131,7 +136,7 @@ def compile_dts(source: str, dest: Path) -> Path:
 
 
 def xen_tree(qemu_argv: list[str], workdir: Path, xen_bootargs: str,
-             dom0: Module | None, domains: list[Domain]) -> tuple[Path, str]:
+             dom0: list[Module], domains: list[Domain]) -> tuple[Path, str]:
     """QEMU's tree for ``qemu_argv`` with Xen's /chosen nodes: (dtb path, added DTS)."""
     base = dump_machine_dtb(qemu_argv, workdir / "machine.dtb")
     added = chosen_block(xen_bootargs, dom0, domains)

@@ -57,7 +57,7 @@ from irqlab.runner.xen_dom0 import (REPORT_MARK, TRACE_SHM_BYTES, Dom0Plan,
                                     reports_metadata)
 
 XEN_SCHEDS = ("credit", "credit2", "rtds", "null")
-XEN_DOMAINS = ("dom0", "domU")
+XEN_DOMAINS = ("dom0", "domU", "dom0less")
 NEIGHBOURS = ("none", "cpu", "console", "idle")
 XEN_SERIES = "4.17"
 BINARY_ENV = "IRQLAB_XEN"          # a default --xen-binary
@@ -346,15 +346,23 @@ class XenGuest(MeasuredProcess, Dom0TraceChannel):
         return self.config.arch == "x86_64"
 
     @property
+    def xl_probe(self) -> bool:
+        """dom0 creates the probe's domain with xl (after the dom0less ones)."""
+        return self.dom0 is not None and self.dom0.probe_domid is None
+
+    @property
     def measured_domid(self) -> int:
-        return 0 if self.xen.domain == "dom0" else 1
+        """dom0less domains are numbered from 1 in /chosen order, the probe's first; an
+        xl-created one comes after them (dom0 reports its actual domid)."""
+        if self.xen.domain == "dom0":
+            return 0
+        return 1 + (self.xen.neighbour != "none") if self.xl_probe else 1
 
     @property
     def neighbour_domid(self) -> int | None:
-        """dom0less domains are numbered from 1 in /chosen order, after the probe's."""
         if self.xen.neighbour == "none":
             return None
-        return 1 if self.xen.domain == "dom0" else 2
+        return 1 if self.xen.domain == "dom0" or self.xl_probe else 2
 
     def _base_argv(self) -> list[str]:
         """QEMU's common options (irqlab.runner.qemu.base_argv) and this machine's: the
@@ -374,19 +382,33 @@ class XenGuest(MeasuredProcess, Dom0TraceChannel):
             return base + ["-accel", "kvm", "-cpu", "host"]
         return base + ["-accel", "tcg", "-cpu", "cortex-a57"]
 
-    def _modules(self) -> tuple[Module | None, list[Domain], list[tuple[Path, int]]]:
+    def _modules(self, base: int = MODULE_BASE, dom0_os: list[Module] | None = None
+                 ) -> tuple[list[Module], list[Domain], list[tuple[Path, int]]]:
+        """dom0's modules, the dom0less domains and the images QEMU loads (path,
+        address), from ``base`` up. ``dom0_os``: a Linux dom0's kernel and ramdisk (the
+        caller loads them); the probe is then a dom0less domU only with --xen-domain
+        dom0less, and waits at its start gate for dom0's ringfwd."""
         probe = self.config.probe_path
         size = probe.stat().st_size
-        loads = [(probe, MODULE_BASE)]
-        module = Module(MODULE_BASE, size, self.config.cmdline())
-        dom0 = module if self.xen.domain == "dom0" else None
-        domains = [] if dom0 else [Domain("domU1", module)]
+        module = Module(base, size, self.config.cmdline())
+        if dom0_os is not None:
+            module.bootargs += " gate=1"
+        loads = [] if self.xl_probe else [(probe, base)]
+        dom0 = dom0_os or ([module] if self.xen.domain == "dom0" else [])
+        domains = [] if self.xen.domain == "dom0" or self.xl_probe else [
+            Domain("domU1", module, memory_kib=self.domu_memory_kib)]
         if self.xen.neighbour != "none":
-            addr = MODULE_BASE + MODULE_STRIDE
+            addr = base + MODULE_STRIDE
             loads.append((probe, addr))
             name = f"domU{len(domains) + 1}"
             domains.append(Domain(name, Module(addr, size, NEIGHBOUR_ARGS[self.xen.neighbour])))
         return dom0, domains, loads
+
+    @property
+    def domu_memory_kib(self) -> int:
+        """The probe's domU memory: dom0's plan's (xl's memory=), else Domain's."""
+        return (self.dom0.domu_memory_mib << 10 if self.dom0 is not None
+                else Domain.memory_kib)
 
     def build(self, workdir: Path) -> list[str]:
         """Resolve the hypervisor, write the tree, return QEMU's argv."""
@@ -404,12 +426,20 @@ class XenGuest(MeasuredProcess, Dom0TraceChannel):
         if self.x86:
             return self._build_x86(workdir)
         dom0, domains, loads = self._modules()
-        base = self._base_argv()
+        return self._tree_argv(self._base_argv(), workdir, dom0, domains, loads)
+
+    def _tree_argv(self, base: list[str], workdir: Path, dom0: list[Module],
+                   domains: list[Domain], loads: list[tuple[Path, int]],
+                   devices: tuple[str, ...] = ()) -> list[str]:
+        """QEMU's argv booting Xen with a device tree of our own (QEMU drops its
+        guest-loader nodes then): the modules under /chosen, loaded where it says.
+        ``devices`` (PCI devices on our memfds) are not in the tree: QEMU dumps it
+        without them, as it could not open the memfds."""
         try:
             dtb, self.tree_dts = xen_tree(base, workdir, self.cmdline, dom0, domains)
         except FdtError as exc:
             raise OSError(str(exc)) from None
-        argv = (base + self.config.extra_qemu_args
+        argv = (base + list(devices) + self.config.extra_qemu_args
                 + ["-kernel", str(self.binary.path), "-dtb", str(dtb)])
         for path, addr in loads:
             argv += ["-device", f"loader,file={path},addr={addr:#x},force-raw=on"]
@@ -438,13 +468,15 @@ class XenGuest(MeasuredProcess, Dom0TraceChannel):
         """dom0 + the probe domU + any domain dom0 creates + Xen's slack."""
         assert self.dom0 is not None
         big = max((ld.params.get("size_bytes", 0) for ld in self.dom0.loads), default=0)
+        neighbour_mib = Domain.memory_kib >> 10 if self.xen.neighbour != "none" else 0
         return (int(LINUX_DOM0_MEM.rstrip("M")) + self.dom0.domu_memory_mib
-                + (big >> 20) + LINUX_DOM0_SLACK_MIB)
+                + neighbour_mib + (big >> 20) + LINUX_DOM0_SLACK_MIB)
 
     def _build_linux_dom0(self, workdir: Path) -> list[str]:
         """QEMU's argv for Xen + Debian's Linux dom0 + irqlab's initramfs, with the
         ivshmem-plain device dom0 forwards the probe's ring into."""
         assert self.dom0 is not None
+        self.dom0.neighbour_domid = self.neighbour_domid
         initrd = build_dom0_initramfs(workdir / "dom0.cpio", self.dom0,
                                       self.config.probe_path)
         base = base_argv(self.config.machine.qemu, self.name, self.qemu_memory_mib(),
@@ -456,6 +488,15 @@ class XenGuest(MeasuredProcess, Dom0TraceChannel):
             # (trcfwd in dom0 writes it; irqlab.xen.capture reads the memfd).
             shm += (memfd_backend("irqlab-xtr", str(TRACE_SHM_BYTES), self._trace_fd)
                     + ["-device", "ivshmem-plain,memdev=irqlab-xtr"])
+        if not self.x86 and (self.xen.neighbour != "none" or not self.xl_probe):
+            # arm64 with dom0less domains beside dom0 (the probe, a neighbour): one tree
+            # holds them all, dom0's kernel and ramdisk included.
+            kernel = arm64_dom0.dom0_kernel().resolve()
+            os_modules, end = arm64_dom0.dom0_modules(kernel, DOM0_CMDLINE, initrd)
+            dom0, domains, loads = self._modules(end, os_modules)
+            loads = [(kernel, os_modules[0].addr), (initrd, os_modules[1].addr)] + loads
+            return self._tree_argv(base + self._arm64_machine(), workdir, dom0, domains,
+                                   loads, tuple(shm))
         if not self.x86:
             # arm64: Xen is the Image QEMU boots; dom0's kernel and initramfs are boot
             # modules described under /chosen (irqlab.runner.xen_dom0_arm64).

@@ -276,6 +276,17 @@ class Dom0Plan:
     xl_settings: list[tuple[str, str, str]] = field(default_factory=list)
     loads: list[Dom0Load] = field(default_factory=list)
     trace: Dom0Trace | None = None      # xentrace recorded with the run (--trace)
+    # The probe as a dom0less domU Xen created at boot with this domid (arm64, before
+    # dom0 runs; it waits for ringfwd's start gate); None: dom0 creates it with xl.
+    probe_domid: int | None = None
+    # A dom0less neighbour domU (its domid): pinned with the probe by --pin, since a
+    # neighbour is the probe's pCPU's other tenant by definition.
+    neighbour_domid: int | None = None
+
+    @property
+    def domu_ref(self) -> str:
+        """How xl names the probe's domain: its xl name, or a dom0less one's domid."""
+        return DOMU_NAME if self.probe_domid is None else str(self.probe_domid)
 
 
 def xl_config(plan: Dom0Plan, name: str = DOMU_NAME, memory_mib: int | None = None,
@@ -393,13 +404,31 @@ def init_script(plan: Dom0Plan) -> str:
     # its probe starts sampling at boot, and a run's first samples are to be measured
     # under what the run says (before 2026-11-27 they were taken while xl applied the
     # settings and before any load had started).
-    s += [
-        "t0=$(uptime_cs)",
-        f"xl create -p -q /irqlab/probe.cfg > /irqlab/create.log 2>&1 || "
-        f"fail xl create: $(cat /irqlab/create.log)",
-        f"domid=$(xl domid {DOMU_NAME})",
-        "say domu created domid=$domid create_cs=$(( $(uptime_cs) - t0 ))",
-    ]
+    if plan.probe_domid is None:
+        s += [
+            "t0=$(uptime_cs)",
+            f"xl create -p -q /irqlab/probe.cfg > /irqlab/create.log 2>&1 || "
+            f"fail xl create: $(cat /irqlab/create.log)",
+            f"domid=$(xl domid {DOMU_NAME})",
+            "say domu created domid=$domid create_cs=$(( $(uptime_cs) - t0 ))",
+        ]
+    else:
+        # Xen built it from the device tree and it waits at its start gate: what xl's
+        # configuration would have said is applied to the running domain instead.
+        s += [f"domid={plan.probe_domid}", "say domu created domid=$domid dom0less=1"]
+        if plan.pin:
+            s += [f"xl vcpu-pin $domid all {plan.pin} || fail xl vcpu-pin"]
+        if pool:
+            s += [f"xl cpupool-migrate $domid {pool} || fail xl cpupool-migrate"]
+    if plan.neighbour_domid is not None:
+        if plan.pin:
+            s += [f"xl vcpu-pin {plan.neighbour_domid} all {plan.pin} || "
+                  f"fail xl vcpu-pin neighbour"]
+        if pool:
+            s += [f"xl cpupool-migrate {plan.neighbour_domid} {pool} || "
+                  f"fail xl cpupool-migrate neighbour"]
+        s += [f"say neighbour $(xl vcpu-list {plan.neighbour_domid} | tail -n 1 | "
+              f"tr -s ' ')"]
     if pool:
         # Read back again now that the domU exists: its pool should count one domain.
         s += ["say cpupool $(xl cpupool-list | tail -n +2 | tr -s ' ' | tr '\\n' ';')"]
@@ -414,10 +443,10 @@ def init_script(plan: Dom0Plan) -> str:
         budget = min(plan.rtds_budget_ns or RTDS_DEFAULT_BUDGET_NS, period)
         # extratime off: a strict periodic server, the one `irqlab model rtds` bounds.
         args = f" -v all -p {_us(period)} -b {_us(budget)} -e 0"
-        s += [f"if xl sched-rtds -d {DOMU_NAME}{args} > /irqlab/rtds.log 2>&1; then "
-              f"say rtds ok $(xl sched-rtds -d {DOMU_NAME} -v all | tail -n 1 | "
+        s += [f"if xl sched-rtds -d {plan.domu_ref}{args} > /irqlab/rtds.log 2>&1; then "
+              f"say rtds ok $(xl sched-rtds -d {plan.domu_ref} -v all | tail -n 1 | "
               f"tr -s ' '); else say rtds failed $(cat /irqlab/rtds.log | tr '\\n' ' '); fi"]
-    s += [f"say vcpu $(xl vcpu-list {DOMU_NAME} | tail -n 1 | tr -s ' ')",
+    s += [f"say vcpu $(xl vcpu-list {plan.domu_ref} | tail -n 1 | tr -s ' ')",
           ": > /irqlab/cpu-pids"]
     # CPU time of dom0's load processes (utime + stime, clock ticks of 1/100 s) and the
     # console load's bytes: reported every 0.5 s, since the host stops QEMU as soon as
@@ -434,8 +463,9 @@ def init_script(plan: Dom0Plan) -> str:
         s += [f"say {load.name} start", _load_script(load)]
     if plan.loads:
         s += ["( while :; do sleep 0.5; report_loads; done ) &"]
+    if plan.probe_domid is None:
+        s += ["xl unpause $domid || fail xl unpause"]
     s += [
-        "xl unpause $domid || fail xl unpause",
         "say unpaused uptime_cs=$(uptime_cs)",
         f"ringfwd $domid {plan.arch.ring_gpa:#x} $shm {RINGFWD_POLL_US} 2> /irqlab/ringfwd.log || "
         "fail ringfwd: $(tail -n 2 /irqlab/ringfwd.log | tr '\\n' ' ')",
@@ -560,6 +590,8 @@ def reports_metadata(text: str) -> dict[str, Any]:
             out["rtds"] = rest
         elif key == "vcpu":
             out["vcpu_list"] = rest
+        elif key == "neighbour":
+            out["neighbour_vcpu_list"] = rest
         elif key in ("cpupool", *XL_SCHED_KEYS):
             out[key] = rest
         elif key == "xl_info":

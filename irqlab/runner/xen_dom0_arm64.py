@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from irqlab.runner.fdt import Module
 from irqlab.runner.xen_dom0 import Dom0Arch, dom0_cache_dir, fetch_hint
 from irqlab.samples.layout import RING_OFFSET
 
@@ -56,6 +57,20 @@ def dom0_kernel() -> Path:
     return path
 
 
+def dom0_modules(kernel: Path, dom0_cmdline: str, initrd: Path) -> tuple[list[Module], int]:
+    """dom0's kernel and initramfs as /chosen modules of a tree of our own (dom0less
+    domains beside dom0), where module_argv's loader would put them; and the first
+    2 MiB-aligned address after them."""
+    initrd_addr = _align(KERNEL_ADDR + kernel.stat().st_size)
+    size = initrd.stat().st_size
+    return ([Module(KERNEL_ADDR, kernel.stat().st_size, dom0_cmdline),
+             Module(initrd_addr, size, None)], _align(initrd_addr + size))
+
+
+def _align(addr: int) -> int:
+    return (addr + MODULE_ALIGN - 1) & -MODULE_ALIGN
+
+
 def _prop(value: str) -> str:
     """A -device property value: QEMU's option parser takes ',,' for a comma."""
     return value.replace(",", ",,")
@@ -64,7 +79,7 @@ def _prop(value: str) -> str:
 def module_argv(kernel: Path, dom0_cmdline: str, initrd: Path) -> list[str]:
     """The guest-loader devices that load dom0's kernel and initramfs and describe them
     to Xen under /chosen (QEMU's docs/system/guest-loader.rst)."""
-    initrd_addr = (KERNEL_ADDR + kernel.stat().st_size + MODULE_ALIGN - 1) & -MODULE_ALIGN
+    initrd_addr = _align(KERNEL_ADDR + kernel.stat().st_size)
     return ["-device", f"guest-loader,addr={KERNEL_ADDR:#x},kernel={_prop(str(kernel))},"
                        f"bootargs={_prop(dom0_cmdline)}",
             "-device", f"guest-loader,addr={initrd_addr:#x},initrd={_prop(str(initrd))}"]

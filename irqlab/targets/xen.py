@@ -24,7 +24,7 @@ from irqlab.runner.xen import (DEB_ARCH, NEIGHBOURS, XEN_DOMAINS, XEN_SCHEDS, Xe
                                XenOptions, binary_from_path, fetch_hint, find_xen,
                                parse_opts)
 from irqlab.knobs.vcpu import PinKnob
-from irqlab.runner.xen_dom0 import (DOMU_NAME, X86_64_DOM0, XL_SCHED_SETTINGS, Dom0Load,
+from irqlab.runner.xen_dom0 import (X86_64_DOM0, XL_SCHED_SETTINGS, Dom0Load,
                                     Dom0Plan, InDom0Load, InDom0Setting, InDom0Trace,
                                     dom0_cache_dir)
 from irqlab.runner.xen_dom0_arm64 import ARM64_DOM0
@@ -38,7 +38,9 @@ from irqlab.targets.guest import ProbeOptions, probe_options
 
 XEN_DOMAIN = Option("--xen-domain", "xen_domain", dict(
     choices=XEN_DOMAINS,
-    help="the probe as dom0 or as a dom0less domU (default domU; dom0 on x86_64)"))
+    help="the probe as dom0, or a domU (default; dom0 on x86_64): dom0less without a "
+         "dom0 OS; with --xen-dom0 linux xl-created, or built by Xen at boot with "
+         "dom0less (arm64)"))
 XEN_SCHED = Option("--xen-sched", "xen_sched", dict(
     choices=XEN_SCHEDS,
     help="Xen's scheduler, sched= (default credit2; rtds and null need a Xen built with "
@@ -62,7 +64,7 @@ XEN_PCPUS = Option("--xen-pcpus", "xen_pcpus", dict(
 NEIGHBOUR = Option("--neighbour", "neighbour", dict(
     choices=NEIGHBOURS,
     help="a second dom0less domU on the same pCPU: cpu (busy), console (console flood), "
-         "idle, or none (default)"))
+         "idle, or none (default); with --xen-dom0 linux, arm64 only"))
 
 
 @dataclass
@@ -93,6 +95,8 @@ DOMU_MEM_MIB = 32
 XEN_SLACK_MIB = 256
 # A Linux dom0 under TCG takes ~20 s to create the probe domU (docs/xen.md).
 DOM0_BOOT_TIMEOUT_S = 120.0
+# Xen numbers the domains it builds at boot from 1, in /chosen order: the probe first.
+DOM0LESS_PROBE_DOMID = 1
 
 
 class XenTarget(Target):
@@ -135,10 +139,15 @@ class XenTarget(Target):
         domain = given.get("xen_domain")
         neighbour = given.get("neighbour", "none")
         if dom0 == "linux":
-            if domain == "dom0" or neighbour != "none":
-                raise TargetUsageError("--xen-dom0 linux measures the probe as an xl-created"
-                                       " domU: drop --xen-domain dom0 and --neighbour (use "
-                                       "--load dom0-cpu etc. for interference)")
+            if domain == "dom0":
+                raise TargetUsageError("--xen-dom0 linux measures the probe as a domU: "
+                                       "drop --xen-domain dom0 (or use domU: xl-created, "
+                                       "or dom0less: built by Xen at boot)")
+            if arch != "arm64" and (domain == "dom0less" or neighbour != "none"):
+                raise TargetUsageError("--xen-domain dom0less and --neighbour with --xen-dom0"
+                                       " linux are arm64 only (x86 Xen has no dom0less "
+                                       "here): add --arch arm64, or use --load dom0-cpu "
+                                       "etc. for interference")
             if base["accel"] == "kvm":
                 raise TargetUsageError("--xen-dom0 linux runs under TCG only here: use "
                                        "--accel tcg or auto")
@@ -149,7 +158,7 @@ class XenTarget(Target):
         elif arch == "x86_64":
             # docs/xen.md: the x86 probe is a PVH dom0 (no dom0 Linux, so no xl for domUs),
             # and Xen needs VT-x/AMD-V inside its VM, which only TCG gives here.
-            if domain == "domU" or neighbour != "none":
+            if domain in ("domU", "dom0less") or neighbour != "none":
                 raise TargetUsageError("--target xen --arch x86_64 runs the probe as a PVH "
                                        "dom0 only: drop --xen-domain domU and --neighbour")
             if base["accel"] == "kvm":
@@ -177,7 +186,9 @@ class XenTarget(Target):
                                    f"with RTDS and null with scripts/build-xen-rtds.sh, or "
                                    f"pass --xen-binary")
         if dom0 == "linux":
-            domain = "domU"
+            domain = domain or "domU"
+        elif domain == "dom0less":
+            domain = "domU"          # without a dom0 OS every domU is a dom0less one
         return XenProbeOptions(**base, xen_domain=domain or ("dom0" if arch == "x86_64"
                                                              else "domU"),
                                xen_sched=sched, xen_opts=opts, xen_binary=path,
@@ -222,7 +233,9 @@ class XenTarget(Target):
         opts: XenProbeOptions = cfg.options
         plan = Dom0Plan(probe_cmdline=opts.guest_config(cfg).cmdline(),
                         domu_memory_mib=DOMU_MEM_MIB, pcpus=opts.xen_pcpus,
-                        arch=DOM0_ARCH[opts.arch])
+                        arch=DOM0_ARCH[opts.arch],
+                        probe_domid=DOM0LESS_PROBE_DOMID if opts.xen_domain == "dom0less"
+                        else None)
         built = find_xen(opts.xen_sched, DEB_ARCH[opts.arch])
         scheds = (built.schedulers() if opts.xen_binary is None and built else None)
         for hook in cfg.hooks:
@@ -245,9 +258,9 @@ class XenTarget(Target):
                         hook.not_applicable(f"the scheduler is {opts.xen_sched}: {key} is a "
                                             f"{sched} parameter (--xen-sched {sched})")
                     else:
-                        plan.xl_settings.append((key, args.format(domu=DOMU_NAME,
+                        plan.xl_settings.append((key, args.format(domu=plan.domu_ref,
                                                                   value=value),
-                                                 readback.format(domu=DOMU_NAME)))
+                                                 readback.format(domu=plan.domu_ref)))
                 elif key == "cpupool":
                     if scheds is not None and value not in scheds:
                         hook.not_applicable(f"this Xen has only {', '.join(scheds)} (Debian's"

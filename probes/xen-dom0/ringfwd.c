@@ -7,7 +7,9 @@
  *   ringfwd DOMID RING_GPA SHM_PATH [POLL_US]
  *
  * The ring (probes/guest/lib/ring.h) sits at RING_GPA in the domU (a PVH guest: gfn
- * = gpa >> 12). It is mapped read-only with libxenforeignmemory (privcmd), and copied
+ * = gpa >> 12). It is mapped with libxenforeignmemory (privcmd); the one word written
+ * is the header's start_gate, set once the copy can begin (a dom0less probe booted
+ * with gate=1 waits for it: it runs before dom0 does). The ring is copied
  * into SHM_PATH, the BAR 2 of QEMU's ivshmem-plain device as dom0 sees it
  * (/sys/bus/pci/devices/<bdf>/resource2), which the host reads with its ordinary ring
  * reader. Each poll copies the new records first, then the header without its head,
@@ -34,6 +36,7 @@
 #define OFF_CAPACITY	16
 #define OFF_STATE	48
 #define OFF_HEAD	56
+#define OFF_GATE	432	/* ring_hdr.start_gate: the one word written here */
 #define STATE_DONE	2
 #define STATE_ERROR	3
 #define WAIT_RING_S	120
@@ -46,8 +49,9 @@ void *xenforeignmemory_map(xenforeignmemory_handle *fmem, uint32_t dom, int prot
 			   size_t pages, const unsigned long arr[], int err[]);
 int xenforeignmemory_unmap(xenforeignmemory_handle *fmem, void *addr, size_t pages);
 
+/* map_gfns - map @pages guest frames of @dom from @gfn with @prot, or NULL */
 static void *map_gfns(xenforeignmemory_handle *fm, uint32_t dom, unsigned long gfn,
-		      size_t pages)
+		      size_t pages, int prot)
 {
 	unsigned long *arr = calloc(pages, sizeof(*arr));
 	int *err = calloc(pages, sizeof(*err));
@@ -58,7 +62,7 @@ static void *map_gfns(xenforeignmemory_handle *fm, uint32_t dom, unsigned long g
 		return NULL;
 	for (i = 0; i < pages; i++)
 		arr[i] = gfn + i;
-	p = xenforeignmemory_map(fm, dom, PROT_READ, pages, arr, err);
+	p = xenforeignmemory_map(fm, dom, prot, pages, arr, err);
 	for (i = 0; p && i < pages; i++) {
 		if (err[i]) {
 			xenforeignmemory_unmap(fm, p, pages);
@@ -128,7 +132,7 @@ int main(int argc, char **argv)
 	}
 	/* the probe writes the header once it has booted: wait for its magic */
 	for (waited = 0;; waited++) {
-		src = map_gfns(fm, dom, gpa / PAGE_SIZE, 1);
+		src = map_gfns(fm, dom, gpa / PAGE_SIZE, 1, PROT_READ);
 		if (src && rd64(src, 0) == RING_MAGIC)
 			break;
 		if (src)
@@ -145,7 +149,7 @@ int main(int argc, char **argv)
 	xenforeignmemory_unmap(fm, (void *)src, 1);
 	bytes = HDR_SIZE + (uint64_t)cap * rsz;
 	pages = (bytes + PAGE_SIZE - 1) / PAGE_SIZE;
-	src = map_gfns(fm, dom, gpa / PAGE_SIZE, pages);
+	src = map_gfns(fm, dom, gpa / PAGE_SIZE, pages, PROT_READ | PROT_WRITE);
 	if (!src) {
 		perror("ringfwd: map ring");
 		return 1;
@@ -162,6 +166,8 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "ringfwd: domain %u ring %#llx: %u records of %u bytes\n", dom,
 		(unsigned long long)gpa, cap, rsz);
+	/* a probe booted with gate=1 (a dom0less domU) starts sampling now */
+	__atomic_store_n((volatile uint32_t *)(src + OFF_GATE), 1, __ATOMIC_RELEASE);
 	for (;;) {
 		state = rd32(src, OFF_STATE);
 		head = rd64(src, OFF_HEAD);

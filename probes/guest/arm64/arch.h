@@ -44,4 +44,24 @@ static inline void arch_cpu_relax(void)
 	cpu_relax();
 }
 
+/*
+ * arch_wait_u32_set - until *@p is non-zero (acquire), in WFE between checks
+ *
+ * The exclusive load arms the monitor: another CPU's store to the word
+ * clears it and wakes the WFE (Linux's smp_cond_load_acquire on arm64), as
+ * does any exception return; Xen traps WFE by default and yields the pCPU,
+ * so a waiting domain leaves its pCPU to a booting dom0.
+ */
+static inline void arch_wait_u32_set(const u32 *p)
+{
+	u32 v;
+
+	for (;;) {
+		__asm__ __volatile__("ldaxr %w0, [%1]" : "=&r"(v) : "r"(p) : "memory");
+		if (v)
+			return;
+		__asm__ __volatile__("wfe" ::: "memory");
+	}
+}
+
 #endif /* IRQLAB_ARM64_ARCH_H */

@@ -196,6 +196,11 @@ static void parse_word(const struct cmdline_word *w)
 		else
 			probe_param_error(EINVAL, "idle=%s: expected %s or poll",
 					  w->val, ARCH_IDLE_NAME);
+	} else if (!strcmp(w->key, "gate")) {
+		if (!strcmp(w->val, "0") || !strcmp(w->val, "1"))
+			params.gate = w->val[0] == '1';
+		else
+			probe_param_error(EINVAL, "gate=%s: expected 0 or 1", w->val);
 	} else if (!strcmp(w->key, "sink")) {
 		if (!strcmp(w->val, "ring"))
 			params.sink = SINK_RING;
@@ -440,6 +445,11 @@ static __noreturn void finish(void)
 /* probe_run - state RUNNING, arm the first deadline, measure until done */
 void probe_run(void)
 {
+	if (params.gate) {
+		printk("irqlab-probe: waiting for the start gate\n");
+		arch_wait_u32_set(&ring.hdr->start_gate);
+		printk("irqlab-probe: start gate open\n");
+	}
 	ring_set_state(&ring, RING_RUNNING);
 	console_sink_state();
 	arch_irq_disable();

@@ -18,7 +18,8 @@
  * The architecture provides the functions declared at the end of this file
  * and, as static inlines in <arch>/arch.h (found through -I<arch>), the
  * hot-path ones: arch_counter_read_tick(), arch_irq_disable(),
- * arch_irq_enable(), arch_idle_wait(), arch_cpu_relax() and the macro
+ * arch_irq_enable(), arch_idle_wait(), arch_cpu_relax(),
+ * arch_wait_u32_set() (the start gate) and the macro
  * ARCH_IDLE_NAME ("hlt" or "wfi", the name of idle=hlt on the boot line).
  */
 #ifndef IRQLAB_PROBE_H
@@ -39,6 +40,7 @@ struct probe_params {
 	u64 inject_every;		/* periods; 0 = never */
 	u64 samples;			/* 0 = run until killed */
 	enum probe_sink sink;
+	bool gate;			/* wait for ring_hdr.start_gate before sampling */
 };
 
 /* how the architecture counts and interrupts, for the ring and boot line */

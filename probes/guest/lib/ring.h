@@ -104,7 +104,16 @@ struct ring_hdr {
 	s64 ref_offset_tick;		/* 416: ref counter - probe counter */
 	u32 ref_counter;		/* 424: enum ring_ref_counter */
 	u32 ref_offset_err_tick;	/* 428: bound of ref_offset_tick */
+	u32 start_gate;			/* 432: set by the forwarder, see below */
 };
+
+/*
+ * start_gate - the one header word another writer sets: with the boot
+ * parameter gate=1 the probe waits, before its first deadline, until the
+ * forwarder that copies its ring out (probes/xen-dom0/ringfwd.c, in a dom0
+ * that booted after a dom0less probe) writes a non-zero value here, so
+ * that no sample is taken before the host can see it and its trace runs.
+ */
 
 struct ring_rec {
 	u64 seq;
@@ -124,6 +133,7 @@ _Static_assert(__builtin_offsetof(struct ring_hdr, build_id) == 96, "hdr");
 _Static_assert(__builtin_offsetof(struct ring_hdr, message) == 160, "hdr");
 _Static_assert(__builtin_offsetof(struct ring_hdr, ref_offset_tick) == 416,
 	       "hdr");
+_Static_assert(__builtin_offsetof(struct ring_hdr, start_gate) == 432, "hdr");
 _Static_assert(sizeof(struct ring_hdr) <= RING_HDR_SIZE, "hdr size");
 _Static_assert(sizeof(struct ring_rec) == RING_RECORD_SIZE, "rec size");
 

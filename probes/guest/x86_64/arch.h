@@ -37,4 +37,11 @@ static inline void arch_cpu_relax(void)
 	cpu_relax();
 }
 
+/* arch_wait_u32_set - spin until *@p is non-zero (acquire) */
+static inline void arch_wait_u32_set(const u32 *p)
+{
+	while (!__atomic_load_n(p, __ATOMIC_ACQUIRE))
+		cpu_relax();
+}
+
 #endif /* IRQLAB_X86_ARCH_H */

@@ -61,11 +61,26 @@ def test_domU_lines_by_prefix():
 def test_chosen_block():
     mod = Module(0x4A000000, 21372, 'period_ns=1000000 sink=console')
     quiet = Domain("domU2", Module(0x4A200000, 10, "x"), vpl011=False)
-    dts = chosen_block('console=dtuart sched=credit2', None, [Domain("domU1", mod), quiet])
+    dts = chosen_block('console=dtuart sched=credit2', [], [Domain("domU1", mod), quiet])
     assert 'xen,xen-bootargs = "console=dtuart sched=credit2";' in dts
     assert "reg = <0x0 0x4a000000 0x0 0x6000>;" in dts
     assert dts.count('compatible = "xen,domain";') == 2 and dts.count("vpl011;") == 1
     assert dts.index("xen,xen-bootargs") < dts.index("domU1 {")   # props before nodes
+
+
+def test_chosen_block_with_a_linux_dom0_beside_dom0less_domains():
+    kernel = Module(0x49000000, 0x2000000, "console=hvc0")
+    ramdisk = Module(0x4B000000, 0x1800123, None)
+    probe = Domain("domU1", Module(0x4D000000, 21372, "period_ns=1000000 gate=1"),
+                   memory_kib=32 << 10)
+    dts = chosen_block("sched=credit2", [kernel, ramdisk], [probe])
+    head, domu = dts.split("domU1 {")
+    assert head.count('"multiboot,kernel", "multiboot,module"') == 1
+    # the ramdisk: its own compatible, its size rounded up to 4 KiB, no bootargs
+    assert ('module@4b000000 {\n\t\t\tcompatible = "multiboot,ramdisk", "multiboot,module";'
+            '\n\t\t\treg = <0x0 0x4b000000 0x0 0x1801000>;\n\t\t}') in head
+    assert head.count("\tbootargs") == 1 and 'bootargs = "console=hvc0";' in head
+    assert "memory = <0x0 0x8000>;" in domu and 'bootargs = "period_ns=1000000 gate=1";' in domu
 
 
 def test_binary_config_and_version(tmp_path):
