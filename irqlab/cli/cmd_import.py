@@ -53,6 +53,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="samples per rt_eval window (default: the app's 1024)")
     p.add_argument("--skip-bad", action="store_true",
                    help="import the good lines of a file and report the bad ones")
+    p.add_argument("--xentrace", type=Path, default=None, metavar="FILE",
+                   help="irqlab-console only: the xentrace file dom0 recorded during the "
+                        "probe's run (a board's `xentrace -D -e all FILE`), kept with the "
+                        "run so that `irqlab explain` explains it (docs/arm64.md, Boards)")
+    p.add_argument("--xen-domid", type=_positive, default=None, metavar="N",
+                   help="with --xentrace: the probe's domain id (default 1: the first "
+                        "domU)")
     add_db_json(p)
 
 
@@ -69,8 +76,57 @@ def _choose(fmt: str, path: Path) -> tuple[str, bool]:
     return found[0], True
 
 
+XENTRACE_FORMAT = "irqlab-console"
+DEFAULT_PROBE_DOMID = 1
+
+
+def _check_xentrace(args: argparse.Namespace) -> None:
+    """--xentrace goes with one probe console log; refused before anything is read."""
+    if args.xentrace is None:
+        if args.xen_domid is not None:
+            raise UsageError("--xen-domid goes with --xentrace FILE (the probe's domain in "
+                             "that trace)")
+        return
+    if args.format not in (XENTRACE_FORMAT, AUTO) or len(args.files) != 1:
+        raise UsageError(f"--xentrace goes with one {XENTRACE_FORMAT} log (the probe's "
+                         f"console from the same run): `irqlab import {XENTRACE_FORMAT} "
+                         f"console.log --xentrace trace.bin`")
+    if not args.xentrace.is_file():
+        raise UsageError(f"--xentrace {args.xentrace}: no such file (the file dom0's "
+                         f"xentrace wrote)")
+    from irqlab.xen.capture import check_xentrace_file
+    from irqlab.xen.records import TraceFormatError
+    try:
+        check_xentrace_file(args.xentrace)    # before anything is stored
+    except (TraceFormatError, OSError, ValueError) as exc:
+        raise UsageError(f"--xentrace {args.xentrace}: {exc}") from None
+
+
+def _attach_xentrace(args: argparse.Namespace, store: Any, stored: list[Any],
+                     fmt: str) -> dict[str, Any]:
+    """Keep --xentrace as the imported run's capture and say so in its metadata."""
+    from irqlab.xen.capture import import_xentrace
+    from irqlab.xen.records import TraceFormatError
+    if fmt != XENTRACE_FORMAT or len(stored) != 1:
+        raise UsageError(f"--xentrace goes with a {XENTRACE_FORMAT} log of one run "
+                         f"({args.files[0]} is {fmt}, {len(stored)} runs)")
+    run = store.resolve(str(stored[0].run_id))
+    try:
+        meta = import_xentrace(args.xentrace, db_path(args), run.run_id, int(run.tick_hz))
+    except (TraceFormatError, OSError, ValueError) as exc:
+        raise UsageError(f"--xentrace {args.xentrace}: {exc}") from None
+    domid = args.xen_domid or DEFAULT_PROBE_DOMID
+    metadata = dict(run.metadata or {})
+    metadata["hooks"] = {**(metadata.get("hooks") or {}), "xentrace": meta}
+    metadata["xen"] = {"dom0": {"domu": {"domid": str(domid)}}, "imported": True}
+    store.update_run(run.run_id, metadata=metadata)
+    return {"file": meta["file"], "records": meta["records"], "domid": domid}
+
+
 def run(args: argparse.Namespace) -> int:
     from irqlab.importers.ingest import run_names, store_runs   # the store: DuckDB, Arrow
+
+    _check_xentrace(args)
 
     options = ParseOptions(tick_hz=args.tick_hz, skip_bad=args.skip_bad,
                            window_samples=args.window_samples)
@@ -104,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
         finally:
             progress.close()
+        trace = (_attach_xentrace(args, store, stored, files[0]["format"])
+                 if args.xentrace is not None else None)
     out = renderer(args)
     k = 0
     for info, (runs, _names) in zip(files, batches):
@@ -117,6 +175,8 @@ def run(args: argparse.Namespace) -> int:
                          "windows": s.windows, "series": s.series,
                          "samples_stored": s.samples_stored,
                          "samples": s.summary.get("samples")} for s in mine]
+        if trace is not None:
+            info["xentrace"] = trace
         out.imported(info)
     return EXIT_OK
 

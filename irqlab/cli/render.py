@@ -835,6 +835,10 @@ def import_lines(info: dict[str, Any]) -> list[str]:
                  f"{r['samples_stored']} raw samples" if r["samples_stored"] else ""]
         what = ", ".join(p for p in parts if p) or "whole-run figures only"
         lines.append(f"  run {r['run_id']} {r['name']} ({r['kind']}): {what}")
+    if info.get("xentrace"):
+        t = info["xentrace"]
+        lines.append(f"  xentrace: {t['records']} records kept with it (probe domain "
+                     f"{t['domid']}): `irqlab explain {info['runs'][0]['run_id']}`")
     if info.get("skipped"):
         lines.append(f"  skipped {info['skipped']} bad line(s) (--skip-bad):")
         lines.extend(f"    {text}" for text in info.get("skipped_lines", [])[:20])

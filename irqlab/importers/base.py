@@ -95,6 +95,10 @@ class ParsedRun:
     # Host facts the source recorded, under irqlab.runner.hostinfo's keys (hostname,
     # kernel ...): stored as the run's metadata.host, the provenance record's host.
     host: dict[str, Any] = field(default_factory=dict)
+    # The probe's own facts when the source is irqlab's probe (its console frames):
+    # stored as the run's metadata.probe, as a live run's (the reference counter that
+    # maps its samples onto a Xen on Arm trace: irqlab.explain.xen).
+    probe: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

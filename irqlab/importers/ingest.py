@@ -133,6 +133,8 @@ def _store_one(store: Store, run: ParsedRun, name: str, tags: dict[str, str],
                                                       "line": run.line, **run.provenance}}
     if run.host:
         meta["host"] = dict(run.host)
+    if run.probe:
+        meta["probe"] = dict(run.probe)
     # One statement per table: the id first, so the summary goes in with the row.
     store.create_run(name, IMPORT_TARGET, params, meta, kind=run.kind, source=run.source,
                      tags=tags, status="ok", run_id=run_id, tick_hz=run.tick_hz,

@@ -32,6 +32,10 @@ def parse_irqlab_console(path: str, text: str, options: ParseOptions) -> ParseRe
     run.provenance = {"arch": hdr.arch, "timer_mode": hdr.timer_mode, "idle": hdr.idle,
                       "build_id": hdr.build_id, "probe_state": hdr.state,
                       **reader.stats()}
+    run.probe = {"build_id": hdr.build_id, "tick_hz": hdr.tick_hz,
+                 "timer_mode": hdr.timer_mode, "idle": hdr.idle,
+                 "period_tick": hdr.period_tick,
+                 **({"ref_counter": ref} if (ref := hdr.ref_meta()) else {})}
     if hdr.state != "done":
         run.notes.append(f"the probe's last state was {hdr.state!r}: the log may be cut")
     return ParseResult([run], src.skipped)

@@ -27,6 +27,7 @@ dom0 finished the stream.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import lzma
 import mmap
@@ -44,7 +45,8 @@ from irqlab.trace.archive import XENTRACE_MAGIC, write_archive, xentrace_file_fo
 from irqlab.trace.hook import CaptureHook
 from irqlab.xen.index import index_records
 from irqlab.xen.records import (TRC_DOM0OP, TRC_GEN, TRC_HVM, TRC_HW, TRC_LOST_RECORDS,
-                                TRC_MEM, TRC_PV, TRC_SCHED, TraceFormatError)
+                                TRC_MEM, TRC_PV, TRC_SCHED, TRC_TRACE_CPU_CHANGE,
+                                TraceFormatError)
 
 # The classes attribution needs (xen/include/public/trace.h): runstates and scheduler
 # decisions (SCHED), domain creation/destruction (DOM0OP), HVM/PVH exits and injected
@@ -272,3 +274,49 @@ def _read_bounded(f: Any, limit: int | None, already: int) -> bytes:
             f"times its compressed size (a decompression bomb?); decompress it yourself "
             f"if it is genuine and give the plain file")
     return rest
+
+
+# Xen's trace classes, the event's bits 16-27 (public/trace.h, TRC_CLS_SHIFT 16): gen,
+# sched, dom0op, hvm, mem, pv, shadow, hw, guest.
+KNOWN_CLASSES = (0x001, 0x002, 0x004, 0x008, 0x010, 0x020, 0x040, 0x080, 0x800)
+MIN_KNOWN_SHARE = 0.9
+
+
+def check_xentrace_file(src: Path) -> tuple[dict[str, Any] | None, bytes | mmap.mmap,
+                                             dict[str, Any]]:
+    """(header, data, capture_facts) of a xentrace file; TraceFormatError when it holds
+    no xentrace record."""
+    header, data = read_xentrace(src, mapped=True)
+    # xentrace has no magic number: any bytes decode as some records. What it writes
+    # starts with a CPU-change record (each buffer window's header, records.py), and its
+    # events belong to Xen's trace classes.
+    idx = index_records(data)
+    known = np.isin((idx.event >> 16) & 0xFFF, KNOWN_CLASSES) if len(idx) else idx.event
+    if not len(idx) or idx.event[0] != TRC_TRACE_CPU_CHANGE or \
+            known.mean() < MIN_KNOWN_SHARE:
+        raise TraceFormatError(f"{src} is not a xentrace file (it should start with "
+                               f"xentrace's CPU-change record and hold Xen's trace events;"
+                               f" write it with `xentrace -D -e all FILE` in dom0)")
+    return header, data, capture_facts(data)
+
+
+def import_xentrace(src: Path, db_path: Path, run_id: int, tsc_hz: int) -> dict[str, Any]:
+    """Keep a board's xentrace file (as xentrace wrote it: plain, gzip or xz; or an
+    irqlab capture) as run ``run_id``'s capture, beside the store like a live run's, and
+    return what the run's metadata says of it (``hooks.xentrace``). ``tsc_hz``: the
+    records' clock rate (Xen on Arm stamps them with the generic timer's counter, the
+    probe's tick rate). TraceFormatError when the file holds no xentrace record."""
+    header, data, facts = check_xentrace_file(src)
+    path = xentrace_file_for(db_path, run_id)
+    head = {"version": 1, "run_id": run_id, "tsc_hz": tsc_hz, "imported_from": str(src),
+            **facts}
+    if isinstance(data, mmap.mmap):
+        with open(src, "rb") as spool:
+            size = write_archive(path, head, spool, XENTRACE_MAGIC)
+        data.close()
+    else:
+        size = write_archive(path, head, io.BytesIO(data), XENTRACE_MAGIC)
+    return {"kind": "xentrace", "file": str(path), "bytes": size, "tsc_hz": tsc_hz,
+            "imported_from": str(src), "complete": True,
+            "from_capture_header": header is not None, **facts}
+

@@ -20,9 +20,14 @@ import shutil
 import subprocess
 from collections import Counter
 
+import numpy as np
+
 import pytest
 
 from irqlab.explain.xen import PROBE_RUNNING
+from irqlab.samples.console import frame_line
+from irqlab.samples.record import RECORD_DTYPE
+from irqlab.xen.capture import read_xentrace
 from irqlab.runner.machines import MACHINES
 from irqlab.runner.xen import cached_binaries
 from irqlab.runner.xen_dom0 import dom0_cache_dir
@@ -59,7 +64,7 @@ def _run(tmp_path_factory, name: str, args: list[str]) -> tuple:
     ex = run_cli(["explain", name, "--threshold", "0", "--json"], db)
     assert ex.code == 0, ex.stderr[-2000:]
     (js,) = ex.lines
-    return res.summary, run.metadata, flags, js
+    return res.summary, run.metadata, flags, js, db
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +87,7 @@ def _top(sample: dict) -> str:
 
 
 def test_every_sample_is_mapped_through_the_probes_counter_offset(xl_domu) -> None:
-    summary, meta, _flags, js = xl_domu
+    summary, meta, _flags, js, _db = xl_domu
     ref = meta["probe"]["ref_counter"]
     assert ref["counter"] == "arm64-cntpct" and 0 <= ref["error_tick"] <= 62, ref
     clock = js["clock"]
@@ -101,7 +106,7 @@ def test_every_sample_is_mapped_through_the_probes_counter_offset(xl_domu) -> No
 
 
 def test_injected_irq_off_is_charged_to_the_probe(xl_domu) -> None:
-    summary, _meta, flags, js = xl_domu
+    summary, _meta, flags, js, _db = xl_domu
     recorded = sorted(q for q, f in flags.items() if f & 1)
     assert all((q + 1) % INJECT_EVERY == 0 for q in recorded), recorded
     assert len(recorded) == summary["injected"] >= 4, recorded
@@ -125,7 +130,7 @@ def test_injected_irq_off_is_charged_to_the_probe(xl_domu) -> None:
 
 
 def test_dom0_load_spikes_are_charged_to_dom0(xl_domu) -> None:
-    _summary, meta, flags, js = xl_domu
+    _summary, meta, flags, js, _db = xl_domu
     assert meta["hooks"]["load:dom0-cpu"]["dom0_cpu_s"] > 0, meta["hooks"]["load:dom0-cpu"]
     spikes = [s for s in js["samples"] if s["status"] == "explained"
               and s["latency_ns"] > SPIKE_NS and not flags.get(s["seq"], 0) & 1]
@@ -135,7 +140,7 @@ def test_dom0_load_spikes_are_charged_to_dom0(xl_domu) -> None:
 
 
 def test_dom0less_neighbour_spikes_are_charged_to_the_neighbour(dom0less) -> None:
-    summary, meta, _flags, js = dom0less
+    summary, meta, _flags, js, _db = dom0less
     xen = meta["xen"]
     assert xen["domain"] == "dom0less" and xen["neighbour"] == "cpu"
     assert (xen["measured_domid"], xen["neighbour_domid"]) == (1, 2)
@@ -153,3 +158,73 @@ def test_dom0less_neighbour_spikes_are_charged_to_the_neighbour(dom0less) -> Non
     # dom0 has pCPU 0 to itself (dom0_vcpus_pin): it never ran where the probe waited
     assert not any("d0v0" in c["cause"] for s in spikes for c in s["causes"] if c["ns"])
     assert summary["samples"] == 600
+
+
+def _console_log(meta: dict, recs: np.ndarray) -> bytes:
+    """What the probe prints with sink=console on a board (docs/formats.md section 7),
+    for these records: H, then C (its counter offset), T running, S frames, T done. The
+    board's xl console prefixes each line, as Xen does."""
+    probe = meta["probe"]
+    ref = probe["ref_counter"]
+    hz, period = probe["tick_hz"], probe["period_tick"]
+    out = [frame_line("H", 0, ["1", "2", f"{hz:x}", "5", "3", f"{period:x}", "1",
+                               f"{probe['inject_every']:x}",
+                               f"{probe['inject_irqoff_tick']:x}", "10000", "0",
+                               probe["build_id"]]),
+           frame_line("C", 1, ["1", ("-" if ref["offset_tick"] < 0 else "")
+                               + f"{abs(ref['offset_tick']):x}", f"{ref['error_tick']:x}"]),
+           frame_line("T", 2, ["1", "0", "0", "0", ""])]
+    fseq = 3
+    for k in range(0, len(recs), 8):
+        part = recs[k:k + 8]
+        prev = int(part["deadline_tick"][0]) - period
+        items = []
+        for r in part:
+            lat = int(r["entry_tick"]) - int(r["deadline_tick"])
+            dd = int(r["deadline_tick"]) - prev
+            item = ("-" if lat < 0 else "") + f"{abs(lat):x}"
+            if int(r["flags"]):
+                item += f":{dd:x}:{int(r['flags']):x}"
+            elif dd != period:
+                item += f":{dd:x}"
+            items.append(item)
+            prev = int(r["deadline_tick"])
+        out.append(frame_line("S", fseq, [f"{int(part['seq'][0]):x}",
+                                          f"{int(part['deadline_tick'][0]) - period:x}",
+                                          ";".join(items)]))
+        fseq += 1
+    out.append(frame_line("T", fseq, ["2", "0", f"{len(recs):x}", "0", ""]))
+    return b"".join(b"(d1) " + line for line in out)
+
+
+def test_a_boards_console_log_and_xentrace_import_and_explain_as_the_run(
+        xl_domu, tmp_path) -> None:
+    """docs/arm64.md's board path on files made here: the probe's console log (the run's
+    own records, framed as the probe frames them) and dom0's xentrace file as xentrace
+    writes it; imported, explain gives each sample the live run's causes."""
+    _summary, meta, _flags, js, db = xl_domu
+    with Store(db, read_only=True) as st:
+        batches = list(st.iter_samples(st.resolve("xl").run_id))
+    recs = np.zeros(sum(b.num_rows for b in batches), RECORD_DTYPE)
+    for key in ("seq", "deadline_tick", "entry_tick", "flags"):
+        recs[key] = np.concatenate([b.column(key).to_numpy() for b in batches])
+    recs = recs[np.argsort(recs["seq"])]
+    console = tmp_path / "board-console.log"
+    console.write_bytes(_console_log(meta, recs))
+    _header, data = read_xentrace(meta["hooks"]["xentrace"]["file"])
+    trace = tmp_path / "board.xentrace"
+    trace.write_bytes(bytes(data))                  # as `xentrace -D -e all FILE` wrote it
+    board_db = tmp_path / "board.duckdb"
+    res = run_cli(["import", "irqlab-console", str(console), "--xentrace", str(trace),
+                   "--name", "board", "--json"], board_db)
+    assert res.code == 0, res.stderr[-2000:]
+    (info,) = res.lines
+    assert info["xentrace"]["records"] == meta["hooks"]["xentrace"]["records"]
+    assert info["runs"][0]["samples_stored"] == len(recs)
+    ex = run_cli(["explain", "board", "--threshold", "0", "--json"], board_db)
+    assert ex.code == 0, ex.stderr[-2000:]
+    (board,) = ex.lines
+    assert board["clock"]["offset_tick"] == js["clock"]["offset_tick"]
+    assert board["clock"]["causality"]["violations"] == 0
+    live = {s["seq"]: s["causes"] for s in js["samples"]}
+    assert {s["seq"]: s["causes"] for s in board["samples"]} == live
