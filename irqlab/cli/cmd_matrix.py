@@ -15,7 +15,8 @@ from irqlab.cli.common import db_ref
 from irqlab.cli.cmd_run import repeat_count
 from irqlab.cli.matrix import SUMMARY_COLUMNS, CellResult, run_matrix
 from irqlab.cli.render import json_line
-from irqlab.cli.scenario import MAX_CELLS, ScenarioError, cell_id, load_scenario, value_text
+from irqlab.cli.scenario import (MAX_CELLS, PAIR_SEP, ScenarioError, cell_id, load_scenario,
+                                 value_text)
 from irqlab.store import open_store
 
 FORMATS = ("table", "markdown", "csv", "json")
@@ -110,6 +111,12 @@ class _Progress:
 
     def close(self) -> None:
         self.bar.stop()
+
+
+def table_keys(matrix: dict[str, Any]) -> list[str]:
+    """The results table's key columns: a paired key ("xen_sched+xen_pcpus") is a column
+    per key, as the cells hold each one."""
+    return [k for key in matrix for k in key.split(PAIR_SEP)]
 
 
 def _header(keys: list[str]) -> list[str]:
@@ -224,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     finally:
         progress.close()
-    keys = list(scn.matrix)
+    keys = table_keys(scn.matrix)
     what = (f"{len(results)} cells" if scn.repeat == 1
             else f"{scn.cell_count()} cells x {scn.repeat} runs")
     render(results, keys, args.format, f"{scn.name}: {what}, "

@@ -61,3 +61,21 @@ def test_matrix_table_has_units_and_fits_120_columns():
     raw = io.StringIO()
     render(cells, keys, "table", "loaded", raw, raw=True)
     assert "15851470" in raw.getvalue() and "latencies in ns" in raw.getvalue()
+
+
+def test_matrix_table_shows_each_key_of_a_paired_key():
+    import io
+
+    from irqlab.cli.cmd_matrix import render, table_keys
+    from irqlab.cli.matrix import CellResult
+    keys = table_keys({"xen_sched+xen_pcpus": [["credit", 1], ["null", 2]],
+                       "load": ["none"]})
+    assert keys == ["xen_sched", "xen_pcpus", "load"]
+    cells = [CellResult({"xen_sched": s, "xen_pcpus": n, "load": "none"}, r, "ok",
+                        {"mean_ns": 1000}, []) for r, (s, n) in enumerate(
+                            [("credit", 1), ("null", 2)], start=1)]
+    out = io.StringIO()
+    render(cells, keys, "csv", "paired", out)
+    rows = out.getvalue().splitlines()
+    assert rows[0].startswith("XEN_SCHED,XEN_PCPUS,LOAD,RUN,STATUS")
+    assert rows[1].startswith("credit,1,none,1,ok") and rows[2].startswith("null,2,none,2,ok")
