@@ -25,7 +25,6 @@ import numpy as np
 import pytest
 
 from irqlab.explain.xen import PROBE_RUNNING
-from irqlab.samples.console import frame_line
 from irqlab.samples.record import RECORD_DTYPE
 from irqlab.xen.capture import read_xentrace
 from irqlab.runner.machines import MACHINES
@@ -33,6 +32,7 @@ from irqlab.runner.xen import cached_binaries
 from irqlab.runner.xen_dom0 import dom0_cache_dir
 from irqlab.store import Store
 from tests.conftest import run_cli
+from tests.console_frames import console_log
 
 pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 
@@ -160,43 +160,6 @@ def test_dom0less_neighbour_spikes_are_charged_to_the_neighbour(dom0less) -> Non
     assert summary["samples"] == 600
 
 
-def _console_log(meta: dict, recs: np.ndarray) -> bytes:
-    """What the probe prints with sink=console on a board (docs/formats.md section 7),
-    for these records: H, then C (its counter offset), T running, S frames, T done. The
-    board's xl console prefixes each line, as Xen does."""
-    probe = meta["probe"]
-    ref = probe["ref_counter"]
-    hz, period = probe["tick_hz"], probe["period_tick"]
-    out = [frame_line("H", 0, ["1", "2", f"{hz:x}", "5", "3", f"{period:x}", "1",
-                               f"{probe['inject_every']:x}",
-                               f"{probe['inject_irqoff_tick']:x}", "10000", "0",
-                               probe["build_id"]]),
-           frame_line("C", 1, ["1", ("-" if ref["offset_tick"] < 0 else "")
-                               + f"{abs(ref['offset_tick']):x}", f"{ref['error_tick']:x}"]),
-           frame_line("T", 2, ["1", "0", "0", "0", ""])]
-    fseq = 3
-    for k in range(0, len(recs), 8):
-        part = recs[k:k + 8]
-        prev = int(part["deadline_tick"][0]) - period
-        items = []
-        for r in part:
-            lat = int(r["entry_tick"]) - int(r["deadline_tick"])
-            dd = int(r["deadline_tick"]) - prev
-            item = ("-" if lat < 0 else "") + f"{abs(lat):x}"
-            if int(r["flags"]):
-                item += f":{dd:x}:{int(r['flags']):x}"
-            elif dd != period:
-                item += f":{dd:x}"
-            items.append(item)
-            prev = int(r["deadline_tick"])
-        out.append(frame_line("S", fseq, [f"{int(part['seq'][0]):x}",
-                                          f"{int(part['deadline_tick'][0]) - period:x}",
-                                          ";".join(items)]))
-        fseq += 1
-    out.append(frame_line("T", fseq, ["2", "0", f"{len(recs):x}", "0", ""]))
-    return b"".join(b"(d1) " + line for line in out)
-
-
 def test_a_boards_console_log_and_xentrace_import_and_explain_as_the_run(
         xl_domu, tmp_path) -> None:
     """docs/arm64.md's board path on files made here: the probe's console log (the run's
@@ -210,7 +173,7 @@ def test_a_boards_console_log_and_xentrace_import_and_explain_as_the_run(
         recs[key] = np.concatenate([b.column(key).to_numpy() for b in batches])
     recs = recs[np.argsort(recs["seq"])]
     console = tmp_path / "board-console.log"
-    console.write_bytes(_console_log(meta, recs))
+    console.write_bytes(console_log(meta["probe"], recs))
     _header, data = read_xentrace(meta["hooks"]["xentrace"]["file"])
     trace = tmp_path / "board.xentrace"
     trace.write_bytes(bytes(data))                  # as `xentrace -D -e all FILE` wrote it
