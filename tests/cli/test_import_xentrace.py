@@ -24,6 +24,9 @@ def test_board_files_explain_as_the_live_run(tmp_path) -> None:
                     "--name", "board", "--json"], db)
     assert res.code == 0, res.stderr
     (info,) = res.lines
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(info, json.loads((Path(__file__).parents[2] / "docs" / "schema"
+                                          / "import.schema.json").read_text()))
     assert info["xentrace"]["records"] == 8740 and info["xentrace"]["domid"] == 1
     assert Path(info["xentrace"]["file"]).is_file()
     ex = call_cli(["explain", "board", "--threshold", "0", "--json"], db)
