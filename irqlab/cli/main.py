@@ -13,6 +13,7 @@ import argparse
 import errno
 import importlib
 import os
+import re
 import sys
 from typing import Callable, NamedTuple, Sequence
 
@@ -116,8 +117,23 @@ def command_named(argv: Sequence[str]) -> str | None:
     return None
 
 
+# A value echoed in an error message is shown up to this long: a 64 k-character selector
+# or --set value is the user's own input, and a wall of it hides the message (issue 47).
+ECHO_MAX = 200
+_LONG_WORD = re.compile(r"\S{%d,}" % (ECHO_MAX + 1))
+
+
+def error_text(text: str) -> str:
+    """One printable line for stderr: passwords redacted first, then every run of more
+    than ECHO_MAX non-blank characters cut in its middle (saying how much was cut)."""
+    def cut(m: re.Match[str]) -> str:
+        word = m.group(0)
+        return f"{word[:ECHO_MAX - 40]}…({len(word) - ECHO_MAX + 20:,} characters)…{word[-20:]}"
+    return printable(_LONG_WORD.sub(cut, redact(text)), False)
+
+
 def _print_store_notice(text: str) -> None:
-    print(printable(redact(f"irqlab: {text}"), False), file=sys.stderr)
+    print(error_text(f"irqlab: {text}"), file=sys.stderr)
 
 
 # A full disk or quota, a file over the size limit: the host's state, not a bug.
@@ -171,12 +187,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
         return code
     except StoreWriteError as exc:
-        print(printable(redact(f"irqlab {args.command}: error: {exc}"), False),
-              file=sys.stderr)
+        print(error_text(f"irqlab {args.command}: error: {exc}"), file=sys.stderr)
         return EXIT_FAIL
     except (UsageError, StoreError) as exc:
-        print(printable(redact(f"irqlab {args.command}: error: {exc}"), False),
-              file=sys.stderr)
+        print(error_text(f"irqlab {args.command}: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         # `irqlab compare … | head`: the reader left; exit quietly like other Unix tools.
@@ -193,9 +207,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # No traceback reaches a user: one line, and how to get the details.
         if os.environ.get("IRQLAB_DEBUG"):
             raise
-        print(printable(redact(f"irqlab {args.command}: internal error: "
-                               f"{type(exc).__name__}: {exc} (IRQLAB_DEBUG=1 shows the "
-                               f"traceback; please report it)"), False), file=sys.stderr)
+        print(error_text(f"irqlab {args.command}: internal error: "
+                         f"{type(exc).__name__}: {exc} (IRQLAB_DEBUG=1 shows the "
+                         f"traceback; please report it)"), file=sys.stderr)
         return EXIT_FAIL
 
 

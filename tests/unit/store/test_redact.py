@@ -44,3 +44,34 @@ def test_cli_errors_never_show_the_password(url, tmp_path):
         assert res.returncode == 2
         assert "hunter2" not in res.stderr + res.stdout
         assert len(res.stderr.strip().splitlines()) == 1 and "internal error" not in res.stderr
+
+
+def test_redaction_is_linear_in_the_text():
+    """A long run of scheme characters once made the userinfo pattern rescan from every
+    start (16.7 s for 64 k characters, issue 47). The text grows 16x: linear work grows
+    ~16x, the old pattern's ~256x. Best of five each, compared within this one test (a
+    ratio, no absolute time: a busy machine slows both alike)."""
+    import time
+
+    def best(n: int) -> float:
+        text = "a" * n
+        out = []
+        for _ in range(5):
+            t = time.perf_counter()
+            redact(text)
+            out.append(time.perf_counter() - t)
+        return min(out)
+    assert best(64_000) < 64 * best(4_000)
+    # and it still redacts, around long runs
+    long = "A" * 50_000
+    out = redact(f"{long} postgresql://u:secret@h/db {long}")
+    assert "secret" not in out and "postgresql://u:***@h/db" in out
+
+
+def test_error_lines_cut_long_echoed_values():
+    from irqlab.cli.main import ECHO_MAX, error_text
+    word = "series:" + "A" * 64_000
+    line = error_text(f"irqlab show: error: no series '{word}' (see `irqlab list`)")
+    assert len(line) < 2 * ECHO_MAX + 80 and line.endswith("(see `irqlab list`)")
+    assert "…(63,829 characters)…" in line      # 64,009 less the 180 shown
+    assert error_text("postgresql://u:" + "p" * 500 + "@h/db") == "postgresql://u:***@h/db"
