@@ -130,3 +130,25 @@ def check_real_time_accounting(db: Path, s: dict, duration_s: float,
     assert skipped <= s["overruns"], (skipped, s["overruns"])   # each one counted
     span_s = (int(deadline[-1] - deadline[0]) + period) / s["tick_hz"]
     assert 0.5 * duration_s <= span_s <= wall_s, (span_s, duration_s, wall_s)
+
+
+def need_arm64_xen_dom0() -> None:
+    """Skip unless QEMU for arm64, the arm64 Xen and its Linux dom0 are there (set-up
+    caches them); then build the arm64 probe."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    from irqlab.runner.machines import MACHINES
+    from irqlab.runner.xen import cached_binaries
+    from irqlab.runner.xen_dom0 import dom0_cache_dir
+    arm64 = MACHINES["arm64"]
+    if shutil.which(arm64.qemu) is None:
+        pytest.skip("qemu-system-aarch64 missing: run ./setup.sh --install-only")
+    if not cached_binaries("arm64"):
+        pytest.skip("no arm64 Xen hypervisor cached: run scripts/fetch-xen.sh")
+    if not (dom0_cache_dir("arm64") / ".complete").exists():
+        pytest.skip("no arm64 dom0 cached: run scripts/fetch-xen-dom0.sh arm64")
+    subprocess.run(["make", "-s", "-C", str(arm64.probe.parents[2]), "ARCH=arm64"],
+                   check=True)

@@ -10,33 +10,21 @@ arm64). One run, ~6 s here.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 
 import pytest
 
-from irqlab.runner.machines import MACHINES
-from irqlab.runner.xen import cached_binaries
-from irqlab.runner.xen_dom0 import dom0_cache_dir
 from irqlab.store import Store
 from tests.conftest import run_cli
+from tests.integration._helpers import need_arm64_xen_dom0
 
 pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 
-ARM64 = MACHINES["arm64"]
 SAMPLES = 1000
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    if shutil.which(ARM64.qemu) is None:
-        pytest.skip("qemu-system-aarch64 missing: run ./setup.sh --install-only")
-    if not cached_binaries("arm64"):
-        pytest.skip("no arm64 Xen hypervisor cached: run scripts/fetch-xen.sh")
-    if not (dom0_cache_dir("arm64") / ".complete").exists():
-        pytest.skip("no arm64 dom0 cached: run scripts/fetch-xen-dom0.sh arm64")
-    subprocess.run(["make", "-s", "-C", str(ARM64.probe.parents[2]), "ARCH=arm64"],
-                   check=True)
+    need_arm64_xen_dom0()
     db = tmp_path_factory.mktemp("xen-dom0-arm64") / "irqlab.duckdb"
     res = run_cli(["run", "--target", "xen", "--xen-dom0", "linux", "--arch", "arm64",
                    "--period", "1ms", "--samples", str(SAMPLES), "--xen-pcpus", "2",

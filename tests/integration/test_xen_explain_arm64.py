@@ -16,41 +16,28 @@ Emulated latencies: functional evidence only; nothing here depends on TCG's pace
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections import Counter
 
 import numpy as np
-
 import pytest
 
 from irqlab.explain.xen import PROBE_RUNNING
 from irqlab.samples.record import RECORD_DTYPE
-from irqlab.xen.capture import read_xentrace
-from irqlab.runner.machines import MACHINES
-from irqlab.runner.xen import cached_binaries
-from irqlab.runner.xen_dom0 import dom0_cache_dir
 from irqlab.store import Store
+from irqlab.xen.capture import read_xentrace
 from tests.conftest import run_cli
 from tests.console_frames import console_log
+from tests.integration._helpers import need_arm64_xen_dom0
 
 pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 
-ARM64 = MACHINES["arm64"]
 INJECT_EVERY = 50
 INJECT_IRQOFF_NS = 2_000_000
 SPIKE_NS = 1_000_000           # a spike: over a period late
 
 
 def _run(tmp_path_factory, name: str, args: list[str]) -> tuple:
-    if shutil.which(ARM64.qemu) is None:
-        pytest.skip("qemu-system-aarch64 missing: run ./setup.sh --install-only")
-    if not cached_binaries("arm64"):
-        pytest.skip("no arm64 Xen hypervisor cached: run scripts/fetch-xen.sh")
-    if not (dom0_cache_dir("arm64") / ".complete").exists():
-        pytest.skip("no arm64 dom0 cached: run scripts/fetch-xen-dom0.sh arm64")
-    subprocess.run(["make", "-s", "-C", str(ARM64.probe.parents[2]), "ARCH=arm64"],
-                   check=True)
+    need_arm64_xen_dom0()
     db = tmp_path_factory.mktemp(f"xen-explain-arm64-{name}") / "irqlab.duckdb"
     res = run_cli(["run", "--target", "xen", "--xen-dom0", "linux", "--arch", "arm64",
                    "--period", "1ms", "--trace", "--name", name, "--json", *args], db,
