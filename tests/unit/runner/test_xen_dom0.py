@@ -125,7 +125,15 @@ def test_target_refuses_what_it_cannot_do(tmp_path: Path) -> None:
              "TCG only"),
             (["--target", "xen", "--xen-pcpus", "2"], "needs --xen-dom0 linux"),
             (["--target", "xen", "--xen-dom0", "linux", "--load", "domain-create"],
-             "needs size=")):
+             "needs size="),
+            (["--target", "xen", "--xen-dom0", "linux", "--xen-domain", "dom0"],
+             "drop --xen-domain dom0"),
+            (["--target", "xen", "--xen-dom0", "linux", "--xen-domain", "dom0less"],
+             "are arm64 only"),
+            (["--target", "xen", "--xen-dom0", "linux", "--neighbour", "cpu"],
+             "are arm64 only"),
+            (["--target", "xen", "--arch", "x86_64", "--xen-domain", "dom0less"],
+             "PVH dom0 only")):
         res = run_cli(["run", *args, "--samples", "10"], db)
         assert res.code == 2, (args, res.stderr)
         assert words in res.stderr, (args, res.stderr)

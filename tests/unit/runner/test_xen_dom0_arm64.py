@@ -94,3 +94,41 @@ def test_real_initramfs_and_argv_from_the_cache(tmp_path: Path) -> None:
     # ringfwd was cross-compiled: an AArch64 ELF
     ringfwd = d0.build_ringfwd(d0.dom0_cache_dir("arm64"), a64.ARM64_DOM0)
     assert struct.unpack_from("<H", ringfwd.read_bytes(), 18)[0] == ELF_MACHINE_AARCH64
+
+
+@needs_cache
+def test_dom0less_probe_and_neighbour_beside_dom0_in_one_tree(tmp_path: Path) -> None:
+    """--xen-domain dom0less --neighbour cpu: dom0's kernel and ramdisk and both domUs
+    under /chosen of a tree QEMU loads (-dtb), each image loaded where its node says; the
+    probe waits at its start gate; dom0 neither creates nor unpauses it, pins both."""
+    from irqlab.runner.accel import AccelPlan
+    from irqlab.runner.qemu import GuestConfig
+    from irqlab.runner.xen import XenGuest, XenOptions
+
+    probe = tmp_path / "probe.bin"
+    probe.write_bytes(b"probe")
+    plan = Dom0Plan(probe_cmdline="period_ns=1000000 samples=10", arch=a64.ARM64_DOM0,
+                    pcpus=2, probe_domid=1, pin="1")
+    cfg = GuestConfig(period_ns=1_000_000, samples=10, arch="arm64", probe=probe,
+                      sink="ring")
+    guest = XenGuest(cfg, AccelPlan("tcg", "tcg", True),
+                     XenOptions(domain="dom0less", neighbour="cpu"), dom0=plan, pcpus=2)
+    assert (guest.measured_domid, guest.neighbour_domid) == (1, 2)
+    argv = guest.build(tmp_path)
+    assert "-dtb" in argv and not any(a.startswith("guest-loader,") for a in argv)
+    dts = guest.tree_dts
+    assert dts.count('"multiboot,kernel", "multiboot,module"') == 3   # dom0 + 2 domUs
+    assert dts.count('"multiboot,ramdisk", "multiboot,module"') == 1
+    assert "gate=1" in dts.split("domU1 {")[1].split("domU2 {")[0]
+    assert "gate=1" not in dts.split("domU2 {")[1]
+    loads = {int(a.split("addr=")[1].split(",")[0], 16): a.split("file=")[1].split(",")[0]
+             for a in argv if a.startswith("loader,")}
+    for addr in loads:                           # every image where the tree says
+        assert f"module@{addr:x} {{" in dts
+    assert sorted(loads) == sorted(set(loads)) and len(loads) == 4
+    assert "ivshmem-plain,memdev=irqlab-shm" in argv
+    init = d0.init_script(plan)
+    assert "xl create" not in init and "xl unpause" not in init
+    assert "domid=1" in init and "xl vcpu-pin $domid all 1" in init
+    assert "xl vcpu-pin 2 all 1" in init and "say neighbour" in init
+    assert init.index("xl vcpu-pin 2 all 1") < init.index("ringfwd $domid")
