@@ -7,6 +7,7 @@ the reason, which argparse prints as one line and exit 2.
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 from irqlab.cpus import parse_cpu_list
 from irqlab.durations import parse_duration_ns
@@ -54,6 +55,18 @@ def count(text: str) -> int:
     if val < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
     return val
+
+
+def count_in(lo: int, hi: int, why: str) -> Callable[[str], int]:
+    """A type: an integer lo..hi; ``why`` says what the upper bound protects."""
+    def parse(text: str) -> int:
+        val = count(text)
+        if not lo <= val <= hi:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is out of range: use "
+                                             f"{lo:,}-{hi:,} ({why})")
+        return val
+    parse.__name__ = "count"             # argparse names the type in its messages
+    return parse
 
 
 def cpu_list(text: str) -> list[int]:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from irqlab.argtypes import run_length
+from irqlab.argtypes import count_in, run_length
 from irqlab.cli.common import EXIT_OK, count, duration, renderer
 
 NAME = "bench"
+# Sizes of a benchmark's synthetic input: at least one (0 divided by 0, or measured
+# nothing and printed a ratio); at most what fits a machine's memory many times over.
+at_least_one = count_in(1, 10**12, "a benchmark needs something to measure")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,19 +31,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="cyclictest, net: length of each side of a round (default 10s)")
     b.add_argument("--bench-cpu", type=count, default=None, metavar="CPU",
                    help="cyclictest: the CPU both run on (default the highest allowed)")
-    b.add_argument("--stats-samples", type=count, default=100_000_000, metavar="N")
+    b.add_argument("--stats-samples", type=at_least_one, default=100_000_000, metavar="N")
     b.add_argument("--trace-bytes", type=count, default=1 << 30, metavar="BYTES",
                    help="trace: raw ring data to synthesise from a real capture "
                         "(default 1 GiB; only when `trace` is named: needs root)")
-    b.add_argument("--trace-rounds", type=count, default=3, metavar="N",
+    b.add_argument("--trace-rounds", type=at_least_one, default=3, metavar="N",
                    help="trace: rounds of ours on the same input; the median is compared "
                         "(the first, which pays for fresh memory, is shown too; default 3)")
-    b.add_argument("--lab-samples", type=count, default=10_000_000, metavar="N",
+    b.add_argument("--lab-samples", type=at_least_one, default=10_000_000, metavar="N",
                    help="push, export: samples of the synthetic run (default 10 M; only "
                         "when named; push starts a throw-away PostgreSQL server)")
-    b.add_argument("--import-lines", type=count, default=10_000_000, metavar="N",
+    b.add_argument("--import-lines", type=at_least_one, default=10_000_000, metavar="N",
                    help="import: lines of the generated raw-sample log (default 10 M)")
-    b.add_argument("--compare-samples", type=count, default=10_000_000, metavar="N",
+    b.add_argument("--compare-samples", type=at_least_one, default=10_000_000, metavar="N",
                    help="compare: samples of each of the two runs (default 10 M; the "
                         "in-memory baseline runs only up to 30 M)")
     b.add_argument("--xentrace-minutes", type=float, default=10.0, metavar="MIN",

@@ -7,12 +7,15 @@ from typing import Any
 
 from irqlab.cli.common import EXIT_OK, UsageError, count, db_path, duration
 from irqlab.cli.common import db_ref
+from irqlab.argtypes import count_in
 from irqlab.cli.render import HumanRenderer, JsonRenderer, LinesRenderer, Renderer
 from irqlab.reports import noise
 from irqlab.reports.select import select_runs
 from irqlab.store import default_db_path, open_store
 
 FORMATS = ("human", "markdown", "csv", "json")
+# 100,000 resamples of ~30 quantiles: ~24 MB, seconds; a typo of more zeros asked for TiB.
+MAX_RESAMPLES = 100_000
 RUN_HELP = ("run id, name (latest run of that name), tag:KEY=VALUE, suite:NAME or "
             "series:ID (the runs of an `irqlab run --repeat` series; series:NAME: the "
             "latest series of runs named NAME); the first run is the baseline")
@@ -43,7 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="same as --format json")
     p.add_argument("--seed", type=count, default=noise.DEFAULT_SEED,
                    help="seed of the single runs' block bootstrap (same seed, same answer)")
-    p.add_argument("--resamples", type=count, default=noise.DEFAULT_RESAMPLES,
+    p.add_argument("--resamples", type=count_in(1, MAX_RESAMPLES, "each resample holds "
+                                                 "a row of every quantile in memory"),
+                   default=noise.DEFAULT_RESAMPLES,
                    help="resamples of the single runs' block bootstrap (groups of >= 2 runs "
                         "use Welch's t: no resampling)")
     p.add_argument("--hist", action="store_true",

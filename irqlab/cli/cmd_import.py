@@ -91,9 +91,12 @@ def _check_xentrace(args: argparse.Namespace) -> None:
         raise UsageError(f"--xentrace goes with one {XENTRACE_FORMAT} log (the probe's "
                          f"console from the same run): `irqlab import {XENTRACE_FORMAT} "
                          f"console.log --xentrace trace.bin`")
-    if not args.xentrace.is_file():
+    if not args.xentrace.exists():
         raise UsageError(f"--xentrace {args.xentrace}: no such file (the file dom0's "
                          f"xentrace wrote)")
+    if not args.xentrace.is_file():
+        raise UsageError(f"--xentrace {args.xentrace}: not a regular file (a FIFO, device "
+                         f"or directory): save the trace to a file first")
     from irqlab.xen.capture import check_xentrace_file
     from irqlab.xen.records import TraceFormatError
     try:

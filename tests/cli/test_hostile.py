@@ -100,7 +100,33 @@ CASES += [
 ]
 # Hostile configuration and files (issue 30): (label, argv, text the one line must hold,
 # naming the problem). {tmp}/... files are made by the `env` fixture.
+BOARD_LOG = str(Path(__file__).parents[1] / "fixtures" / "xen" / "arm64-board-console.log")
 NAMED_CASES: list[tuple[str, list[str], str]] = [
+    # Issue 47: arguments that are not UTF-8 (Python hands them over as lone surrogates),
+    # resample and benchmark sizes out of range; issue 42: a board's xentrace file.
+    ("run --name not UTF-8", ["run", "--name", "\udcff\udcfe"], "is not UTF-8 text"),
+    ("run --tag not UTF-8", ["run", "--tag", "k=\udcff"], "argument 3"),
+    ("show not UTF-8", ["show", "\udcff"], "is not UTF-8 text"),
+    ("tag not UTF-8", ["tag", "1", "\udcffk=v"], "is not UTF-8 text"),
+    ("compare --resamples 10^12", ["compare", "1", "2", "--resamples", "1000000000000"],
+     "use 1-100,000"),
+    ("compare --resamples 0", ["compare", "1", "2", "--resamples", "0"], "use 1-100,000"),
+    ("bench --stats-samples 0", ["bench", "--stats-samples", "0", "stats"],
+     "a benchmark needs something"),
+    ("bench --lab-samples 0", ["bench", "--lab-samples", "0", "push"],
+     "a benchmark needs something"),
+    ("import --xentrace random bytes",
+     ["import", "irqlab-console", BOARD_LOG, "--xentrace", "{tmp}/random1m.bin"],
+     "is not a xentrace file"),
+    ("import --xentrace zeros",
+     ["import", "irqlab-console", BOARD_LOG, "--xentrace", "{tmp}/zeros.bin"],
+     "is not a xentrace file"),
+    ("import --xentrace gzip bomb",
+     ["import", "irqlab-console", BOARD_LOG, "--xentrace", "{tmp}/bomb.gz"],
+     "decompression bomb"),
+    ("import --xentrace a FIFO",
+     ["import", "irqlab-console", BOARD_LOG, "--xentrace", "{tmp}/fifo"],
+     "not a regular file"),
     # Scenarios: counted before anything is built; regular UTF-8 files of bounded depth.
     ("matrix 10^12 cells", ["matrix", "{tmp}/cells_1e12.toml"], "1,000,000,000,000 cells"),
     ("matrix 10^6 valid cells", ["matrix", "{tmp}/cells_1e6.toml"], "1,000,000 cells"),
