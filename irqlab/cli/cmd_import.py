@@ -10,7 +10,7 @@ from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path, rendere
 from irqlab.cli.render import file_size, stage_progress
 from irqlab.importers import (AUTO, FORMATS, ImportFormatError, ParseOptions, sniff,
                               stream_file)
-from irqlab.importers.base import read_text
+from irqlab.importers.base import SNIFF_BYTES, read_text
 from irqlab.importers.validate import MAX_TICK_HZ
 from irqlab.store import open_store
 
@@ -67,7 +67,7 @@ def _choose(fmt: str, path: Path) -> tuple[str, bool]:
     if fmt != AUTO:
         return fmt, False
     try:
-        found = sniff(read_text(path))
+        found = sniff(read_text(path, SNIFF_BYTES, cut=True))
     except OSError as exc:
         raise ImportFormatError(str(path), None, f"a readable file ({exc.strerror})") from exc
     if found is None:

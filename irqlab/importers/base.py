@@ -8,11 +8,13 @@ leaves the rest None.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 import numpy as np
 
@@ -248,6 +250,44 @@ class Format:
     stream: Streamer | None = None
 
 
-def read_text(path: Path) -> str:
-    """File text; undecodable bytes are replaced (a log is text, a stray byte is noise)."""
-    return path.read_bytes().decode("utf-8", errors="replace")
+# A format that parses its whole text holds it in memory several times over (the text,
+# its lines, the parsed values): past this it is refused with a line saying so rather
+# than ending in MemoryError (issue 47). Raw-sample logs stream (tscdeadline): no limit.
+MAX_TEXT_BYTES = 256 << 20
+# What `import auto` reads to choose a format: every sniffer looks at the first 200 kB.
+SNIFF_BYTES = 1 << 20
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file; ImportFormatError otherwise.
+    Opened without blocking: a FIFO's open would wait for a writer, a device (/dev/zero)
+    never ends."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise ImportFormatError(str(path), None, f"a readable file ({exc.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ImportFormatError(str(path), None, "a regular file (not a FIFO, device or "
+                                "directory): save the output to a file first")
+    return os.fdopen(fd, "rb")
+
+
+def read_text(path: Path, limit: int = MAX_TEXT_BYTES, cut: bool = False) -> str:
+    """A regular file's text; undecodable bytes are replaced (a log is text, a stray byte
+    is noise). Over ``limit`` bytes: ImportFormatError, or with ``cut`` its first
+    ``limit`` bytes (enough to sniff)."""
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > limit and not cut:
+            raise ImportFormatError(str(path), None, f"a file of at most {limit:,} bytes "
+                                    f"for this format (it holds {size:,}: split it, or "
+                                    f"import a raw-sample log, which streams)")
+        try:
+            # a regular file's size is known: read() sizes its buffer by it, where
+            # read(limit) would reserve the whole limit first
+            data = f.read() if size <= limit else f.read(limit)
+        except OSError as exc:
+            raise ImportFormatError(str(path), None,
+                                    f"a readable file ({exc.strerror})") from None
+    return data[:limit].decode("utf-8", errors="replace")

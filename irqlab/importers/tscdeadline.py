@@ -19,7 +19,7 @@ from typing import BinaryIO, Iterator
 import numpy as np
 
 from irqlab.importers.base import (ImportFormatError, ParsedRun, ParseOptions, ParseResult,
-                                   SampleStream, at_line, to_int)
+                                   SampleStream, at_line, open_regular, to_int)
 from irqlab.importers.lines import DEFAULT_BATCH_SAMPLES, LineBatches
 
 _LAT = re.compile(r"^(?:hit max: (\d+) < )?latency: (-?\d+)\s*$")
@@ -100,10 +100,7 @@ def parse_tscdeadline(path: str, text: str, options: ParseOptions) -> ParseResul
 
 
 def _opened(path: Path) -> BinaryIO:
-    try:
-        return open(path, "rb")
-    except OSError as exc:
-        raise ImportFormatError(str(path), None, f"a readable file ({exc.strerror})") from None
+    return open_regular(path)
 
 
 def _read(f: BinaryIO, path: Path) -> bytes:
