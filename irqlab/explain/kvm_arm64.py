@@ -26,6 +26,7 @@ the vCPU thread was runnable, IRQs, the thread's own states).
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,8 @@ from irqlab.explain.attribute import UNEXPLAINED, Attribution, Explainer, aggreg
 from irqlab.explain.host import tracefs_writers
 from irqlab.explain.load import Trace, load_capture
 from irqlab.explain.run import Explained, capture_path
-from irqlab.explain.seam import Explanation, Progress, Request, hook_meta, stored_samples
+from irqlab.explain.seam import (Explanation, Progress, Request, Silent, hook_meta,
+                                 stored_samples)
 from irqlab.explain.shape import attributed_json, select_samples
 from irqlab.store import Store, StoreError
 from irqlab.store.db import RunRow
@@ -115,6 +117,7 @@ class ArmKvmExplainer(Explainer):
         self.vcpu_cpu = vcpu_cpu
         self.slack_ns = slack_ns
         self.delays: dict[int, list[dict[str, Any]]] = {}
+        self._irq_cpu: dict[int, int] = {}          # sample -> CPU of its host timer IRQ
         # The host's timer IRQs ("arch_timer"; "kvm guest vtimer"/"ptimer" when KVM maps
         # the guest's timer), per CPU: the background hrtimer of a blocked vCPU may
         # fire on any CPU (hrtimers migrate off idle CPUs), so the IRQ sought is the one
@@ -146,10 +149,17 @@ class ArmKvmExplainer(Explainer):
             kick = int(ts[sel[0]]) if len(sel) else None
         if kick is not None:
             found[KICK] = kick
-            irq = self._timer_irq_ts.get(int(wk["cpu"][sel[0]]), np.empty(0, np.int64))
+            kick_cpu = int(wk["cpu"][sel[0]])
+            irq = self._timer_irq_ts.get(kick_cpu, np.empty(0, np.int64))
             sel = irq[(irq >= lo) & (irq <= kick)]
             if len(sel):
                 found[HOST_IRQ] = int(sel[-1])
+                if self.vcpu_cpu is not None and kick_cpu != self.vcpu_cpu:
+                    att.notes.append(f"the host timer IRQ that woke the vCPU came on CPU "
+                                     f"{kick_cpu}, not the vCPU thread's CPU "
+                                     f"{self.vcpu_cpu} (KVM's background hrtimer migrated "
+                                     f"off the idle CPU)")
+                self._irq_cpu[att.seq] = kick_cpu
             else:
                 missing[HOST_IRQ] = "no timer IRQ before the kick (woken by another path)"
         else:
@@ -196,7 +206,7 @@ class ArmKvmExplainer(Explainer):
         the CPU (``irq_during_ns``; they are also listed as IRQs), the three largest."""
         out = []
         tl = self.threads.get(tid)
-        for (s0, t0), (s1, t1) in zip(att.stages, att.stages[1:]):
+        for n, ((s0, t0), (s1, t1)) in enumerate(zip(att.stages, att.stages[1:]), 1):
             causes: dict[str, int] = defaultdict(int)
             covered = 0
             scratch = Attribution(att.seq, t1 - t0, t0, t1)
@@ -207,6 +217,13 @@ class ArmKvmExplainer(Explainer):
             self._during.clear()
             if t1 - t0 > covered:
                 causes[UNEXPLAINED] += (t1 - t0) - covered
+            if s1 == HOST_IRQ and att.seq in self._irq_cpu:
+                # The vCPU thread sleeps until the IRQ: what the step waited for is the
+                # host's timer interrupt on the CPU that holds KVM's hrtimer.
+                causes = {f"host timer IRQ late on CPU {self._irq_cpu[att.seq]}": t1 - t0}
+            elif s0 == HOST_IRQ and s1 == KICK and att.seq in self._irq_cpu:
+                causes = {f"host timer IRQ handler on CPU {self._irq_cpu[att.seq]} "
+                          f"(hrtimer expiry to the kick)": t1 - t0}
             by = sorted(((k, v, during.get(k, 0)) for k, v in causes.items() if v),
                         key=lambda kv: -(kv[1] + kv[2]))
             out.append({"from": s0, "to": s1, "ns": t1 - t0,
@@ -214,36 +231,42 @@ class ArmKvmExplainer(Explainer):
                                for k, v, d in by[:3]]})
             if by and t1 > t0:
                 k, v, d = by[0]
-                att.notes.append(f"{s0} -> {s1}: {(t1 - t0) / 1000:.1f} us, delayed by "
+                att.notes.append(f"step {n}, {s0} -> {s1}: {(t1 - t0) / 1000:.1f} us, "
+                                 f"delayed by "
                                  f"{k} ({v / 1000:.1f} us"
                                  + (f", +{d / 1000:.1f} us of IRQs meanwhile)" if d else ")"))
         return out
 
 
-def explain_kvm_arm64(store: Store, run: RunRow, request: Request,
-                      progress: Progress) -> tuple[dict[str, Any], Explained]:
-    """(explain object, the Explained the file writers take)."""
-    if not run.tick_hz:
-        raise StoreError(f"run {run.run_id} has no tick rate (it never ran)")
-    path = capture_path(store, run)
-    progress.stage(f"decoding the KVM host's capture ({path.stat().st_size / 1e6:.1f} MB "
-                   f"gzip)")
-    trace = load_capture(path)
-    hdr = trace.header
-    clock = ArmKvmClock(hdr, int(run.tick_hz))
+@dataclass
+class Attributed:
+    """The samples of one run attributed on its KVM host's capture (store-free)."""
+
+    samples: list[Attribution]
+    explainer: ArmKvmExplainer
+    clock: ArmKvmClock
+    selected_by: str
+    every: dict[str, np.ndarray]
+
+
+def attribute(trace: Trace, samples: dict[str, np.ndarray], tick_hz: int,
+              run_threshold_ns: int | None, request: Request,
+              progress: Progress | None = None) -> Attributed:
+    """Map the samples (stored columns: seq, deadline_tick, entry_tick) onto the
+    capture's clock and attribute the chosen ones; StoreError when the capture cannot
+    map them or ``request.sample`` is not a sample."""
+    progress = progress or Silent()
+    clock = ArmKvmClock(trace.header, tick_hz)
     progress.stage(f"building timelines ({trace.events:,} events)")
-    ex = ArmKvmExplainer(trace, hdr.get("vcpu_cpu"),
+    ex = ArmKvmExplainer(trace, trace.header.get("vcpu_cpu"),
                          STAGE_SLACK_NS + clock.error_ns)
-    s = stored_samples(store, run.run_id)
-    seq = s["seq"].astype(np.int64)
-    dl = s["deadline_tick"].astype(np.int64)
-    en = s["entry_tick"].astype(np.int64)
-    lat = en - dl
-    tick_hz = int(run.tick_hz)
-    chosen = select_samples(seq, lat, tick_hz, run.threshold_ns, request.threshold_ns,
+    seq = samples["seq"].astype(np.int64)
+    dl = samples["deadline_tick"].astype(np.int64)
+    lat = samples["entry_tick"].astype(np.int64) - dl
+    chosen = select_samples(seq, lat, tick_hz, run_threshold_ns, request.threshold_ns,
                             request.top, request.sample)
     if chosen is None:
-        raise StoreError(f"run {run.run_id} has no sample {request.sample}")
+        raise StoreError(f"no sample {request.sample}")
     idx, how = chosen
     host_dl = clock.to_host(dl)
     lat_ns = np.round(lat * 1e9 / tick_hz).astype(np.int64)
@@ -264,8 +287,26 @@ def explain_kvm_arm64(store: Store, run: RunRow, request: Request,
     progress.update(len(atts))
     every = {"seq": seq, "latency_tick": lat_ns, "host_deadline": host_dl,
              "host_entry": host_en}
-    res = Explained(run, trace, clock, atts, aggregate(atts), how, NS_HZ, ex, every)  # type: ignore[arg-type]
-    return as_json(res, clock, ex), res
+    return Attributed(atts, ex, clock, how, every)
+
+
+def explain_kvm_arm64(store: Store, run: RunRow, request: Request,
+                      progress: Progress) -> tuple[dict[str, Any], Explained]:
+    """(explain object, the Explained the file writers take)."""
+    if not run.tick_hz:
+        raise StoreError(f"run {run.run_id} has no tick rate (it never ran)")
+    path = capture_path(store, run)
+    progress.stage(f"decoding the KVM host's capture ({path.stat().st_size / 1e6:.1f} MB "
+                   f"gzip)")
+    trace = load_capture(path)
+    try:
+        at = attribute(trace, stored_samples(store, run.run_id), int(run.tick_hz),
+                       run.threshold_ns, request, progress)
+    except StoreError as exc:
+        raise StoreError(f"run {run.run_id}: {exc}") from None
+    res = Explained(run, trace, at.clock, at.samples, aggregate(at.samples),  # type: ignore[arg-type]
+                    at.selected_by, NS_HZ, at.explainer, at.every)
+    return as_json(res, at.clock, at.explainer), res
 
 
 def as_json(res: Explained, clock: ArmKvmClock, ex: ArmKvmExplainer) -> dict[str, Any]:
