@@ -20,7 +20,12 @@ from irqlab.runner.kvm_arm64 import InL1Hog, KvmArm64Host
 class KvmHostHogLoad(GuestHogLoad, InL1Hog):
     kind = "kvm-host-hog"
     requires = "kvm-host-hog"
-    params = {k: v for k, v in GuestHogLoad.params.items() if k != "cpu"}
+    params = {"prio": "SCHED_FIFO priority on the KVM host, 1-99 (default 95, above the "
+                      "vCPU thread)",
+              "spin": "how long each spin holds the vCPU thread's CPU (default 2ms)",
+              "every": "one spin per this period (default 100ms)",
+              "start": "first spin this long after the KVM host's init starts it "
+                       "(default 1s)"}
 
     def configure(self, params: dict[str, str]) -> None:
         if "cpu" in params or "cpus" in params:
