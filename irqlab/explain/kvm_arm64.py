@@ -11,16 +11,17 @@ start and at every drain. So a sample maps exactly: guest tick + offset = L1 cou
 
 Stages of a guest timer IRQ on arm64 KVM (arch/arm64/kvm/arch_timer.c, vgic/), as they
 happened: when the vCPU blocked in WFI, KVM armed a background hrtimer for the guest's
-deadline; its expiry is a **host timer IRQ** on the vCPU's CPU, whose handler kicks the
-vCPU thread (**vCPU kick**: its wake-up); the **vCPU thread switched in**; at vcpu_load
-KVM finds the timer condition met and raises the timer PPI (**KVM timer/vGIC
-injection**: kvm_timer_update_irq / vgic_update_irq_pending at level 1); then **guest
-entry** (the last kvm_entry before the ISR: the one after which the guest took it). When the vCPU thread was
-preempted rather than blocked there is no host IRQ and no kick: KVM injects on its way
-back in. For each step between consecutive stages the cause that held the vCPU thread
-up longest is named (``stage_delays``: who delayed each stage), with the same
-attribution as x86's host explainer (irqlab.explain.attribute: who held the CPU while
-the vCPU thread was runnable, IRQs, the thread's own states).
+deadline; its expiry is a **host timer IRQ** (on the vCPU's CPU, or another: hrtimers
+migrate off idle CPUs), whose handler kicks the vCPU thread (**vCPU kick**: its wake-
+up); the **vCPU thread switched in**; at vcpu_load KVM finds the timer condition met and
+raises the timer PPI (**KVM timer/vGIC injection**: kvm_timer_update_irq /
+vgic_update_irq_pending at level 1); then **guest entry** (the last kvm_entry before the
+ISR: the one after which the guest took it). When the vCPU thread was preempted rather
+than blocked there is no host IRQ and no kick: KVM injects on its way back in. For each
+step between consecutive stages the cause that held the vCPU thread up longest is named
+(``stage_delays``: who delayed each stage), with the same attribution as x86's host
+explainer (irqlab.explain.attribute: who held the CPU while the vCPU thread was
+runnable, IRQs, the thread's own states).
 """
 
 from __future__ import annotations
@@ -304,7 +305,7 @@ def explain_kvm_arm64(store: Store, run: RunRow, request: Request,
                        run.threshold_ns, request, progress)
     except StoreError as exc:
         raise StoreError(f"run {run.run_id}: {exc}") from None
-    res = Explained(run, trace, at.clock, at.samples, aggregate(at.samples),  # type: ignore[arg-type]
+    res = Explained(run, trace, at.clock, at.samples, aggregate(at.samples),
                     at.selected_by, NS_HZ, at.explainer, at.every)
     return as_json(res, at.clock, at.explainer), res
 

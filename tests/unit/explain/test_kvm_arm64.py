@@ -126,7 +126,7 @@ def test_the_explain_object_carries_the_stage_delays(fixture) -> None:
                  emulated=True, status="ok", started_at=dt.datetime(2026, 11, 28),
                  ended_at=None, tick_hz=fixture["tick_hz"], period_ns=10**7,
                  threshold_ns=30_000, message=None, params={}, metadata={}, summary=None)
-    res = Explained(run, fixture["trace"], at.clock, at.samples, [], at.selected_by,  # type: ignore[arg-type]
+    res = Explained(run, fixture["trace"], at.clock, at.samples, [], at.selected_by,
                     10**9, at.explainer, at.every)
     js = as_json(res, at.clock, at.explainer)
     assert js["source"] == "kvm-arm64" and js["vcpu_thread"]["cpu"] == 1

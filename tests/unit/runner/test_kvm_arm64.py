@@ -33,7 +33,8 @@ def test_the_guest_tree_compiles_and_holds_what_the_probe_looks_for(tmp_path) ->
     back = subprocess.run(["dtc", "-q", "-I", "dtb", "-O", "dts", str(dtb)],
                           capture_output=True, text=True, check=True).stdout
     for needle in ('"arm,gic-v3"', '"arm,armv8-timer"', '"arm,psci-0.2"', '"hvc"',
-                   '"arm,pl011\\0arm,primecell"', 'bootargs = "period_ns=10000000 samples=5 x=\\"q\\""',
+                   '"arm,pl011\\0arm,primecell"',
+                   'bootargs = "period_ns=10000000 samples=5 x=\\"q\\""',
                    "reg = <0x00 0x40000000 0x00 0x4000000>"):
         assert needle in back, needle
 
