@@ -54,6 +54,7 @@
 #define UART_SIZE	0x1000ULL
 #define CLOCK_TRIES	64
 #define WAIT_RING_S	120
+#define SYSTEM_OFF_WAIT_MS 2000
 
 struct vm {
 	int kvm, vm, vcpu, gic;
@@ -253,7 +254,9 @@ static void *vcpu_thread(void *arg)
 	fprintf(stderr, "irqlab-kvm: vcpu tid=%ld cpu=%d prio=%d\n",
 		(long)syscall(SYS_gettid), v->cpu, v->fifo_prio);
 	for (;;) {
-		if (ioctl(v->vcpu, KVM_RUN, 0) && errno != EINTR) {
+		if (ioctl(v->vcpu, KVM_RUN, 0)) {
+			if (errno == EINTR)
+				continue;	/* a signal: its exit reason is stale */
 			fprintf(stderr, "irqlab-kvm: exit reason=run_failed errno=%d\n", errno);
 			v->vcpu_done = -1;
 			return NULL;
@@ -392,5 +395,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "irqvmm: forwarding the ring: %s\n", strerror(-err));
 		return 1;
 	}
+	/* the probe powers off after its last record: let the vCPU report it */
+	for (int i = 0; i < SYSTEM_OFF_WAIT_MS / 10 && !v.vcpu_done; i++)
+		sleep_us(10000);
 	return 0;
 }

@@ -61,6 +61,7 @@ def test_the_kvm_host_reported_and_its_capture_came_back(nested) -> None:
     meta = nested["row"].metadata
     host = meta["kvm_host"]
     assert host["vmm"]["rc"] == "0" and host["ring"]["records"] == str(SAMPLES)
+    assert host["exit"]["reason"] == "system_event"         # the probe's PSCI SYSTEM_OFF
     assert "mode_initialized" in host["ready"]["kvm"]          # KVM started at EL2
     tr = meta["hooks"]["trace"]
     assert tr["kind"] == "kvm-arm64" and tr["status"] == "ok" and tr["dropped_pages"] == 0
