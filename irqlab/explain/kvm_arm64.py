@@ -128,6 +128,12 @@ class ArmKvmExplainer(Explainer):
         ts, cpu = np.asarray(irq["ts"], np.int64), np.asarray(irq["cpu"], np.int64)
         self._timer_irq_ts = {int(c): ts[timer & (cpu == c)]
                               for c in np.unique(cpu[timer]).tolist()} if len(irq) else {}
+        # The guest's own timer as a host IRQ ("kvm guest vtimer"/"ptimer"): KVM maps it
+        # while the vCPU runs, e.g. in a WFI KVM did not trap (a lone task on its CPU).
+        guest = np.array(["kvm guest" in _text(n) for n in irq.cols.get("name", [])], bool)
+        self._guest_timer_irq_ts = {int(c): ts[guest & (cpu == c)]
+                                    for c in np.unique(cpu[guest]).tolist()} \
+            if len(irq) else {}
 
     @staticmethod
     def _first(ts: np.ndarray, mask: np.ndarray, lo: int, hi: int, last: bool = False
@@ -164,9 +170,14 @@ class ArmKvmExplainer(Explainer):
             else:
                 missing[HOST_IRQ] = "no timer IRQ before the kick (woken by another path)"
         else:
-            why = "the vCPU thread was not blocked (preempted or running): no wake-up"
-            missing[KICK] = why
-            missing[HOST_IRQ] = "no kick: KVM found the timer expired on its way back in"
+            missing[KICK] = "the vCPU thread was not blocked (preempted or running)"
+            irq = self._guest_timer_irq_ts.get(self.vcpu_cpu if self.vcpu_cpu is not None
+                                               else -1, np.empty(0, np.int64))
+            sel = irq[(irq >= lo) & (irq <= b)]
+            if len(sel):
+                found[HOST_IRQ] = int(sel[0])
+            else:
+                missing[HOST_IRQ] = "no kick: KVM found the timer expired on its way back in"
         sw = self.trace.t("sched_switch")
         since = found.get(KICK, lo)
         switch = self._first(np.asarray(sw["ts"], np.int64), sw["next_pid"] == tid, since,
