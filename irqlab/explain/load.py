@@ -30,11 +30,16 @@ _KEEP: dict[str, tuple[str, ...]] = {
     "kvm_apic_accept_irq": ("apicid", "vec"),
     "kvm_inj_virq": ("vec", "vector"),       # "vector" on 6.x kernels
     "kvm_entry": ("vcpu_id",),
-    "kvm_exit": (),
+    "kvm_exit": ("esr_ec",),                 # arm64: the exception class of the exit
     "kvm_vcpu_wakeup": (),
     "kvm_userspace_exit": ("reason",),
     "kvm_wait_lapic_expire": ("delta",),
     "kvm_write_tsc_offset": ("previous_tsc_offset", "next_tsc_offset"),
+    # arm64 KVM (irqlab.explain.kvm_arm64): the arch timer's and the vGIC's view of an IRQ
+    "kvm_timer_update_irq": ("vcpu_id", "irq", "level"),
+    "vgic_update_irq_pending": ("vcpu_id", "irq", "level"),
+    "kvm_wfx_arm64": ("is_wfe",),
+    "kvm_timer_hrtimer_expire": ("timer_idx",),
     "print": ("buf",),
     "signal_generate": ("sig", "pid", "result"),      # irqlab.explain.stops
     # net runs (irqlab.explain.netpath): a packet queued to a device, or received

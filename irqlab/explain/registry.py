@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from irqlab.explain.host import HostVcpuExplainer
+from irqlab.explain.kvm_arm64 import KvmArm64Explainer
 from irqlab.explain.linux_guest import LinuxGuestExplainer
 from irqlab.explain.native import NativeExplainer
 from irqlab.explain.netpath import NetRunExplainer
@@ -26,6 +27,7 @@ EXPLAINERS: dict[str, CaptureExplainer] = {e.kind: e for e in (
     NetRunExplainer(),
     NativeExplainer(),
     LinuxGuestExplainer(),
+    KvmArm64Explainer(),
 )}
 
 # The capture hooks (irqlab.trace.capture.TraceHook, irqlab.xen.capture.XentraceHook)

@@ -806,9 +806,10 @@ def irq_intervals(trace: Trace) -> tuple[dict[int, Intervals], dict[int, Interva
         labels = _labels("irq ", e["irq"], coded=coded) if coded is not None else \
             _labels("irq ", e["irq"], e["name"])
         pairs.append(_pair(e["ts"], e["cpu"], *labels, x["ts"], x["cpu"]))
+    # kvm_entry..kvm_exit is guest mode, not an interrupt (the vCPU thread running).
     for name in list(trace.tables):
         if name.endswith("_entry") and name[:-6] + "_exit" in trace.tables and name not in (
-                "irq_handler_entry", "softirq_entry", "hrtimer_expire_entry"):
+                "irq_handler_entry", "softirq_entry", "hrtimer_expire_entry", "kvm_entry"):
             e, x = trace.t(name), trace.t(name[:-6] + "_exit")
             if len(e):
                 pairs.append(_pair(e["ts"], e["cpu"],

@@ -12,6 +12,7 @@ from irqlab.loads.guest_disk import GuestDiskLoad
 from irqlab.loads.guest_hog import GuestHogLoad
 from irqlab.loads.hackbench import HackbenchLoad
 from irqlab.loads.io import IoLoad
+from irqlab.loads.kvm_host_hog import KvmHostHogLoad
 from irqlab.loads.memory import MemoryLoad
 from irqlab.loads.neighbour import NeighbourLoad
 from irqlab.loads.net_flood import NetFloodLoad
@@ -20,7 +21,7 @@ from irqlab.loads.netns_flood import NetnsFloodLoad
 LOADS: dict[str, type[Load]] = {c.kind: c for c in (
     CpuLoad, HackbenchLoad, IoLoad, CacheLoad, MemoryLoad, ConsoleLoad, NeighbourLoad,
     Dom0CpuLoad, Dom0ConsoleLoad, DomainCreateLoad, HypercallLoad, NetFloodLoad,
-    GuestDiskLoad, NetnsFloodLoad, GuestHogLoad)}
+    GuestDiskLoad, NetnsFloodLoad, GuestHogLoad, KvmHostHogLoad)}
 
 
 def parse_load(spec: str, index: int = 1) -> Load | None:

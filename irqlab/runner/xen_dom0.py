@@ -172,7 +172,9 @@ def build_dom0_tool(cache: Path, arch: Dom0Arch, src_path: Path,
     ``libs``), kept in the cache and rebuilt when the source changes; cross-compiled for
     arm64."""
     src = src_path.read_bytes()
-    digest = hashlib.sha256(src).hexdigest()[:16]
+    # the headers beside it (ringcopy.h) are part of what is built
+    headers = b"".join(h.read_bytes() for h in sorted(src_path.parent.glob("*.h")))
+    digest = hashlib.sha256(src + headers).hexdigest()[:16]
     out = cache / f"{src_path.stem}-{digest}"
     if out.exists():
         return out

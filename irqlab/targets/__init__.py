@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from irqlab.targets.base import Option, Target, TargetOptions, TargetUsageError
 from irqlab.targets.guest import GuestTarget
+from irqlab.targets.kvm_arm64 import KvmArm64Target
 from irqlab.targets.labgrid import LabgridTarget
 from irqlab.targets.linux_guest import LinuxGuestTarget
 from irqlab.targets.native import NativeTarget
@@ -24,6 +25,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     SerialTarget(),
     LabgridTarget(),
     NetTarget(),
+    KvmArm64Target(),
 )}
 
 # What gives a capability a hook may require (RunHook.requires), for the error a user
@@ -31,7 +33,8 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
 CAPABILITIES: dict[str, str] = {"xen-dom0": "--target xen --xen-dom0 linux",
                                  "guest-net": "--target net --net tap",
                                  "guest-disk": "--target net",
-                                 "guest-hog": "--target linux-guest"}
+                                 "guest-hog": "--target linux-guest",
+                                 "kvm-host-hog": "--target kvm-arm64"}
 
 # Built-in suites: name -> targets in the order they run.
 SUITES: dict[str, tuple[str, ...]] = {"all": ("native", "guest", "linux-guest")}

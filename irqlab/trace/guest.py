@@ -95,6 +95,39 @@ def archive_header(facts: dict[str, Any], run_id: int) -> dict[str, Any]:
             "dropped_pages": facts["dropped_pages"]}
 
 
+def region_qemu_args(path: Path, obj_id: str, slot: int | None = None,
+                     size: int = REGION_BYTES) -> list[str]:
+    """QEMU's options for a trace region: ``path`` as an ivshmem-plain BAR (a file QEMU
+    maps shared, not a memfd: a hook cannot hand QEMU an fd), at PCI ``slot`` if given."""
+    addr = f",addr={slot:#x}" if slot is not None else ""
+    return ["-object", f"memory-backend-file,id={obj_id},size={size},"
+                       f"mem-path={path},share=on",
+            "-device", f"ivshmem-plain,memdev={obj_id}{addr}"]
+
+
+def keep_region(region: Path, dest: Path, run_id: int,
+                header: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Read a region gtrace wrote and store it as a capture archive at ``dest``
+    (``header``: keys added to the archive's header); what to record about it.
+    ValueError when the region holds no trace, OSError when it cannot be read."""
+    facts, pages = read_region(region.read_bytes())
+    head = archive_header(facts, run_id) | (header or {})
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=dest.parent) as spool:
+        for cpu, page in pages:
+            spool_chunk(spool, cpu, page)
+        size = write_archive(dest, head, spool)
+    out = {"status": "ok" if facts["state"] in ("recording", "done") else "error",
+           "state": facts["state"], "file": str(dest), "bytes": size,
+           "pages": len(pages), "dropped_pages": facts["dropped_pages"],
+           "clock": "mono", "guest_anchors": facts["guest_anchors"],
+           "enabled": head["enabled"], "missing": head["missing"],
+           "tracers": head["tracers"]}
+    if facts["error"]:
+        out["error"] = facts["error"]
+    return out
+
+
 class LinuxGuestTraceHook(TraceHook):
     """The host capture around QEMU (TraceHook, kind "linux-guest") plus the guest's
     own, shipped through a second ivshmem device (see the module docstring)."""
@@ -114,11 +147,7 @@ class LinuxGuestTraceHook(TraceHook):
         return self._region
 
     def qemu_args(self) -> list[str]:
-        path = self._make_region()
-        # A file QEMU maps shared (not a memfd: a hook cannot hand QEMU an fd).
-        return ["-object", f"memory-backend-file,id=irqlab-gtrace,size={REGION_BYTES},"
-                           f"mem-path={path},share=on",
-                "-device", f"ivshmem-plain,memdev=irqlab-gtrace,addr={TRACE_SLOT:#x}"]
+        return region_qemu_args(self._make_region(), "irqlab-gtrace", TRACE_SLOT)
 
     def _finish(self) -> None:
         super()._finish()
@@ -130,27 +159,15 @@ class LinuxGuestTraceHook(TraceHook):
         if self._region is None or not hasattr(self, "run_id"):
             return
         try:
-            facts, pages = read_region(self._region.read_bytes())
+            g.update(keep_region(self._region, guest_trace_file_for(self.db_path,
+                                                                    self.run_id),
+                                 self.run_id))
         except (OSError, ValueError) as exc:
             g.update({"status": "none", "why": str(exc)})
             self.meta["problems"].append(f"guest trace: {exc}")
             return
-        path = guest_trace_file_for(self.db_path, self.run_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path.parent) as spool:
-            for cpu, page in pages:
-                spool_chunk(spool, cpu, page)
-            size = write_archive(path, archive_header(facts, self.run_id), spool)
-        g.update({"status": "ok" if facts["state"] in ("recording", "done") else "error",
-                  "state": facts["state"], "file": str(path), "bytes": size,
-                  "pages": len(pages), "dropped_pages": facts["dropped_pages"],
-                  "clock": "mono", "guest_anchors": facts["guest_anchors"],
-                  "enabled": archive_header(facts, self.run_id)["enabled"],
-                  "missing": archive_header(facts, self.run_id)["missing"],
-                  "tracers": archive_header(facts, self.run_id)["tracers"]})
-        if facts["error"]:
-            g["error"] = facts["error"]
-            self.meta["problems"].append(f"guest trace: {facts['error']}")
+        if g.get("error"):
+            self.meta["problems"].append(f"guest trace: {g['error']}")
 
     def _teardown(self) -> None:
         super()._teardown()

@@ -2,14 +2,15 @@
 /*
  * gtrace.c - irqlab-gtrace: the Linux guest's own ftrace, streamed to the host
  *
- * Usage: irqlab-gtrace SHM_PATH READY_FD
+ * Usage: irqlab-gtrace SHM_PATH READY_FD [EXTRA_EVENTS]
  *
  * Started by irqlab-init when the host gave the guest a second ivshmem-plain
  * device at the trace slot (`irqlab run --target linux-guest --trace`). It
  * mounts tracefs, sets the trace clock to mono (the clock the probe's samples
  * are read on, so a sample's window is trace time as it is), enables the
  * scheduler, IRQ, softirq, timer and irq_vectors events (and preemptirq's where
- * the kernel has them), writes one byte to READY_FD once tracing is on, then
+ * the kernel has them) and EXTRA_EVENTS (a comma list of GROUP/EVENT: an
+ * arm64 KVM host's kvm events, irqlab.runner.kvm_arm64), writes one byte to READY_FD once tracing is on, then
  * copies every ring page of per_cpu/cpuN/trace_pipe_raw into the shared
  * memory every 50 ms until SIGUSR1 (one last drain) or SIGTERM. The host reads
  * the memory after the run; a page is visible to it once `committed` covers it.
@@ -24,6 +25,7 @@
  *   48   char error[200]
  *   256  u32 n_anchors (2)        264 anchors[2] of {u64 mono_ns, u64 tsc}
  *        (start, latest drain): the guest's clock and TSC read back to back
+ *        (arm64: the virtual counter CNTVCT_EL0 in the tsc field)
  *   4096 records: u32 type (1 file, 2 page), u32 cpu, u32 len, u32 name_len,
  *        name, data, zero padding to 8 bytes
  */
@@ -40,7 +42,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
 #include <x86intrin.h>
+#endif
 
 #include "lib/textfile.h"
 
@@ -99,10 +103,23 @@ static uint64_t mono_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
 }
 
+/* counter - the CPU's cycle counter: the TSC, or arm64's virtual counter */
+static uint64_t counter(void)
+{
+#if defined(__aarch64__)
+	uint64_t v;
+
+	__asm__ __volatile__("isb; mrs %0, cntvct_el0" : "=r"(v) :: "memory");
+	return v;
+#else
+	return __rdtsc();
+#endif
+}
+
 static void anchor(int slot)
 {
 	/* TSC between two clock reads: the pair is bounded by their gap */
-	uint64_t a = mono_ns(), tsc = __rdtsc(), b = mono_ns();
+	uint64_t a = mono_ns(), tsc = counter(), b = mono_ns();
 
 	hdr->anchors[slot].mono_ns = a + (b - a) / 2;
 	hdr->anchors[slot].tsc = tsc;
@@ -148,9 +165,25 @@ static void fail(const char *what, int err)
 	exit(1);
 }
 
-static int setup_tracing(void)
+/* enable_event - enable GROUP/EVENT @ev, ship its format; listed in @enabled or @missing */
+static void enable_event(const char *ev, char *enabled, char *missing, size_t size)
 {
-	static char enabled[4096], missing[4096];
+	char path[512], fmt[320];
+	char *out = missing;
+
+	snprintf(path, sizeof(path), TRACEFS "/events/%s/enable", ev);
+	if (!text_write(path, "1")) {
+		out = enabled;
+		snprintf(fmt, sizeof(fmt), "events/%s/format", ev);
+		ship_file(fmt, fmt);
+	}
+	strncat(out, ev, size - strlen(out) - 2);
+	strcat(out, "\n");
+}
+
+static int setup_tracing(const char *extra)
+{
+	static char enabled[4096], missing[4096], extra_buf[1024];
 	char path[512];
 
 	if (access(TRACEFS "/trace_clock", F_OK) &&
@@ -160,19 +193,13 @@ static int setup_tracing(void)
 	if (text_write(TRACEFS "/trace_clock", "mono"))
 		return -EINVAL;
 	text_write(TRACEFS "/buffer_size_kb", BUFFER_KB);
-	for (int i = 0; EVENTS[i]; i++) {
-		char *out = missing;
-
-		snprintf(path, sizeof(path), TRACEFS "/events/%s/enable", EVENTS[i]);
-		if (!text_write(path, "1")) {
-			char fmt[320];
-
-			out = enabled;
-			snprintf(fmt, sizeof(fmt), "events/%s/format", EVENTS[i]);
-			ship_file(fmt, fmt);
-		}
-		strncat(out, EVENTS[i], sizeof(enabled) - strlen(out) - 2);
-		strcat(out, "\n");
+	for (int i = 0; EVENTS[i]; i++)
+		enable_event(EVENTS[i], enabled, missing, sizeof(enabled));
+	if (extra) {
+		snprintf(extra_buf, sizeof(extra_buf), "%s", extra);
+		for (char *save = NULL, *ev = strtok_r(extra_buf, ",", &save); ev;
+		     ev = strtok_r(NULL, ",", &save))
+			enable_event(ev, enabled, missing, sizeof(enabled));
 	}
 	/* the x86 system vectors (local timer, IPIs...): every _entry and _exit */
 	static char list[16384];
@@ -233,8 +260,8 @@ int main(int argc, char **argv)
 	struct stat st;
 	void *mem;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: irqlab-gtrace SHM_PATH READY_FD\n");
+	if (argc != 3 && argc != 4) {
+		fprintf(stderr, "usage: irqlab-gtrace SHM_PATH READY_FD [EXTRA_EVENTS]\n");
 		return 2;
 	}
 	fd = open(argv[1], O_RDWR | O_CLOEXEC);
@@ -262,7 +289,7 @@ int main(int argc, char **argv)
 	memcpy(hdr->magic, "IRQGTR01", 8);
 	sigaction(SIGUSR1, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	err = setup_tracing();
+	err = setup_tracing(argc == 4 ? argv[3] : NULL);
 	if (err)
 		fail("tracefs set-up", -err);
 	for (int c = 0; c < ncpus; c++) {

@@ -29,16 +29,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ringcopy.h"
+
 #define PAGE_SIZE	4096UL
-#define RING_MAGIC	0x474E49524C515249ULL
-#define HDR_SIZE	4096UL
-#define OFF_RECSIZE	12
-#define OFF_CAPACITY	16
-#define OFF_STATE	48
-#define OFF_HEAD	56
-#define OFF_GATE	432	/* ring_hdr.start_gate: the one word written here */
-#define STATE_DONE	2
-#define STATE_ERROR	3
 #define WAIT_RING_S	120
 
 /* libxenforeignmemory (xen/include/xenforeignmemory.h), declared here: no -dev
@@ -74,16 +67,6 @@ static void *map_gfns(xenforeignmemory_handle *fm, uint32_t dom, unsigned long g
 	return p;
 }
 
-static uint64_t rd64(const volatile uint8_t *b, size_t off)
-{
-	return *(const volatile uint64_t *)(b + off);
-}
-
-static uint32_t rd32(const volatile uint8_t *b, size_t off)
-{
-	return *(const volatile uint32_t *)(b + off);
-}
-
 static void sleep_us(long us)
 {
 	struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
@@ -91,33 +74,17 @@ static void sleep_us(long us)
 	nanosleep(&ts, NULL);
 }
 
-/* copy_records - records [from, to) of a ring of @cap records of @rsz bytes */
-static void copy_records(uint8_t *dst, const volatile uint8_t *src, uint64_t from,
-			 uint64_t to, uint32_t cap, uint32_t rsz)
-{
-	if (to - from > cap)
-		from = to - cap;	/* older ones are overwritten: the host counts them */
-	while (from < to) {
-		uint64_t slot = from % cap, n = cap - slot;
-
-		if (n > to - from)
-			n = to - from;
-		memcpy(dst + HDR_SIZE + slot * rsz, (const void *)(src + HDR_SIZE + slot * rsz),
-		       n * rsz);
-		from += n;
-	}
-}
-
 int main(int argc, char **argv)
 {
 	xenforeignmemory_handle *fm;
 	const volatile uint8_t *src = NULL;
+	struct ring_copy rc;
 	uint8_t *dst;
-	uint64_t gpa, head, copied = 0, bytes;
-	uint32_t dom, cap, rsz, state;
+	uint64_t gpa;
+	uint32_t dom;
 	long poll_us = argc > 4 ? atol(argv[4]) : 5000;
 	size_t pages;
-	int fd, waited;
+	int fd, waited, state;
 
 	if (argc < 4) {
 		fprintf(stderr, "usage: ringfwd DOMID RING_GPA SHM_PATH [POLL_US]\n");
@@ -133,7 +100,7 @@ int main(int argc, char **argv)
 	/* the probe writes the header once it has booted: wait for its magic */
 	for (waited = 0;; waited++) {
 		src = map_gfns(fm, dom, gpa / PAGE_SIZE, 1, PROT_READ);
-		if (src && rd64(src, 0) == RING_MAGIC)
+		if (src && ringcopy_ready(src))
 			break;
 		if (src)
 			xenforeignmemory_unmap(fm, (void *)src, 1);
@@ -144,11 +111,9 @@ int main(int argc, char **argv)
 		}
 		sleep_us(100000);
 	}
-	cap = rd32(src, OFF_CAPACITY);
-	rsz = rd32(src, OFF_RECSIZE);
+	ringcopy_init(&rc, src);
 	xenforeignmemory_unmap(fm, (void *)src, 1);
-	bytes = HDR_SIZE + (uint64_t)cap * rsz;
-	pages = (bytes + PAGE_SIZE - 1) / PAGE_SIZE;
+	pages = (rc.bytes + PAGE_SIZE - 1) / PAGE_SIZE;
 	src = map_gfns(fm, dom, gpa / PAGE_SIZE, pages, PROT_READ | PROT_WRITE);
 	if (!src) {
 		perror("ringfwd: map ring");
@@ -159,31 +124,22 @@ int main(int argc, char **argv)
 		perror("ringfwd: open shm");
 		return 1;
 	}
-	dst = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	dst = mmap(NULL, rc.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (dst == MAP_FAILED) {
 		perror("ringfwd: mmap shm");
 		return 1;
 	}
 	fprintf(stderr, "ringfwd: domain %u ring %#llx: %u records of %u bytes\n", dom,
-		(unsigned long long)gpa, cap, rsz);
+		(unsigned long long)gpa, rc.capacity, rc.record_bytes);
 	/* a probe booted with gate=1 (a dom0less domU) starts sampling now */
-	__atomic_store_n((volatile uint32_t *)(src + OFF_GATE), 1, __ATOMIC_RELEASE);
+	ringcopy_open_gate((volatile uint8_t *)src);
 	for (;;) {
-		state = rd32(src, OFF_STATE);
-		head = rd64(src, OFF_HEAD);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		copy_records(dst, src, copied, head, cap, rsz);
-		memcpy(dst, (const void *)src, OFF_HEAD);
-		memcpy(dst + OFF_HEAD + 8, (const void *)(src + OFF_HEAD + 8),
-		       HDR_SIZE - OFF_HEAD - 8);
-		__atomic_thread_fence(__ATOMIC_RELEASE);
-		*(volatile uint64_t *)(dst + OFF_HEAD) = head;
-		copied = head;
-		if (state == STATE_DONE || state == STATE_ERROR) {
+		state = ringcopy_step(&rc, dst, src);
+		if (state == RINGCOPY_DONE || state == RINGCOPY_ERROR) {
 			/* the state was read before head: nothing is left behind */
 			fprintf(stderr, "ringfwd: probe %s after %llu records\n",
-				state == STATE_DONE ? "done" : "failed",
-				(unsigned long long)head);
+				state == RINGCOPY_DONE ? "done" : "failed",
+				(unsigned long long)rc.copied);
 			return 0;
 		}
 		sleep_us(poll_us);

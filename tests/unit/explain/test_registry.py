@@ -23,7 +23,8 @@ def _run(target: str, hooks: dict) -> RunRow:
 
 
 def test_every_explainer_is_registered_under_its_own_kind() -> None:
-    assert set(EXPLAINERS) == {"host-vcpu", "xentrace", "net-path", "native", "linux-guest"}
+    assert set(EXPLAINERS) == {"host-vcpu", "xentrace", "net-path", "native", "linux-guest",
+                               "kvm-arm64"}
     for kind, explainer in EXPLAINERS.items():
         assert explainer.kind == kind and explainer.title
         assert set(explainer.outputs) <= {"dat", "text", "perfetto", "chrome_json"}

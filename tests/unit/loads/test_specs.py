@@ -19,7 +19,8 @@ def test_none_is_no_load_and_kinds_are_named():
     assert parse_load("none") is None
     assert set(LOADS) == {"cpu", "hackbench", "io", "cache", "memory", "console",
                           "neighbour", "dom0-cpu", "dom0-console", "domain-create", "hypercall",
-                          "net-flood", "guest-disk", "netns-flood", "guest-hog"}
+                          "net-flood", "guest-disk", "netns-flood", "guest-hog",
+                          "kvm-host-hog"}
     loads = parse_loads(["cpu:cpus=0", "cpu:cpus=1,workers=2", "none"])
     assert [x.name for x in loads] == ["load:cpu", "load:cpu#2"]
     assert loads[1].cpus == [1] and loads[1].workers == 2
