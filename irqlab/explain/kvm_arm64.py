@@ -63,7 +63,8 @@ class ArmKvmClock:
     """guest counter tick -> L1 counter (+ CNTVOFF, irqvmm's read) -> L1 mono ns
     (gtrace's anchors)."""
 
-    def __init__(self, header: dict[str, Any], tick_hz: int) -> None:
+    def __init__(self, header: dict[str, Any], tick_hz: int,
+                 ref: dict[str, Any] | None = None) -> None:
         anchors = header.get("guest_anchors") or []
         if "guest_voffset_tick" not in header:
             raise StoreError("the capture has no guest counter offset (the KVM host's "
@@ -73,6 +74,19 @@ class ArmKvmClock:
                              "before its first drain): record the run again")
         self.offset_tick = int(header["guest_voffset_tick"])
         self.bound_tick = int(header.get("guest_voffset_bound_tick", 0))
+        self.source = "irqvmm"
+        self.ref_agrees: bool | None = None
+        if ref is not None and ref.get("counter") == "arm64-cntpct":
+            # The probe read CNTPCT beside CNTVCT itself (run metadata probe.ref_counter):
+            # the guest's physical counter is the L1's (no CNTPOFF before Linux 6.4), and
+            # an L1 at EL2 with E2H and TGE reads its virtual counter without an offset,
+            # so that difference is the same CNTVOFF, read a few ticks apart instead of a
+            # KVM_GET_ONE_REG apart. Used when the two agree within their bounds.
+            ref_off, ref_err = int(ref["offset_tick"]), int(ref["error_tick"])
+            self.ref_agrees = abs(ref_off - self.offset_tick) <= ref_err + self.bound_tick
+            if self.ref_agrees and ref_err < self.bound_tick:
+                self.offset_tick, self.bound_tick = ref_off, ref_err
+                self.source = "probe"
         self.m0, self.c0 = int(anchors[0]["mono_ns"]), int(anchors[0]["tsc"])
         m1, c1 = int(anchors[-1]["mono_ns"]), int(anchors[-1]["tsc"])
         self.ns_per_tick = (m1 - self.m0) / (c1 - self.c0) if c1 > self.c0 else 1e9 / tick_hz
@@ -91,13 +105,15 @@ class ArmKvmClock:
     def as_dict(self, tick_hz: int = NS_HZ) -> dict[str, Any]:
         checked = len(self.violations.get(-1, []))
         bad = {k: v for k, v in self.violations.items() if k >= 0}
-        return {"method": "guest counter + CNTVOFF (irqvmm: KVM_REG_ARM_TIMER_CNT between "
-                          "two L1 counter reads) -> L1 counter -> L1 CLOCK_MONOTONIC "
-                          "(gtrace's counter anchors)",
+        how = ("the probe's own CNTPCT - CNTVCT read, which agrees with irqvmm's"
+               if self.source == "probe" else
+               "irqvmm: KVM_REG_ARM_TIMER_CNT between two L1 counter reads")
+        return {"method": f"guest counter + CNTVOFF ({how}) -> L1 counter -> L1 "
+                          f"CLOCK_MONOTONIC (gtrace's counter anchors)",
                 "offset_tick": self.offset_tick, "error_bound_ns": self.error_ns,
                 "lower_tick": self.offset_tick - self.bound_tick,
                 "upper_tick": self.offset_tick + self.bound_tick, "anchors": 2,
-                "consistent": True, "candidates": [],
+                "consistent": self.ref_agrees is not False, "candidates": [],
                 "l1_ns_per_tick": self.ns_per_tick,
                 "causality": {"checked": checked, "violations": len(bad),
                               "samples": sorted(bad)[:50]}}
@@ -263,12 +279,13 @@ class Attributed:
 
 def attribute(trace: Trace, samples: dict[str, np.ndarray], tick_hz: int,
               run_threshold_ns: int | None, request: Request,
-              progress: Progress | None = None) -> Attributed:
+              progress: Progress | None = None,
+              ref: dict[str, Any] | None = None) -> Attributed:
     """Map the samples (stored columns: seq, deadline_tick, entry_tick) onto the
     capture's clock and attribute the chosen ones; StoreError when the capture cannot
     map them or ``request.sample`` is not a sample."""
     progress = progress or Silent()
-    clock = ArmKvmClock(trace.header, tick_hz)
+    clock = ArmKvmClock(trace.header, tick_hz, ref)
     progress.stage(f"building timelines ({trace.events:,} events)")
     ex = ArmKvmExplainer(trace, trace.header.get("vcpu_cpu"),
                          STAGE_SLACK_NS + clock.error_ns)
@@ -313,7 +330,8 @@ def explain_kvm_arm64(store: Store, run: RunRow, request: Request,
     trace = load_capture(path)
     try:
         at = attribute(trace, stored_samples(store, run.run_id), int(run.tick_hz),
-                       run.threshold_ns, request, progress)
+                       run.threshold_ns, request, progress,
+                       (run.metadata.get("probe") or {}).get("ref_counter"))
     except StoreError as exc:
         raise StoreError(f"run {run.run_id}: {exc}") from None
     res = Explained(run, trace, at.clock, at.samples, aggregate(at.samples),

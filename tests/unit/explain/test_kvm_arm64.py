@@ -140,3 +140,23 @@ def test_a_capture_without_the_offset_is_one_clear_error() -> None:
     from irqlab.store import StoreError
     with pytest.raises(StoreError, match="no guest counter offset"):
         ArmKvmClock({"guest_anchors": []}, 62_500_000)
+
+
+def test_the_probes_own_counter_offset_tightens_the_clock_when_it_agrees() -> None:
+    """The probe reads CNTPCT - CNTVCT itself (±3 ticks here); irqvmm reads the same
+    CNTVOFF through KVM (±217 ticks): used when they agree, never when they do not."""
+    from irqlab.explain.kvm_arm64 import ArmKvmClock
+    header = {"guest_voffset_tick": 336_772_194, "guest_voffset_bound_tick": 217,
+              "guest_anchors": [{"mono_ns": 1_000, "tsc": 0},
+                                {"mono_ns": 1_001_000, "tsc": 62_500}]}
+    alone = ArmKvmClock(header, 62_500_000)
+    agree = ArmKvmClock(header, 62_500_000, {"counter": "arm64-cntpct",
+                                             "offset_tick": 336_772_209, "error_tick": 3})
+    apart = ArmKvmClock(header, 62_500_000, {"counter": "arm64-cntpct",
+                                             "offset_tick": 336_773_000, "error_tick": 3})
+    assert (alone.offset_tick, alone.bound_tick, alone.error_ns) == (336_772_194, 217, 3472)
+    assert (agree.offset_tick, agree.bound_tick, agree.error_ns) == (336_772_209, 3, 48)
+    assert agree.as_dict()["consistent"] and "the probe's own" in agree.as_dict()["method"]
+    assert (apart.offset_tick, apart.bound_tick) == (336_772_194, 217)
+    assert apart.as_dict()["consistent"] is False
+    assert alone.as_dict()["consistent"] is True
