@@ -233,6 +233,21 @@ def _autocovariance(x: np.ndarray, max_lag: int) -> np.ndarray:
     return acov
 
 
+def mid_ranks(series: np.ndarray) -> np.ndarray:
+    """Each value's mid-rank, (its first + one past its last position in sorted order)
+    / 2, from one stable sort: two searchsorted calls of every value into the sorted
+    values gave the same numbers by random access (4.0 of compare's 5.7 s on two 10 M
+    runs, issue 45)."""
+    n = series.size
+    order = np.argsort(series, kind="stable")
+    srt = series[order]
+    starts = np.flatnonzero(np.concatenate(([True], srt[1:] != srt[:-1])))
+    ends = np.append(starts[1:], n)
+    ranks = np.empty(n, np.float64)
+    ranks[order] = np.repeat((starts + ends) / 2, ends - starts)
+    return ranks
+
+
 def block_length(series: np.ndarray) -> int:
     """Politis & White (2004) automatic block length for the circular block bootstrap,
     with Patton, Politis & White's (2009) correction, on the mid-ranks of the series.
@@ -244,8 +259,7 @@ def block_length(series: np.ndarray) -> int:
     n = series.size
     if n < 8:
         return 1
-    srt = np.sort(series)
-    ranks = (np.searchsorted(srt, series, "left") + np.searchsorted(srt, series, "right")) / 2
+    ranks = mid_ranks(series)
     k_n = max(5, int(math.ceil(math.sqrt(math.log10(n)))))
     m_max = min(n - 1, int(math.ceil(math.sqrt(n))) + k_n)
     b_max = max(1, int(math.ceil(min(3 * math.sqrt(n), n / 3))))

@@ -168,3 +168,14 @@ def test_wilson_interval():
     assert lo == 0.0 and hi == pytest.approx(0.1611, abs=1e-3)
     lo, hi = noise.wilson_interval(10, 20)
     assert (lo, hi) == pytest.approx((0.2993, 0.7007), abs=1e-3)
+
+
+def test_mid_ranks_are_the_searchsorted_definition():
+    from irqlab.reports.noise import mid_ranks
+    rng = np.random.default_rng(45)
+    for x in (rng.integers(0, 7, 1000).astype(np.float64),     # many ties
+              rng.lognormal(10, 1, 5000), np.full(17, 3.0), np.arange(5.0)[::-1],
+              np.array([2.0, np.inf, -1.0, 2.0])):
+        srt = np.sort(x)
+        want = (np.searchsorted(srt, x, "left") + np.searchsorted(srt, x, "right")) / 2
+        assert np.array_equal(mid_ranks(x), want)
