@@ -29,12 +29,19 @@ taken from the guest's ``IRQ latency`` causes and named ``host: QEMU main loop (
 timers) preempted by COMM/PID``.
 
 **Clock (guest → host).** The samples are guest CLOCK_MONOTONIC ns; the host capture is
-on the host TSC. The guest reads its CLOCK_MONOTONIC and TSC back to back at the start
-and at every drain of its trace (``guest_anchors``), which gives guest TSC as a linear
-function of guest ns; the host capture's ring-read anchors (a sample seen between two
-trace markers, irqlab.explain.clock) then bound the guest TSC → host TSC offset and
-check the candidates (plain TCG: guest TSC = host TSC; KVM: debugfs tsc-offset). The
-bound is reported as ``error_bound_ns``.
+on the host TSC (x86) or the host's CLOCK_MONOTONIC (arm64). The guest reads its
+CLOCK_MONOTONIC and its counter back to back at the start and at every drain of its
+trace (``guest_anchors``), which gives the counter as a linear function of guest ns; the
+host capture's ring-read anchors (a sample seen between two trace markers,
+irqlab.explain.clock) then bound the counter → host offset and check the candidates.
+x86: the counter is the guest TSC (plain TCG: guest TSC = host TSC; KVM: debugfs
+tsc-offset). arm64: the counter is CNTVCT_EL0, taken in ns at its rate
+(``guest_counter_hz``, 62.5 MHz under QEMU: 16 ns a tick); under TCG it is QEMU's virtual
+clock, the host's CLOCK_MONOTONIC plus a constant set when the VM started
+(irqlab.runner.linux_arch), so the rate is 1 and the offset, which no candidate gives,
+is fitted from the anchors alone (and refined by the ISR entries inside the vCPU
+thread's run periods). The bound is reported as ``error_bound_ns``: the fit's, plus one
+counter tick on arm64 (the anchors' resolution).
 """
 
 from __future__ import annotations
@@ -68,17 +75,32 @@ GUEST_TIME = (VCPU_RUNNING, VCPU_BLOCKED)
 
 
 class GuestHostClock:
-    """guest CLOCK_MONOTONIC ns -> guest TSC (guest anchors) -> host trace ticks
-    (offset fitted on the host capture's ring-read anchors)."""
+    """guest CLOCK_MONOTONIC ns -> guest counter (guest anchors; x86: TSC ticks, arm64:
+    CNTVCT_EL0 in ns) -> host trace ticks (offset fitted on the host capture's ring-read
+    anchors)."""
 
-    def __init__(self, anchors: list[dict[str, int]]) -> None:
+    def __init__(self, anchors: list[dict[str, int]], counter_hz: int = 0) -> None:
+        """``counter_hz``: the counter's rate when the architecture gives it (arm64's
+        CNTFRQ_EL0; the counter is then taken in ns, the host's mono clock's unit), 0 for
+        the TSC (taken as it is)."""
         if len(anchors) < 2 or anchors[1]["mono_ns"] <= anchors[0]["mono_ns"]:
             raise ValueError("the guest capture has no two clock anchors")
+        self.counter_hz = int(counter_hz or 0)
         a0, a1 = anchors[0], anchors[1]
-        self.m0, self.t0 = int(a0["mono_ns"]), int(a0["tsc"])
-        self.rate = (int(a1["tsc"]) - self.t0) / (int(a1["mono_ns"]) - self.m0)
-        self.offset = 0                 # guest TSC - host tick, set by fit()
+        self.m0, self.t0 = int(a0["mono_ns"]), self._ticks(a0["tsc"])
+        self.rate = (self._ticks(a1["tsc"]) - self.t0) / (int(a1["mono_ns"]) - self.m0)
+        self.offset = 0                 # guest counter - host tick, set by fit()
         self.fitted: Any = None
+
+    def _ticks(self, counter: int) -> int:
+        """A counter reading in the clock's unit (ns at ``counter_hz``, else as is)."""
+        c = int(counter)
+        return c * 1_000_000_000 // self.counter_hz if self.counter_hz else c
+
+    @property
+    def counter_tick_ns(self) -> int:
+        """One counter tick in ns (0: the TSC, finer than the anchors' own error)."""
+        return -(-1_000_000_000 // self.counter_hz) if self.counter_hz else 0
 
     def guest_tsc(self, mono_ns: np.ndarray | int) -> np.ndarray:
         m = np.asarray(mono_ns, dtype=np.int64)
@@ -100,7 +122,9 @@ class GuestHostClock:
         try:
             entry = self.guest_tsc(entry_ns)
             tl = ex.threads.get(vcpu_tid) if vcpu_tid is not None else None
-            clock = fit_clock(host, seq, entry, accel, tl, vcpu_tid=vcpu_tid)
+            # Plain TCG's guest TSC is the host's; an arm64 guest's counter is not.
+            clock = fit_clock(host, seq, entry, accel, tl, vcpu_tid=vcpu_tid,
+                              tcg_host_counter=not self.counter_hz)
             if tl is not None:
                 clock = refine_with_causality(clock, tl, entry)
             self.fitted = check_causality(clock, seq, entry)
@@ -112,10 +136,15 @@ class GuestHostClock:
         """The explain object's ``clock`` (docs/formats.md §9, source "linux-guest")."""
         c = self.fitted
         host = c.as_dict(1_000_000_000) if c is not None else {}
-        bound = round(c.error / self.rate) if c is not None else None
+        bound = (round(c.error / self.rate) + self.counter_tick_ns
+                 if c is not None else None)
+        path = ("guest ns -> guest CNTVCT_EL0 in ns (guest anchors, "
+                f"{self.counter_hz} Hz) -> host CLOCK_MONOTONIC (TCG: QEMU's virtual "
+                "clock, one offset)" if self.counter_hz
+                else "guest ns -> guest TSC (guest anchors) -> host TSC")
         return {
             "method": "guest side exact (guest trace on the samples' CLOCK_MONOTONIC); "
-                      "host side: guest ns -> guest TSC (guest anchors) -> host TSC ("
+                      f"host side: {path} ("
                       + (c.method if c is not None else "no host capture") + ")",
             "offset_tick": self.offset, "error_bound_ns": bound,
             "lower_tick": host.get("lower_tick"), "upper_tick": host.get("upper_tick"),
@@ -124,6 +153,7 @@ class GuestHostClock:
             "causality": host.get("causality", {"checked": 0, "violations": 0,
                                                 "samples": []}),
             "guest_tsc_per_ns": self.rate,
+            "guest_counter_hz": self.counter_hz,
         }
 
 
@@ -329,7 +359,8 @@ def explain_linux_guest(store: Store, run: RunRow, request: Request,
     progress.stage(f"attributing guest side ({gtrace.events:,} guest events)")
     res, tid = explain_native(run, gtrace, s, request, prio)
     on_cpu = OnCpuGuest(NativeAttributor(res.explainer, prio, sorted(res.explainer.vmm)))
-    clock = GuestHostClock(gheader.get("guest_anchors", []))
+    clock = GuestHostClock(gheader.get("guest_anchors", []),
+                           gheader.get("guest_counter_hz", 0))
     host: HostSide | None = None
     host_why = None
     try:

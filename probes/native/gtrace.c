@@ -22,8 +22,11 @@
  *   32   u32 ncpus                36  u32 page_bytes
  *   40   u64 region_bytes
  *   48   char error[200]
- *   256  u32 n_anchors (2)        264 anchors[2] of {u64 mono_ns, u64 tsc}
- *        (start, latest drain): the guest's clock and TSC read back to back
+ *   256  u32 n_anchors (2)        264 anchors[2] of {u64 mono_ns, u64 counter}
+ *        (start, latest drain): the guest's clock and its counter read back to
+ *        back (x86: the TSC; arm64: CNTVCT_EL0, the virtual counter)
+ *   296  u64 counter_hz (version 2): the counter's rate, CNTFRQ_EL0 on arm64;
+ *        0 on x86 (the TSC's rate is not architectural: the host fits it)
  *   4096 records: u32 type (1 file, 2 page), u32 cpu, u32 len, u32 name_len,
  *        name, data, zero padding to 8 bytes
  */
@@ -40,7 +43,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
 #include <x86intrin.h>
+#endif
 
 #include "lib/textfile.h"
 
@@ -63,7 +68,8 @@ struct region {
 	char error[200];
 	char pad[256 - 48 - 200];
 	uint32_t n_anchors, pad2;
-	struct { uint64_t mono_ns, tsc; } anchors[2];
+	struct { uint64_t mono_ns, counter; } anchors[2];
+	uint64_t counter_hz;
 };
 
 /* the events irqlab's explainers read; a missing one is listed, not an error */
@@ -99,13 +105,48 @@ static uint64_t mono_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
 }
 
+#if defined(__x86_64__)
+/* counter_read - the TSC */
+static uint64_t counter_read(void)
+{
+	return __rdtsc();
+}
+
+/* counter_rate - 0: the TSC's rate is not architectural (the host fits it) */
+static uint64_t counter_rate(void)
+{
+	return 0;
+}
+#elif defined(__aarch64__)
+/* counter_read - CNTVCT_EL0, the virtual counter the kernel's clock runs on */
+static uint64_t counter_read(void)
+{
+	uint64_t v;
+
+	asm volatile("isb; mrs %0, cntvct_el0" : "=r"(v) : : "memory");
+	return v;
+}
+
+/* counter_rate - CNTFRQ_EL0 in Hz */
+static uint64_t counter_rate(void)
+{
+	uint64_t v;
+
+	asm volatile("mrs %0, cntfrq_el0" : "=r"(v));
+	return v;
+}
+#else
+#error "irqlab-gtrace: unsupported architecture"
+#endif
+
+/* anchor - the clock and the counter read back to back into anchor @slot */
 static void anchor(int slot)
 {
-	/* TSC between two clock reads: the pair is bounded by their gap */
-	uint64_t a = mono_ns(), tsc = __rdtsc(), b = mono_ns();
+	/* the counter between two clock reads: the pair is bounded by their gap */
+	uint64_t a = mono_ns(), counter = counter_read(), b = mono_ns();
 
 	hdr->anchors[slot].mono_ns = a + (b - a) / 2;
-	hdr->anchors[slot].tsc = tsc;
+	hdr->anchors[slot].counter = counter;
 }
 
 /* put - append one record; 0, or -ENOSPC when the region is full */
@@ -251,7 +292,8 @@ int main(int argc, char **argv)
 	data = (char *)mem + HEADER_BYTES;
 	data_bytes = (uint64_t)st.st_size - HEADER_BYTES;
 	memset(hdr, 0, sizeof(*hdr));
-	hdr->version = 1;
+	hdr->version = 2;
+	hdr->counter_hz = counter_rate();
 	hdr->page_bytes = PAGE_BYTES;
 	hdr->region_bytes = (uint64_t)st.st_size;
 	hdr->n_anchors = 2;
