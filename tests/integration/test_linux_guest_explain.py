@@ -1,14 +1,17 @@
-"""`irqlab explain` of a Linux-guest run across the guest/host boundary (issue 29).
+"""`irqlab explain` of a Linux-guest run across the guest/host boundary (issues 29, 42).
 
 One TCG run of Debian's kernel with `--trace` (the host's capture around QEMU and the
-guest kernel's own), the vCPU thread pinned to host CPU 1, and two known preempters,
+guest kernel's own), for each guest architecture (x86_64; arm64: Debian's arm64 kernel
+on QEMU virt, GICv3, the guest's counter CNTVCT_EL0 and the host capture on
+CLOCK_MONOTONIC), the vCPU thread pinned to host CPU 1, and two known preempters,
 each stamping its own spins:
 - in the guest, `--load guest-hog`: SCHED_FIFO 95 on the probe's CPU, 2 ms every 100 ms
   (its stamps, guest CLOCK_MONOTONIC, come back as trace-marker lines in the guest
   capture);
 - on the host, a SCHED_FIFO 60 thread on CPU 1 spinning 2 ms every 77 ms (its stamps,
-  read from the TSC, the host capture's own trace clock (x86-tsc), on its stdout; mapped
-  to guest time through explain's guest->host clock). Stamped on CLOCK_MONOTONIC and
+  read from the host capture's own trace clock — the TSC for x86 (x86-tsc), CLOCK_MONOTONIC
+  for arm64 (mono) — on its stdout; mapped to guest time through explain's guest->host
+  clock). On x86, stamped on CLOCK_MONOTONIC and
   mapped through the capture's start/stop markers instead, they were 130-250 µs late
   against the hog's own sched_switch events (the marker is written after the stamp is
   taken), and on a busy CI host far more: spikes the hog had no part in were judged
@@ -73,11 +76,17 @@ _HOST_HOG_C = r"""
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <time.h>
-#include <x86intrin.h>
 static long long mono(void) {
     struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
+/* the host capture's trace clock: x86-tsc, or mono (-DSTAMP_MONO) */
+#ifdef STAMP_MONO
+static unsigned long long stamp(void) { return (unsigned long long)mono(); }
+#else
+#include <x86intrin.h>
+static unsigned long long stamp(void) { return __rdtsc(); }
+#endif
 int main(int argc, char **argv) {
     int cpu = atoi(argv[1]), prio = atoi(argv[2]);
     /* every 77 ms, not the guest hog's 100: with one period the two hogs' phases stay
@@ -94,9 +103,9 @@ int main(int argc, char **argv) {
         struct timespec t = { next / 1000000000LL, next % 1000000000LL };
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL);
         long long a = mono(), b;
-        unsigned long long tsc_a = __rdtsc(), tsc_b;
+        unsigned long long tsc_a = stamp(), tsc_b;
         while ((b = mono()) - a < spin) ;
-        tsc_b = __rdtsc();
+        tsc_b = stamp();
         printf("%llu %llu\n", tsc_a, tsc_b); fflush(stdout);
     }
     return 0;
@@ -165,25 +174,32 @@ def _run_with_vmm_off_cpu(argv: list[str], timeout_s: float) -> subprocess.Compl
     return subprocess.CompletedProcess(argv, proc.returncode, *(out or ["", ""]))
 
 
-@pytest.fixture(scope="module")
-def crossed(tmp_path_factory):
+# The host capture's trace clock per guest architecture (the host hog stamps on it).
+HOST_TRACE_CLOCK = {"x86_64": "x86-tsc", "arm64": "mono"}
+
+
+@pytest.fixture(scope="module", params=sorted(HOST_TRACE_CLOCK))
+def crossed(request, tmp_path_factory):
+    arch = request.param
     if os.geteuid() != 0 or (os.cpu_count() or 1) < 2:
         pytest.skip("needs root (tracefs, SCHED_FIFO) and 2 CPUs")
-    if platform.machine() != "x86_64":
+    if arch == "x86_64" and platform.machine() != "x86_64":
         pytest.skip("the host hog stamps its spins with the TSC (the x86-tsc trace clock)")
-    kernel = find_kernel()
+    kernel = find_kernel(arch)
     if kernel is None or not kernel.exists():
-        pytest.skip("no Linux guest kernel: ./setup.sh --install-only fetches it")
+        pytest.skip(f"no {arch} Linux guest kernel: ./setup.sh --install-only fetches it")
     subprocess.run(["make", "-s", "-C", str(NATIVE_PROBE.parents[1])], check=True)
-    tmp = tmp_path_factory.mktemp("linux-guest-explain")
+    tmp = tmp_path_factory.mktemp(f"linux-guest-explain-{arch}")
     db = tmp / "irqlab.duckdb"
     (tmp / "hhog.c").write_text(_HOST_HOG_C)
-    subprocess.run(["cc", "-O2", "-o", str(tmp / "hhog"), str(tmp / "hhog.c")], check=True)
+    subprocess.run(["cc", "-O2", *(["-DSTAMP_MONO"] if arch != "x86_64" else []), "-o",
+                    str(tmp / "hhog"), str(tmp / "hhog.c")], check=True)
     hog = subprocess.Popen([str(tmp / "hhog"), str(HOST_CPU), str(HOST_HOG_PRIO),
                             str(180 * 10**9)], stdout=subprocess.PIPE, text=True)
     try:
         run = _run_with_vmm_off_cpu([sys.executable, "-m", "irqlab.cli.main", "run", "--target",
-                              "linux-guest", "--accel", "tcg", "--boot-timeout", "120s",
+                              "linux-guest", "--arch", arch, "--accel", "tcg",
+                              "--boot-timeout", "120s",
                               "--duration", f"{RUN_S}s", "--trace", "--load", "guest-hog",
                               "--pin", str(HOST_CPU), "--prio", str(VCPU_PRIO), "--json",
                               "--name", "crossed", "--db", str(db)],
@@ -201,12 +217,13 @@ def crossed(tmp_path_factory):
         guest_meta = row.metadata["hooks"]["trace"]["guest"]
         hog_meta = row.metadata["hooks"]["load:guest-hog"]
     gheader, gpages = read_archive(guest_meta["file"])
-    clock = GuestHostClock(gheader["guest_anchors"])
+    clock = GuestHostClock(gheader["guest_anchors"], gheader.get("guest_counter_hz", 0))
     clock.offset = js["clock"]["offset_tick"]
-    assert hheader["clock"] == "x86-tsc", hheader["clock"]     # the hog's stamps' clock
+    assert hheader["clock"] == HOST_TRACE_CLOCK[arch], hheader["clock"]   # the stamps'
     host_spins = [(clock.to_guest(a), clock.to_guest(b)) for a, b in host_spins_tsc]
     return dict(js=js, res=res, guest_spins=_guest_spins(gheader, gpages),
-                host_spins=host_spins, guest_meta=guest_meta, hog_meta=hog_meta)
+                host_spins=host_spins, guest_meta=guest_meta, hog_meta=hog_meta,
+                arch=arch, run=row, gheader=gheader)
 
 
 def _largest(att, layer: str) -> str:
@@ -233,6 +250,26 @@ def test_the_guest_capture_came_back_with_its_clock(crossed):
     assert crossed["hog_meta"]["status"] == "ok", crossed["hog_meta"]
     assert js["source"] == "linux-guest" and js["clock"]["error_bound_ns"] is not None
     assert js["clock"]["anchors"] > 0
+
+
+def test_the_guest_is_the_arch_asked_and_its_figures_are_emulated(crossed):
+    run, g = crossed["run"], crossed["gheader"]
+    assert run.accel.startswith("tcg") and run.emulated and run.arch == crossed["arch"]
+    if crossed["arch"] == "arm64":
+        # the guest's counter (CNTVCT_EL0 at QEMU's 62.5 MHz) taken in ns; the timer IRQ
+        # stage is arm64's arch_timer IRQ, and the error bound at least one counter tick
+        assert g["kernel"].endswith("-arm64") and g["guest_counter_hz"] == 62_500_000
+        clock = crossed["js"]["clock"]
+        assert clock["guest_counter_hz"] == 62_500_000 and clock["consistent"]
+        assert 16 <= clock["error_bound_ns"] <= 1_000_000, clock
+        assert not any(c["source"] == "tcg" for c in clock["candidates"])
+        stages = [a.stages for a in crossed["res"].samples if a.status == "explained"]
+        assert sum(any(n == "timer IRQ entry" for n, _t in st) for st in stages) \
+            >= 0.9 * len(stages)
+        assert any(c.startswith("guest: hardirq: irq ") and c.endswith(" arch_timer")
+                   for a in crossed["res"].samples for c in a.causes)
+    else:
+        assert g.get("guest_counter_hz", 0) == 0
 
 
 def test_every_cause_names_its_layer_and_they_add_up(crossed):
@@ -277,5 +314,6 @@ def test_figures(crossed):
              "host: vCPU thread preempted by irqlab-hhog/")):
         judged = _judged(res, mine, other)
         good = sum(_largest(a, layer).startswith(label) for a in judged)
-        print(f"\n{name}: {good} of {len(judged)} spikes named ({len(mine)} spins); "
+        print(f"\n{crossed['arch']} {name}: {good} of {len(judged)} spikes named "
+              f"({len(mine)} spins); "
               f"clock error bound {crossed['js']['clock']['error_bound_ns']} ns")
