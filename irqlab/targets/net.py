@@ -224,7 +224,8 @@ class NetTarget(Target):
     def open_source(self, cfg: Any, process: MeasuredProcess) -> SampleSource:
         assert isinstance(process, NetGuest)
         return NetSource(process.mem_path, on_finish=process.request_stop,
-                         finish_wait_s=REPLY_TIMEOUT_NS / 1e9 + 2.0)
+                         finish_wait_s=REPLY_TIMEOUT_NS / 1e9 + 2.0,
+                         guest_arch=cfg.options.arch)
 
     def process_metadata(self, process: MeasuredProcess) -> dict[str, Any]:
         assert isinstance(process, NetGuest)
