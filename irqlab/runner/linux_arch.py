@@ -44,6 +44,7 @@ class LinuxGuestArch:
     params: str                  # per-architecture kernel parameters
     build: Path                  # probes/native's build directory of the guest's programs
     kernel_env: str              # the variable that overrides the cached kernel
+    modules_env: str             # ... and the net guest's cached virtio modules
     cache_subdir: str            # below ~/.cache/irqlab/linux ("" for amd64)
     host_trace_clock: str | None  # the host capture's trace clock (None: x86-tsc)
     fetch: str                   # the command that caches the kernel and its modules
@@ -80,12 +81,13 @@ class LinuxGuestArch:
 LINUX_ARCHES: dict[str, LinuxGuestArch] = {
     "x86_64": LinuxGuestArch(
         arch="x86_64", deb_arch="amd64", console="ttyS0", params="tsc=reliable",
-        build=NATIVE_BUILD, kernel_env="IRQLAB_LINUX_KERNEL", cache_subdir="",
+        build=NATIVE_BUILD, kernel_env="IRQLAB_LINUX_KERNEL",
+        modules_env="IRQLAB_LINUX_NET_MODULES", cache_subdir="",
         host_trace_clock=None, fetch="./setup.sh --install-only"),
     "arm64": LinuxGuestArch(
         arch="arm64", deb_arch="arm64", console="ttyAMA0", params="kpti=0",
         build=NATIVE_BUILD / "arm64", kernel_env="IRQLAB_LINUX_KERNEL_ARM64",
-        cache_subdir="arm64", host_trace_clock="mono",
+        modules_env="IRQLAB_LINUX_NET_MODULES_ARM64", cache_subdir="arm64", host_trace_clock="mono",
         fetch="scripts/fetch-linux-net.sh arm64 (./setup.sh --install-only runs it)"),
 }
 

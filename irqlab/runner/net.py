@@ -234,14 +234,14 @@ def virtio_net_device(options: dict[str, str] | None = None) -> str:
 
 def net_modules_dir(kernel: Path, arch: str = "x86_64") -> Path:
     """The virtio-net modules of ``kernel`` (scripts/fetch-linux-net.sh puts them
-    beside the cached kernel of ``arch``; $IRQLAB_LINUX_NET_MODULES overrides, for
-    x86_64, $IRQLAB_LINUX_NET_MODULES_ARM64 for arm64)."""
-    env = os.environ.get("IRQLAB_LINUX_NET_MODULES"
-                         + ("" if arch == "x86_64" else f"_{arch.upper()}"))
+    beside the cached kernel of ``arch``; the architecture's ``modules_env``,
+    $IRQLAB_LINUX_NET_MODULES for x86_64, overrides)."""
+    guest = linux_arch(arch)
+    env = os.environ.get(guest.modules_env)
     if env:
         return Path(env)
     version = Path(os.path.realpath(kernel)).name.removeprefix("vmlinuz-")
-    return linux_arch(arch).kernel_cache_dir() / f"net-modules-{version}"
+    return guest.kernel_cache_dir() / f"net-modules-{version}"
 
 
 def initramfs_extra(modules: Path, guest: LinuxGuestArch | None = None

@@ -31,7 +31,14 @@ The vCPU thread runs at SCHED_FIFO 50 (`--prio`), so the host's ordinary load (a
 machine) cannot preempt it and the two hogs are the spikes' causes; QEMU's other threads
 are kept on CPU 0 by the test: its main loop fires TCG's timers, and starved on CPU 1 by
 a guest busy in its hog it would make the guest's timer IRQ late for a host reason the
-capture of the vCPU thread alone does not show.
+capture of the vCPU thread alone does not show. The main loop also runs at SCHED_FIFO 50
+there: beside `stress-ng --cpu 1` it was otherwise kept off CPU 0 for 2-3 ms while the
+host hog spun on CPU 1 and the vCPU thread slept, waiting for the timer the main loop
+had to fire — rightly explained as `host: QEMU main loop (TCG's timers) preempted by
+stress-ng-cpu/…`, but then no spike of the hog's (2 of 68 judged, arm64 guest). A spike
+the host capture does not cover (the first ones: the host capture starts once the probe
+runs, the guest's before it; such a sample carries the note `host: window outside the
+capture`) is not judged for the host hog: no host cause can be named there (2 of 68).
 """
 
 from __future__ import annotations
@@ -142,7 +149,8 @@ def _children(pid: int) -> list[int]:
 
 
 def _keep_off_cpu(qemu: int) -> None:
-    """QEMU's threads other than its vCPUs onto CPU 0 (the module doc says why)."""
+    """QEMU's threads other than its vCPUs onto CPU 0, its main loop at SCHED_FIFO
+    VCPU_PRIO (the module doc says why)."""
     try:
         tids = os.listdir(f"/proc/{qemu}/task")
     except OSError:
@@ -152,6 +160,8 @@ def _keep_off_cpu(qemu: int) -> None:
             comm = Path(f"/proc/{qemu}/task/{tid}/comm").read_text()
             if not comm.startswith("CPU "):
                 os.sched_setaffinity(int(tid), {0})
+            if int(tid) == qemu and os.sched_getscheduler(qemu) != os.SCHED_FIFO:
+                os.sched_setscheduler(qemu, os.SCHED_FIFO, os.sched_param(VCPU_PRIO))
         except OSError:
             continue
 
@@ -231,10 +241,14 @@ def _largest(att, layer: str) -> str:
     return next((k for k, _v in att.ranked() if k.startswith(layer)), "")
 
 
-def _judged(res, mine, other):
+def _judged(res, mine, other, host_side: bool = False):
+    """The explained spikes that are the ``mine`` preempter's (module doc); with
+    ``host_side``, only those the host capture covers."""
     out = []
     for att in res.samples:
         if att.status != "explained":
+            continue
+        if host_side and any(n.startswith("host: ") for n in att.notes):
             continue
         if _overlap(att.start, att.end, other) or \
                 _overlap(att.start, att.end, mine) < att.latency_tick / 2:
@@ -292,7 +306,8 @@ def test_the_guest_hog_is_named_on_its_spikes(crossed):
 
 
 def test_the_host_hog_is_named_on_its_spikes(crossed):
-    judged = _judged(crossed["res"], crossed["host_spins"], crossed["guest_spins"])
+    judged = _judged(crossed["res"], crossed["host_spins"], crossed["guest_spins"],
+                     host_side=True)
     assert len(judged) >= 10, (len(judged), len(crossed["host_spins"]))
     hog = "host: vCPU thread preempted by irqlab-hhog/"
     good = [a for a in judged if _largest(a, "").startswith("host: ")
@@ -312,7 +327,7 @@ def test_figures(crossed):
              "guest: preempted by irqlab-hog/"),
             ("host hog", crossed["host_spins"], crossed["guest_spins"], "host: ",
              "host: vCPU thread preempted by irqlab-hhog/")):
-        judged = _judged(res, mine, other)
+        judged = _judged(res, mine, other, host_side=layer == "host: ")
         good = sum(_largest(a, layer).startswith(label) for a in judged)
         print(f"\n{crossed['arch']} {name}: {good} of {len(judged)} spikes named "
               f"({len(mine)} spins); "
