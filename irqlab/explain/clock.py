@@ -534,10 +534,11 @@ def fit_clock(trace: Trace, seq: np.ndarray, entry: np.ndarray, accel: str,
 
 
 def refine_with_causality(clock: ClockMap, timeline, entry: np.ndarray,
-                          max_samples: int = 5000) -> ClockMap:
+                          max_samples: int = 5000, what: str = "ISR entries") -> ClockMap:
     """Tighten the bounds: each ISR entry ran on the vCPU thread, so its host time lies in
     one of that thread's running segments. A sample whose whole uncertainty interval meets
-    exactly one running segment [s, t] gives ``entry - t <= offset <= entry - s``."""
+    exactly one running segment [s, t] gives ``entry - t <= offset <= entry - s``.
+    ``what`` names the guest times in the method (any time the guest ran at will do)."""
     if timeline is None or not clock.consistent or clock.lower is None or clock.upper is None:
         return clock
     # Widest running periods: an inferred switch-out may have come later than placed.
@@ -559,7 +560,7 @@ def refine_with_causality(clock: ClockMap, timeline, entry: np.ndarray,
             used += 1
     if used == 0:
         return clock
-    method = clock.method + f"; refined by {used} ISR entries inside vCPU run periods"
+    method = clock.method + f"; refined by {used} {what} inside vCPU run periods"
     candidates = clock.candidates
     if lo <= clock.offset <= hi:
         off = clock.offset

@@ -41,12 +41,15 @@ clock, the host's CLOCK_MONOTONIC plus a constant set when the VM started
 (irqlab.runner.linux_arch), so the rate is 1 and the offset, which no candidate gives,
 is fitted from the anchors alone (and refined by the ISR entries inside the vCPU
 thread's run periods). The bound is reported as ``error_bound_ns``: the fit's, plus one
-counter tick on arm64 (the anchors' resolution).
+counter tick on arm64 (the anchors' resolution), plus half the wider anchor's clock-read
+gap (region v2: the guest ns → counter line is that far off at most between its two
+anchors, which bracket the run).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +92,10 @@ class GuestHostClock:
         a0, a1 = anchors[0], anchors[1]
         self.m0, self.t0 = int(a0["mono_ns"]), self._ticks(a0["tsc"])
         self.rate = (self._ticks(a1["tsc"]) - self.t0) / (int(a1["mono_ns"]) - self.m0)
+        # Each anchor's clock reading is within half its two reads' gap of the counter's
+        # (region v2); the line through both is then that far off at most between them.
+        self.anchor_error_ns = max(int(a.get("gap_ns") or 0) for a in (a0, a1)) // 2 + 1 \
+            if any("gap_ns" in a for a in (a0, a1)) else 0
         self.offset = 0                 # guest counter - host tick, set by fit()
         self.fitted: Any = None
 
@@ -113,9 +120,13 @@ class GuestHostClock:
         return self.m0 + round((host_tick + self.offset - self.t0) / self.rate)
 
     def fit(self, host: Trace, seq: np.ndarray, entry_ns: np.ndarray, accel: str,
-            ex: Explainer, vcpu_tid: int | None) -> None:
+            ex: Explainer, vcpu_tid: int | None,
+            guest_events_ns: np.ndarray | None = None) -> None:
         """Fit the guest TSC -> host offset on the host capture's anchors, whose sample
-        entries are guest ns like the samples (converted here, as the samples are)."""
+        entries are guest ns like the samples (converted here, as the samples are).
+        ``guest_events_ns``: the guest trace's events on the vCPU's guest CPU; without a
+        candidate offset (arm64) they refine the bounds too: each was recorded while the
+        guest ran, so inside one of the vCPU thread's run periods, as an ISR entry is."""
         anchors = host.header.get("anchors", [])
         host.header["anchors"] = [[n, head, int(self.guest_tsc(seen)) if seen else 0]
                                   for n, head, seen in anchors]
@@ -127,6 +138,16 @@ class GuestHostClock:
                               tcg_host_counter=not self.counter_hz)
             if tl is not None:
                 clock = refine_with_causality(clock, tl, entry)
+                if self.counter_hz and guest_events_ns is not None \
+                        and len(guest_events_ns):
+                    clock = refine_with_causality(clock, tl,
+                                                  self.guest_tsc(guest_events_ns),
+                                                  what="guest trace events")
+            if self.counter_hz and clock.consistent and clock.lower is not None \
+                    and clock.upper is not None:
+                # No candidate to keep: the middle of what the anchors leave.
+                clock = replace(clock, offset=(clock.lower + clock.upper) // 2,
+                                error=(clock.upper - clock.lower + 1) // 2)
             self.fitted = check_causality(clock, seq, entry)
         finally:
             host.header["anchors"] = anchors
@@ -136,7 +157,7 @@ class GuestHostClock:
         """The explain object's ``clock`` (docs/formats.md §9, source "linux-guest")."""
         c = self.fitted
         host = c.as_dict(1_000_000_000) if c is not None else {}
-        bound = (round(c.error / self.rate) + self.counter_tick_ns
+        bound = (round(c.error / self.rate) + self.counter_tick_ns + self.anchor_error_ns
                  if c is not None else None)
         path = ("guest ns -> guest CNTVCT_EL0 in ns (guest anchors, "
                 f"{self.counter_hz} Hz) -> host CLOCK_MONOTONIC (TCG: QEMU's virtual "
@@ -154,6 +175,7 @@ class GuestHostClock:
                                                 "samples": []}),
             "guest_tsc_per_ns": self.rate,
             "guest_counter_hz": self.counter_hz,
+            "anchor_error_ns": self.anchor_error_ns,
         }
 
 
@@ -325,6 +347,13 @@ class OnCpuGuest:
         return out
 
 
+def guest_events_on(trace: Trace, cpu: int) -> np.ndarray:
+    """The sorted times (guest ns) of every event the guest trace recorded on ``cpu``."""
+    parts = [t["ts"][t["cpu"] == cpu].astype(np.int64)
+             for t in trace.tables.values() if len(t) and "cpu" in t.cols]
+    return np.sort(np.concatenate(parts)) if parts else np.empty(0, np.int64)
+
+
 def _probe_threads(trace: Trace) -> dict[str, str]:
     """The probe's threads in the guest (by name: the guest capture has no VMM pid)."""
     sw = trace.t("sched_switch")
@@ -372,7 +401,7 @@ def explain_linux_guest(store: Store, run: RunRow, request: Request,
         cpu0 = min(host.vcpu_by_cpu) if host.vcpu_by_cpu else None
         clock.fit(htrace, s["seq"].astype(np.int64), s["entry_tick"].astype(np.int64),
                   run.accel or "", host.ex, host.vcpu_by_cpu.get(cpu0) if cpu0 is not None
-                  else None)
+                  else None, guest_events_on(gtrace, cpu0 if cpu0 is not None else 0))
     except StoreError as exc:
         host_why = str(exc)
     cpu_of = dict(zip(s["seq"].astype(np.int64).tolist(), s["cpu"].astype(np.int64).tolist()))

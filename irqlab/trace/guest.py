@@ -36,7 +36,7 @@ HEADER_BYTES = 4096
 STATES = {0: "not started", 1: "recording", 2: "done", 3: "error"}
 _HEAD = struct.Struct("<8sIIQQIIQ200s")
 _ANCHORS = struct.Struct("<II4Q")
-_COUNTER_HZ = struct.Struct("<Q")    # at 256 + _ANCHORS.size, version >= 2
+_V2 = struct.Struct("<3Q")   # at 256 + _ANCHORS.size, version >= 2: counter_hz, gap_ns[2]
 _REC = struct.Struct("<IIII")
 
 
@@ -54,14 +54,16 @@ def read_region(raw: bytes) -> tuple[dict[str, Any], list[tuple[int, bytes]]]:
     (_m, version, state, committed, dropped, ncpus, page_bytes, _size,
      error) = _HEAD.unpack_from(raw, 0)
     n_anchors, _pad, m0, t0, m1, t1 = _ANCHORS.unpack_from(raw, 256)
-    (counter_hz,) = _COUNTER_HZ.unpack_from(raw, 256 + _ANCHORS.size) if version >= 2 \
-        else (0,)
+    counter_hz, g0, g1 = _V2.unpack_from(raw, 256 + _ANCHORS.size) if version >= 2 \
+        else (0, None, None)
     facts: dict[str, Any] = {
         "version": version, "state": STATES.get(state, str(state)),
         "error": error.split(b"\0", 1)[0].decode("utf-8", "replace") or None,
         "dropped_pages": dropped, "ncpus": ncpus, "page_bytes": page_bytes,
         "committed_bytes": committed, "counter_hz": counter_hz,
-        "guest_anchors": [{"mono_ns": m0, "tsc": t0}, {"mono_ns": m1, "tsc": t1}]
+        "guest_anchors": [{"mono_ns": m, "tsc": t, **({"gap_ns": g} if g is not None
+                                                       else {})}
+                          for m, t, g in ((m0, t0, g0), (m1, t1, g1))]
         if n_anchors == 2 else [],
         "files": {}}
     pages: list[tuple[int, bytes]] = []

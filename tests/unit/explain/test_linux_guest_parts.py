@@ -26,7 +26,7 @@ def _region(records: bytes, state: int = 2, committed: int | None = None,
                        HEADER_BYTES + len(records) + 64, b"")
     head = head.ljust(256, b"\0") + struct.pack("<II4Q", 2, 0, 100, 1000, 200, 1250)
     if version >= 2:
-        head += struct.pack("<Q", counter_hz)
+        head += struct.pack("<3Q", counter_hz, 700, 300)
     return head.ljust(HEADER_BYTES, b"\0") + records + b"\xff" * 64   # junk past the end
 
 
@@ -54,6 +54,10 @@ def test_version_2_gives_the_counters_rate():
     facts, _pages = read_region(_region(b"", version=2, counter_hz=62_500_000))
     assert facts["counter_hz"] == 62_500_000
     assert archive_header(facts, 1)["guest_counter_hz"] == 62_500_000
+    # each anchor's clock-read gap: the clock map's bound grows by half the wider
+    assert [a["gap_ns"] for a in facts["guest_anchors"]] == [700, 300]
+    assert GuestHostClock(facts["guest_anchors"], 62_500_000).anchor_error_ns == 351
+    assert "gap_ns" not in read_region(_region(b""))[0]["guest_anchors"][0]
     assert read_region(_region(b"", version=1))[0]["counter_hz"] == 0
     assert read_region(_region(b"", version=2, counter_hz=0))[0]["counter_hz"] == 0
 
