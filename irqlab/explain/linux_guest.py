@@ -34,16 +34,19 @@ CLOCK_MONOTONIC and its counter back to back at the start and at every drain of 
 trace (``guest_anchors``), which gives the counter as a linear function of guest ns; the
 host capture's ring-read anchors (a sample seen between two trace markers,
 irqlab.explain.clock) then bound the counter → host offset and check the candidates.
-x86: the counter is the guest TSC (plain TCG: guest TSC = host TSC; KVM: debugfs
-tsc-offset). arm64: the counter is CNTVCT_EL0, taken in ns at its rate
-(``guest_counter_hz``, 62.5 MHz under QEMU: 16 ns a tick); under TCG it is QEMU's virtual
-clock, the host's CLOCK_MONOTONIC plus a constant set when the VM started
-(irqlab.runner.linux_arch), so the rate is 1 and the offset, which no candidate gives,
-is fitted from the anchors alone (and refined by the ISR entries inside the vCPU
-thread's run periods). The bound is reported as ``error_bound_ns``: the fit's, plus one
-counter tick on arm64 (the anchors' resolution), plus half the wider anchor's clock-read
-gap (region v2: the guest ns → counter line is that far off at most between its two
-anchors, which bracket the run).
+x86: the counter is the guest TSC (candidates: plain TCG guest TSC = host TSC, KVM
+debugfs tsc-offset; QEMU 7.2's TCG TSC counts from the VM's start, so the anchors reject
+that candidate there, by the host TSC at the start). arm64: the counter is CNTVCT_EL0,
+taken in ns at its rate (``guest_counter_hz``, 62.5 MHz under QEMU: 16 ns a tick); under
+TCG it is QEMU's virtual clock, the host's CLOCK_MONOTONIC plus a constant set when the
+VM started (irqlab.runner.linux_arch), so the rate is 1 and the offset, which no
+candidate gives, is fitted from the anchors alone. Either way the bounds are then
+refined by the ISR entries and by the guest trace's own events on the vCPU's guest CPU
+(each recorded while the guest ran, so inside one of the vCPU thread's run periods), and
+without an accepted candidate the offset is their middle. The bound is reported as
+``error_bound_ns``: the fit's, plus one counter tick on arm64 (the anchors'
+resolution), plus half the wider anchor's clock-read gap (region v2: the guest ns →
+counter line is that far off at most between its two anchors, which bracket the run).
 """
 
 from __future__ import annotations
@@ -124,9 +127,9 @@ class GuestHostClock:
             guest_events_ns: np.ndarray | None = None) -> None:
         """Fit the guest TSC -> host offset on the host capture's anchors, whose sample
         entries are guest ns like the samples (converted here, as the samples are).
-        ``guest_events_ns``: the guest trace's events on the vCPU's guest CPU; without a
-        candidate offset (arm64) they refine the bounds too: each was recorded while the
-        guest ran, so inside one of the vCPU thread's run periods, as an ISR entry is."""
+        ``guest_events_ns``: the guest trace's events on the vCPU's guest CPU; they
+        refine the bounds too: each was recorded while the guest ran, so inside one of
+        the vCPU thread's run periods, as an ISR entry is."""
         anchors = host.header.get("anchors", [])
         host.header["anchors"] = [[n, head, int(self.guest_tsc(seen)) if seen else 0]
                                   for n, head, seen in anchors]
@@ -138,13 +141,12 @@ class GuestHostClock:
                               tcg_host_counter=not self.counter_hz)
             if tl is not None:
                 clock = refine_with_causality(clock, tl, entry)
-                if self.counter_hz and guest_events_ns is not None \
-                        and len(guest_events_ns):
+                if guest_events_ns is not None and len(guest_events_ns):
                     clock = refine_with_causality(clock, tl,
                                                   self.guest_tsc(guest_events_ns),
                                                   what="guest trace events")
-            if self.counter_hz and clock.consistent and clock.lower is not None \
-                    and clock.upper is not None:
+            if clock.consistent and clock.lower is not None and clock.upper is not None \
+                    and not any(c.get("status") == "accepted" for c in clock.candidates):
                 # No candidate to keep: the middle of what the anchors leave.
                 clock = replace(clock, offset=(clock.lower + clock.upper) // 2,
                                 error=(clock.upper - clock.lower + 1) // 2)
