@@ -123,6 +123,8 @@ scripts/build-xen-rtds.sh arm64 amd64 || log "Xen with RTDS/null not built: --xe
 # kernel's Xen modules, unpacked into the cache (never installed on the host).
 scripts/fetch-xen-dom0.sh || log "dom0 toolstack not fetched: --xen-dom0 linux unavailable"
 scripts/fetch-xen-dom0.sh arm64 || log "arm64 dom0 not fetched: --xen-dom0 linux --arch arm64 unavailable"
+# --target linux-guest|net --arch arm64: Debian's arm64 kernel and its virtio-net modules.
+scripts/fetch-linux-net.sh arm64 || log "arm64 Linux guest not fetched: --target linux-guest|net --arch arm64 unavailable"
 lava/fetch-schema.sh || log "LAVA schemas not fetched: lava/ is checked by its own test only"
 scripts/fetch-u-boot.sh || log "U-Boot for QEMU not fetched: the labgrid U-Boot test skips"
 

@@ -206,6 +206,11 @@ ENVIRONMENT: list[tuple[str, str]] = [
                             "cached Debian vmlinuz)"),
     ("IRQLAB_LINUX_NET_MODULES", "network driver modules for the net target's guest "
                                  "(default: those beside the cached kernel)"),
+    ("IRQLAB_LINUX_KERNEL_ARM64", "guest kernel (an arm64 Image) for --target linux-guest "
+                                  "and net with --arch arm64 (default: the cached Debian "
+                                  "arm64 vmlinuz)"),
+    ("IRQLAB_LINUX_NET_MODULES_ARM64", "network driver modules for the net target's arm64 "
+                                       "guest (default: those beside its cached kernel)"),
     ("IRQLAB_NATIVE", "0: use the numpy code instead of the C fast paths"),
     ("IRQLAB_PROGRESS", "0: no progress bars (they are shown only on a terminal)"),
     ("IRQLAB_DEBUG", "1: show tracebacks of internal errors"),

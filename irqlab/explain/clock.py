@@ -444,11 +444,14 @@ def debugfs_candidates(trace: Trace, vcpu_tid: int | None
 
 def fit_clock(trace: Trace, seq: np.ndarray, entry: np.ndarray, accel: str,
               timeline: ThreadTimeline | None = None, deadline: np.ndarray | None = None,
-              vcpu_tid: int | None = None) -> ClockMap:
+              vcpu_tid: int | None = None, tcg_host_counter: bool = True) -> ClockMap:
     """Bound the offset from the anchors; see the module doc. ``timeline``: the vCPU
     thread's states (without it every anchor's upper bound is trusted, as before).
     ``deadline``: the samples' deadline ticks, for the kvm_msr anchors (none without it);
-    ``vcpu_tid``: the vCPU thread whose kvm_msr/wakeup events count (all without it)."""
+    ``vcpu_tid``: the vCPU thread whose kvm_msr/wakeup events count (all without it);
+    ``tcg_host_counter``: under plain TCG the guest's ticks are the host trace clock's
+    (x86: QEMU's rdtsc reads the host TSC), so offset 0 is a candidate; False when they
+    are not (an arm64 guest's counter: QEMU's virtual clock)."""
     seq = np.asarray(seq, np.int64)
     entry = np.asarray(entry, np.int64)
     ring = ring_read_bounds(trace, seq, entry, timeline)
@@ -481,7 +484,7 @@ def fit_clock(trace: Trace, seq: np.ndarray, entry: np.ndarray, accel: str,
 
     candidates: list[tuple[int, str, str]] = []
     info: list[dict[str, Any]] = []
-    if accel.startswith("tcg") and "icount" not in accel:
+    if tcg_host_counter and accel.startswith("tcg") and "icount" not in accel:
         candidates.append((0, "tcg", "guest TSC = host TSC (TCG)"))
     dbg, dbg_unusable = debugfs_candidates(trace, vcpu_tid)
     candidates += dbg
@@ -531,10 +534,11 @@ def fit_clock(trace: Trace, seq: np.ndarray, entry: np.ndarray, accel: str,
 
 
 def refine_with_causality(clock: ClockMap, timeline, entry: np.ndarray,
-                          max_samples: int = 5000) -> ClockMap:
+                          max_samples: int = 5000, what: str = "ISR entries") -> ClockMap:
     """Tighten the bounds: each ISR entry ran on the vCPU thread, so its host time lies in
     one of that thread's running segments. A sample whose whole uncertainty interval meets
-    exactly one running segment [s, t] gives ``entry - t <= offset <= entry - s``."""
+    exactly one running segment [s, t] gives ``entry - t <= offset <= entry - s``.
+    ``what`` names the guest times in the method (any time the guest ran at will do)."""
     if timeline is None or not clock.consistent or clock.lower is None or clock.upper is None:
         return clock
     # Widest running periods: an inferred switch-out may have come later than placed.
@@ -556,7 +560,7 @@ def refine_with_causality(clock: ClockMap, timeline, entry: np.ndarray,
             used += 1
     if used == 0:
         return clock
-    method = clock.method + f"; refined by {used} ISR entries inside vCPU run periods"
+    method = clock.method + f"; refined by {used} {what} inside vCPU run periods"
     candidates = clock.candidates
     if lo <= clock.offset <= hi:
         off = clock.offset

@@ -29,17 +29,30 @@ taken from the guest's ``IRQ latency`` causes and named ``host: QEMU main loop (
 timers) preempted by COMM/PID``.
 
 **Clock (guest → host).** The samples are guest CLOCK_MONOTONIC ns; the host capture is
-on the host TSC. The guest reads its CLOCK_MONOTONIC and TSC back to back at the start
-and at every drain of its trace (``guest_anchors``), which gives guest TSC as a linear
-function of guest ns; the host capture's ring-read anchors (a sample seen between two
-trace markers, irqlab.explain.clock) then bound the guest TSC → host TSC offset and
-check the candidates (plain TCG: guest TSC = host TSC; KVM: debugfs tsc-offset). The
-bound is reported as ``error_bound_ns``.
+on the host TSC (x86) or the host's CLOCK_MONOTONIC (arm64). The guest reads its
+CLOCK_MONOTONIC and its counter back to back at the start and at every drain of its
+trace (``guest_anchors``), which gives the counter as a linear function of guest ns; the
+host capture's ring-read anchors (a sample seen between two trace markers,
+irqlab.explain.clock) then bound the counter → host offset and check the candidates.
+x86: the counter is the guest TSC (candidates: plain TCG guest TSC = host TSC, KVM
+debugfs tsc-offset; QEMU 7.2's TCG TSC counts from the VM's start, so the anchors reject
+that candidate there, by the host TSC at the start). arm64: the counter is CNTVCT_EL0,
+taken in ns at its rate (``guest_counter_hz``, 62.5 MHz under QEMU: 16 ns a tick); under
+TCG it is QEMU's virtual clock, the host's CLOCK_MONOTONIC plus a constant set when the
+VM started (irqlab.runner.linux_arch), so the rate is 1 and the offset, which no
+candidate gives, is fitted from the anchors alone. Either way the bounds are then
+refined by the ISR entries and by the guest trace's own events on the vCPU's guest CPU
+(each recorded while the guest ran, so inside one of the vCPU thread's run periods), and
+without an accepted candidate the offset is their middle. The bound is reported as
+``error_bound_ns``: the fit's, plus one counter tick on arm64 (the anchors'
+resolution), plus half the wider anchor's clock-read gap (region v2: the guest ns →
+counter line is that far off at most between its two anchors, which bracket the run).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -68,17 +81,36 @@ GUEST_TIME = (VCPU_RUNNING, VCPU_BLOCKED)
 
 
 class GuestHostClock:
-    """guest CLOCK_MONOTONIC ns -> guest TSC (guest anchors) -> host trace ticks
-    (offset fitted on the host capture's ring-read anchors)."""
+    """guest CLOCK_MONOTONIC ns -> guest counter (guest anchors; x86: TSC ticks, arm64:
+    CNTVCT_EL0 in ns) -> host trace ticks (offset fitted on the host capture's ring-read
+    anchors)."""
 
-    def __init__(self, anchors: list[dict[str, int]]) -> None:
+    def __init__(self, anchors: list[dict[str, int]], counter_hz: int = 0) -> None:
+        """``counter_hz``: the counter's rate when the architecture gives it (arm64's
+        CNTFRQ_EL0; the counter is then taken in ns, the host's mono clock's unit), 0 for
+        the TSC (taken as it is)."""
         if len(anchors) < 2 or anchors[1]["mono_ns"] <= anchors[0]["mono_ns"]:
             raise ValueError("the guest capture has no two clock anchors")
+        self.counter_hz = int(counter_hz or 0)
         a0, a1 = anchors[0], anchors[1]
-        self.m0, self.t0 = int(a0["mono_ns"]), int(a0["tsc"])
-        self.rate = (int(a1["tsc"]) - self.t0) / (int(a1["mono_ns"]) - self.m0)
-        self.offset = 0                 # guest TSC - host tick, set by fit()
+        self.m0, self.t0 = int(a0["mono_ns"]), self._ticks(a0["tsc"])
+        self.rate = (self._ticks(a1["tsc"]) - self.t0) / (int(a1["mono_ns"]) - self.m0)
+        # Each anchor's clock reading is within half its two reads' gap of the counter's
+        # (region v2); the line through both is then that far off at most between them.
+        self.anchor_error_ns = max(int(a.get("gap_ns") or 0) for a in (a0, a1)) // 2 + 1 \
+            if any("gap_ns" in a for a in (a0, a1)) else 0
+        self.offset = 0                 # guest counter - host tick, set by fit()
         self.fitted: Any = None
+
+    def _ticks(self, counter: int) -> int:
+        """A counter reading in the clock's unit (ns at ``counter_hz``, else as is)."""
+        c = int(counter)
+        return c * 1_000_000_000 // self.counter_hz if self.counter_hz else c
+
+    @property
+    def counter_tick_ns(self) -> int:
+        """One counter tick in ns (0: the TSC, finer than the anchors' own error)."""
+        return -(-1_000_000_000 // self.counter_hz) if self.counter_hz else 0
 
     def guest_tsc(self, mono_ns: np.ndarray | int) -> np.ndarray:
         m = np.asarray(mono_ns, dtype=np.int64)
@@ -91,18 +123,33 @@ class GuestHostClock:
         return self.m0 + round((host_tick + self.offset - self.t0) / self.rate)
 
     def fit(self, host: Trace, seq: np.ndarray, entry_ns: np.ndarray, accel: str,
-            ex: Explainer, vcpu_tid: int | None) -> None:
+            ex: Explainer, vcpu_tid: int | None,
+            guest_events_ns: np.ndarray | None = None) -> None:
         """Fit the guest TSC -> host offset on the host capture's anchors, whose sample
-        entries are guest ns like the samples (converted here, as the samples are)."""
+        entries are guest ns like the samples (converted here, as the samples are).
+        ``guest_events_ns``: the guest trace's events on the vCPU's guest CPU; they
+        refine the bounds too: each was recorded while the guest ran, so inside one of
+        the vCPU thread's run periods, as an ISR entry is."""
         anchors = host.header.get("anchors", [])
         host.header["anchors"] = [[n, head, int(self.guest_tsc(seen)) if seen else 0]
                                   for n, head, seen in anchors]
         try:
             entry = self.guest_tsc(entry_ns)
             tl = ex.threads.get(vcpu_tid) if vcpu_tid is not None else None
-            clock = fit_clock(host, seq, entry, accel, tl, vcpu_tid=vcpu_tid)
+            # Plain TCG's guest TSC is the host's; an arm64 guest's counter is not.
+            clock = fit_clock(host, seq, entry, accel, tl, vcpu_tid=vcpu_tid,
+                              tcg_host_counter=not self.counter_hz)
             if tl is not None:
                 clock = refine_with_causality(clock, tl, entry)
+                if guest_events_ns is not None and len(guest_events_ns):
+                    clock = refine_with_causality(clock, tl,
+                                                  self.guest_tsc(guest_events_ns),
+                                                  what="guest trace events")
+            if clock.consistent and clock.lower is not None and clock.upper is not None \
+                    and not any(c.get("status") == "accepted" for c in clock.candidates):
+                # No candidate to keep: the middle of what the anchors leave.
+                clock = replace(clock, offset=(clock.lower + clock.upper) // 2,
+                                error=(clock.upper - clock.lower + 1) // 2)
             self.fitted = check_causality(clock, seq, entry)
         finally:
             host.header["anchors"] = anchors
@@ -112,10 +159,15 @@ class GuestHostClock:
         """The explain object's ``clock`` (docs/formats.md §9, source "linux-guest")."""
         c = self.fitted
         host = c.as_dict(1_000_000_000) if c is not None else {}
-        bound = round(c.error / self.rate) if c is not None else None
+        bound = (round(c.error / self.rate) + self.counter_tick_ns + self.anchor_error_ns
+                 if c is not None else None)
+        path = ("guest ns -> guest CNTVCT_EL0 in ns (guest anchors, "
+                f"{self.counter_hz} Hz) -> host CLOCK_MONOTONIC (TCG: QEMU's virtual "
+                "clock, one offset)" if self.counter_hz
+                else "guest ns -> guest TSC (guest anchors) -> host TSC")
         return {
             "method": "guest side exact (guest trace on the samples' CLOCK_MONOTONIC); "
-                      "host side: guest ns -> guest TSC (guest anchors) -> host TSC ("
+                      f"host side: {path} ("
                       + (c.method if c is not None else "no host capture") + ")",
             "offset_tick": self.offset, "error_bound_ns": bound,
             "lower_tick": host.get("lower_tick"), "upper_tick": host.get("upper_tick"),
@@ -124,6 +176,8 @@ class GuestHostClock:
             "causality": host.get("causality", {"checked": 0, "violations": 0,
                                                 "samples": []}),
             "guest_tsc_per_ns": self.rate,
+            "guest_counter_hz": self.counter_hz,
+            "anchor_error_ns": self.anchor_error_ns,
         }
 
 
@@ -295,6 +349,13 @@ class OnCpuGuest:
         return out
 
 
+def guest_events_on(trace: Trace, cpu: int) -> np.ndarray:
+    """The sorted times (guest ns) of every event the guest trace recorded on ``cpu``."""
+    parts = [t["ts"][t["cpu"] == cpu].astype(np.int64)
+             for t in trace.tables.values() if len(t) and "cpu" in t.cols]
+    return np.sort(np.concatenate(parts)) if parts else np.empty(0, np.int64)
+
+
 def _probe_threads(trace: Trace) -> dict[str, str]:
     """The probe's threads in the guest (by name: the guest capture has no VMM pid)."""
     sw = trace.t("sched_switch")
@@ -329,7 +390,8 @@ def explain_linux_guest(store: Store, run: RunRow, request: Request,
     progress.stage(f"attributing guest side ({gtrace.events:,} guest events)")
     res, tid = explain_native(run, gtrace, s, request, prio)
     on_cpu = OnCpuGuest(NativeAttributor(res.explainer, prio, sorted(res.explainer.vmm)))
-    clock = GuestHostClock(gheader.get("guest_anchors", []))
+    clock = GuestHostClock(gheader.get("guest_anchors", []),
+                           gheader.get("guest_counter_hz", 0))
     host: HostSide | None = None
     host_why = None
     try:
@@ -341,7 +403,7 @@ def explain_linux_guest(store: Store, run: RunRow, request: Request,
         cpu0 = min(host.vcpu_by_cpu) if host.vcpu_by_cpu else None
         clock.fit(htrace, s["seq"].astype(np.int64), s["entry_tick"].astype(np.int64),
                   run.accel or "", host.ex, host.vcpu_by_cpu.get(cpu0) if cpu0 is not None
-                  else None)
+                  else None, guest_events_on(gtrace, cpu0 if cpu0 is not None else 0))
     except StoreError as exc:
         host_why = str(exc)
     cpu_of = dict(zip(s["seq"].astype(np.int64).tolist(), s["cpu"].astype(np.int64).tolist()))

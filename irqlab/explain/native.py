@@ -8,7 +8,8 @@ TIMER_ABSTIME), so a sample's window [deadline, entry] is trace time as it is: t
 map is exact (``error_bound_ns`` 0).
 
 **Stages** (the first of each in the window, on the sample's CPU): deadline → *timer IRQ
-entry* (``irq_vectors:local_timer_entry``, else ``timers:hrtimer_expire_entry``) → *probe
+entry* (x86: ``irq_vectors:local_timer_entry``; arm64: ``irq:irq_handler_entry`` of the
+IRQ named ``arch_timer``; else ``timers:hrtimer_expire_entry``) → *probe
 thread woken* (``sched_waking`` of the probe thread) → *switched in* (``sched_switch`` to
 it) → *handler* (the probe's clock read after its wake-up: the sample's entry).
 
@@ -52,8 +53,14 @@ STAGE_ORDER = ("deadline", "timer IRQ entry", "probe thread woken", "switched in
                "handler")
 PROBE_RUNNING = "probe thread running (return to user space)"
 CPU_IDLE = "CPU idle while the probe thread was runnable"
-TIMER_EVENTS = ("local_timer_entry", "hrtimer_expire_entry")
-TIMER_EXITS = ("local_timer_exit", "hrtimer_expire_exit")     # the same order
+# The timer interrupt's entry and exit, best first: x86's local APIC timer vector, arm64's
+# per-CPU timer IRQ (an ordinary IRQ, irq_handler_entry/exit of ARCH_TIMER_IRQ), the
+# hrtimer expiry inside either (later than the entry).
+TIMER_EVENTS = ("local_timer_entry", "irq_handler_entry", "hrtimer_expire_entry")
+TIMER_EXITS = ("local_timer_exit", "irq_handler_exit", "hrtimer_expire_exit")  # same order
+# The name arm64's generic timer driver requests its IRQs under
+# (drivers/clocksource/arm_arch_timer.c: request_percpu_irq(..., "arch_timer", ...)).
+ARCH_TIMER_IRQ = "arch_timer"
 
 
 class NativeClock:
@@ -91,12 +98,20 @@ class NativeAttributor:
     @staticmethod
     def _timer_entries(trace: Trace, events: tuple[str, ...]) -> dict[int, np.ndarray]:
         """Per CPU, the sorted times of the first of ``events`` the capture has (the
-        timer interrupt's entries, or its exits)."""
+        timer interrupt's entries, or its exits); of the IRQ handler events, only the
+        arm64 timer's (ARCH_TIMER_IRQ)."""
+        timer_irqs = arch_timer_irqs(trace)
         for event in events:
             tb = trace.t(event)
-            if len(tb):
-                return {int(c): np.sort(tb["ts"][tb["cpu"] == c].astype(np.int64))
-                        for c in np.unique(tb["cpu"]).tolist()}
+            if not len(tb):
+                continue
+            ts, cpus = tb["ts"], tb["cpu"]
+            if event in ("irq_handler_entry", "irq_handler_exit"):
+                sel = np.isin(tb["irq"].astype(np.int64), timer_irqs)
+                ts, cpus = ts[sel], cpus[sel]
+            if len(ts):
+                return {int(c): np.sort(ts[cpus == c].astype(np.int64))
+                        for c in np.unique(cpus).tolist()}
         return {}
 
     def who(self, pid: int, comm: str) -> str:
@@ -250,8 +265,9 @@ class NativeAttributor:
             att.stages.append(("timer IRQ entry", t_irq))
             t = t_irq
         elif not awake:
-            att.stages_missing.append("timer IRQ entry (no local_timer_entry or "
-                                      "hrtimer_expire_entry on the CPU in the window)")
+            att.stages_missing.append("timer IRQ entry (no local_timer_entry, arch_timer "
+                                      "IRQ or hrtimer_expire_entry on the CPU in the "
+                                      "window)")
         if woken is not None and woken < t:     # the timer IRQ found came after it
             woken = self._woken(tid, t, b)
         if woken is not None:
@@ -267,6 +283,23 @@ class NativeAttributor:
         elif not (awake and seg.state == RUNNING):
             att.stages_missing.append("switched in (no sched_switch to it in the window)")
         att.stages.append(("handler", b))
+
+
+def arch_timer_irqs(trace: Trace) -> list[int]:
+    """The IRQ numbers the trace's ``irq_handler_entry`` names ARCH_TIMER_IRQ (arm64's
+    timer; none on x86, whose timer is a system vector)."""
+    e = trace.t("irq_handler_entry")
+    if not len(e):
+        return []
+    irq = e["irq"].astype(np.int64)
+    out = []
+    for n in np.unique(irq).tolist():
+        name = e["name"][np.flatnonzero(irq == n)[0]]
+        text = name.split(b"\0", 1)[0].decode("utf-8", "replace") \
+            if isinstance(name, bytes) else str(name)
+        if text == ARCH_TIMER_IRQ:
+            out.append(int(n))
+    return out
 
 
 def switch_priorities(header: dict[str, Any], per_cpu: dict[int, bytes]) -> dict[int, int]:

@@ -34,6 +34,7 @@ from typing import Any
 from irqlab.paths import built
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.fdt import FdtError, compile_dts
+from irqlab.runner.linux_arch import LINUX_ARCHES
 from irqlab.runner.linux_guest import _newc_entry
 from irqlab.runner.process import MeasuredProcess
 from irqlab.runner.qemu import base_argv, memfd_backend
@@ -41,6 +42,7 @@ from irqlab.runner.xen_dom0 import dom0_cache_dir, fetch_hint
 from irqlab.samples.layout import STATE_DONE, STATE_OFFSET
 
 KVM_HOST_SRC = Path(__file__).resolve().parents[2] / "probes" / "kvm-host"
+NATIVE_SRC = KVM_HOST_SRC.parent / "native"
 KVM_HOST_BUILD = built("probes/kvm-host/build")
 PROGRAMS = ("irqvmm", "irqlab-gtrace", "irqlab-hog")
 QEMU = "qemu-system-aarch64"
@@ -210,20 +212,28 @@ def reports_metadata(text: str) -> dict[str, Any]:
 
 
 def build_programs() -> dict[str, Path]:
-    """The L1's programs, (re)built by make when missing or older than their sources;
-    FileNotFoundError naming the fix."""
+    """The L1's programs, (re)built by make when missing or older than their sources:
+    irqvmm from probes/kvm-host, gtrace and the hog as an arm64 Linux guest has them
+    (probes/native's arm64 build: one build of each program). FileNotFoundError naming
+    the fix."""
+    arm64 = LINUX_ARCHES["arm64"]
+    where = {"irqvmm": KVM_HOST_BUILD / "irqvmm"}
+    where.update({p: arm64.program(p) for p in PROGRAMS if p != "irqvmm"})
     if shutil.which("aarch64-linux-gnu-gcc") is None:
-        missing = [p for p in PROGRAMS if not (KVM_HOST_BUILD / p).exists()]
+        missing = [p for p, path in where.items() if not path.exists()]
         if missing:
             raise FileNotFoundError(f"{', '.join(missing)} not built and "
                                     "aarch64-linux-gnu-gcc not found: run ./setup.sh "
                                     "--install-only")
-    elif (KVM_HOST_SRC / "Makefile").exists():
-        proc = subprocess.run(["make", "-s", "-C", str(KVM_HOST_SRC)], capture_output=True,
-                              text=True)
-        if proc.returncode:
-            raise OSError(f"building probes/kvm-host failed: {proc.stderr.strip()[-500:]}")
-    return {p: KVM_HOST_BUILD / p for p in PROGRAMS}
+        return where
+    for src, args in ((KVM_HOST_SRC, []), (NATIVE_SRC, ["ARCH=arm64"])):
+        if (src / "Makefile").exists():
+            proc = subprocess.run(["make", "-s", "-C", str(src), *args],
+                                  capture_output=True, text=True)
+            if proc.returncode:
+                raise OSError(f"building {src.name} for arm64 failed: "
+                              f"{proc.stderr.strip()[-500:]}")
+    return where
 
 
 def build_initramfs(dest: Path, init: str, programs: dict[str, Path], probe: Path,

@@ -1,9 +1,12 @@
 """A stock Debian Linux kernel in QEMU running the native probe (``--target linux-guest``).
 
-The kernel is Debian's linux-image (amd64) that ``setup.sh`` downloads with apt and
-extracts with dpkg-deb into ``$XDG_CACHE_HOME/irqlab/linux`` (default ~/.cache/irqlab/linux;
-``$IRQLAB_LINUX_KERNEL`` overrides). irqlab writes the initramfs itself (cpio "newc"):
-``/init`` is probes/native's irqlab-init, ``/irqlab-native`` the static probe.
+The kernel is Debian's linux-image that ``setup.sh`` downloads with apt and extracts with
+dpkg-deb into ``$XDG_CACHE_HOME/irqlab/linux`` (default ~/.cache/irqlab/linux;
+``$IRQLAB_LINUX_KERNEL`` overrides), amd64's there and arm64's in ``linux/arm64``
+(``$IRQLAB_LINUX_KERNEL_ARM64``; what differs per architecture is
+irqlab.runner.linux_arch). irqlab writes the initramfs itself (cpio "newc"): ``/init`` is
+probes/native's irqlab-init, ``/irqlab-native`` the static probe, both built for the
+guest's architecture.
 
 Samples cross through ivshmem-plain (docs/design.md, "Linux guest: ivshmem"): irqlab
 creates a memfd, QEMU exposes it as the device's BAR 2, the probe in the guest maps
@@ -13,7 +16,6 @@ on the host. The host reads them in place; the guest never exits to report a sam
 
 from __future__ import annotations
 
-import os
 import shutil
 import stat
 from abc import ABC, abstractmethod
@@ -22,29 +24,34 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from irqlab.runner.accel import AccelPlan
-from irqlab.runner.machines import machine_for
-from irqlab.runner.native import (NATIVE_BUILD, NATIVE_GTRACE, NATIVE_INIT, NATIVE_PROBE,
-                                  no_layout, probe_args)
+from irqlab.runner.linux_arch import LinuxGuestArch, linux_arch
+from irqlab.runner.machines import Machine, machine_for
+from irqlab.runner.native import NATIVE_INIT, NATIVE_PROBE, no_layout, probe_args
 from irqlab.runner.process import MeasuredProcess
 from irqlab.runner.qemu import base_argv, memfd_backend
 
-KERNEL_ENV = "IRQLAB_LINUX_KERNEL"
-HOG = NATIVE_BUILD / "irqlab-hog"
 GUEST_CAPACITY = 16384            # records per ring: 16 s at 1 ms, ample for 20 ms polls
+# The guest's programs (probes/native), each built for the guest's architecture.
+INIT, PROBE, GTRACE, HOG = "irqlab-init", "irqlab-native", "irqlab-gtrace", "irqlab-hog"
 
 
-def kernel_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return Path(base) / "irqlab" / "linux"
+def kernel_cache_dir(arch: str = "x86_64") -> Path:
+    return linux_arch(arch).kernel_cache_dir()
 
 
-def find_kernel() -> Path | None:
-    """The guest kernel: $IRQLAB_LINUX_KERNEL, else the cached Debian vmlinuz."""
-    env = os.environ.get(KERNEL_ENV)
-    if env:
-        return Path(env)
-    path = kernel_cache_dir() / "vmlinuz"
-    return path if path.exists() else None
+def find_kernel(arch: str = "x86_64") -> Path | None:
+    """The guest kernel of ``arch``: its $IRQLAB_LINUX_KERNEL*, else the cached vmlinuz."""
+    return linux_arch(arch).find_kernel()
+
+
+def check_built(guest: LinuxGuestArch, names: Sequence[str]) -> None:
+    """FileNotFoundError naming the fix when a guest program is not built."""
+    for name in names:
+        part = guest.program(name)
+        if not part.exists():
+            raise FileNotFoundError(f"{part} is not built: run `make -C probes/native`"
+                                    + (" (it needs gcc-aarch64-linux-gnu)"
+                                       if guest.arch == "arm64" else ""))
 
 
 def _newc_entry(name: str, mode: int, data: bytes = b"", rdev: tuple[int, int] = (0, 0),
@@ -112,10 +119,15 @@ class LinuxGuest(MeasuredProcess):
     # Bytes the ring directory + rings take, (rings, capacity) -> bytes: the ring
     # format belongs to the samples layer, which the runner does not import.
     layout_bytes: Callable[[int, int], int] = no_layout
+    arch: str = "x86_64"
 
     @property
-    def machine(self):
-        return machine_for("x86_64")
+    def machine(self) -> Machine:
+        return machine_for(self.arch)
+
+    @property
+    def guest(self) -> LinuxGuestArch:
+        return linux_arch(self.arch)
 
     def guest_cpus(self) -> list[int]:
         return list(self.cpus) if self.cpus else [0]
@@ -127,8 +139,7 @@ class LinuxGuest(MeasuredProcess):
                           self.capacity)
         # irqlab-init splits irqlab.args on ';' (probes/native/init.c): a value may be
         # a CPU list with commas.
-        cmdline = ("console=ttyS0 quiet panic=-1 tsc=reliable "
-                   f"irqlab.args={';'.join(args)}")
+        cmdline = f"{self.guest.cmdline()} irqlab.args={';'.join(args)}"
         if self.hog_args:
             cmdline += f" irqlab.hog={';'.join(self.hog_args)}"
         return (base_argv(self.machine.qemu, self.name, self.memory_mib, smp=max(cpus) + 1)
@@ -140,26 +151,21 @@ class LinuxGuest(MeasuredProcess):
 
     def start(self) -> None:
         """Build the initramfs, create the ring memory, start QEMU; OSError on failure."""
-        kernel = self.kernel or find_kernel()
+        guest = self.guest
+        kernel = self.kernel or guest.find_kernel()
         if kernel is None or not kernel.exists():
-            raise FileNotFoundError(
-                f"no Linux guest kernel: run ./setup.sh --install-only (it fetches Debian's "
-                f"linux-image into {kernel_cache_dir()}) or set ${KERNEL_ENV}")
-        for part in (NATIVE_PROBE, NATIVE_INIT):
-            if not part.exists():
-                raise FileNotFoundError(f"{part} is not built: run `make -C probes/native`")
+            raise FileNotFoundError(guest.missing_kernel())
+        check_built(guest, (PROBE, INIT) + ((HOG,) if self.hog_args else ()))
         if shutil.which(self.machine.qemu) is None:
             raise FileNotFoundError(f"{self.machine.qemu} not found: "
                                     f"{self.machine.install_hint}")
         # irqlab-gtrace runs only when --trace gives the guest its trace device
         # (irqlab.trace.guest); without it the initramfs is as before.
-        extra = ([("irqlab-gtrace", stat.S_IFREG | 0o755, NATIVE_GTRACE.read_bytes())]
-                 if NATIVE_GTRACE.exists() else [])
-        if self.hog_args:
-            if not HOG.exists():
-                raise FileNotFoundError(f"{HOG} is not built: run `make -C probes/native`")
-            extra.append(("irqlab-hog", stat.S_IFREG | 0o755, HOG.read_bytes()))
+        extra = [(name, stat.S_IFREG | 0o755, guest.program(name).read_bytes())
+                 for name in (GTRACE,) + ((HOG,) if self.hog_args else ())
+                 if guest.program(name).exists()]
         initrd = build_initramfs(self._workdir("irqlab-linux-") / "initramfs.cpio",
+                                 init=guest.program(INIT), probe=guest.program(PROBE),
                                  extra=extra)
         # ivshmem BARs are a power of two in size.
         shm_bytes = _pow2_at_least(self.layout_bytes(len(self.guest_cpus()), self.capacity))

@@ -19,7 +19,6 @@ from irqlab.runner.process import MeasuredProcess
 NATIVE_BUILD = built("probes/native/build")
 NATIVE_PROBE = NATIVE_BUILD / "irqlab-native"
 NATIVE_INIT = NATIVE_BUILD / "irqlab-init"
-NATIVE_GTRACE = NATIVE_BUILD / "irqlab-gtrace"   # the guest's ftrace streamer (--trace)
 DEFAULT_CAPACITY = 65536
 
 # Exit codes of irqlab-native (probes/native/native.c).

@@ -28,14 +28,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from irqlab.runner.accel import AccelPlan
-from irqlab.runner.linux_guest import build_initramfs, find_kernel, kernel_cache_dir
+from irqlab.runner.linux_arch import LinuxGuestArch, linux_arch
+from irqlab.runner.linux_guest import INIT, PROBE, build_initramfs, check_built
 from irqlab.runner.machines import Machine, machine_for
-from irqlab.runner.native import NATIVE_BUILD, NATIVE_INIT, NATIVE_PROBE, no_layout
+from irqlab.runner.native import NATIVE_BUILD, no_layout
 from irqlab.runner.process import ChildProcess, MeasuredProcess
 from irqlab.runner.qemu import base_argv
 
 NETSEND = NATIVE_BUILD / "irqlab-netsend"
-ECHO = NATIVE_BUILD / "irqlab-echo"
+ECHO = NATIVE_BUILD / "irqlab-echo"          # this host's build (the guest's: by arch)
 DISKIO = NATIVE_BUILD / "irqlab-diskio"
 DISK_ID = "irqlab-disk"
 IOTHREAD_ID = "irqlab-io"
@@ -231,21 +232,27 @@ def virtio_net_device(options: dict[str, str] | None = None) -> str:
     return f"virtio-net-pci,netdev={NETDEV_ID},romfile={extra}"
 
 
-def net_modules_dir(kernel: Path) -> Path:
+def net_modules_dir(kernel: Path, arch: str = "x86_64") -> Path:
     """The virtio-net modules of ``kernel`` (scripts/fetch-linux-net.sh puts them
-    beside the cached kernel; $IRQLAB_LINUX_NET_MODULES overrides)."""
-    env = os.environ.get("IRQLAB_LINUX_NET_MODULES")
+    beside the cached kernel of ``arch``; the architecture's ``modules_env``,
+    $IRQLAB_LINUX_NET_MODULES for x86_64, overrides)."""
+    guest = linux_arch(arch)
+    env = os.environ.get(guest.modules_env)
     if env:
         return Path(env)
     version = Path(os.path.realpath(kernel)).name.removeprefix("vmlinuz-")
-    return kernel_cache_dir() / f"net-modules-{version}"
+    return guest.kernel_cache_dir() / f"net-modules-{version}"
 
 
-def initramfs_extra(modules: Path) -> list[tuple[str, int, bytes]]:
-    """The responder and the modules (in their load order) for build_initramfs."""
+def initramfs_extra(modules: Path, guest: LinuxGuestArch | None = None
+                    ) -> list[tuple[str, int, bytes]]:
+    """The responder and the modules (in their load order) for build_initramfs; the
+    responder built for ``guest``'s architecture (default x86_64)."""
+    guest = guest or linux_arch("x86_64")
     order = (modules / "load-order").read_text().split()
-    out = [("irqlab-echo", stat.S_IFREG | 0o755, ECHO.read_bytes()),
-           ("irqlab-diskio", stat.S_IFREG | 0o755, DISKIO.read_bytes()),
+    out = [("irqlab-echo", stat.S_IFREG | 0o755, guest.program("irqlab-echo").read_bytes()),
+           ("irqlab-diskio", stat.S_IFREG | 0o755,
+            guest.program("irqlab-diskio").read_bytes()),
            ("lib", stat.S_IFDIR | 0o755, b""),
            ("lib/modules", stat.S_IFDIR | 0o755, b""),
            ("lib/modules/load-order", stat.S_IFREG | 0o644, "\n".join(order).encode())]
@@ -288,10 +295,15 @@ class NetGuest(MeasuredProcess):
     _network_up: bool = field(default=False, init=False)
     _disk_fd: int = field(default=-1, init=False)
     disk_io: dict[str, int] | None = field(default=None, init=False)
+    arch: str = "x86_64"
 
     @property
     def machine(self) -> Machine:
-        return machine_for("x86_64")
+        return machine_for(self.arch)
+
+    @property
+    def guest(self) -> LinuxGuestArch:
+        return linux_arch(self.arch)
 
     @property
     def proc(self):
@@ -313,7 +325,7 @@ class NetGuest(MeasuredProcess):
         disk = ""
         if self.disk is not None and self.disk.load_args:
             disk = f" irqlab.disk={';'.join(['--dev', '/dev/vda', *self.disk.load_args])}"
-        return ("console=ttyS0 quiet panic=-1 tsc=reliable "
+        return (f"{self.guest.cmdline()} "
                 f"irqlab.net={self.network.guest_cidr()} irqlab.echo={';'.join(echo)}"
                 + disk)
 
@@ -337,19 +349,19 @@ class NetGuest(MeasuredProcess):
 
     def _check(self) -> tuple[Path, Path]:
         """The kernel and its virtio-net modules; FileNotFoundError naming the fix."""
-        kernel = self.kernel or find_kernel()
+        guest = self.guest
+        kernel = self.kernel or guest.find_kernel()
         if kernel is None or not kernel.exists():
-            raise FileNotFoundError(
-                f"no Linux guest kernel: run ./setup.sh --install-only (it fetches Debian's "
-                f"linux-image into {kernel_cache_dir()}) or set $IRQLAB_LINUX_KERNEL")
-        modules = net_modules_dir(kernel)
+            raise FileNotFoundError(guest.missing_kernel())
+        modules = net_modules_dir(kernel, self.arch)
         if not (modules / "load-order").exists():
             raise FileNotFoundError(
                 f"no virtio-net modules for {kernel.name} in {modules}: run "
-                f"scripts/fetch-linux-net.sh (./setup.sh --install-only runs it)")
-        for part in (NETSEND, ECHO, DISKIO, NATIVE_INIT, NATIVE_PROBE):
-            if not part.exists():
-                raise FileNotFoundError(f"{part} is not built: run `make -C probes/native`")
+                f"scripts/fetch-linux-net.sh {guest.deb_arch} (./setup.sh --install-only "
+                f"runs it)")
+        if not NETSEND.exists():
+            raise FileNotFoundError(f"{NETSEND} is not built: run `make -C probes/native`")
+        check_built(guest, ("irqlab-echo", "irqlab-diskio", INIT, PROBE))
         if shutil.which(self.machine.qemu) is None:
             raise FileNotFoundError(f"{self.machine.qemu} not found: "
                                     f"{self.machine.install_hint}")
@@ -359,8 +371,10 @@ class NetGuest(MeasuredProcess):
         """Network, initramfs, QEMU, then the sender; OSError (with the fix) on failure.
         Whatever was made is undone by stop(), which the run flow always calls."""
         kernel, modules = self._check()
+        guest = self.guest
         initrd = build_initramfs(self._workdir("irqlab-net-") / "initramfs.cpio",
-                                 extra=initramfs_extra(modules))
+                                 init=guest.program(INIT), probe=guest.program(PROBE),
+                                 extra=initramfs_extra(modules, guest))
         self._create_memfd("irqlab-net-ring", self.layout_bytes(1, RING_CAPACITY))
         if self.disk is not None:
             self._create_disk(self.disk.size_mib << 20)

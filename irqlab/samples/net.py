@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import struct
 import time
+from dataclasses import replace
 from typing import Any, Callable
 
+from irqlab.samples.layout import RingHeader
 from irqlab.samples.multiring import MultiRingReader
 
 NET_BLOCK_OFFSET = 3072
@@ -30,13 +32,20 @@ _B_KERNEL_TS, _B_LOOPBACK, _B_OWN_NETNS, _B_ICMP = 1, 2, 4, 8
 
 class NetSource(MultiRingReader):
     """The sender's ring and net block; ``on_finish`` asks the sender to stop sending,
-    ``finish_wait_s`` bounds the wait for the packets in flight."""
+    ``finish_wait_s`` bounds the wait for the packets in flight; ``guest_arch``: the
+    guest's architecture, the header's (and so the run's) ``arch`` — the sender's ring
+    says the host's, where it runs."""
 
     def __init__(self, mem_path: str, on_finish: Callable[[], None] | None = None,
-                 finish_wait_s: float = 3.0) -> None:
+                 finish_wait_s: float = 3.0, guest_arch: str | None = None) -> None:
         super().__init__(mem_path)
         self._on_finish = on_finish
         self._finish_wait_s = finish_wait_s
+        self._guest_arch = guest_arch
+
+    def header(self) -> RingHeader:
+        hdr = super().header()
+        return replace(hdr, arch=self._guest_arch) if self._guest_arch else hdr
 
     def net_block(self) -> dict[str, Any] | None:
         """The sender's counters and set-up; None before it has written them."""

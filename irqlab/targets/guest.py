@@ -6,12 +6,11 @@ Samples come back through the ring in guest RAM (a memfd QEMU and irqlab share) 
 
 from __future__ import annotations
 
-import platform
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from irqlab.runner.accel import AccelPlan, plans_for
+from irqlab.runner.accel import AccelPlan
 from irqlab.runner.hostinfo import qemu_version
 from irqlab.runner.machines import machine_for
 from irqlab.runner.process import MeasuredProcess
@@ -96,18 +95,11 @@ class GuestTarget(Target):
                 m.configured(gic=opts.gic)
             except ValueError as exc:
                 raise TargetUsageError(str(exc)) from None
-        if opts.accel == "kvm" and not m.kvm_possible():
-            raise TargetUsageError(f"--accel kvm cannot run an {arch} guest on this "
-                                   f"{platform.machine()} host: use --accel tcg (or auto)")
+        o.check_kvm_arch(opts.accel, arch)
         return opts
 
     def accel_plans(self, cfg: Any) -> list[AccelPlan]:
-        plans = plans_for(cfg.options.accel, cfg.options.icount)
-        if not machine_for(cfg.options.arch).kvm_possible():
-            # KVM only runs guests of the host's architecture (arm64 on x86): straight
-            # to TCG.
-            plans = [p for p in plans if p.accel != "kvm"] or plans
-        return plans
+        return o.arch_plans(cfg.options.accel, cfg.options.icount, cfg.options.arch)
 
     def run_metadata(self, cfg: Any) -> dict[str, Any]:
         return cfg.options.run_metadata(cfg)

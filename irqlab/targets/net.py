@@ -23,7 +23,7 @@ from irqlab.argtypes import count, duration
 from irqlab.durations import format_ns
 from irqlab.doctor import SETUP, Check
 from irqlab.knobs.netns import NetnsNetwork
-from irqlab.runner.accel import AccelPlan, plans_for
+from irqlab.runner.accel import AccelPlan
 from irqlab.runner.hostinfo import qemu_version
 from irqlab.runner.machines import machine_for
 from irqlab.runner.net import (REPLY_TIMEOUT_NS, DiskSetting, GuestDisk, GuestNetwork,
@@ -91,8 +91,8 @@ class NetOptions(TargetOptions):
 class NetTarget(Target):
     name = "net"
     help = "UDP round trips from the host to a Linux guest on virtio-net"
-    options = (o.ACCEL, NET, ECHO, PAYLOAD, INJECT_DELAY, o.INJECT_EVERY, o.PRIORITY,
-               o.RT_FALLBACK)
+    options = (o.ARCH, o.ACCEL, NET, ECHO, PAYLOAD, INJECT_DELAY, o.INJECT_EVERY,
+               o.PRIORITY, o.RT_FALLBACK)
     why_not = {"icount": "round trips are timed on the host in real time; --icount "
                          "makes the guest's time virtual",
                "inject_irqoff": "use --inject-delay: the guest's responder holds every "
@@ -108,16 +108,21 @@ class NetTarget(Target):
         import shutil
 
         from irqlab.knobs.net import vhost_net_missing
-        from irqlab.runner.linux_guest import find_kernel
+        from irqlab.runner.linux_arch import LINUX_ARCHES
         from irqlab.runner.net import DISKIO, ECHO, NETSEND, net_modules_dir
         missing = [p.name for p in (NETSEND, ECHO, DISKIO) if not p.exists()]
         if missing:
             return [Check("net", False, f"not built: {', '.join(missing)}",
                           "make -C probes/native")]
-        kernel = find_kernel()
-        if kernel is None or not (net_modules_dir(kernel) / "load-order").exists():
-            return [Check("net", False, "no virtio-net modules for the Linux guest kernel",
-                          f"scripts/fetch-linux-net.sh (or {SETUP})")]
+        ready = []
+        for arch, guest in LINUX_ARCHES.items():
+            kernel = guest.find_kernel()
+            if kernel is not None and (net_modules_dir(kernel, arch) / "load-order").exists():
+                ready.append(arch)
+            elif arch == "x86_64":
+                return [Check("net", False, "no virtio-net modules for the Linux guest "
+                                            "kernel",
+                              f"scripts/fetch-linux-net.sh (or {SETUP})")]
         vhost = vhost_net_missing()
         if not shutil.which("ip"):
             tap = "--net tap needs iproute2's `ip` (apt-get install iproute2)"
@@ -125,7 +130,8 @@ class NetTarget(Target):
             tap = "--net tap needs root (it creates a network namespace and a tap)"
         else:
             tap = "--net tap ready"
-        return [Check("net", True, f"--target net ready (--net user); {tap}; vhost: "
+        return [Check("net", True, f"--target net ready (--net user; --arch "
+                                   f"{', '.join(ready)}); {tap}; vhost: "
                                    f"{'available' if vhost is None else vhost}")]
 
     def configure(self, given: dict[str, Any], period_ns: int) -> NetOptions:
@@ -156,13 +162,15 @@ class NetTarget(Target):
                                    f"{format_ns(period_ns, 'exact')} "
                                    f"holds more than {HELD_MAX} replies at once: inject "
                                    f"less often or hold shorter")
-        return NetOptions(arch="x86_64", accel=given.get("accel", "auto"),
+        arch = o.linux_guest_arch(given)
+        o.check_kvm_arch(given.get("accel", "auto"), arch)
+        return NetOptions(arch=arch, accel=given.get("accel", "auto"),
                           net=net, payload_bytes=payload, echo=echo,
                           inject_delay_ns=delay, inject_every=every, priority=priority,
                           rt_fallback=rt_fallback)
 
     def accel_plans(self, cfg: Any) -> list[AccelPlan]:
-        return plans_for(cfg.options.accel, False)
+        return o.arch_plans(cfg.options.accel, False, cfg.options.arch)
 
     def boot_timeout_s(self, cfg: Any, plan: AccelPlan) -> float:
         if cfg.options.accel == "auto" and plan.accel == "kvm":
@@ -174,7 +182,7 @@ class NetTarget(Target):
         return max(3.0 + REPLY_TIMEOUT_NS / 1e9, 20 * cfg.period_ns / 1e9)
 
     def run_metadata(self, cfg: Any) -> dict[str, Any]:
-        return {"qemu_version": qemu_version(machine_for("x86_64").qemu)}
+        return {"qemu_version": qemu_version(machine_for(cfg.options.arch).qemu)}
 
     def network(self, cfg: Any) -> GuestNetwork:
         """The run's network, with the netdev settings (vhost ...) among its hooks."""
@@ -211,12 +219,13 @@ class NetTarget(Target):
                         inject_delay_ns=opts.inject_delay_ns,
                         inject_every=opts.inject_every, echo=opts.echo, disk=self.disk(cfg),
                         extra_qemu_args=list(process_args), name=name,
-                        layout_bytes=layout_bytes)
+                        layout_bytes=layout_bytes, arch=opts.arch)
 
     def open_source(self, cfg: Any, process: MeasuredProcess) -> SampleSource:
         assert isinstance(process, NetGuest)
         return NetSource(process.mem_path, on_finish=process.request_stop,
-                         finish_wait_s=REPLY_TIMEOUT_NS / 1e9 + 2.0)
+                         finish_wait_s=REPLY_TIMEOUT_NS / 1e9 + 2.0,
+                         guest_arch=cfg.options.arch)
 
     def process_metadata(self, process: MeasuredProcess) -> dict[str, Any]:
         assert isinstance(process, NetGuest)

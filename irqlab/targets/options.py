@@ -9,12 +9,14 @@ target applies its own in ``configure``, so one option may default differently p
 from __future__ import annotations
 
 import argparse
+import platform
 from pathlib import Path
 from typing import Any
 
 from irqlab.argtypes import cpu_list, duration
-from irqlab.runner.accel import ACCEL_CHOICES
-from irqlab.runner.machines import MACHINES, Machine
+from irqlab.runner.accel import ACCEL_CHOICES, AccelPlan, plans_for
+from irqlab.runner.linux_arch import LINUX_ARCHES
+from irqlab.runner.machines import MACHINES, Machine, machine_for
 from irqlab.targets.base import Option, TargetUsageError
 
 def _bounded(low: int, high: int, unit: str = ""):
@@ -41,8 +43,8 @@ MAX_INJECT_EVERY = 10**9
 
 ARCH = Option("--arch", "arch", dict(
     choices=sorted(MACHINES),
-    help="probe architecture (guest: default x86_64; xen: default arm64, x86_64 runs the "
-         "probe as a PVH dom0)"))
+    help="probe architecture (guest, linux-guest, net: default x86_64; xen: default arm64, "
+         "x86_64 runs the probe as a PVH dom0)"))
 ACCEL = Option("--accel", "accel", dict(
     choices=list(ACCEL_CHOICES),
     help="auto (default) tries KVM with a real boot and falls back to TCG"))
@@ -108,6 +110,32 @@ def check_rt(given: dict[str, Any]) -> tuple[int, bool]:
 def check_icount(accel: str, icount: bool) -> None:
     if icount and accel == "kvm":
         raise TargetUsageError("--icount needs TCG: drop --accel kvm or use --accel tcg")
+
+
+def check_kvm_arch(accel: str, arch: str) -> None:
+    """--accel kvm only for a guest of this host's own architecture."""
+    if accel == "kvm" and not machine_for(arch).kvm_possible():
+        raise TargetUsageError(f"--accel kvm cannot run an {arch} guest on this "
+                               f"{platform.machine()} host: use --accel tcg (or auto)")
+
+
+def arch_plans(accel: str, icount: bool, arch: str) -> list[AccelPlan]:
+    """The accelerators to try for an ``arch`` guest: KVM only runs guests of the host's
+    architecture (arm64 on x86: straight to TCG)."""
+    plans = plans_for(accel, icount)
+    if not machine_for(arch).kvm_possible():
+        plans = [p for p in plans if p.accel != "kvm"] or plans
+    return plans
+
+
+def linux_guest_arch(given: dict[str, Any]) -> str:
+    """``--arch`` of a Linux guest (linux-guest, net; default x86_64); exit 2 on one
+    without a Linux guest."""
+    arch = given.get("arch") or "x86_64"
+    if arch not in LINUX_ARCHES:
+        raise TargetUsageError(f"--arch {arch} has no Linux guest: use one of "
+                               f"{', '.join(sorted(LINUX_ARCHES))}")
+    return arch
 
 
 def check_probe(probe: Path | None) -> None:

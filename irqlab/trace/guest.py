@@ -9,10 +9,13 @@ events on the guest's CLOCK_MONOTONIC — the clock the probe's samples are read
 copies every ring page into that memory every 50 ms. After the run the host reads the
 region (``read_region``) and writes it as an ordinary capture archive
 (irqlab.trace.archive, ``clock`` "mono", ``layer`` "guest") next to the host capture:
-``run-N.guest.irqtrace.gz``. The guest also reads its clock and TSC back to back at
-start and at each drain (``guest_anchors``); :class:`LinuxGuestTraceHook` keeps them, the
-first and last host-side KVM debugfs reads, and the host capture's own guest->host
-anchors, so explain can bound the guest->host mapping.
+``run-N.guest.irqtrace.gz``. The guest also reads its clock and its counter (x86: the
+TSC; arm64: CNTVCT_EL0, whose rate the region's version 2 gives as ``counter_hz``) back
+to back at start and at each drain (``guest_anchors``); :class:`LinuxGuestTraceHook`
+keeps them, the first and last host-side KVM debugfs reads, and the host capture's own
+guest->host anchors, so explain can bound the guest->host mapping. The host capture is
+on x86-tsc for an x86 guest, on mono for an arm64 one (irqlab.runner.linux_arch says
+why).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ HEADER_BYTES = 4096
 STATES = {0: "not started", 1: "recording", 2: "done", 3: "error"}
 _HEAD = struct.Struct("<8sIIQQIIQ200s")
 _ANCHORS = struct.Struct("<II4Q")
+_V2 = struct.Struct("<3Q")   # at 256 + _ANCHORS.size, version >= 2: counter_hz, gap_ns[2]
 _REC = struct.Struct("<IIII")
 
 
@@ -50,12 +54,16 @@ def read_region(raw: bytes) -> tuple[dict[str, Any], list[tuple[int, bytes]]]:
     (_m, version, state, committed, dropped, ncpus, page_bytes, _size,
      error) = _HEAD.unpack_from(raw, 0)
     n_anchors, _pad, m0, t0, m1, t1 = _ANCHORS.unpack_from(raw, 256)
+    counter_hz, g0, g1 = _V2.unpack_from(raw, 256 + _ANCHORS.size) if version >= 2 \
+        else (0, None, None)
     facts: dict[str, Any] = {
         "version": version, "state": STATES.get(state, str(state)),
         "error": error.split(b"\0", 1)[0].decode("utf-8", "replace") or None,
         "dropped_pages": dropped, "ncpus": ncpus, "page_bytes": page_bytes,
-        "committed_bytes": committed,
-        "guest_anchors": [{"mono_ns": m0, "tsc": t0}, {"mono_ns": m1, "tsc": t1}]
+        "committed_bytes": committed, "counter_hz": counter_hz,
+        "guest_anchors": [{"mono_ns": m, "tsc": t, **({"gap_ns": g} if g is not None
+                                                       else {})}
+                          for m, t, g in ((m0, t0, g0), (m1, t1, g1))]
         if n_anchors == 2 else [],
         "files": {}}
     pages: list[tuple[int, bytes]] = []
@@ -92,6 +100,7 @@ def archive_header(facts: dict[str, Any], run_id: int) -> dict[str, Any]:
             "kernel": files.get("kernel", "").strip(),
             "tracers": files.get("available_tracers", "").split(),
             "guest_anchors": facts["guest_anchors"],
+            "guest_counter_hz": facts["counter_hz"],
             "dropped_pages": facts["dropped_pages"]}
 
 
@@ -121,6 +130,7 @@ def keep_region(region: Path, dest: Path, run_id: int,
            "state": facts["state"], "file": str(dest), "bytes": size,
            "pages": len(pages), "dropped_pages": facts["dropped_pages"],
            "clock": "mono", "guest_anchors": facts["guest_anchors"],
+           "guest_counter_hz": facts["counter_hz"],
            "enabled": head["enabled"], "missing": head["missing"],
            "tracers": head["tracers"]}
     if facts["error"]:
@@ -132,8 +142,10 @@ class LinuxGuestTraceHook(TraceHook):
     """The host capture around QEMU (TraceHook, kind "linux-guest") plus the guest's
     own, shipped through a second ivshmem device (see the module docstring)."""
 
-    def __init__(self, db_path: Path, period_ns: int = 1_000_000) -> None:
-        super().__init__(db_path, period_ns, kind="linux-guest")
+    def __init__(self, db_path: Path, period_ns: int = 1_000_000,
+                 clock: str | None = None) -> None:
+        """``clock``: the host capture's trace clock (None: x86-tsc)."""
+        super().__init__(db_path, period_ns, clock=clock, kind="linux-guest")
         self._scratch: ScratchDir | None = None
         self._region: Path | None = None
         self.meta["guest"] = {"status": "not started"}

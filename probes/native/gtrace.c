@@ -23,9 +23,13 @@
  *   32   u32 ncpus                36  u32 page_bytes
  *   40   u64 region_bytes
  *   48   char error[200]
- *   256  u32 n_anchors (2)        264 anchors[2] of {u64 mono_ns, u64 tsc}
- *        (start, latest drain): the guest's clock and TSC read back to back
- *        (arm64: the virtual counter CNTVCT_EL0 in the tsc field)
+ *   256  u32 n_anchors (2)        264 anchors[2] of {u64 mono_ns, u64 counter}
+ *        (start, latest drain): the guest's clock and its counter read back to
+ *        back (x86: the TSC; arm64: CNTVCT_EL0, the virtual counter)
+ *   296  u64 counter_hz (version 2): the counter's rate, CNTFRQ_EL0 on arm64;
+ *        0 on x86 (the TSC's rate is not architectural: the host fits it)
+ *   304  u64 gap_ns[2] (version 2): each anchor's two clock reads apart (the
+ *        best of ANCHOR_TRIES: its mono_ns is within half of it)
  *   4096 records: u32 type (1 file, 2 page), u32 cpu, u32 len, u32 name_len,
  *        name, data, zero padding to 8 bytes
  */
@@ -54,6 +58,7 @@
 #define MAX_CPUS	64
 #define DRAIN_NS	50000000L
 #define BUFFER_KB	"4096"
+#define ANCHOR_TRIES	16
 
 enum { REC_FILE = 1, REC_PAGE = 2 };
 enum { ST_RECORDING = 1, ST_DONE = 2, ST_ERROR = 3 };
@@ -67,7 +72,9 @@ struct region {
 	char error[200];
 	char pad[256 - 48 - 200];
 	uint32_t n_anchors, pad2;
-	struct { uint64_t mono_ns, tsc; } anchors[2];
+	struct { uint64_t mono_ns, counter; } anchors[2];
+	uint64_t counter_hz;
+	uint64_t gap_ns[2];
 };
 
 /* the events irqlab's explainers read; a missing one is listed, not an error */
@@ -103,26 +110,60 @@ static uint64_t mono_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
 }
 
-/* counter - the CPU's cycle counter: the TSC, or arm64's virtual counter */
-static uint64_t counter(void)
+#if defined(__x86_64__)
+/* counter_read - the TSC */
+static uint64_t counter_read(void)
 {
-#if defined(__aarch64__)
-	uint64_t v;
-
-	__asm__ __volatile__("isb; mrs %0, cntvct_el0" : "=r"(v) :: "memory");
-	return v;
-#else
 	return __rdtsc();
-#endif
 }
 
+/* counter_rate - 0: the TSC's rate is not architectural (the host fits it) */
+static uint64_t counter_rate(void)
+{
+	return 0;
+}
+#elif defined(__aarch64__)
+/* counter_read - CNTVCT_EL0, the virtual counter the kernel's clock runs on */
+static uint64_t counter_read(void)
+{
+	uint64_t v;
+
+	asm volatile("isb; mrs %0, cntvct_el0" : "=r"(v) : : "memory");
+	return v;
+}
+
+/* counter_rate - CNTFRQ_EL0 in Hz */
+static uint64_t counter_rate(void)
+{
+	uint64_t v;
+
+	asm volatile("mrs %0, cntfrq_el0" : "=r"(v));
+	return v;
+}
+#else
+#error "irqlab-gtrace: unsupported architecture"
+#endif
+
+/* anchor - the clock and the counter read back to back into anchor @slot */
 static void anchor(int slot)
 {
-	/* TSC between two clock reads: the pair is bounded by their gap */
-	uint64_t a = mono_ns(), tsc = counter(), b = mono_ns();
+	uint64_t best = UINT64_MAX;
 
-	hdr->anchors[slot].mono_ns = a + (b - a) / 2;
-	hdr->anchors[slot].tsc = tsc;
+	/*
+	 * the counter between two clock reads: the pair is bounded by their gap, so
+	 * the narrowest of a few tries (an IRQ or a preemption between two reads
+	 * once put a mid-run mapping 30 us off)
+	 */
+	for (int i = 0; i < ANCHOR_TRIES; i++) {
+		uint64_t a = mono_ns(), counter = counter_read(), b = mono_ns();
+
+		if (b - a < best) {
+			best = b - a;
+			hdr->anchors[slot].mono_ns = a + (b - a) / 2;
+			hdr->anchors[slot].counter = counter;
+		}
+	}
+	hdr->gap_ns[slot] = best;
 }
 
 /* put - append one record; 0, or -ENOSPC when the region is full */
@@ -278,7 +319,8 @@ int main(int argc, char **argv)
 	data = (char *)mem + HEADER_BYTES;
 	data_bytes = (uint64_t)st.st_size - HEADER_BYTES;
 	memset(hdr, 0, sizeof(*hdr));
-	hdr->version = 1;
+	hdr->version = 2;
+	hdr->counter_hz = counter_rate();
 	hdr->page_bytes = PAGE_BYTES;
 	hdr->region_bytes = (uint64_t)st.st_size;
 	hdr->n_anchors = 2;

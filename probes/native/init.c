@@ -6,8 +6,10 @@
  * (1af4:1110), enables it, runs /irqlab-native on its BAR 2
  * (/sys/bus/pci/devices/<bdf>/resource2) with the options given on the
  * kernel command line as irqlab.args=OPT;VALUE;... and ends the VM through
- * isa-debug-exit (0x10 done, 0x11 error), or a power-off when that port is
- * absent. Only set-up and errors reach the console: never samples.
+ * isa-debug-exit (0x10 done, 0x11 error) on x86, or a power-off when that port
+ * is absent and on arm64 (PSCI SYSTEM_OFF: QEMU exits 0 either way, and the
+ * rings' state says done or error). Only set-up and errors reach the console:
+ * never samples.
  *
  * Echo mode (`--target net`, irqlab.echo=OPT;VALUE;... on the command line):
  * loads the modules listed in /lib/modules/load-order (the virtio-net driver
@@ -38,7 +40,9 @@
 #include <string.h>
 #include <poll.h>
 #include <signal.h>
+#if defined(__x86_64__)
 #include <sys/io.h>
+#endif
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
@@ -77,8 +81,12 @@ static void say(const char *msg, const char *detail)
 static void __attribute__((noreturn)) end_vm(int value)
 {
 	sync();
+#if defined(__x86_64__)
 	if (ioperm(DEBUG_EXIT_PORT, 4, 1) == 0)
 		outl((unsigned int)value, DEBUG_EXIT_PORT);
+#else
+	(void)value;
+#endif
 	reboot(RB_POWER_OFF);
 	for (;;)
 		pause();

@@ -3,6 +3,7 @@ and matrices build runs and hooks exactly as `irqlab run` does (issue 13's bugs)
 
 from __future__ import annotations
 
+import platform
 import re
 import subprocess
 from pathlib import Path
@@ -41,6 +42,11 @@ def _cli(*argv: str, tmp_path: Path) -> subprocess.CompletedProcess:
     (["--target", "native,guest", "--xen-opt", "vwfi=native"],
      "--xen-opt does not apply to --target native, guest"),
     (["--period", "500ns"], "below 1us"),
+    *[pytest.param(["--target", t, "--arch", "arm64", "--accel", "kvm"],
+                   "--accel kvm cannot run an arm64 guest on this",
+                   marks=pytest.mark.skipif(platform.machine() == "aarch64",
+                                            reason="an arm64 host runs arm64 guests"))
+      for t in ("linux-guest", "net")],
     (["--target", "native", "--load", "dom0-cpu"],
      "load:dom0-cpu needs --target xen --xen-dom0 linux; this --target native run"),
     (["--target", "xen", "--load", "dom0-cpu"], "this --target xen run has no such thing"),

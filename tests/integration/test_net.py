@@ -1,7 +1,9 @@
 """``--target net`` under TCG: Debian's kernel with irqlab's responder on virtio-net, the
 host sender beside it (issue 16). 10 s at 1 ms in user and in tap mode with every packet
 accounted for, the self-check, and no namespace, tap or bridge left behind after a run
-or after ``kill -9`` followed by any irqlab command."""
+or after ``kill -9`` followed by any irqlab command. The two modes, the self-check and
+the explain along the packet's path also run with an arm64 guest (issue 42: Debian's
+arm64 kernel on QEMU virt, the responder cross-compiled)."""
 
 from __future__ import annotations
 
@@ -32,17 +34,25 @@ pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
 TCG = ("--accel", "tcg", "--boot-timeout", "120s")
 
 
-@pytest.fixture(scope="module")
-def guest_kernel():
+ARCHES = ("x86_64", "arm64")
+
+
+def _kernel(arch: str) -> Path:
+    """The guest kernel of ``arch`` with its virtio-net modules (skips without them)."""
     if os.geteuid() != 0:
         pytest.skip("the sender runs SCHED_FIFO and tap mode makes a namespace: root")
-    kernel = find_kernel()
+    kernel = find_kernel(arch)
     if kernel is None or not kernel.exists():
-        pytest.skip("no Linux guest kernel: ./setup.sh --install-only fetches it")
-    if not (net_modules_dir(kernel) / "load-order").exists():
+        pytest.skip(f"no {arch} Linux guest kernel: ./setup.sh --install-only fetches it")
+    if not (net_modules_dir(kernel, arch) / "load-order").exists():
         pytest.skip("no virtio-net modules: scripts/fetch-linux-net.sh fetches them")
     subprocess.run(["make", "-s", "-C", str(NETSEND.parents[1])], check=True)
     return kernel
+
+
+@pytest.fixture(scope="module")
+def guest_kernel():
+    return _kernel("x86_64")
 
 
 def _env(state: Path) -> dict[str, str]:
@@ -97,20 +107,26 @@ def _every_packet_accounted_for(db: Path, name: str, s: dict, meta: dict) -> Non
     assert s["tick_hz"] == 1_000_000_000 and 0 < s["min_ns"] <= s["p50_ns"] <= s["max_ns"]
 
 
-def test_user_mode_10s_every_packet_accounted_for(db, guest_kernel):
-    s, meta = _run_10s(db, "user")
+@pytest.mark.parametrize("arch", ARCHES)
+def test_user_mode_10s_every_packet_accounted_for(db, arch):
+    _kernel(arch)
+    s, meta = _run_10s(db, "user", "--arch", arch)
+    assert s["arch"] == arch
     _every_packet_accounted_for(db, "user", s, meta)
     assert meta["net"]["loopback"] and meta["network"]["mode"] == "user"
     assert meta["network"]["sender_dest"].startswith("127.0.0.1:")
 
 
-def test_tap_mode_10s_self_check_and_nothing_left(db, tmp_path, guest_kernel):
+@pytest.mark.parametrize("arch", ARCHES)
+def test_tap_mode_10s_self_check_and_nothing_left(db, tmp_path, arch):
     # The responder holds every 100th reply for 20 ms: exactly those exceed 20 ms. (With
     # 5 ms, as the issue's example, TCG on a busy 2-core host sometimes gives a natural
     # round trip above 5 ms: 113 above against 100 held once.)
-    s, meta = _run_10s(db, "tap", "--net", "tap", "--vhost", "on",
+    _kernel(arch)
+    s, meta = _run_10s(db, "tap", "--arch", arch, "--net", "tap", "--vhost", "on",
                        "--inject-delay", "20ms", "--inject-every", "100",
                        "--threshold", "20ms")
+    assert s["arch"] == arch
     _every_packet_accounted_for(db, "tap", s, meta)
     assert meta["net"]["own_netns"] and meta["net"]["dest"] == "10.77.0.2"
     # Each held reply comes back marked (netproto.h NET_F_HELD), and the sender flags
@@ -236,12 +252,19 @@ def _guest_step_ns(sample: dict) -> int | None:
     return None if start is None or end is None else end - start
 
 
+@pytest.mark.parametrize("arch", ARCHES)
 def test_explain_follows_the_packet_path_and_blames_the_held_replies_on_the_guest(
-        db, guest_kernel, tmp_path):
+        db, arch, tmp_path):
     """--trace on a net run: the host capture on CLOCK_MONOTONIC (the samples' clock),
     the net events and the sender's threads; explain then puts the responder's held
     replies (20 ms) inside the guest's step of the path, not on the host's stack."""
-    res = run_cli(["run", "--target", "net", "--net", "tap", *TCG, "--samples",
+    _kernel(arch)
+    # An arm64 guest under TCG answers more slowly (docs/arm64.md): at 1 ms on a loaded
+    # host it fell behind the stream, hundreds of natural round trips passed the 15 ms
+    # threshold and explaining them all took 340 s. At 2 ms it keeps up.
+    period = ["--period", "2ms"] if arch == "arm64" else []
+    res = run_cli(["run", "--target", "net", "--arch", arch, "--net", "tap", *TCG,
+                   *period, "--samples",
                    "2000", "--inject-delay", "20ms", "--inject-every", "100", "--trace",
                    "--json", "--name", "net-traced"], db, timeout=90)
     assert res.code == 0, res.stderr + res.stdout[-2000:]

@@ -19,11 +19,14 @@ def _record(kind: int, cpu: int, name: bytes, data: bytes) -> bytes:
     return raw + b"\0" * (-len(raw) % 8)
 
 
-def _region(records: bytes, state: int = 2, committed: int | None = None) -> bytes:
-    head = struct.pack("<8sIIQQIIQ200s", MAGIC, 1, state,
+def _region(records: bytes, state: int = 2, committed: int | None = None,
+            version: int = 1, counter_hz: int = 0) -> bytes:
+    head = struct.pack("<8sIIQQIIQ200s", MAGIC, version, state,
                        len(records) if committed is None else committed, 3, 2, 4096,
                        HEADER_BYTES + len(records) + 64, b"")
     head = head.ljust(256, b"\0") + struct.pack("<II4Q", 2, 0, 100, 1000, 200, 1250)
+    if version >= 2:
+        head += struct.pack("<3Q", counter_hz, 700, 300)
     return head.ljust(HEADER_BYTES, b"\0") + records + b"\xff" * 64   # junk past the end
 
 
@@ -43,6 +46,20 @@ def test_the_region_gives_files_pages_and_anchors():
     assert hdr["formats"] == {"sched:sched_switch": fmt.decode()}
     assert hdr["enabled"] == ["sched:sched_switch", "irq_vectors:local_timer_entry"]
     assert hdr["missing"] == ["preemptirq:irq_disable"] and hdr["cpus"] == [0, 1]
+
+
+def test_version_2_gives_the_counters_rate():
+    """gtrace.c's version 2: the anchors' counter is CNTVCT_EL0 on arm64, and its rate
+    (CNTFRQ_EL0) follows the anchors; version 1 (x86 before) and x86's 0 say the TSC."""
+    facts, _pages = read_region(_region(b"", version=2, counter_hz=62_500_000))
+    assert facts["counter_hz"] == 62_500_000
+    assert archive_header(facts, 1)["guest_counter_hz"] == 62_500_000
+    # each anchor's clock-read gap: the clock map's bound grows by half the wider
+    assert [a["gap_ns"] for a in facts["guest_anchors"]] == [700, 300]
+    assert GuestHostClock(facts["guest_anchors"], 62_500_000).anchor_error_ns == 351
+    assert "gap_ns" not in read_region(_region(b""))[0]["guest_anchors"][0]
+    assert read_region(_region(b"", version=1))[0]["counter_hz"] == 0
+    assert read_region(_region(b"", version=2, counter_hz=0))[0]["counter_hz"] == 0
 
 
 def test_only_committed_records_are_read():
@@ -66,6 +83,22 @@ def test_the_clock_maps_guest_ns_to_host_ticks_and_back():
     assert clock.to_guest(22_000) == 3_000
     with pytest.raises(ValueError, match="two clock anchors"):
         GuestHostClock([{"mono_ns": 5, "tsc": 5}])
+
+
+def test_an_arm64_counter_is_taken_in_ns_at_its_rate():
+    """CNTVCT_EL0 at QEMU's 62.5 MHz: 16 ns a tick. The counter in ns runs with the
+    guest's clock (rate 1: both come from QEMU's virtual clock under TCG), and the map
+    to the host's mono clock is one offset; the bound adds one counter tick."""
+    clock = GuestHostClock([{"mono_ns": 5_000_000, "tsc": 1_000},
+                            {"mono_ns": 6_000_000, "tsc": 63_500}], 62_500_000)
+    assert clock.rate == 1.0 and clock.counter_tick_ns == 16
+    assert int(clock.guest_tsc(5_000_000)) == 16_000
+    clock.offset = -123_000                   # counter ns - host mono ns
+    assert int(clock.to_host(np.array([5_500_000]))[0]) == 516_000 + 123_000
+    assert clock.to_guest(639_000) == 5_500_000
+    # x86 (rate 0: the TSC as it is) is unchanged
+    assert GuestHostClock([{"mono_ns": 0, "tsc": 0},
+                           {"mono_ns": 10, "tsc": 30}]).counter_tick_ns == 0
 
 
 def _guest(causes: dict[str, int], latency: int = 1000) -> Attribution:

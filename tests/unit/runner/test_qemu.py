@@ -69,6 +69,48 @@ def test_linux_guest_argv_and_its_cpu_lists():
     assert args.split(";")[:2] == ["--cpus", "0,2"]
 
 
+def test_an_arm64_linux_guest_boots_debians_arm64_kernel_on_virt():
+    """--arch arm64: qemu-system-aarch64 -M virt,gic-version=3, Cortex-A57 under TCG, the
+    PL011 console, kpti=0 (irqlab.runner.linux_arch), no x86 parameter, the same ivshmem
+    device on virt's PCIe; the guest programs from probes/native/build/arm64."""
+    guest = LinuxGuest(1_000_000, TCG, name="lg", arch="arm64")
+    guest.mem_fd = 9
+    argv = guest.build_argv(Path("/k"), Path("/i"), 1 << 20)
+    assert argv[:len(base_argv("qemu-system-aarch64", "lg", 256, smp=1))] == \
+        base_argv("qemu-system-aarch64", "lg", 256, smp=1)
+    assert argv[argv.index("-M") + 1] == "virt,gic-version=3"
+    assert argv[argv.index("-cpu") + 1] == "cortex-a57"
+    assert "ivshmem-plain,memdev=irqlab-shm" in argv and "-bios" not in argv
+    cmdline = argv[-1]
+    assert cmdline.startswith("console=ttyAMA0 quiet panic=-1 kpti=0 irqlab.args=")
+    assert "tsc=reliable" not in cmdline
+    assert guest.guest.program("irqlab-init").parent.name == "arm64"
+    x86 = LinuxGuest(1_000_000, TCG).build_argv(Path("/k"), Path("/i"), 4096)
+    assert x86[-1].startswith("console=ttyS0 quiet panic=-1 tsc=reliable irqlab.args=")
+
+
+def test_the_arm64_kernel_is_cached_apart_and_overridden_by_its_own_variable(
+        tmp_path, monkeypatch):
+    from irqlab.runner.linux_guest import find_kernel, kernel_cache_dir
+    from irqlab.runner.net import net_modules_dir
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for var in ("IRQLAB_LINUX_KERNEL", "IRQLAB_LINUX_KERNEL_ARM64",
+                "IRQLAB_LINUX_NET_MODULES", "IRQLAB_LINUX_NET_MODULES_ARM64"):
+        monkeypatch.delenv(var, raising=False)
+    assert kernel_cache_dir("arm64") == tmp_path / "irqlab/linux/arm64"
+    assert kernel_cache_dir() == tmp_path / "irqlab/linux"
+    assert find_kernel("arm64") is None
+    (tmp_path / "irqlab/linux/arm64").mkdir(parents=True)
+    (tmp_path / "irqlab/linux/arm64/vmlinuz-6.1.0-9-arm64").write_bytes(b"Image")
+    (tmp_path / "irqlab/linux/arm64/vmlinuz").symlink_to("vmlinuz-6.1.0-9-arm64")
+    kernel = find_kernel("arm64")
+    assert kernel == tmp_path / "irqlab/linux/arm64/vmlinuz" and find_kernel() is None
+    assert net_modules_dir(kernel, "arm64") == \
+        tmp_path / "irqlab/linux/arm64/net-modules-6.1.0-9-arm64"
+    monkeypatch.setenv("IRQLAB_LINUX_KERNEL_ARM64", "/x/Image")
+    assert find_kernel("arm64") == Path("/x/Image") and find_kernel() is None
+
+
 @pytest.mark.skipif(not machine_for("x86_64").probe.exists(),
                     reason="x86-64 guest probe not built")
 def test_neighbour_vms():
