@@ -12,8 +12,11 @@ run since): the ISR's path from its TSC read to the publishing store touches onl
 RAM, so the thread never blocks inside it. Other anchors give no upper bound, and an
 upper bound below the lower one is dropped as proven wrong in any case.
 The tightest of those bounds give the offset and its error bound; under plain TCG the
-guest TSC is the host TSC (QEMU's rdtsc helper reads it), so offset 0 must fall within
-the bounds: we check it and then use exactly 0. Under KVM, debugfs ``tsc-offset`` (read
+guest TSC was expected to be the host TSC (QEMU's rdtsc helper reads it), so offset 0 is
+a candidate, used exactly when it falls within the bounds. On QEMU 7.2 it does not: the
+anchors put the offset at the host's TSC at VM start (the guest TSC counts from there),
+so the candidate is rejected and the bounds' middle is used, as it says. Under KVM,
+debugfs ``tsc-offset`` (read
 by the capture, irqlab.trace.capture.KvmDebugfs) and ``kvm_write_tsc_offset`` give
 candidates that are checked against the same bounds.
 
