@@ -308,8 +308,8 @@ def ref_clock(cap: XenCapture, probe: tuple[int, int], seq: np.ndarray,
     bad = np.flatnonzero(inside & ~ok)
     causality = {"checked": int(inside.sum()), "violations": int(len(bad)),
                  "samples": [int(x) for x in seq[bad[:CAUSALITY_SAMPLES_SHOWN]]]}
-    return XenClock(f"the probe's CNTPCT_EL0 - CNTVCT_EL0 offset (±{err} ticks; xentrace "
-                    f"stamps Xen on Arm's records with CNTPCT_EL0)", 1, entry_x, deadline_x,
+    return XenClock(f"the probe's CNTPCT - CNTVCT offset (±{err} ticks; Xen on Arm stamps "
+                    f"xentrace with CNTPCT)", 1, entry_x, deadline_x,
                     np.full(len(entry), err, np.int64), off, int(inside.sum()), causality)
 
 
@@ -737,12 +737,10 @@ STAGES_NOT_TRACED = {
 # common scheduler's (runstate changes, wakes, credit/credit2/RTDS/null decisions), domain
 # creation and memory/grant-table events, nothing of the IRQ path.
 STAGES_NOT_TRACED_ARM = {
-    "physical timer interrupt in Xen": "Xen on Arm traces no IRQ (gic_interrupt, "
-    "do_IRQ and vtimer_interrupt have no trace point in 4.17)",
-    "vGIC injection (virtual timer PPI pending)": "vgic_inject_irq() has no trace point; "
-    "the wake (blocked -> runnable) stands for it when the vCPU was blocked",
-    "guest entered": "no trace point on Arm's return to the guest; the switch to running "
-    "stands for it",
+    "physical timer interrupt in Xen": "no IRQ trace point in Xen 4.17 on Arm (gic_interrupt, "
+    "do_IRQ, vtimer_interrupt)",
+    "vGIC injection": "vgic_inject_irq() has no trace point; the wake stands for it",
+    "guest entered": "no trace point on Arm's guest entry; the switch-in stands for it",
 }
 
 
