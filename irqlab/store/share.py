@@ -79,6 +79,9 @@ _LEN = struct.Struct("<I")
 # half of it, so the holder never buffers more than one frame per connection.
 MAX_FRAME_BYTES = 8 << 20
 MAX_CLIENTS = 64
+# A connection's first request comes within this (a borrower asks at once); silent ones
+# are dropped, and when MAX_CLIENTS are connected the one idle longest makes room.
+FIRST_REQUEST_S = 10.0
 _MAX_BATCH_ROWS = 1 << 20
 _ROWS_PER_REPLY = 2_000          # result rows per reply frame (~200 bytes each for runs)
 _ROWS_PER_REQUEST = 2_000        # rows of sample_files / windows / histograms per request
@@ -516,6 +519,11 @@ class _Client:
         self.busy = False
         self.in_transaction = False
         self.last_write = float("-inf")
+        self.last_request = time.monotonic()      # its connection, until it asks
+
+    def idle(self) -> bool:
+        """Between requests and outside a transaction: dropping it loses nothing."""
+        return not self.busy and not self.in_transaction
 
     def writing(self, now: float) -> bool:
         """Whether the holder's exit waits for it: in a request or a transaction, or it
@@ -607,12 +615,20 @@ class StoreServer:
             conn.close()
             return
         with self._lock:
-            full = len(self._clients) >= MAX_CLIENTS
+            evicted = self._evict_idle() if len(self._clients) >= MAX_CLIENTS else None
+            full = len(self._clients) >= MAX_CLIENTS and evicted is None
             if not full:
                 client = _Client(conn, pid)
                 self._clients[conn] = client
+        if evicted is not None:
+            # Silent connections must not starve a new client (issue 47: 64 of them made
+            # `irqlab list` fail after 10 s): the one idle longest makes room.
+            self._log(f"pid {evicted.pid}: idle connection dropped to serve pid {pid} "
+                      f"({MAX_CLIENTS} connections)")
+            with contextlib.suppress(OSError):
+                evicted.conn.shutdown(socket.SHUT_RDWR)   # its thread forgets it
         if full:
-            self._log(f"pid {pid} refused: {MAX_CLIENTS} connections already served")
+            self._log(f"pid {pid} refused: {MAX_CLIENTS} connections already busy")
             conn.close()
             return
         try:
@@ -621,6 +637,16 @@ class StoreServer:
         except RuntimeError:                        # no thread to be had: refuse it
             self._forget(client)
             raise
+
+    def _evict_idle(self) -> _Client | None:
+        """(Lock held) The idle client that asked last the longest ago, out of the
+        table (its thread still closes its socket), or None when every one is busy."""
+        idle = [c for c in self._clients.values() if c.idle()]
+        if not idle:
+            return None
+        oldest = min(idle, key=lambda c: c.last_request)
+        del self._clients[oldest.conn]
+        return oldest
 
     def _forget(self, client: _Client) -> None:
         client.conn.close()
@@ -633,12 +659,16 @@ class StoreServer:
         cur = None
         try:
             cur = self.con.cursor()
-            conn.settimeout(self.idle_s)
+            # A peer that connects and says nothing gets FIRST_REQUEST_S, then idle_s
+            # between its requests.
+            conn.settimeout(min(FIRST_REQUEST_S, self.idle_s))
             _send_json(conn, {"ok": True, "version": PROTOCOL_VERSION, "pid": os.getpid()})
             while True:
                 req = _recv_json(conn)
+                conn.settimeout(self.idle_s)
                 with self._lock:
                     client.busy = True
+                    client.last_request = time.monotonic()
                 try:
                     self._handle(client, cur, req)
                 finally:
@@ -648,7 +678,7 @@ class StoreServer:
         except ConnectionError:
             pass                                    # the peer is done
         except TimeoutError:
-            self._log(f"pid {client.pid}: idle for {self.idle_s:g} s, disconnected")
+            self._log(f"pid {client.pid}: idle for {conn.gettimeout():g} s, disconnected")
         except ProtocolError as exc:
             self._log(f"pid {client.pid}: {exc}; disconnected")
         except OSError:
@@ -1056,11 +1086,25 @@ class RemoteConnection:
 
 
 def connect(path: str | os.PathLike, timeout_s: float = 5.0) -> RemoteConnection | None:
-    """A connection lent by the process holding ``path``, or None if none serves it."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout_s)
+    """A connection lent by the process holding ``path``, or None if none serves it.
+    A full accept queue (a burst of connections the holder has not taken yet: Linux
+    answers EAGAIN at once) is retried until ``timeout_s``, not taken for "no holder"."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout_s)
+        try:
+            sock.connect(socket_address(path))
+            break
+        except BlockingIOError:
+            sock.close()
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.01)
+        except OSError:
+            sock.close()
+            return None
     try:
-        sock.connect(socket_address(path))
         hello = _recv_json(sock)
     except (OSError, ConnectionError, ProtocolError):
         sock.close()

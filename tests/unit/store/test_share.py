@@ -247,3 +247,36 @@ def test_an_idle_borrower_does_not_keep_the_holder_open(tmp_path):
     # Before, the holder waited for the open transaction for ever (timeout above).
     assert out.strip() == "closed" and holder.returncode == 0
     assert "Traceback" not in err, err
+
+
+def test_silent_connections_never_starve_a_new_client(tmp_path):
+    """Issue 47: 64 connections to the holder's socket that send nothing made `irqlab
+    list` and a second run fail (~10 s, 'does not share it'). Now the one idle longest
+    makes room, every time; a connection that never asks is dropped after
+    FIRST_REQUEST_S."""
+    import socket
+
+    db = tmp_path / "x.duckdb"
+    holder = _holder(db)
+    silent = []
+    try:
+        for _ in range(share.MAX_CLIENTS + 16):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(share.socket_address(db))
+            silent.append(sock)
+        for _ in range(3):                     # and again, each served in turn
+            remote = share.connect(db, timeout_s=5.0)
+            assert remote is not None
+            rows, _desc = remote.call(share.NEXT_RUN_ID)
+            assert rows and int(rows[0][0]) >= 1
+            remote.close()
+        with Store(db, read_only=True) as st:  # the CLI's way in
+            assert [r.name for r in st.runs()] == ["first"]
+        # the oldest silent ones were dropped: the holder closed them
+        silent[0].settimeout(5.0)
+        assert silent[0].recv(1 << 16) is not None
+        assert silent[0].recv(1) == b""
+    finally:
+        for sock in silent:
+            sock.close()
+        assert _end(holder).endswith("closed")
