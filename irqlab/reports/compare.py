@@ -31,6 +31,12 @@ NA_NOISE = "n/a"
 # depend on the seed, so one sample serves every seed.
 NOISE_KEY = 0
 
+# What a noise object's intervals and p-values describe (issue 45): one run a side, the
+# samples' variation within those runs only, which says nothing of run-to-run variation
+# (the tables then print ratios alone); two or more a side, the runs' variation.
+SCOPE_WITHIN_RUN = "within-run"
+SCOPE_BETWEEN_RUNS = "between-runs"
+
 
 def _ratio(value: Any, base: Any) -> float | None:
     if value is None or base is None or base <= 0:
@@ -141,7 +147,7 @@ def _group_noise(runs: list[RunData], figs: list[dict[str, Any]], groups: list[l
         results = noise.block_bootstrap(base_side, run_side, seed, resamples)
         beyond, text = noise.verdict(noise.TEST_SINGLE, results)
         out.append({"test": noise.TEST_SINGLE, "results": [r.to_dict() for r in results],
-                    "beyond_noise": beyond, "verdict": text,
+                    "beyond_noise": beyond, "verdict": text, "scope": SCOPE_WITHIN_RUN,
                     "method": noise.row_method(noise.TEST_SINGLE, seed, resamples),
                     "block_len": [base_side.block_len_samples, run_side.block_len_samples],
                     "replicates": counts})
@@ -166,7 +172,7 @@ def _replicate_noise(figs: list[dict[str, Any]], base: list[int],
                 "verdict": "n/a"}
     beyond, text = noise.verdict(noise.TEST_REPLICATES, results)
     return {"test": noise.TEST_REPLICATES, "results": [r.to_dict() for r in results],
-            "beyond_noise": beyond, "verdict": text,
+            "beyond_noise": beyond, "verdict": text, "scope": SCOPE_BETWEEN_RUNS,
             "method": noise.row_method(noise.TEST_REPLICATES), "block_len": None,
             "replicates": counts}
 

@@ -131,9 +131,14 @@ def _group_label(rows: list[dict[str, Any]]) -> str:
     return f"series {series} ({len(rows)} runs: {ids})"
 
 
-def _result_text(r: dict[str, Any]) -> str:
+def _result_text(r: dict[str, Any], ratio_only: bool = False) -> str:
+    """A quantile's ratio, with its interval and p-value unless ``ratio_only`` (single
+    runs: those describe the samples within each run, not the configurations)."""
     if r["ratio"] is None:
-        return f"{r['quantile']} ratio undefined (a quantile <= 0), {fmt_p(r['p_value'])}"
+        return f"{r['quantile']} ratio undefined (a quantile <= 0)" + (
+            "" if ratio_only else f", {fmt_p(r['p_value'])}")
+    if ratio_only:
+        return f"{r['quantile']} ×{r['ratio']:.3g}"
     level = r.get("confidence", 0.95)
     adjusted = "" if r.get("p_adjusted") is None else f", {fmt_p(r['p_adjusted'], 'p_adj')}"
     return (f"{r['quantile']} ×{r['ratio']:.3g} ({level:.1%} CI {r['ci_low']:.3g}–"
@@ -159,17 +164,19 @@ def noise_lines(model: dict[str, Any]) -> list[str]:
             out.append(head + f"n/a ({nz.get('reason', 'no test')})")
             continue
         facts = ""
-        if nz["test"] == noise.TEST_SINGLE:
+        single = nz["test"] == noise.TEST_SINGLE
+        if single:
             blocks = nz.get("block_len") or []
             facts = (f" [block bootstrap, blocks of {'/'.join(map(str, blocks))} samples; "
-                     f"run-to-run variation unknown from one run each]")
+                     f"run-to-run variation unknown from one run each: ratios only, the "
+                     f"within-run intervals are in --json]")
         elif nz.get("replicates"):
             nb, nr = nz["replicates"]
             facts = f" [Welch's t over runs: {nb} vs {nr}]"
         verdict = nz.get("verdict") or ("beyond noise" if nz["beyond_noise"]
                                         else "within noise")
-        out.append(head + "; ".join(_result_text(r) for r in nz["results"])
-                   + f": {verdict}{facts}")
+        out.append(head + "; ".join(_result_text(r, ratio_only=single)
+                                    for r in nz["results"]) + f": {verdict}{facts}")
     return out
 
 

@@ -47,13 +47,21 @@ def test_csv_and_json_by_tag(rdb):
 def test_human_table_and_errors(rdb):
     res = call_cli(["compare", "base", "double"], rdb)
     assert res.code == 0 and "baseline" in res.stdout and "re-run --repeat" in res.stdout
-    assert "97.5% CI" in res.stdout and "block bootstrap" in res.stdout
+    assert "block bootstrap" in res.stdout
     # Prose lines wrap at 120 columns (issue 32): continuation lines are indented.
     logical = re.sub(r"\n  (?=\S)", " ", res.stdout).splitlines()
     (line,) = [x for x in logical if x.startswith("2 double vs 1 base: ")]
     assert line.endswith(": single runs: re-run with --repeat to judge [block bootstrap, "
                          "blocks of 292/292 samples; run-to-run variation unknown from one "
-                         "run each]") and "beyond noise" not in line
+                         "run each: ratios only, the within-run intervals are in --json]") \
+        and "beyond noise" not in line
+    # Single runs (issue 45): ratios only; a within-run interval or p beside them would
+    # read as evidence about the configurations. The JSON keeps them, labelled.
+    assert re.match(r"2 double vs 1 base: p50 ×[0-9.]+; p99\.9 ×[0-9.]+: single", line), line
+    assert "CI" not in line and "p=" not in line and "p_adj" not in line
+    js = call_cli(["compare", "base", "double", "--json"], rdb)
+    (row,) = [x for x in js.lines if x.get("type") == "compare_run" and not x["baseline"]]
+    assert row["noise"]["scope"] == "within-run" and row["noise"]["results"][0]["ci_low"]
     bad = call_cli(["compare", "base", "nope"], rdb)
     assert bad.code == 2 and "irqlab list" in bad.stderr
     assert call_cli(["compare", "base", "--format", "xml"], rdb).code == 2
@@ -95,6 +103,7 @@ def test_series_are_compared_run_by_run(sdb):
     b, c = rows[3]["noise"], rows[6]["noise"]
     assert b == rows[4]["noise"] == rows[5]["noise"]        # one verdict for the group
     assert b["test"] == c["test"] == "welch-t" and b["replicates"] == [3, 3]
+    assert b["scope"] == c["scope"] == "between-runs"
     assert b["beyond_noise"] is False and b["verdict"] == "within noise"
     assert c["beyond_noise"] is True and c["verdict"] == "beyond noise"
     p50 = next(r for r in c["results"] if r["quantile"] == "p50")
