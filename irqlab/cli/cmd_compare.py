@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
                          "or the default table")
     # The store stays open: big runs' samples are read from it while comparing.
     with open_store(db_path(args), read_only=True) as store:
-        runs = load_runs(store, select_runs(store, args.runs))
+        runs = load_runs(store, select_runs(store, args.runs, series_names=True))
         model = build_compare(runs, args.threshold, seed=args.seed,
                               resamples=max(1, args.resamples), per_cpu=args.per_cpu)
         hists = _histograms(store, runs) if args.hist else []

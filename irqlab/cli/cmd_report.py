@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         # The store stays open while plotting: big runs' samples are read from it.
         with open_store(db_path(args), read_only=True) as store:
-            runs = load_runs(store, select_runs(store, args.runs))
+            runs = load_runs(store, select_runs(store, args.runs, series_names=True))
             explained = _explain(store, runs, args, progress)
             progress.stage(f"plotting {len(runs)} run(s)")
             text, plots = build_report(runs, args.threshold, args.title, explained,

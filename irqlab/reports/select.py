@@ -25,15 +25,22 @@ SERIES_TAG = "series"      # the runs.tags (and runs.metadata) key of irqlab.sui
 IMPORT_TARGET = "import"    # irqlab.importers.ingest.IMPORT_TARGET (not imported: light)
 
 
-def select_runs(store: Store, refs: list[str]) -> list[RunRow]:
-    """Runs named by ``refs`` in the order given; a run selected twice appears once."""
+def select_runs(store: Store, refs: list[str], series_names: bool = False) -> list[RunRow]:
+    """Runs named by ``refs`` in the order given; a run selected twice appears once.
+    ``series_names`` (compare, report, the dashboard's compare): a run *name* whose
+    latest run belongs to a series of several runs selects that whole series, as
+    ``series:NAME`` does (issue 45: `compare aa-a ab-b` of two `--repeat 3` series
+    compared their last runs only, and said "single runs"); an id stays one run."""
     if not refs:
         raise StoreError("no run given: name runs by id, name, tag:KEY=VALUE, suite:NAME or "
                          "series:ID (`irqlab list` shows them)")
     chosen: list[RunRow] = []
     seen: set[int] = set()
     for ref in refs:
-        for row in _select_one(store, ref):
+        rows = _select_one(store, ref)
+        if series_names and len(rows) == 1 and not ref.strip().isdigit():
+            rows = _whole_series(store, rows[0]) or rows
+        for row in rows:
             if row.run_id not in seen:
                 seen.add(row.run_id)
                 chosen.append(row)
@@ -66,6 +73,15 @@ def _select_one(store: Store, ref: str) -> list[RunRow]:
         if group:
             return group
         raise
+
+
+def _whole_series(store: Store, row: RunRow) -> list[RunRow]:
+    """The runs of ``row``'s series when it has more than one, else []."""
+    key = row.tags.get(SERIES_TAG)
+    if not key:
+        return []
+    rows = [r for r in store.runs() if r.tags.get(SERIES_TAG) == key]
+    return rows if len(rows) > 1 else []
 
 
 def _import_group(store: Store, name: str) -> list[RunRow]:

@@ -111,6 +111,23 @@ def test_series_are_compared_run_by_run(sdb):
     assert b["block_len"] is None and "Welch" in b["method"]
 
 
+def test_a_series_name_compares_the_series(sdb):
+    """Issue 45: `compare cfg-A cfg-C` (names that `run --repeat 3 --name` gave three
+    runs each) compared the last run of each; it compares the series now. An id is one
+    run still."""
+    res = call_cli(["compare", "cfg-A", "cfg-C", "--json"], sdb)
+    assert res.code == 0, res.stderr
+    rows = _noise_rows(res)
+    assert [r["run_id"] for r in rows] == [1, 4, 7, 3, 6, 9]
+    assert rows[3]["noise"]["test"] == "welch-t" and rows[3]["noise"]["replicates"] == [3, 3]
+    assert rows[3]["noise"]["beyond_noise"] is True
+    ids = call_cli(["compare", "7", "9", "--json"], sdb)
+    assert [r["run_id"] for r in _noise_rows(ids)] == [7, 9]
+    assert _noise_rows(ids)[1]["noise"]["test"] == "bootstrap"
+    shown = call_cli(["show", "cfg-A", "--json"], sdb)     # show: still the latest run
+    assert shown.code == 0 and shown.lines[0]["run_id"] == 7
+
+
 def test_a_suite_s_interleaved_series_are_grouped_and_verdicts_are_short(sdb):
     # Run-id order is A B C A B C ...: the groups still gather each series' runs.
     res = call_cli(["compare", "1", "2", "3", "4", "5", "6", "7", "8", "9"], sdb)

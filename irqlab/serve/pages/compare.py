@@ -43,7 +43,7 @@ def compare_objects(dashboard: Dashboard, refs: list[str],
     from irqlab.reports.tables import json_objects
 
     with dashboard.access.open() as store:
-        runs = load_runs(store, select_runs(store, refs))
+        runs = load_runs(store, select_runs(store, refs, series_names=True))
         model = build_compare(runs, threshold_ns, seed=noise.DEFAULT_SEED,
                               resamples=noise.DEFAULT_RESAMPLES)
     return json_objects(model)
