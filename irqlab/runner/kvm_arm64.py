@@ -35,7 +35,7 @@ from irqlab.paths import built
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.fdt import FdtError, compile_dts
 from irqlab.runner.linux_arch import LINUX_ARCHES
-from irqlab.runner.linux_guest import _newc_entry
+from irqlab.runner.linux_guest import write_newc
 from irqlab.runner.process import MeasuredProcess
 from irqlab.runner.qemu import base_argv, memfd_backend
 from irqlab.runner.xen_dom0 import dom0_cache_dir, fetch_hint
@@ -250,12 +250,7 @@ def build_initramfs(dest: Path, init: str, programs: dict[str, Path], probe: Pat
         members.append((f"bin/{name}", stat.S_IFREG | 0o755, path.read_bytes()))
     members.append(("irqlab/probe.bin", stat.S_IFREG | 0o644, probe.read_bytes()))
     members.append(("irqlab/guest.dtb", stat.S_IFREG | 0o644, dtb.read_bytes()))
-    with open(dest, "wb") as f:
-        for ino, (name, mode, data) in enumerate(members, start=1):
-            rdev = (5, 1) if name == "dev/console" else (0, 0)
-            f.write(_newc_entry(name, mode, data, rdev, ino))
-        f.write(_newc_entry("TRAILER!!!", 0, ino=0))
-    return dest
+    return write_newc(dest, members)
 
 
 def l1_kernel() -> Path:

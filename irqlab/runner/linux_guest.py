@@ -68,23 +68,29 @@ def _newc_entry(name: str, mode: int, data: bytes = b"", rdev: tuple[int, int] =
     return out
 
 
+def write_newc(dest: Path, members: Sequence[tuple[str, int, bytes]]) -> Path:
+    """Write ``members`` (name, mode, data), in order, as an uncompressed newc archive
+    (an initramfs); ``dev/console`` is the console's character device (5, 1)."""
+    with open(dest, "wb") as f:
+        for ino, (name, mode, data) in enumerate(members, start=1):
+            rdev = (5, 1) if name == "dev/console" else (0, 0)
+            f.write(_newc_entry(name, mode, data, rdev, ino))
+        f.write(_newc_entry("TRAILER!!!", 0, ino=0))
+    return dest
+
+
 def build_initramfs(dest: Path, init: Path = NATIVE_INIT, probe: Path = NATIVE_PROBE,
                     extra: Sequence[tuple[str, int, bytes]] = ()) -> Path:
     """Write the initramfs (uncompressed newc) with irqlab-init and irqlab-native, and
     ``extra`` members (name, mode, data) after them: directories before their files."""
-    members = [
-        ("dev", stat.S_IFDIR | 0o755, b"", (0, 0)),
-        ("dev/console", stat.S_IFCHR | 0o600, b"", (5, 1)),
-        ("proc", stat.S_IFDIR | 0o755, b"", (0, 0)),
-        ("sys", stat.S_IFDIR | 0o755, b"", (0, 0)),
-        ("init", stat.S_IFREG | 0o755, init.read_bytes(), (0, 0)),
-        ("irqlab-native", stat.S_IFREG | 0o755, probe.read_bytes(), (0, 0)),
-    ] + [(name, mode, data, (0, 0)) for name, mode, data in extra]
-    with open(dest, "wb") as f:
-        for ino, (name, mode, data, rdev) in enumerate(members, start=1):
-            f.write(_newc_entry(name, mode, data, rdev, ino))
-        f.write(_newc_entry("TRAILER!!!", 0, ino=0))
-    return dest
+    return write_newc(dest, [
+        ("dev", stat.S_IFDIR | 0o755, b""),
+        ("dev/console", stat.S_IFCHR | 0o600, b""),
+        ("proc", stat.S_IFDIR | 0o755, b""),
+        ("sys", stat.S_IFDIR | 0o755, b""),
+        ("init", stat.S_IFREG | 0o755, init.read_bytes()),
+        ("irqlab-native", stat.S_IFREG | 0o755, probe.read_bytes()),
+        *extra])
 
 
 class InGuestHog(ABC):

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from irqlab.runner.linux_guest import _newc_entry, kernel_cache_dir
+from irqlab.runner.linux_guest import kernel_cache_dir, write_newc
 
 DEB_LIB_DIR = "usr/lib/x86_64-linux-gnu"
 XEN_BIN_DIR = "usr/lib/xen-4.17/bin"
@@ -564,12 +564,7 @@ def build_dom0_initramfs(dest: Path, plan: Dom0Plan, probe: Path,
         add("irqlab/big.cfg", xl_config(plan, "irqlab-big", big.params["size_bytes"] >> 20,
                                         "period_ns=1000000000 idle=hlt samples=0")
             .encode(), 0o644)
-    with open(dest, "wb") as f:
-        for ino, (name, mode, data) in enumerate(members, start=1):
-            rdev = (5, 1) if name == "dev/console" else (0, 0)
-            f.write(_newc_entry(name, mode, data, rdev, ino))
-        f.write(_newc_entry("TRAILER!!!", 0, ino=0))
-    return dest
+    return write_newc(dest, members)
 
 
 def dom0_kernel() -> Path:
