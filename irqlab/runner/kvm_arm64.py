@@ -21,11 +21,9 @@ read between two counter reads), which explain uses to put samples on the L1's c
 
 from __future__ import annotations
 
-import os
 import shutil
 import stat
 import subprocess
-import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,10 +34,9 @@ from irqlab.runner.accel import AccelPlan
 from irqlab.runner.fdt import FdtError, compile_dts
 from irqlab.runner.linux_arch import LINUX_ARCHES
 from irqlab.runner.linux_guest import write_newc
-from irqlab.runner.process import MeasuredProcess
+from irqlab.runner.process import MeasuredProcess, marked_lines
 from irqlab.runner.qemu import base_argv, memfd_backend
 from irqlab.runner.xen_dom0 import dom0_cache_dir, fetch_hint
-from irqlab.samples.layout import STATE_DONE, STATE_OFFSET
 
 KVM_HOST_SRC = Path(__file__).resolve().parents[2] / "probes" / "kvm-host"
 NATIVE_SRC = KVM_HOST_SRC.parent / "native"
@@ -184,16 +181,8 @@ def init_script(vmm_args: list[str], trace_events: tuple[str, ...] | None,
 def parse_reports(text: str) -> list[tuple[str, dict[str, str]]]:
     """``irqlab-kvm: KEY k=v ...`` console lines -> [(key, {k: v})], in order; a word
     without ``=`` is kept under its own name with the value ""."""
-    out = []
-    for line in text.splitlines():
-        i = line.find(REPORT_MARK)
-        if i < 0:
-            continue
-        key, _, rest = line[i + len(REPORT_MARK):].strip().partition(" ")
-        words = rest.split()
-        out.append((key, {w.split("=", 1)[0]: w.split("=", 1)[1] if "=" in w else ""
-                          for w in words}))
-    return out
+    return [(key, {w.split("=", 1)[0]: w.split("=", 1)[1] if "=" in w else ""
+                   for w in rest.split()}) for key, rest in marked_lines(text, REPORT_MARK)]
 
 
 def reports_metadata(text: str) -> dict[str, Any]:
@@ -352,13 +341,7 @@ class KvmArm64Host(MeasuredProcess):
         finished (its ring, as irqvmm forwards it, says done) and QEMU still runs, until
         the L1 reports the trace's end, at most TRACE_END_WAIT_S. A run stopped early
         does not wait."""
-        if self.mem_fd < 0 or int.from_bytes(os.pread(self.mem_fd, 4, STATE_OFFSET),
-                                              "little") != STATE_DONE:
-            return
-        end = time.monotonic() + TRACE_END_WAIT_S
-        while (self._child is not None and self._child.proc.poll() is None
-               and time.monotonic() < end):
+        def said_done() -> bool:
             meta = self.host_metadata()
-            if "done" in meta.get("trace", {}) or "fatal" in meta:
-                return
-            time.sleep(0.05)
+            return "done" in meta.get("trace", {}) or "fatal" in meta
+        self._await_after_done(said_done, TRACE_END_WAIT_S)

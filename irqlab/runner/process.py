@@ -16,11 +16,13 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from irqlab.runner.scratch import ScratchDir
+from irqlab.samples.layout import STATE_DONE, STATE_OFFSET
 
 _PR_SET_PDEATHSIG = 1
 _OUTPUT_KEEP_BYTES = 64 * 1024
@@ -106,6 +108,19 @@ class ChildProcess:
         return self.proc.returncode
 
 
+def marked_lines(text: str, mark: str) -> list[tuple[str, str]]:
+    """The ``MARK KEY REST`` lines a guest's init prints on the console (anywhere in a
+    line: the kernel may prefix it) -> [(key, rest)], in order."""
+    out = []
+    for line in text.splitlines():
+        i = line.find(mark)
+        if i < 0:
+            continue
+        key, _, rest = line[i + len(mark):].strip().partition(" ")
+        out.append((key, rest.strip()))
+    return out
+
+
 @dataclass
 class MeasuredProcess:
     """The process that hosts the probe (QEMU, Xen in QEMU, the native probe, a board's
@@ -155,6 +170,21 @@ class MeasuredProcess:
         self.argv = argv
         self._child = ChildProcess(argv, ((self.mem_fd,) if self.mem_fd >= 0 else ())
                                    + extra_fds)
+
+    def _await_after_done(self, said_done: Callable[[], bool], timeout_s: float) -> None:
+        """Once the probe's ring (at the start of the memfd, as a forwarder copies it
+        there) says done, give the child up to ``timeout_s`` to report the end of what
+        it still writes (a trace's last pages): until ``said_done()`` or its exit. A run
+        stopped early does not wait."""
+        if self.mem_fd < 0 or int.from_bytes(os.pread(self.mem_fd, 4, STATE_OFFSET),
+                                              "little") != STATE_DONE:
+            return
+        end = time.monotonic() + timeout_s
+        while (self._child is not None and self._child.proc.poll() is None
+               and time.monotonic() < end):
+            if said_done():
+                return
+            time.sleep(0.05)
 
     def start(self) -> None:
         """Check prerequisites and start the child; OSError (with the fix) if it cannot."""

@@ -49,7 +49,6 @@ from irqlab.runner.accel import AccelPlan
 from irqlab.runner.fdt import Domain, FdtError, Module, xen_tree
 from irqlab.runner.machines import DEBUG_EXIT_PORT
 from irqlab.runner.process import MeasuredProcess
-from irqlab.samples.layout import STATE_DONE, STATE_OFFSET
 from irqlab.runner.qemu import GuestConfig, base_argv, memfd_backend, probe_cmdline
 from irqlab.runner import xen_dom0_arm64 as arm64_dom0
 from irqlab.runner.xen_dom0 import (REPORT_MARK, TRACE_SHM_BYTES, Dom0Plan,
@@ -553,16 +552,10 @@ class XenGuest(MeasuredProcess, Dom0TraceChannel):
         buffers, and ``complete``, are lost): only when the probe finished (its ring,
         as dom0 forwards it, says done) and QEMU still runs, until dom0 reports the
         capture's end, at most TRACE_END_WAIT_S. A run stopped early does not wait."""
-        if self.mem_fd < 0 or int.from_bytes(os.pread(self.mem_fd, 4, STATE_OFFSET),
-                                              "little") != STATE_DONE:
-            return
-        end = time.monotonic() + TRACE_END_WAIT_S
-        while (self._child is not None and self._child.proc.poll() is None
-               and time.monotonic() < end):
+        def said_done() -> bool:
             meta = self.dom0_metadata() or {}
-            if "xentrace" in meta or "fatal" in meta:
-                return
-            time.sleep(0.05)
+            return "xentrace" in meta or "fatal" in meta
+        self._await_after_done(said_done, TRACE_END_WAIT_S)
 
     # -- the MeasuredProcess interface, where Xen differs ----------------------------------
 

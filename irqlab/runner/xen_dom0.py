@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from irqlab.runner.linux_guest import kernel_cache_dir, write_newc
+from irqlab.runner.process import marked_lines
 
 DEB_LIB_DIR = "usr/lib/x86_64-linux-gnu"
 XEN_BIN_DIR = "usr/lib/xen-4.17/bin"
@@ -491,14 +492,7 @@ def init_script(plan: Dom0Plan) -> str:
 
 def parse_reports(text: str) -> list[tuple[str, str]]:
     """``irqlab-dom0: KEY REST`` console lines -> [(key, rest)], in order."""
-    out = []
-    for line in text.splitlines():
-        i = line.find(REPORT_MARK)
-        if i < 0:
-            continue
-        key, _, rest = line[i + len(REPORT_MARK):].strip().partition(" ")
-        out.append((key, rest.strip()))
-    return out
+    return marked_lines(text, REPORT_MARK)
 
 
 def kv(rest: str) -> dict[str, str]:
