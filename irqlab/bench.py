@@ -6,7 +6,7 @@
   statistics on the same data in the same process (goal: ratio > 1).
 - rate: the shortest probe period a TCG guest sustains with zero lost samples here.
 - noise: compare's noise verdict calibrated on real runs (irqlab/bench_noise.py): A/A
-  false "beyond noise" and detection of a 10 % shift, with 95 % Wilson intervals.
+  false `different`, `same`, detection of a 30 % shift, with 95 % Wilson intervals.
 - startup: wall time of `irqlab --version`, `--help`, `list`, `show` and `completion`
   against `python -c 'import duckdb'` in the same rounds (irqlab/bench_startup.py).
 - serve: `irqlab serve`'s runs page over 100,000 runs (first page ms, peak RSS) against

@@ -52,16 +52,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--xentrace-file", type=Path, default=None, metavar="FILE",
                    help="xentrace: the capture to lay end to end (default the fixture "
                         "recorded under TCG, tests/fixtures/xen)")
-    b.add_argument("--pairs", type=count, default=20, metavar="N",
-                   help="noise: A/A and A/B pairs, each of two groups of runs (default 20)")
+    b.add_argument("--pairs", type=count, default=80, metavar="N",
+                   help="noise: A/A and A/B pairs, each of two groups of runs (default 80: "
+                        "0 of 73 or more is what shows a rate <= 5 %%)")
     b.add_argument("--runs-per-side", type=count, default=3, metavar="K",
                    help="noise: runs in each group of a pair (default 3; 1 = single runs, "
-                        "which are never called beyond noise)")
+                        "which are always `unknown`)")
+    b.add_argument("--max-repeat", type=count, default=0, metavar="N",
+                   help="noise: also replay --repeat auto on N runs a side measured for "
+                        "each pair (default 0: not replayed)")
     b.add_argument("--duration", type=run_length, default=500_000_000, metavar="DUR",
                    help="noise: length of each run; a bare number is seconds, as in "
                         "`irqlab run -D` (default 500ms)")
-    b.add_argument("--shift", type=_shift, default=1.10, metavar="FACTOR",
-                   help="noise: A/B multiplies B's latencies by this (default 1.10)")
+    b.add_argument("--shift", type=_shift, default=1.30, metavar="FACTOR",
+                   help="noise: A/B multiplies B's latencies by this (default 1.30)")
     b.add_argument("--period", type=duration, default=100_000, metavar="DUR",
                    help="noise: probe period of each run (default 100us)")
     b.add_argument("--b-period", type=duration, default=None, metavar="DUR",
@@ -103,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
             "noise": {"pairs": max(1, args.pairs), "runs_per_side": max(1, args.runs_per_side),
                       "duration_ns": args.duration, "period_ns": args.period,
                       "target": args.target, "shift": args.shift,
-                      "b_period_ns": args.b_period},
+                      "b_period_ns": args.b_period, "max_repeat": args.max_repeat},
             "startup": {"rounds": max(1, args.rounds)},
             "serve": {"runs": max(2, args.serve_runs), "rounds": max(1, args.rounds)}}
     figures = run_benchmarks(args.what or list(DEFAULT_BENCHES), opts)

@@ -31,16 +31,34 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
                         "(default: each run's own --threshold)")
 
 
+def margin_arg(text: str) -> dict[str, float]:
+    """--margin PCT or p50=PCT,p99.9=PCT (noise.parse_margins)."""
+    try:
+        return noise.parse_margins(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_margin_arg(p: argparse.ArgumentParser) -> None:
+    """--margin, shared by compare and report."""
+    defaults = ", ".join(f"{k} {v:.0%}" for k, v in noise.DEFAULT_MARGINS.items())
+    p.add_argument("--margin", type=margin_arg, default=None, metavar="PCT",
+                   help="equivalence margin of the `same` verdict: 10%% for every "
+                        "quantile or p50=5%%,p99.9=20%% (default " + defaults.replace(
+                            "%", "%%") + ", from measured run-to-run spread)")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="compare stored runs in one table",
                        description="One row per run: samples, percentiles, max, warm max, "
-                                   "above-threshold count, ratios to the first run, whether "
-                                   "differences are beyond noise, and comparability "
-                                   "warnings. Runs of one series (irqlab run --repeat) form "
-                                   "a group; groups of >= 2 runs are tested run by run "
-                                   "(Welch's t on each run's percentiles); single runs can "
-                                   "only be 'within noise' or told to re-run with --repeat.")
+                                   "above-threshold count, ratios to the first run, a "
+                                   "verdict per group (different, same or unknown) and "
+                                   "comparability warnings. Runs of one series (irqlab run "
+                                   "--repeat) form a group; groups of >= 3 runs are tested "
+                                   "run by run (t-tests on each run's percentiles, `same` "
+                                   "within --margin); single runs are always `unknown`.")
     add_run_args(p)
+    add_margin_arg(p)
     p.add_argument("--format", choices=FORMATS, default="human",
                    help="human (terminal table), markdown, csv or json (JSON lines)")
     p.add_argument("--json", action="store_true", help="same as --format json")
@@ -50,7 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                  "a row of every quantile in memory"),
                    default=noise.DEFAULT_RESAMPLES,
                    help="resamples of the single runs' block bootstrap (groups of >= 2 runs "
-                        "use Welch's t: no resampling)")
+                        "use t-tests: no resampling)")
     p.add_argument("--hist", action="store_true",
                    help="also the runs' latency histograms side by side on shared 1-2-5 "
                         "log buckets (a count and a log-scaled bar per run; see irqlab "
@@ -87,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     with open_store(db_path(args), read_only=True) as store:
         runs = load_runs(store, select_runs(store, args.runs, series_names=True))
         model = build_compare(runs, args.threshold, seed=args.seed,
-                              resamples=max(1, args.resamples), per_cpu=args.per_cpu)
+                              resamples=max(1, args.resamples), per_cpu=args.per_cpu,
+                              margins=args.margin)
         hists = _histograms(store, runs) if args.hist else []
     choose_renderer(fmt).compare(model)
     _print_histograms(hists, fmt)

@@ -25,7 +25,7 @@ from irqlab.durations import format_ns, parse_duration_ns
 from irqlab.models.rtds import rtds_bound
 from irqlab.stats.fields import RATIO_FIELDS
 
-COMPARE_VERSION = 1
+COMPARE_VERSION = 2
 NA_NOISE = "n/a"
 # The key of a stored run's kept sample (StoredSamples.noise): the thinning does not
 # depend on the seed, so one sample serves every seed.
@@ -69,10 +69,12 @@ def series_of(run: RunData) -> str | None:
 def build_compare(runs: list[RunData], threshold_ns: int | None = None,
                   seed: int = noise.DEFAULT_SEED,
                   resamples: int = noise.DEFAULT_RESAMPLES,
-                  per_cpu: bool = False) -> dict[str, Any]:
+                  per_cpu: bool = False,
+                  margins: dict[str, float] | None = None) -> dict[str, Any]:
     """The table model; ``runs[0]`` is the baseline, its group the baseline group.
     With ``per_cpu`` each row gains ``per_cpu``: {"0": that CPU's figures, ...} ({} for
-    a run without per-CPU samples; irqlab.reports.percpu)."""
+    a run without per-CPU samples; irqlab.reports.percpu). ``margins``: the `same`
+    verdict's equivalence margin per quantile label (noise.DEFAULT_MARGINS)."""
     if not runs:
         raise ValueError("compare needs at least one run")
     # Runs kept in the store are read once for all of the below.
@@ -81,7 +83,8 @@ def build_compare(runs: list[RunData], threshold_ns: int | None = None,
     base, base_figs = runs[0], figs[0]
     groups = groups_of(runs)
     group_of = {i: g for g, members in enumerate(groups) for i in members}
-    noise_of = _group_noise(runs, figs, groups, seed, resamples)
+    margins = {**noise.DEFAULT_MARGINS, **(margins or {})}
+    noise_of = _group_noise(runs, figs, groups, seed, resamples, margins)
     rows, warnings = [], []
     for i, (run, f) in enumerate(zip(runs, figs)):
         g = group_of[i]
@@ -117,14 +120,16 @@ def build_compare(runs: list[RunData], threshold_ns: int | None = None,
              "baseline_run_id": base.run_id,
              "threshold_override_ns": threshold_ns, "rows": rows, "warnings": warnings,
              "noise_method": noise.method_text(seed, resamples),
-             "percentiles_note": _percentiles_note(sources), "groups": len(groups)}
+             "percentiles_note": _percentiles_note(sources), "groups": len(groups),
+             "margins": margins}
     if per_cpu:
         model["per_cpu"] = True
     return model
 
 
 def _group_noise(runs: list[RunData], figs: list[dict[str, Any]], groups: list[list[int]],
-                 seed: int, resamples: int) -> list[dict[str, Any] | None]:
+                 seed: int, resamples: int, margins: dict[str, float]
+                 ) -> list[dict[str, Any] | None]:
     """The noise object of each group against the baseline group (None for that one)."""
     out: list[dict[str, Any] | None] = [None]
     base = groups[0]
@@ -132,22 +137,24 @@ def _group_noise(runs: list[RunData], figs: list[dict[str, Any]], groups: list[l
     for members in groups[1:]:
         counts = [len(base), len(members)]
         if min(counts) >= 2:
-            out.append(_replicate_noise(figs, base, members))
+            out.append(_replicate_noise(figs, base, members, margins))
             continue
         missing = [runs[i].label for i in base + members if not runs[i].has_raw]
         if missing:
             out.append({"test": NA_NOISE, "reason": f"no raw samples for "
                                                     f"{' and '.join(missing)}",
                         "replicates": counts,
-                        "verdict": "n/a: single runs need raw samples"})
+                        "verdict": noise.VERDICT_UNKNOWN, "beyond_noise": None,
+                        "scope": SCOPE_WITHIN_RUN})
             continue
         if base_side is None:
             base_side = _block_side(runs, base)
         run_side = _block_side(runs, members)
         results = noise.block_bootstrap(base_side, run_side, seed, resamples)
-        beyond, text = noise.verdict(noise.TEST_SINGLE, results)
+        beyond = (None if any(r.beyond_noise is None for r in results) else False)
         out.append({"test": noise.TEST_SINGLE, "results": [r.to_dict() for r in results],
-                    "beyond_noise": beyond, "verdict": text, "scope": SCOPE_WITHIN_RUN,
+                    "beyond_noise": beyond, "verdict": noise.VERDICT_UNKNOWN,
+                    "reason": noise.SINGLE_REASON, "scope": SCOPE_WITHIN_RUN,
                     "method": noise.row_method(noise.TEST_SINGLE, seed, resamples),
                     "block_len": [base_side.block_len_samples, run_side.block_len_samples],
                     "replicates": counts})
@@ -155,8 +162,8 @@ def _group_noise(runs: list[RunData], figs: list[dict[str, Any]], groups: list[l
 
 
 def _replicate_noise(figs: list[dict[str, Any]], base: list[int],
-                     members: list[int]) -> dict[str, Any]:
-    """Welch's t on each run's quantiles (the run is the unit)."""
+                     members: list[int], margins: dict[str, float]) -> dict[str, Any]:
+    """The t-tests on each run's quantiles (the run is the unit; noise.run_level_ratio)."""
     results = []
     samples = (sum(figs[i]["samples"] or 0 for i in base),
                sum(figs[i]["samples"] or 0 for i in members))
@@ -165,14 +172,18 @@ def _replicate_noise(figs: list[dict[str, Any]], base: list[int],
         qb = [figs[i].get(field.key) for i in members]
         if any(v is None for v in qa + qb):
             continue
-        results.append(noise.welch_log_ratio(qa, qb, field.label, samples=samples))
+        results.append(noise.run_level_ratio(qa, qb, field.label, samples=samples,
+                                             margin=margins.get(field.label)))
     counts = [len(base), len(members)]
     if not results:
         return {"test": NA_NOISE, "reason": "a run has no percentiles", "replicates": counts,
-                "verdict": "n/a"}
-    beyond, text = noise.verdict(noise.TEST_REPLICATES, results)
+                "verdict": noise.VERDICT_UNKNOWN, "beyond_noise": None,
+                "scope": SCOPE_BETWEEN_RUNS}
+    verdict, reason = noise.row_verdict(results)
+    flags = [r.beyond_noise for r in results if r.beyond_noise is not None]
     return {"test": noise.TEST_REPLICATES, "results": [r.to_dict() for r in results],
-            "beyond_noise": beyond, "verdict": text, "scope": SCOPE_BETWEEN_RUNS,
+            "beyond_noise": any(flags) if flags else None, "verdict": verdict,
+            "reason": reason, "scope": SCOPE_BETWEEN_RUNS,
             "method": noise.row_method(noise.TEST_REPLICATES), "block_len": None,
             "replicates": counts}
 

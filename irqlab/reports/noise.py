@@ -9,18 +9,35 @@ pseudo-replication (Hurlbert, Ecological Monographs 54, 1984): two identical run
 out "beyond noise at p<0.001". So:
 
 **Replicates** (both groups >= 2 runs, `irqlab run --repeat N`): each run gives one
-value per quantile, its exact nearest-rank p50 and p99.9 (Hyndman & Fan 1996 def. 1).
-Welch's t-test (Welch, "The generalization of Student's problem when several different
-population variances are involved", Biometrika 34, 1947) on the logs of these per-run
-quantiles, with the Welch-Satterthwaite degrees of freedom, compares the groups: the
-log makes a multiplicative effect additive and the per-run spread closer to normal, and
-the t quantile (not a normal one) keeps the test calibrated at 2-5 runs a side. The
-interval of the ratio is exp(interval of the mean log difference); the ratio itself
-is that of the groups' geometric means. Two quantiles are tested per row, so each
+value per quantile, its exact nearest-rank p50 and p99.9 (Hyndman & Fan 1996 def. 1),
+and the groups are compared on the logs of these per-run values (the log makes a
+multiplicative effect additive and the per-run spread closer to normal). Which t-test
+was decided by simulation (issue 45; 2,000 A/A pairs a case, run-level lognormal noise
+5 %, AR(1) 0.9 samples with bursts; irqlab.reports.noise_sim): Welch's (Welch,
+Biometrika 34, 1947) with the Welch-Satterthwaite degrees of freedom is liberal at
+unequal group sizes (3 v 10: 7.7-9.2 % at a nominal 5 %; 2 v 5: 6.6 %, ~15 % when the
+2-run side is the noisier one), Student's pooled t is exact when the two groups are one
+configuration (then their spreads are equal too) but liberal when the smaller group is
+the noisier (3 v 10: 12.7 %). The p-value used is the larger of the two, the interval
+the wider (both are centred on the same difference): 1.7-4.0 % in every case simulated,
+and ×1.3 found in 79 % of 3 v 3 pairs, 90 % of 3 v 5, 100 % of 5 v 5. Below MIN_RUNS
+(3) a side the level could not be held in simulation (2 v 5: 5.2 %): the interval is
+shown, the verdict is `unknown`. A group whose values are all equal (rounded to us by an
+importer, to a histogram's bucket) would give t = d / 0 and p = 0: each group's spread
+is floored at the rounding's own variance, step^2 / 12 (Sheppard 1898), the step being
+the largest power of ten dividing every value.
+
+Verdicts per quantile (and per row: `different` if any quantile is, `same` if all are,
+else `unknown`): `different` when the simultaneous interval excludes 1; `same` when it
+lies inside the equivalence margin, [1/(1+m), 1+m] (two one-sided tests, Schuirmann,
+J. Pharmacokin. Biopharm. 15, 1987: each one-sided test at half the interval's
+complement, so `same` has the same error bound as `different`); `unknown` when neither
+is shown. An interval that excludes 1 but lies inside the margin is `same` (a shift
+smaller than what the user said matters). Two quantiles are tested per row, so each
 interval is a Bonferroni (Dunn 1961) simultaneous one at 1 - 0.05/2 and each p-value is
-Bonferroni-adjusted (Holm 1979 would reject as often or more, but its steps have no
-matching simultaneous intervals; the verdict has to agree with the intervals shown):
-the row's "beyond noise" has a family-wise error rate <= 5 %.
+Bonferroni-adjusted: the row's `different` has a family-wise error rate <= 5 %.
+`--repeat auto` judges the groups after each added pair of runs: the level is split
+over those looks (Bonferroni), so stopping early does not inflate it.
 
 **Single runs** (either group one run): run-to-run variation cannot be known, so the
 verdict never says "beyond noise". What can be judged is whether even the within-run
@@ -32,8 +49,8 @@ run's measured autocorrelation by Politis & White's automatic rule (Econometric 
 the latencies (so one huge stall does not decide it; the rule is derived for the mean,
 here it measures how long the dependence lasts) and never below the length that keeps
 the number of blocks <= MAX_BLOCKS. If the simultaneous interval of every
-quantile's ratio includes 1: "within noise"; otherwise "single runs: re-run with
---repeat to judge" and beyond_noise is null, never true.
+quantile's ratio includes 1, beyond_noise is false (even the samples' own variation
+explains the difference); otherwise null, never true. The verdict is always `unknown`.
 
 Big runs: the bootstrap uses at most MAX_SAMPLES samples a run, every k-th in time
 order (systematic thinning keeps the series' dependence, at lags k times longer, and
@@ -63,18 +80,28 @@ MAX_SAMPLES = 2_000_000      # per run, for the single-run bootstrap
 MAX_BLOCKS = 1_024           # per run: bounds the bootstrap's cost (resamples x blocks)
 GRID_POINTS = 256            # values around a quantile where resamples are evaluated
 FAMILY_ALPHA = 0.05          # the row's family-wise level
-TEST_REPLICATES = "welch-t"
+TEST_REPLICATES = "run-t"
 TEST_SINGLE = "bootstrap"
-VERDICT_BEYOND = "beyond noise"
-VERDICT_WITHIN = "within noise"
-VERDICT_SINGLE = "single runs: re-run with --repeat to judge"
-METHOD_REPLICATES = ("Welch's t on the log of each run's quantile (the run is the unit; "
-                     "Welch 1947), interval of the ratio = exp(interval of the mean log "
-                     "difference), Bonferroni over {m} quantiles: family-wise 5 %")
+VERDICT_DIFFERENT = "different"
+VERDICT_SAME = "same"
+VERDICT_UNKNOWN = "unknown"
+VERDICTS = (VERDICT_DIFFERENT, VERDICT_SAME, VERDICT_UNKNOWN)
+MIN_RUNS = 3                 # a side, for `different` or `same` (the simulation's floor)
+# Equivalence margins of `same`, per quantile label (fractions): a little over twice the
+# run-to-run spread of each quantile measured here (docs/figures.md, issue 45: native
+# runs of 0.5 s, sd of log p50 ~4 %, of log p99.9 ~11 %), so that two series of one
+# configuration can be shown `same` with a few runs a side. `--margin` overrides.
+DEFAULT_MARGINS: dict[str, float] = {"p50": 0.10, "p99.9": 0.25}
+SINGLE_REASON = ("single runs: run-to-run variation unknown (re-run with --repeat 3 or "
+                 "--repeat auto); the interval describes the samples within each run")
+METHOD_REPLICATES = ("the run is the unit: t-tests on the log of each run's quantile, "
+                     "the larger p of Student's and Welch's (Welch 1947), Bonferroni over "
+                     "{m} quantiles (family-wise 5 %); `same` when the interval lies "
+                     "inside the margin (two one-sided tests, Schuirmann 1987)")
 METHOD_SINGLE = ("single runs: block bootstrap of contiguous blocks (Kuensch 1989, "
                  "non-overlapping blocks), block length from the autocorrelation (Politis & "
                  "White 2004), {resamples} resamples, seed {seed}, Bonferroni over {m} "
-                 "quantiles; run-to-run variation unknown, never called beyond noise")
+                 "quantiles; run-to-run variation unknown: never `different` or `same`")
 # (quantile, label) tested: the percentiles compare divides by the baseline's.
 QUANTILES: tuple[tuple[float, str], ...] = tuple(
     (f.quantile, f.label) for f in RATIO_FIELDS if f.quantile is not None)
@@ -94,6 +121,9 @@ class NoiseResult:
     p_adjusted: float | None = None   # Bonferroni: min(1, m * p)
     confidence: float = 1 - FAMILY_ALPHA / len(QUANTILES)
     df: float | None = None           # Welch-Satterthwaite degrees of freedom
+    verdict: str = "unknown"          # different, same or unknown (VERDICTS)
+    margin: float | None = None       # the equivalence margin `same` was judged against
+    reason: str = ""                  # why that verdict, one line
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -144,42 +174,114 @@ def t_sf2(t: float, df: float) -> float:
     return _betainc(df / 2, 0.5, df / (df + t * t))
 
 
+def t_pdf(t: float, df: float) -> float:
+    """Student's t density."""
+    return math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)
+                    - 0.5 * math.log(df * math.pi) - (df + 1) / 2 * math.log1p(t * t / df))
+
+
 def t_quantile(p: float, df: float) -> float:
-    """The t with P(T <= t) = p (p > 0.5), by bisection on t_sf2."""
+    """The t with P(T <= t) = p (p > 0.5): Newton's method on t_sf2 (its derivative is
+    -2 x the density), safeguarded by a bracket that bisects when a step leaves it;
+    ~5 steps where plain bisection took ~40 (the noise simulation calls this 10^4 times)."""
     target, lo, hi = 2 * (1 - p), 0.0, 1.0
     while t_sf2(hi, df) > target:
-        hi *= 2
-    while hi - lo > 1e-10 * hi:
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if t_sf2(mid, df) > target else (lo, mid)
-    return (lo + hi) / 2
+        lo, hi = hi, hi * 2
+    t = (lo + hi) / 2
+    for _ in range(100):
+        f = t_sf2(t, df) - target
+        if f > 0:
+            lo = t
+        else:
+            hi = t
+        step = f / (2 * t_pdf(t, df))
+        nxt = t + step
+        if not lo < nxt < hi:
+            nxt = (lo + hi) / 2
+        if abs(nxt - t) <= 1e-12 * max(1.0, t):
+            return nxt
+        t = nxt
+    return t
 
 
-# --- replicates: Welch's t on log per-run quantiles ------------------------------------
+# --- replicates: Student's and Welch's t on log per-run quantiles ----------------------
 
-def welch_log_ratio(base_q: Sequence[float], run_q: Sequence[float], label: str,
-                    m: int = len(QUANTILES), samples: tuple[int, int] = (0, 0)
-                    ) -> NoiseResult:
+def rounding_step(values: Sequence[float]) -> float:
+    """The resolution per-run values were rounded to: the largest power of ten (1 ns to
+    1 s) dividing every value when all are whole nanoseconds (an importer's microseconds,
+    a tool's rounding), else 0 (not rounded, as far as can be told)."""
+    if not all(float(v).is_integer() for v in values):
+        return 0.0
+    ints = [int(v) for v in values]
+    step = 1
+    while step < 1_000_000_000 and all(v % (step * 10) == 0 for v in ints):
+        step *= 10
+    return float(step)
+
+
+def run_level_ratio(base_q: Sequence[float], run_q: Sequence[float], label: str,
+                    m: int = len(QUANTILES), samples: tuple[int, int] = (0, 0),
+                    margin: float | None = None, looks: int = 1) -> NoiseResult:
     """One quantile: per-run values of the baseline group and of the other group (>= 2
-    each). A value <= 0 has no log: no ratio, no verdict."""
-    conf = 1 - FAMILY_ALPHA / m
+    each), compared on their logs (see the module doc for the test). ``margin`` (a
+    fraction, 0.10 for 10 %) is the equivalence margin of the `same` verdict; ``looks``
+    how many times a sequential procedure (--repeat auto) has judged these groups, its
+    level split over them (Bonferroni). A value <= 0 has no log: no ratio, `unknown`."""
+    alpha = FAMILY_ALPHA / looks
+    conf = 1 - alpha / m
     if min(base_q) <= 0 or min(run_q) <= 0:
-        return NoiseResult(label, None, None, None, None, None, samples, None, conf)
+        return NoiseResult(label, None, None, None, None, None, samples, None, conf,
+                           verdict=VERDICT_UNKNOWN, margin=margin,
+                           reason="a value <= 0 has no ratio")
     x, y = np.log(np.asarray(base_q, float)), np.log(np.asarray(run_q, float))
+    nx, ny = x.size, y.size
     d = float(y.mean() - x.mean())
-    vx, vy = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
-    se = math.sqrt(vx + vy)
-    if se == 0:
-        # Every run of each group gave the same value: the difference is exact.
-        p, half, df = (1.0 if d == 0 else 0.0), 0.0, None
-    else:
-        df = (vx + vy) ** 2 / (vx ** 2 / (x.size - 1) + vy ** 2 / (y.size - 1))
-        p = t_sf2(d / se, df)
-        half = t_quantile(1 - (1 - conf) / 2, df) * se
-    p_adj = min(1.0, m * p)
+    # Rounded values can make a group's spread exactly 0 (t = d / 0): the rounding's own
+    # variance, step^2 / 12 (Sheppard 1898), on the log scale at the groups' level, is
+    # the least either group's spread can be.
+    step = rounding_step(list(base_q) + list(run_q))
+    level = math.exp(float(np.concatenate([x, y]).mean()))
+    floor = (step / level) ** 2 / 12
+    vx, vy = max(float(x.var(ddof=1)), floor), max(float(y.var(ddof=1)), floor)
+    se_w = math.sqrt(vx / nx + vy / ny)
+    if se_w == 0:
+        return NoiseResult(label, math.exp(d), None, None, None, None, samples, None,
+                           conf, verdict=VERDICT_UNKNOWN, margin=margin,
+                           reason="no spread between runs and no rounding step to "
+                                  "bound it: nothing to judge against")
+    df_w = (vx / nx + vy / ny) ** 2 / ((vx / nx) ** 2 / (nx - 1) + (vy / ny) ** 2 / (ny - 1))
+    pooled = ((nx - 1) * vx + (ny - 1) * vy) / (nx + ny - 2)
+    se_s = math.sqrt(pooled * (1 / nx + 1 / ny))
+    df_s = nx + ny - 2
+    p = max(t_sf2(d / se_w, df_w), t_sf2(d / se_s, df_s))
+    tail = 1 - (1 - conf) / 2
+    half = max(t_quantile(tail, df_w) * se_w, t_quantile(tail, df_s) * se_s)
     lo, hi = math.exp(d - half), math.exp(d + half)
-    return NoiseResult(label, math.exp(d), lo, hi, p, bool(lo > 1 or hi < 1), samples,
-                       p_adj, conf, df)
+    excludes = bool(lo > 1 or hi < 1)
+    word, reason = _quantile_verdict(label, lo, hi, excludes, margin, min(nx, ny))
+    return NoiseResult(label, math.exp(d), lo, hi, p, excludes, samples,
+                       min(1.0, m * p), conf, df_w, verdict=word, margin=margin,
+                       reason=reason)
+
+
+def _quantile_verdict(label: str, lo: float, hi: float, excludes: bool,
+                      margin: float | None, runs_min: int) -> tuple[str, str]:
+    """(verdict, why) of one quantile from its simultaneous interval: `same` when the
+    whole interval lies within the margin (two one-sided tests, Schuirmann 1987: each
+    at the interval's level), `different` when it excludes 1, else `unknown`."""
+    if runs_min < MIN_RUNS:
+        return VERDICT_UNKNOWN, (f"{runs_min} runs a side: fewer than {MIN_RUNS} is not "
+                                 f"calibrated (re-run with --repeat {MIN_RUNS} or auto)")
+    within = margin is not None and lo >= 1 / (1 + margin) and hi <= 1 + margin
+    if within:
+        shift = " (a shift, but inside it)" if excludes else ""
+        return VERDICT_SAME, f"{label} interval ×{lo:.3g}–{hi:.3g} within ±{margin:.0%}{shift}"
+    if excludes:
+        return VERDICT_DIFFERENT, f"{label} interval ×{lo:.3g}–{hi:.3g} excludes 1"
+    if margin is None:
+        return VERDICT_UNKNOWN, f"{label} interval ×{lo:.3g}–{hi:.3g} includes 1; no margin"
+    return VERDICT_UNKNOWN, (f"{label} interval ×{lo:.3g}–{hi:.3g} includes 1 and reaches "
+                             f"past ±{margin:.0%}: more runs would tell")
 
 
 # --- single runs: block bootstrap ------------------------------------------------------
@@ -382,22 +484,94 @@ def block_bootstrap(base: BlockSide, run: BlockSide, seed: int = DEFAULT_SEED,
         d_lo, d_hi = np.quantile(diff, [alpha, 1 - alpha])
         excludes = bool(d_lo > 0 or d_hi < 0)
         out.append(NoiseResult(label, ratio, lo, hi, p, None if excludes else False,
-                               (base.samples, run.samples), min(1.0, m * p), conf))
+                               (base.samples, run.samples), min(1.0, m * p), conf,
+                               verdict=VERDICT_UNKNOWN, reason=SINGLE_REASON))
     return out
 
 
 # --- the verdict -----------------------------------------------------------------------
 
-def verdict(test: str, results: list[NoiseResult]) -> tuple[bool | None, str]:
-    """(beyond_noise, verdict text) of a row from its quantiles' results."""
-    if test == TEST_SINGLE:
-        if any(r.beyond_noise is None for r in results):
-            return None, VERDICT_SINGLE
-        return False, VERDICT_WITHIN
-    flags = [r.beyond_noise for r in results if r.beyond_noise is not None]
-    if not flags:
-        return None, "no verdict (a quantile <= 0 has no ratio)"
-    return any(flags), VERDICT_BEYOND if any(flags) else VERDICT_WITHIN
+def row_verdict(results: list[NoiseResult]) -> tuple[str, str]:
+    """(verdict, why) of a row from its quantiles': `different` if any quantile is,
+    `same` if every one is, else `unknown` (the first undecided quantile says why)."""
+    if not results:
+        return VERDICT_UNKNOWN, "no quantile to compare"
+    different = [r for r in results if r.verdict == VERDICT_DIFFERENT]
+    if different:
+        return VERDICT_DIFFERENT, "; ".join(r.reason for r in different)
+    if all(r.verdict == VERDICT_SAME for r in results):
+        return VERDICT_SAME, "; ".join(r.reason for r in results)
+    return VERDICT_UNKNOWN, next(r.reason for r in results if r.verdict != VERDICT_SAME)
+
+
+@dataclass(frozen=True)
+class AutoDecision:
+    """Where the --repeat auto rule stopped: its row verdict and the runs a side used."""
+
+    verdict: str
+    runs: int
+    decided: bool          # every quantile `different` or `same` (else the cap was hit)
+
+
+def auto_looks(max_runs: int) -> int:
+    """How many times --repeat auto judges, from MIN_RUNS up to max_runs a side."""
+    return max(1, max_runs - MIN_RUNS + 1)
+
+
+def judge_prefix(base_q: dict[str, Sequence[float]], run_q: dict[str, Sequence[float]],
+                 margins: dict[str, float], n: int, looks: int) -> list[NoiseResult]:
+    """Every quantile judged on the first n runs a side, the level split over `looks`."""
+    return [run_level_ratio(base_q[label][:n], run_q[label][:n], label,
+                            margin=margins.get(label), looks=looks)
+            for _q, label in QUANTILES if label in base_q and label in run_q]
+
+
+def decided(results: list[NoiseResult]) -> bool:
+    """--repeat auto's stopping rule: every quantile is `different` or `same`."""
+    return bool(results) and all(r.verdict != VERDICT_UNKNOWN for r in results)
+
+
+def auto_decision(base_q: dict[str, Sequence[float]], run_q: dict[str, Sequence[float]],
+                  margins: dict[str, float], max_runs: int) -> AutoDecision:
+    """The --repeat auto rule replayed on runs already measured (per-run quantiles in
+    run order, at least max_runs a side): judge at MIN_RUNS a side, then one more a side
+    at a time, until decided or max_runs (irqlab bench noise replays it this way; the
+    run flow applies the same rule as the runs arrive, irqlab.suite)."""
+    looks = auto_looks(max_runs)
+    results: list[NoiseResult] = []
+    n = MIN_RUNS
+    for n in range(MIN_RUNS, max_runs + 1):
+        results = judge_prefix(base_q, run_q, margins, n, looks)
+        if decided(results):
+            return AutoDecision(row_verdict(results)[0], n, True)
+    return AutoDecision(row_verdict(results)[0] if results else VERDICT_UNKNOWN,
+                        n, False)
+
+
+def parse_margins(text: str) -> dict[str, float]:
+    """`--margin`: `10%` (every quantile) or `p50=5%,p99.9=20%` (those named; the others
+    keep their defaults). A margin is a percentage in (0, 1000]."""
+    def pct(v: str) -> float:
+        v = v.strip()
+        num = v[:-1] if v.endswith("%") else v
+        try:
+            val = float(num)
+        except ValueError:
+            raise ValueError(f"margin {v!r} is not a percentage (e.g. 10%)") from None
+        if not 0 < val <= 1000 or not math.isfinite(val):
+            raise ValueError(f"margin {v!r} must be a percentage above 0 and at most 1000%")
+        return val / 100
+    labels = [label for _q, label in QUANTILES]
+    if "=" not in text:
+        return {label: pct(text) for label in labels}
+    out = dict(DEFAULT_MARGINS)
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        if name.strip() not in labels:
+            raise ValueError(f"margin for {name.strip()!r}: the compared quantiles are "
+                             f"{', '.join(labels)}")
+        out[name.strip()] = pct(value)
+    return out
 
 
 def method_text(seed: int = DEFAULT_SEED, resamples: int = DEFAULT_RESAMPLES) -> str:

@@ -72,9 +72,9 @@ def noise_cell(row: dict[str, Any]) -> str:
     if not _tested(nz):
         return "n/a"
     assert nz is not None
-    text = nz.get("verdict") or ("beyond noise" if nz["beyond_noise"] else "within noise")
+    text = nz["verdict"]
     if nz["test"] == noise.TEST_SINGLE:
-        return text
+        return f"{text} (single runs)"
     worst = min(nz["results"], key=lambda r: 2.0 if r["p_value"] is None else r["p_value"])
     if worst.get("p_adjusted") is None:
         return f"{text} ({worst['quantile']} {fmt_p(worst['p_value'])})"
@@ -90,9 +90,9 @@ def short_verdict(row: dict[str, Any]) -> str:
     if not _tested(nz):
         return "n/a"
     assert nz is not None
-    if nz["beyond_noise"] is None:
-        return "re-run --repeat" if nz["test"] == noise.TEST_SINGLE else "n/a"
-    return "beyond" if nz["beyond_noise"] else "within"
+    if nz["test"] == noise.TEST_SINGLE:
+        return "unknown: --repeat"
+    return str(nz["verdict"])
 
 
 def cell(row: dict[str, Any], key: str, kind: str) -> str:
@@ -172,11 +172,11 @@ def noise_lines(model: dict[str, Any]) -> list[str]:
                      f"within-run intervals are in --json]")
         elif nz.get("replicates"):
             nb, nr = nz["replicates"]
-            facts = f" [Welch's t over runs: {nb} vs {nr}]"
-        verdict = nz.get("verdict") or ("beyond noise" if nz["beyond_noise"]
-                                        else "within noise")
-        out.append(head + "; ".join(_result_text(r, ratio_only=single)
-                                    for r in nz["results"]) + f": {verdict}{facts}")
+            facts = f" [t over runs: {nb} vs {nr}]"
+        why = "" if single else f" ({nz['reason']})"
+        out.append(head + f"{nz['verdict']}{why}: "
+                   + "; ".join(_result_text(r, ratio_only=single) for r in nz["results"])
+                   + facts)
     return out
 
 
@@ -317,6 +317,8 @@ def json_objects(model: dict[str, Any]) -> list[dict[str, Any]]:
     head["groups"] = model.get("groups", len(model["rows"]))
     head["differs"] = model.get("differs", [])
     head["runs"] = len(model["rows"])
+    if "margins" in model:
+        head["margins"] = model["margins"]      # the `same` verdict's, per quantile
     if model.get("per_cpu"):
         head["per_cpu"] = True      # compare --per-cpu: each compare_run has per_cpu
     out = [head]

@@ -25,7 +25,7 @@ def test_markdown_table(rdb):
     lines = res.stdout.splitlines()
     assert lines[0].startswith("| run | samples | min | p50 | p99 | p99.9 | p99.99 | max |")
     assert lines[2].startswith("| 1 base | 10000 | 1 ns | 5000 ns | 9900 ns | 9990 ns |")
-    assert "| 2 | 2 | single runs: re-run with --repeat to judge | raw |" in lines[3]
+    assert "| 2 | 2 | unknown (single runs) | raw |" in lines[3]
     assert lines[4].endswith("| 1 | 1 | n/a | summary |")
     assert "- 4 summary-only vs 1 base: n/a (no raw samples for #4 summary-only)" in lines
 
@@ -46,18 +46,18 @@ def test_csv_and_json_by_tag(rdb):
 
 def test_human_table_and_errors(rdb):
     res = call_cli(["compare", "base", "double"], rdb)
-    assert res.code == 0 and "baseline" in res.stdout and "re-run --repeat" in res.stdout
+    assert res.code == 0 and "baseline" in res.stdout and "unknown: --repeat" in res.stdout
     assert "block bootstrap" in res.stdout
     # Prose lines wrap at 120 columns (issue 32): continuation lines are indented.
     logical = re.sub(r"\n  (?=\S)", " ", res.stdout).splitlines()
     (line,) = [x for x in logical if x.startswith("2 double vs 1 base: ")]
-    assert line.endswith(": single runs: re-run with --repeat to judge [block bootstrap, "
+    assert line.endswith("[block bootstrap, "
                          "blocks of 292/292 samples; run-to-run variation unknown from one "
                          "run each: ratios only, the within-run intervals are in --json]") \
-        and "beyond noise" not in line
+        and "different" not in line
     # Single runs (issue 45): ratios only; a within-run interval or p beside them would
     # read as evidence about the configurations. The JSON keeps them, labelled.
-    assert re.match(r"2 double vs 1 base: p50 ×[0-9.]+; p99\.9 ×[0-9.]+: single", line), line
+    assert re.match(r"2 double vs 1 base: unknown: p50 ×[0-9.]+; p99\.9 ×[0-9.]+ \[", line), line
     assert "CI" not in line and "p=" not in line and "p_adj" not in line
     js = call_cli(["compare", "base", "double", "--json"], rdb)
     (row,) = [x for x in js.lines if x.get("type") == "compare_run" and not x["baseline"]]
@@ -102,13 +102,34 @@ def test_series_are_compared_run_by_run(sdb):
     assert all(r["noise"] is None for r in rows[:3]) and rows[0]["baseline"]
     b, c = rows[3]["noise"], rows[6]["noise"]
     assert b == rows[4]["noise"] == rows[5]["noise"]        # one verdict for the group
-    assert b["test"] == c["test"] == "welch-t" and b["replicates"] == [3, 3]
+    assert b["test"] == c["test"] == "run-t" and b["replicates"] == [3, 3]
     assert b["scope"] == c["scope"] == "between-runs"
-    assert b["beyond_noise"] is False and b["verdict"] == "within noise"
-    assert c["beyond_noise"] is True and c["verdict"] == "beyond noise"
+    # Issue 45: three words. B is A's configuration: its intervals include 1; C is 30 %
+    # slower: p50's interval excludes 1, so the row is `different` and says why.
+    assert b["beyond_noise"] is False and b["verdict"] in ("same", "unknown")
+    assert c["beyond_noise"] is True and c["verdict"] == "different"
+    assert "p50 interval" in c["reason"] and "excludes 1" in c["reason"]
     p50 = next(r for r in c["results"] if r["quantile"] == "p50")
     assert 1.2 < p50["ratio"] < 1.4 and p50["ci_low"] > 1 and p50["df"] > 1
+    assert p50["verdict"] == "different" and p50["margin"] == 0.10
     assert b["block_len"] is None and "Welch" in b["method"]
+    assert head["version"] == 2 and head["margins"] == {"p50": 0.10, "p99.9": 0.25}
+
+
+def test_identical_series_are_same_within_a_wide_margin(sdb):
+    """Issue 45: two series of one configuration with --margin 50% are `same` (every
+    quantile's interval inside ±50 %), and a margin too tight to show is `unknown`."""
+    wide = _noise_rows(call_cli(["compare", "series:A", "series:B", "--json",
+                                 "--margin", "50%"], sdb))[3]["noise"]
+    assert wide["verdict"] == "same", wide
+    assert all(r["verdict"] == "same" and r["margin"] == 0.5 for r in wide["results"])
+    tight = _noise_rows(call_cli(["compare", "series:A", "series:B", "--json",
+                                  "--margin", "p50=0.1%,p99.9=0.1%"], sdb))[3]["noise"]
+    assert tight["verdict"] == "unknown" and "more runs would tell" in tight["reason"]
+    bad = call_cli(["compare", "series:A", "series:B", "--margin", "-3%"], sdb)
+    assert bad.code == 2 and "margin" in bad.stderr and "Traceback" not in bad.stderr
+    bad = call_cli(["compare", "series:A", "series:B", "--margin", "p75=3%"], sdb)
+    assert bad.code == 2 and "p50, p99.9" in bad.stderr
 
 
 def test_a_series_name_compares_the_series(sdb):
@@ -119,8 +140,8 @@ def test_a_series_name_compares_the_series(sdb):
     assert res.code == 0, res.stderr
     rows = _noise_rows(res)
     assert [r["run_id"] for r in rows] == [1, 4, 7, 3, 6, 9]
-    assert rows[3]["noise"]["test"] == "welch-t" and rows[3]["noise"]["replicates"] == [3, 3]
-    assert rows[3]["noise"]["beyond_noise"] is True
+    assert rows[3]["noise"]["test"] == "run-t" and rows[3]["noise"]["replicates"] == [3, 3]
+    assert rows[3]["noise"]["verdict"] == "different"
     ids = call_cli(["compare", "7", "9", "--json"], sdb)
     assert [r["run_id"] for r in _noise_rows(ids)] == [7, 9]
     assert _noise_rows(ids)[1]["noise"]["test"] == "bootstrap"
@@ -133,10 +154,14 @@ def test_a_suite_s_interleaved_series_are_grouped_and_verdicts_are_short(sdb):
     res = call_cli(["compare", "1", "2", "3", "4", "5", "6", "7", "8", "9"], sdb)
     assert res.code == 0, res.stderr
     assert "series B (3 runs: #2, #5, #8) vs series A (3 runs: #1, #4, #7)" in res.stdout
-    assert "within noise [Welch's t over runs: 3 vs 3]" in res.stdout
-    assert ": beyond noise [Welch's t over runs: 3 vs 3]" in res.stdout
+    logical = re.sub(r"\n  (?=\S)", " ", res.stdout).splitlines()
+    b_line = next(x for x in logical if x.startswith("series B"))
+    c_line = next(x for x in logical if x.startswith("series C"))
+    assert b_line.endswith("[t over runs: 3 vs 3]") and "different" not in b_line
+    assert re.search(r"vs series A \(3 runs: #1, #4, #7\): different \(p50 interval "
+                     r"×[0-9.]+–[0-9.]+ excludes 1", c_line), c_line
     md = call_cli(["compare", "series:A", "series:C", "--format", "markdown"], sdb)
-    assert "| beyond noise (p50 p" in md.stdout and "| baseline group |" in md.stdout
+    assert "| different (p50 p" in md.stdout and "| baseline group |" in md.stdout
 
 
 @pytest.mark.slow
@@ -147,14 +172,14 @@ def test_single_runs_of_one_configuration_are_never_beyond_noise(sdb):
         nz = _noise_rows(res)[1]["noise"]
         assert nz["test"] == "bootstrap" and nz["replicates"] == [1, 1]
         assert nz["beyond_noise"] is not True
-        assert nz["verdict"] in ("within noise",
-                                 "single runs: re-run with --repeat to judge")
+        assert nz["verdict"] == "unknown"
+        assert all(r["verdict"] == "unknown" for r in nz["results"])
         assert all(isinstance(x, int) and x >= 1 for x in nz["block_len"])
     # A series against one run: the single run decides, so the block bootstrap.
     res = call_cli(["compare", "series:A", "3", "--json"], sdb)
     nz = _noise_rows(res)[3]["noise"]
     assert nz["test"] == "bootstrap" and nz["replicates"] == [3, 1]
-    assert nz["verdict"] == "single runs: re-run with --repeat to judge"
+    assert nz["verdict"] == "unknown" and "single runs" in nz["reason"]
 
 
 @pytest.mark.integration

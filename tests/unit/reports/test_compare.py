@@ -23,7 +23,7 @@ def test_rows_ratios_and_noise_against_the_baseline(store):
     # cannot tell run-to-run variation, so the verdict is never "beyond noise".
     nz = double["noise"]
     assert nz["test"] == "bootstrap" and nz["beyond_noise"] is None
-    assert nz["verdict"] == "single runs: re-run with --repeat to judge"
+    assert nz["verdict"] == "unknown" and nz["reason"].startswith("single runs")
     assert nz["replicates"] == [1, 1] and all(b >= 1 for b in nz["block_len"])
     assert all(r["ci_low"] > 1 and r["ratio"] == 2.0 for r in nz["results"])
     assert summ["noise"]["test"] == "n/a"
@@ -60,7 +60,7 @@ def test_markdown_is_a_table_with_notes_noise_and_escaped_names(store):
     assert lines[2] == ("| 1 base | 10000 | 1 ns | 5000 ns | 9900 ns | 9990 ns | 9999 ns | "
                         "10.0 us | 10.0 us | 0 | 0% | 1 | 1 | baseline | raw |")
     assert lines[3].startswith("| 2 double | 10000 | 2 ns | 10.0 us | 19.8 us | 20.0 us |")
-    assert "single runs: re-run with --repeat to judge" in lines[3]
+    assert "| unknown (single runs) |" in lines[3]
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in lines[4] and "<script>" not in lines[4]
     text = "\n".join(lines)
     assert "- percentiles: exact, from the raw samples (nearest rank)" in text
@@ -73,7 +73,7 @@ def test_csv_has_integer_ns_and_numeric_noise_fields(store):
     assert [r["run_id"] for r in rows] == ["1", "2", "4"]
     assert rows[0]["p999_ns"] == "9990" and rows[0]["noise_test"] == "baseline"
     assert rows[1]["p999_ratio"] == "2" and rows[1]["beyond_noise"] == ""
-    assert rows[1]["noise_verdict"] == "single runs: re-run with --repeat to judge"
+    assert rows[1]["noise_verdict"] == "unknown"
     assert float(rows[1]["noise_p50_ci_low"]) > 1 and float(rows[1]["noise_p50_p"]) < 0.01
     assert rows[1]["group"] == "1" and rows[1]["series"] == ""
     assert rows[2]["noise_test"] == "n/a" and rows[2]["noise_p50_p"] == ""
@@ -82,7 +82,7 @@ def test_csv_has_integer_ns_and_numeric_noise_fields(store):
 def test_json_lines_are_versioned_objects(store):
     objs = json_objects(_model(store, ["base", "elsewhere"]))
     assert [o["type"] for o in objs[:3]] == ["compare", "compare_run", "compare_run"]
-    assert all(o["version"] == 1 for o in objs)
+    assert all(o["version"] == 2 for o in objs)
     assert objs[0]["baseline_run_id"] == 1 and objs[0]["runs"] == 2
     assert {o["type"] for o in objs[3:]} == {"compare_warning"}
     json.dumps(objs)   # JSON-ready, no numpy scalars
