@@ -9,6 +9,7 @@ wrong or a run cannot be judged (unknown, no samples) and no gate already failed
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,6 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:
             p.add_argument(f"--{name}", dest=_dest(name), type=count, default=None,
                            metavar="N", help="highest allowed count of samples above the "
                                              "threshold")
+    p.add_argument("--max-exceed", type=_max_exceed, action="append", default=[],
+                   metavar="LAT:PROB",
+                   help="fail when the 95%% upper bound of the per-sample probability of a "
+                        "latency above LAT exceeds PROB (e.g. 1ms:1e-6; an extreme-value "
+                        "fit of the tail, as irqlab tail; a refused fit fails); repeatable")
     p.add_argument("--max-lost", type=count, default=0, metavar="N",
                    help="most lost samples allowed (default 0; a run that did not count "
                         "them, e.g. an import, is not failed: the gate is skipped, said)")
@@ -76,15 +82,29 @@ def _write_junit(path: Path | None, results: list[CheckResult], seconds: float) 
         raise UsageError(f"cannot write {path}: {exc.strerror}; choose another path") from exc
 
 
+def _max_exceed(text: str) -> tuple[int, float]:
+    """--max-exceed LAT:PROB."""
+    lat, sep, prob = text.partition(":")
+    try:
+        value = float(prob)
+    except ValueError:
+        value = math.nan
+    if not sep or not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: write LATENCY:PROBABILITY with a "
+                                         f"probability between 0 and 1, e.g. 1ms:1e-6")
+    return duration(lat), value
+
+
 def run(args: argparse.Namespace) -> int:
-    from irqlab.reports.check import LIMITS, CheckResult, Gates, evaluate, result_lines
+    from irqlab.reports.check import (LIMITS, CheckResult, Gates, evaluate, result_lines,
+                                      tail_gates)
     from irqlab.reports.data import load_runs
 
     limits = [(name, getattr(args, _dest(name))) for name, _k, _u in LIMITS
               if getattr(args, _dest(name)) is not None]
-    if not limits:
+    if not limits and not args.max_exceed:
         raise UsageError("no limit given: pass at least one of "
-                         + ", ".join(f"--{n}" for n, _k, _u in LIMITS))
+                         + ", ".join(f"--{n}" for n, _k, _u in LIMITS) + ", --max-exceed")
     started = time.monotonic()
     try:
         # The store stays open: big runs' samples are read from it while checking.
@@ -94,6 +114,9 @@ def run(args: argparse.Namespace) -> int:
                           max_lost=args.max_lost, require_hardware=args.require_hardware)
             results = [evaluate(r, limits, args.threshold, gates, per_cpu=args.per_cpu)
                        for r in runs]
+            for r, res in zip(runs, results):
+                if res.error is None:
+                    res.gates += tail_gates(r, args.max_exceed)
     except StoreError as exc:
         # CI still gets a JUnit file saying why nothing could be checked.
         failed = CheckResult(0, " ".join(args.runs), error=str(exc))

@@ -59,6 +59,9 @@ COMMANDS: list[Command] = [
             "run recorded with --trace)"),
     Command("trend", ("cmd_trend", "register", "run"),
             "find the runs at which a metric of a series changed (change points)"),
+    Command("tail", ("cmd_tail", "register", "run"),
+            "how often a latency beyond the data would occur: an extreme-value fit of the "
+            "tail with its checks (pWCET)"),
     Command("import", ("cmd_import", "register", "run"), "import other tools' results as runs"),
     Command("model", ("cmd_model", "register", "run"),
             "analytic latency bounds (e.g. Xen RTDS: 2(P-B))"),

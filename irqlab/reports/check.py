@@ -297,6 +297,31 @@ def _gate(name: str, passed: bool, value: Any, allowed: Any, text: str,
             "allowed": allowed, "text": text}
 
 
+def tail_gates(run: RunData, max_exceed: list[tuple[int, float]]) -> list[dict[str, Any]]:
+    """`check --max-exceed LAT:PROB`: one gate each, passed when the 95 % upper bound of
+    the per-sample probability of a latency above LAT is at most PROB (the tail fit of
+    irqlab tail); a refused fit fails it (nothing defensible was shown)."""
+    if not max_exceed:
+        return []
+    from irqlab.reports.tail import build_tail
+    model = build_tail([run], [lat for lat, _p in max_exceed])
+    out = []
+    for lat, prob in max_exceed:
+        name = f"max-exceed {show_value(lat, 'ns')}"
+        if model["refused"]:
+            out.append(_gate(name, False, None, prob,
+                             f"tail fit refused ({model['refused']}): P(latency > "
+                             f"{show_value(lat, 'ns')}) cannot be bounded"))
+            continue
+        row = next(e for e in model["exceedance"] if e["latency_ns"] == lat)
+        ok = row["p_high"] <= prob
+        out.append(_gate(name, ok, row["p_high"], prob,
+                         f"P(latency > {show_value(lat, 'ns')}) per sample <= "
+                         f"{row['p_high']:.3g} (95% upper bound; estimate {row['p']:.3g}) "
+                         f"{'<=' if ok else '>'} {prob:g}"))
+    return out
+
+
 def _status_gate(row: RunRow, gates: Gates) -> dict[str, Any]:
     status = row.status
     if status == "ok":

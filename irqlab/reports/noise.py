@@ -73,6 +73,7 @@ import numpy as np
 
 from irqlab.stats import quantile_rank
 from irqlab.stats.fields import RATIO_FIELDS
+from irqlab.stats.special import wilson_interval  # noqa: F401  (noise.wilson_interval)
 
 DEFAULT_SEED = 20_240_601
 DEFAULT_RESAMPLES = 2_000
@@ -587,14 +588,3 @@ def row_method(test: str, seed: int = DEFAULT_SEED,
     if test == TEST_REPLICATES:
         return METHOD_REPLICATES.format(m=m)
     return METHOD_SINGLE.format(resamples=resamples, seed=seed, m=m)
-
-
-def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
-    """Wilson's score interval of a proportion (Wilson, JASA 22, 1927), 95 % by default."""
-    if trials == 0:
-        return 0.0, 1.0
-    p = successes / trials
-    denom = 1 + z * z / trials
-    centre = (p + z * z / (2 * trials)) / denom
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)

@@ -14,11 +14,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from irqlab.store import Store
 from tests.conftest import call_argv, call_cli, run_cli
 from tests.unit.reports._runs import add_run, latencies
+from tests.unit.stats._tails import synthetic
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -100,6 +102,12 @@ def outputs(tmp_path_factory, probe_built) -> dict[str, list[dict[str, Any]]]:
             add_run(st, "nightly", latencies("ramp", 100) * (1 + i // 8), raw=False,
                     tags={"series": "nightly-000001"})
     out["trend"] = _cli(["trend", "series:nightly-000001", "--json"], tdb)
+    # An extreme-value fit of a stationary synthetic tail (irqlab tail).
+    edb = tmp / "tail.duckdb"
+    with Store(edb) as st:
+        add_run(st, "tail", np.round(synthetic(np.random.default_rng(5), 100_000))
+                .astype(np.int64))
+    out["tail"] = _cli(["tail", "1", "--json"], edb)
     if "export" in _commands():       # the Parquet export (a newer command)
         out["export"] = _cli(["export", "1", "2", "--parquet", str(tmp / "pq"), "--json"], db)
     if "doctor" in _commands():       # the machine check (a newer command)
@@ -160,7 +168,7 @@ def test_every_line_of_every_command_validates_against_its_schema(outputs):
     # The run was a suite: windows, summaries and the suite line; and the others.
     assert {"window", "summary", "suite", "cell", "run", "compare", "compare_run", "check",
             "report", "import", "explain", "bench", "model", "runstate", "hypercall",
-            "series", "histogram"} <= produced
+            "series", "histogram", "tail"} <= produced
     schemas = {p.name.split(".")[0] for p in SCHEMAS.glob("*.schema.json")}
     absent = {"export", "doctor"} - _commands()       # a command this checkout does not have
     assert schemas - produced - NOT_PRODUCED_HERE - absent == set(), "a schema no output uses"

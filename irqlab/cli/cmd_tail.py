@@ -1,0 +1,124 @@
+"""``irqlab tail RUN|series:NAME [--at LAT,...]``: how often a latency beyond the data
+would occur, with 95 % intervals, from an extreme-value fit of the measured tail and its
+validity checks (irqlab.stats.evt; the model: irqlab.reports.tail)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from irqlab.cli.common import EXIT_FAIL, EXIT_OK, UsageError, add_db_json, db_path, duration
+from irqlab.cli.safe_text import printable
+from irqlab.durations import format_latency
+
+HELP = ("how often a latency beyond the data would occur: an extreme-value fit of the "
+        "tail with its checks (pWCET)")
+
+
+def _latencies(text: str) -> list[int]:
+    """--at: one or more latencies, comma separated (10ms,20ms)."""
+    out = []
+    for part in text.split(","):
+        try:
+            out.append(duration(part.strip()))
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(f"--at {part.strip()!r}: {exc}") from None
+    if not out or any(v <= 0 for v in out):
+        raise argparse.ArgumentTypeError("--at takes latencies above 0, e.g. 500us,1ms")
+    return out
+
+
+def _width(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 1 < value <= 1e6:
+        raise argparse.ArgumentTypeError(f"{text!r} is no interval width: a factor above "
+                                         f"1 (high / low), e.g. 10")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tail", help=HELP,
+                       description="Peaks over a threshold with a generalised Pareto tail "
+                                   "(measurement-based probabilistic timing analysis: "
+                                   "Cucu-Grosjean et al. 2012, MBPTA-CV, Abella et al. "
+                                   "2017): the per-sample probability of exceeding each "
+                                   "--at latency with its 95 %% interval, the pWCET at "
+                                   "1e-6 and 1e-9 per sample and per hour at the run's "
+                                   "rate, and the independence, identical-distribution and "
+                                   "goodness-of-fit checks, each with its p-value. Exit 1 "
+                                   "when a check fails (the fit is refused).")
+    p.add_argument("runs", nargs="+", metavar="RUN",
+                   help="run id, name, series:NAME or tag:KEY=VALUE (several runs: their "
+                        "samples together, run after run)")
+    p.add_argument("--at", type=_latencies, default=None, metavar="LAT,...",
+                   help="latencies to give the exceedance probability of (default: the "
+                        "data's maximum and twice it)")
+    p.add_argument("--width", type=_width, default=10.0, metavar="FACTOR",
+                   help="interval width (high / low) whose sample count is estimated for "
+                        "each --at (default 10)")
+    add_db_json(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from irqlab.reports.data import load_runs
+    from irqlab.reports.select import select_runs
+    from irqlab.reports.tail import build_tail
+    from irqlab.store import open_store
+
+    with open_store(db_path(args), read_only=True) as store:
+        runs = load_runs(store, select_runs(store, args.runs, series_names=True))
+        if not all(r.has_raw for r in runs):
+            raw = [r.label for r in runs if not r.has_raw]
+            raise UsageError(f"{', '.join(raw)} kept no raw samples: a tail fit needs "
+                             f"them (runs imported from summaries have none)")
+        model = build_tail(runs, args.at, args.width)
+    if args.json:
+        from irqlab.cli.render import json_line
+        print(json_line(model))
+    else:
+        for text in human_lines(model):
+            print(printable(text, False))
+    return EXIT_FAIL if model["refused"] else EXIT_OK
+
+
+def _p(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3g}"
+
+
+def human_lines(model: dict[str, Any]) -> list[str]:
+    """The fit in a few lines: what was fitted, each check, then the figures."""
+    ids = ", ".join(f"#{i}" for i in model["run_ids"])
+    out = [f"tail of {ids} {model['name']}: {model['samples']:,} samples, max "
+           f"{format_latency(model['max_ns'])}"
+           + (" (EMULATED: not representative)" if model["emulated"] else "")]
+    if model["exceedances"]:
+        out.append(f"threshold {format_latency(model['threshold_ns'])}: "
+                   f"{model['exceedances']:,} exceedances, GPD shape xi "
+                   f"{model['xi']:.3g}, scale {format_latency(model['sigma_ns'])}, "
+                   f"extremal index {model['extremal_index']:.2f}")
+    for c in model["checks"]:
+        mark = "ok  " if c["passed"] else "FAIL"
+        detail = f" — {c['detail']}" if c["detail"] else ""
+        out.append(f"  {mark} {c['name']}: {c['test']}, p = {_p(c['p_value'])}{detail}")
+    if model["refused"]:
+        out.append(f"REFUSED: {model['refused']}; no extrapolation is defensible from "
+                   f"these samples (a longer, steadier run, or a quieter host)")
+        return out
+    for e in model["exceedance"]:
+        need = e["samples_for_width"]
+        more = (f"; ~{need:,} samples for an interval x{e['width']:g} wide"
+                if need and need > model["samples"] else "")
+        out.append(f"P(latency > {format_latency(e['latency_ns'])}) per sample: "
+                   f"{_p(e['p'])} (95% {_p(e['p_low'])}–{_p(e['p_high'])}){more}")
+    for w in model["pwcet"]:
+        hi = w["latency_high_ns"]
+        out.append(f"pWCET at {w['probability']:g} per {w['per']}: "
+                   f"{format_latency(w['latency_ns'])} (95% "
+                   f"{format_latency(w['latency_low_ns'])}–"
+                   f"{'unbounded' if hi is None else format_latency(hi)})")
+    out.append("method: " + model["method"])
+    return out

@@ -1,0 +1,98 @@
+"""The `tail` model: one run's (or series') extreme-value fit as a versioned JSON object
+(irqlab.stats.evt does the statistics; `irqlab tail`, `check --max-exceed`, the report
+and the dashboard read this model)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterator
+
+import numpy as np
+
+from irqlab.reports.data import NS_PER_S, RunData
+from irqlab.stats import evt
+
+TAIL_VERSION = 1
+PER_SAMPLE = (1e-6, 1e-9)        # pWCET probabilities per sample
+PER_HOUR = (1e-6, 1e-9)          # ... and per hour at the run's sample rate
+DEFAULT_WIDTH = 10.0             # the interval width (high / low) samples_needed aims at
+
+
+def latencies_in_order(runs: list[RunData]) -> tuple[np.ndarray, float]:
+    """Every sample of the runs in ns, run after run in sequence order, and the sample
+    rate (samples per second of measurement, from the deadlines' span)."""
+    parts, seconds = [], 0.0
+    for run in runs:
+        scale = NS_PER_S / run.tick_hz
+
+        def read(batches: Iterator[Any]) -> tuple[np.ndarray, float]:
+            lat, last = [], 0.0
+            for tick, deadline_s in batches:
+                lat.append(np.asarray(tick, np.float64) * scale)
+                if len(deadline_s):
+                    last = max(last, float(np.max(deadline_s)))
+            return (np.concatenate(lat) if lat else np.empty(0)), last
+        lat, span = run.over_sequence(read, with_deadline=True)
+        parts.append(lat)
+        # A run's span is its last deadline after its first; one period is added
+        # (n samples cover n periods, not n - 1).
+        seconds += span + (span / max(1, lat.size - 1))
+    all_ns = np.concatenate(parts) if parts else np.empty(0)
+    return all_ns, (all_ns.size / seconds if seconds > 0 else math.nan)
+
+
+def build_tail(runs: list[RunData], at_ns: list[int] | None = None,
+               width: float = DEFAULT_WIDTH) -> dict[str, Any]:
+    """The tail model (docs/formats.md, `tail`). ``at_ns``: latencies whose exceedance
+    probability is wanted (default: the data's maximum and 10 times beyond it in
+    probability: twice the maximum)."""
+    lat, rate = latencies_in_order(runs)
+    fit = evt.fit_tail(lat)
+    head: dict[str, Any] = {
+        "type": "tail", "version": TAIL_VERSION,
+        "run_ids": [r.run_id for r in runs], "name": runs[0].row.name,
+        "emulated": any(bool(r.row.emulated) for r in runs),
+        "method": evt.METHOD, "samples": int(lat.size), "rate_per_s": rate,
+        "max_ns": float(lat.max()) if lat.size else None,
+        **fit.to_dict(), "checks": [c.to_dict() for c in fit.checks],
+        "exceedance": [], "pwcet": []}
+    if fit.refused is not None:
+        return head
+    wanted = list(at_ns) if at_ns else [int(lat.max()), int(2 * lat.max())]
+    for x in wanted:
+        p, lo, hi = evt.exceedance(fit, float(x))
+        head["exceedance"].append({
+            "latency_ns": int(x), "p": p, "p_low": lo, "p_high": hi,
+            "samples_for_width": evt.samples_for_width(fit, lo, hi, width),
+            "width": width})
+    for prob in PER_SAMPLE:
+        head["pwcet"].append(_pwcet(fit, "sample", prob, prob))
+    if math.isfinite(rate) and rate > 0:
+        per_hour = rate * 3600
+        for prob in PER_HOUR:
+            # Clusters of exceedances arrive at theta x the exceedance rate: the chance of
+            # at least one in an hour is ~ theta N p (N samples an hour).
+            head["pwcet"].append(_pwcet(fit, "hour", prob, prob / (fit.theta * per_hour)))
+    return head
+
+
+def _pwcet(fit: evt.TailFit, per: str, prob: float, per_sample: float) -> dict[str, Any]:
+    x, lo, hi = evt.pwcet(fit, per_sample)
+    return {"per": per, "probability": prob, "per_sample": per_sample,
+            "latency_ns": x, "latency_low_ns": lo,
+            "latency_high_ns": None if math.isinf(hi) else hi}
+
+
+def predicted_count(model: dict[str, Any], latency_ns: int, samples: int
+                    ) -> tuple[float, float, float]:
+    """(expected, low, high) exceedances of latency_ns in `samples` more samples: the
+    probability interval times the count, widened by Poisson noise of the clusters
+    (theta-scaled: clusters of 1/theta exceedances arrive as Poisson events)."""
+    row = next(e for e in model["exceedance"] if e["latency_ns"] == latency_ns)
+    theta = model["extremal_index"]
+    lo_mu, hi_mu = row["p_low"] * samples * theta, row["p_high"] * samples * theta
+    # 95 % Poisson bounds around the interval's ends (normal approximation with the
+    # continuity term), in clusters, back to exceedances.
+    low = max(0.0, lo_mu - 1.96 * math.sqrt(lo_mu)) / theta
+    high = (hi_mu + 1.96 * math.sqrt(hi_mu) + 1) / theta
+    return row["p"] * samples, low, high
