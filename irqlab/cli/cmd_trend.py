@@ -119,8 +119,16 @@ def human_lines(trend: Trend) -> list[str]:
                    f"{label} {format_latency(_ns(c.mean_before))} -> "
                    f"{format_latency(_ns(c.mean_after))} "
                    f"({ratio}, segment means), p = {c.p_value:.3g}")
-    if not trend.change_points:
+    ex = trend.exchangeability
+    if ex is not None and ex.drift:
+        out.append(f"drift: no verdict — the runs drift (lag-1 autocorrelation "
+                   f"{ex.lag1:.2f} > {ex.bound:.2f}): too few blocks of {ex.block_len} "
+                   f"runs to test a change; measure more runs or steady the host")
+    elif not trend.change_points:
         out.append(f"no change point with p <= {trend.p_max:g} in {len(trend.points)} runs")
+    if ex is not None and ex.block_len > 1 and not ex.drift:
+        out.append(f"runs autocorrelated (lag-1 {ex.lag1:.2f} > {ex.bound:.2f}): tested "
+                   f"by permuting blocks of {ex.block_len} runs")
     return out
 
 

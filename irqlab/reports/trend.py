@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from irqlab.reports.select import select_runs
 from irqlab.stats.changepoint import (DEFAULT_MIN_SIZE, DEFAULT_P_MAX,
                                       DEFAULT_PERMUTATIONS, MAX_VALUES, ChangePoint,
-                                      find_change_points)
+                                      Exchangeability, find_with_exchangeability)
 from irqlab.stats.fields import LATENCY_FIELDS, Field
 
 if TYPE_CHECKING:
@@ -74,6 +74,7 @@ class Trend:
     seed: int
     starts: set[int] = field(default_factory=set)   # points[i] first after a change
     by_tag: str | None = None         # ordered by this tag's value (None: by start time)
+    exchangeability: Exchangeability | None = None  # of the runs, at the last test
 
     def lines(self) -> list[dict[str, Any]]:
         """The JSON lines (docs/formats.md section 4, types trend, trend_run,
@@ -86,6 +87,12 @@ class Trend:
                 "min_size": self.min_size, "seed": self.seed,
                 "change_points": len(self.change_points),
                 "order": f"tag:{self.by_tag}" if self.by_tag else "started_at"}
+        ex = self.exchangeability
+        if ex is not None:
+            # Issue 45: runs that drift are not exchangeable; blocks of runs were
+            # permuted, or with too few blocks there is no verdict.
+            head.update(lag1_autocorrelation=ex.lag1, block_len=ex.block_len,
+                        drift=ex.drift)
         runs = [{"type": "trend_run", "version": TREND_VERSION, "index": i,
                  "run_id": p.run_id, "name": p.name, "started_at": p.started_at.isoformat(),
                  "status": p.status, "value_ns": p.value_ns, "change_point": i in self.starts,
@@ -160,7 +167,7 @@ def build_trend(store: Store | PgStore, selectors: list[str], metric: str, *,
     values = [p.value_ns for p in points if p.value_ns is not None]   # all of them
     # The log scale (irqlab.stats.changepoint) needs values > 0; a min of 0 ns has none.
     log_scale = all(v > 0 for v in values)
-    found = find_change_points(values, p_max=p_max, permutations=permutations,
-                               min_size=min_size, seed=seed, log=log_scale)
+    found, exch = find_with_exchangeability(values, p_max=p_max, permutations=permutations,
+                                            min_size=min_size, seed=seed, log=log_scale)
     return Trend(f, tuple(selectors), points, skipped, found, log_scale, p_max,
-                 permutations, min_size, seed, {c.index for c in found}, by_tag)
+                 permutations, min_size, seed, {c.index for c in found}, by_tag, exch)
