@@ -99,6 +99,7 @@ class SuiteResult:
     run_targets: list[str] = field(default_factory=list)   # target of each result
     series: list[Series] = field(default_factory=list)     # one per target, if repeat > 1
     stopped: bool = False          # Ctrl-C between two runs
+    auto: dict[str, Any] | None = None  # --repeat auto: where it stopped and why
 
     @property
     def status(self) -> str:
@@ -121,8 +122,11 @@ class SuiteResult:
 
     def json_object(self) -> dict[str, Any]:
         """The ``{"type": "suite", ...}`` line (docs/formats.md section 4)."""
-        return {"type": "suite", "suite": self.name, "status": self.status,
-                "targets": self.targets, "rows": self.rows()}
+        out = {"type": "suite", "suite": self.name, "status": self.status,
+               "targets": self.targets, "rows": self.rows()}
+        if self.auto is not None:
+            out["auto"] = self.auto
+        return out
 
 
 def suite_status(statuses: list[str], planned: int) -> str:
@@ -153,10 +157,13 @@ def series_plan(cfgs: list[RunConfig], repeat: int,
 
 def run_suite(cfgs: list[RunConfig], store: Store, observer: Observer,
               after_run: Callable[[RunResult], None] | None = None, repeat: int = 1,
-              renew: Callable[[RunConfig], RunConfig] = lambda c: c) -> SuiteResult:
+              renew: Callable[[RunConfig], RunConfig] = lambda c: c,
+              until: Callable[["SuiteResult", int], bool] | None = None) -> SuiteResult:
     """Run each config (one per target, made by the CLI with the targets' own rules and
-    their own hooks) ``repeat`` times, interleaved; stops early only on Ctrl-C/SIGTERM
-    (what was stored stays). A single config with ``repeat`` > 1 is a plain series."""
+    their own hooks) ``repeat`` times, interleaved; stops early on Ctrl-C/SIGTERM (what
+    was stored stays), or when ``until(suite, rounds)``, asked after each whole round
+    (every config run once more), says enough (`--repeat auto`: ``repeat`` is then the
+    cap). A single config with ``repeat`` > 1 is a plain series."""
     suite = SuiteResult(cfgs[0].suite or "suite", [c.target for c in cfgs], repeat=repeat)
     plan = series_plan(cfgs, repeat, renew)
     if repeat > 1:
@@ -186,7 +193,20 @@ def run_suite(cfgs: list[RunConfig], store: Store, observer: Observer,
                 break
             if result.status == "interrupted":
                 break
+            rounds, left = divmod(len(suite.results), len(cfgs))
+            # Asked after the last round too: it records where the cap left things.
+            if until is not None and left == 0 and until(suite, rounds) and rounds < repeat:
+                _end_early(suite, rounds)
+                break
     return suite
+
+
+def _end_early(suite: SuiteResult, rounds: int) -> None:
+    """A suite stopped by its ``until`` after ``rounds`` whole rounds: that many runs
+    were planned after all (its status counts them; each series says so)."""
+    suite.repeat = rounds
+    for series in suite.series:
+        series.count = rounds
 
 
 class _Forward:

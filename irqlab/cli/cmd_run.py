@@ -77,10 +77,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "(default 30s)")
     bound.add_argument("--samples", type=count, default=None, metavar="N",
                        help="stop after N samples")
-    timing.add_argument("--repeat", type=repeat_count, default=1, metavar="N",
+    timing.add_argument("--repeat", type=repeat_arg, default=1, metavar="N|auto",
                         help="make N runs of each configuration, stored as a series "
                              "(tag series=ID; select with series:ID); several targets' "
-                             "runs interleave, round by round (default 1)")
+                             "runs interleave, round by round (default 1); auto (two or "
+                             "more targets): add rounds until every compared quantile of "
+                             "each target against the first is `different` or `same` "
+                             "(as compare judges them), at most --max-repeat")
+    timing.add_argument("--max-repeat", type=repeat_count, default=10, metavar="N",
+                        help="--repeat auto: at most N runs of each configuration "
+                             "(default 10)")
     timing.add_argument("--break-at", type=duration, default=None, metavar="LATENCY",
                         help="stop at the first sample above LATENCY (cyclictest -b, rtla "
                              "-T): status stopped-at-break, exit 1; with --trace the "
@@ -281,10 +287,28 @@ def repeat_count(text: str) -> int:
     return n
 
 
+AUTO = "auto"
+
+
+def repeat_arg(text: str) -> int | str:
+    """argparse type of run's --repeat: N (repeat_count) or auto."""
+    return AUTO if text.strip().lower() == AUTO else repeat_count(text)
+
+
 def run(args: argparse.Namespace) -> int:
     from irqlab.measure import run as measure
 
     cfgs = run_configs(args)
+    args.auto = args.repeat == AUTO
+    if args.auto:
+        from irqlab.reports.noise import MIN_RUNS
+        if len(cfgs) < 2:
+            raise UsageError("--repeat auto compares configurations: give two or more "
+                             "targets (--target a,b), or --repeat N for one")
+        if args.max_repeat < MIN_RUNS:
+            raise UsageError(f"--max-repeat {args.max_repeat} is too few for --repeat "
+                             f"auto: it judges from {MIN_RUNS} runs a side")
+        args.repeat = args.max_repeat
     out = renderer(args)
     out.quiet, out.brief = args.quiet, args.brief
     if len(cfgs) > 1 or args.repeat > 1:
@@ -333,7 +357,8 @@ def _run_suite(cfgs: list, out, args: argparse.Namespace) -> int:
     with open_store(db) as store:
         try:
             suite = run_suite(cfgs, store, out, after_run=after_run, repeat=args.repeat,
-                              renew=lambda cfg: _renewed(cfg, args, db))
+                              renew=lambda cfg: _renewed(cfg, args, db),
+                              until=_auto_until(args.repeat) if args.auto else None)
         finally:
             out.close()
     if not single:
@@ -344,9 +369,47 @@ def _run_suite(cfgs: list, out, args: argparse.Namespace) -> int:
         else:
             others = suite.series[:i] + suite.series[i + 1:]
             print(printable(series.line(others), False), flush=True)
+    if suite.auto is not None and not args.json:
+        a = suite.auto
+        words = ", ".join(f"series:{v['series']} {v['verdict']}" for v in a["verdicts"])
+        how = ("every quantile decided" if a["decided"]
+               else f"stopped at --max-repeat {a['max_repeat']}, not every quantile decided")
+        print(printable(f"repeat auto: {a['runs']} runs each ({how}; level split over "
+                        f"{a['looks']} looks): {words}", False), flush=True)
     if suite.status == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_OK if suite.status == "ok" else EXIT_FAIL
+
+
+def _auto_until(max_runs: int) -> Any:
+    """--repeat auto's stopping rule for run_suite: after each round from MIN_RUNS on,
+    every series against the first is judged on its runs' summaries (the per-run
+    quantiles compare uses) with the level split over the looks; stop when every
+    quantile is `different` or `same` (irqlab.reports.noise.decided)."""
+    from irqlab.reports import noise
+    from irqlab.stats.fields import RATIO_FIELDS
+
+    def until(suite: Any, rounds: int) -> bool:
+        if rounds < noise.MIN_RUNS or len(suite.series) < 2:
+            return False
+        by_id = {r.run_id: r.summary for r in suite.results}
+
+        def quantiles(series: Any) -> dict[str, list[float]]:
+            return {f.label: [float(by_id[i].get(f.key) or 0) for i in series.run_ids]
+                    for f in RATIO_FIELDS}
+        base = quantiles(suite.series[0])
+        looks = noise.auto_looks(max_runs)
+        verdicts = []
+        ok = True
+        for other in suite.series[1:]:
+            results = noise.judge_prefix(base, quantiles(other), noise.DEFAULT_MARGINS,
+                                         rounds, looks)
+            verdicts.append({"series": other.id, "verdict": noise.row_verdict(results)[0]})
+            ok = ok and noise.decided(results)
+        suite.auto = {"runs": rounds, "max_repeat": max_runs, "decided": ok,
+                      "looks": looks, "verdicts": verdicts}
+        return ok
+    return until
 
 
 def _renewed(cfg: Any, args: argparse.Namespace, db: Path) -> Any:

@@ -227,3 +227,15 @@ def test_sigterm_stops_a_matrix_of_short_runs(db, tmp_path: Path, native_built):
     assert "interrupted; continue with" in err
     cells = [json.loads(x) for x in out.splitlines()]
     assert 3 <= len(cells) < 200
+
+
+@pytest.mark.parametrize("args, words", [
+    (["run", "--target", "native", "--repeat", "auto"], "two or more targets"),
+    (["run", "--target", "native,guest", "--repeat", "auto", "--max-repeat", "2"],
+     "too few for --repeat auto"),
+    (["run", "--target", "native", "--repeat", "often"], "often"),
+])
+def test_repeat_auto_refusals_are_one_line(tmp_path, args, words):
+    from tests.conftest import call_cli
+    res = call_cli(args, tmp_path / "x.duckdb")
+    assert res.code == 2 and words in res.stderr and "Traceback" not in res.stderr

@@ -124,3 +124,49 @@ def test_ctrl_c_stops_the_whole_series_and_keeps_what_is_stored(fake, store):
     assert suite.series[0].statuses == ["ok", "interrupted"]
     assert suite.series[1].statuses == ["ok"]
     assert "(ok 1)" in suite.series[0].line(suite.series[1:])
+
+
+def test_until_stops_after_a_whole_round_and_the_suite_says_so(fake, store):
+    """--repeat auto (issue 45): run_suite asks `until` after each whole round; when it
+    says enough the suite ends there, ok, with that many runs planned."""
+    asked: list[int] = []
+
+    def until(suite, rounds: int) -> bool:
+        asked.append(rounds)
+        assert len(suite.results) == 2 * rounds          # only after whole rounds
+        return rounds == 3
+
+    suite = run_suite([_cfg("A"), _cfg("B")], store, Quiet(), repeat=6, until=until)
+    assert asked == [1, 2, 3] and suite.status == "ok" and suite.repeat == 3
+    assert [s.count for s in suite.series] == [3, 3]
+    assert [len(s.run_ids) for s in suite.series] == [3, 3]
+    assert len(store.runs()) == 6
+    # Never enough: the cap, asked once more after the last round.
+    asked.clear()
+    capped = run_suite([_cfg("A"), _cfg("B")], store, Quiet(), repeat=2,
+                       until=lambda s, r: asked.append(r) or False)
+    assert asked == [1, 2] and capped.repeat == 2 and capped.status == "ok"
+
+
+def test_auto_until_judges_the_series_as_compare_does():
+    """The CLI's stopping rule on run summaries: two series whose per-run p50 and p99.9
+    differ by x2 are decided (`different`) at the third round, not before."""
+    from types import SimpleNamespace
+
+    from irqlab.cli.cmd_run import _auto_until
+    from irqlab.suite import Series, SuiteResult
+
+    until = _auto_until(6)
+    suite = SuiteResult("s", ["a", "b"], repeat=6)
+    suite.series = [Series("a-1", "a", 6), Series("b-1", "b", 6)]
+    for k in range(1, 4):
+        for j, (series, level) in enumerate(zip(suite.series, (1.0, 2.0))):
+            rid = 2 * k + j
+            summary = {"p50_ns": 20_000 * level * (1 + 0.01 * k),
+                       "p999_ns": 90_000 * level * (1 - 0.01 * k)}
+            suite.results.append(SimpleNamespace(run_id=rid, summary=summary))
+            series.run_ids.append(rid)
+        stop = until(suite, k)
+        assert stop is (k == 3)
+    assert suite.auto["decided"] and suite.auto["runs"] == 3 and suite.auto["looks"] == 4
+    assert suite.auto["verdicts"] == [{"series": "b-1", "verdict": "different"}]
