@@ -88,10 +88,12 @@ VERDICT_SAME = "same"
 VERDICT_UNKNOWN = "unknown"
 VERDICTS = (VERDICT_DIFFERENT, VERDICT_SAME, VERDICT_UNKNOWN)
 MIN_RUNS = 3                 # a side, for `different` or `same` (the simulation's floor)
-# Equivalence margins of `same`, per quantile label (fractions): a little over twice the
-# run-to-run spread of each quantile measured here (docs/figures.md, issue 45: native
-# runs of 0.5 s, sd of log p50 ~4 %, of log p99.9 ~11 %), so that two series of one
-# configuration can be shown `same` with a few runs a side. `--margin` overrides.
+# Equivalence margins of `same`, per quantile label (fractions): the run-to-run spread
+# of a quiet host of this kind (../shared/notes/environment.md: p50 20-23 us between
+# runs, about +-7 %; p99 28-54 us, about +-30 %), i.e. differences a real-time engineer
+# would call noise. A busy host spreads wider (measured here beside four busy agents:
+# sd of log p50 8 % a run, of log p99.9 100 %+, docs/figures.md): `same` then needs
+# more runs or a wider --margin, and says `unknown` rather than claim it.
 DEFAULT_MARGINS: dict[str, float] = {"p50": 0.10, "p99.9": 0.25}
 SINGLE_REASON = ("single runs: run-to-run variation unknown (re-run with --repeat 3 or "
                  "--repeat auto); the interval describes the samples within each run")
