@@ -257,6 +257,14 @@ def _check(res, iv, others, label, d_ns):
     return affected, good, blamed_elsewhere, hz
 
 
+def _enough(affected: int) -> float:
+    """Samples of ``affected`` that must be blamed right: 95 %, but one may miss. With
+    ~18 affected samples 95 % allowed none, and on a loaded host one hog spin was once
+    charged 13.6 ms against its markers' 10.5 ms (2 of 13 runs at f5a53ee, 0 of 14 before
+    it: not separable), the hog's own markers written late around its spin."""
+    return min(0.95 * affected, affected - 1)
+
+
 def _landed(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """The rounds that fell inside the capture (their markers are in it): the run lasts
     9 s of host time, and on a loaded host the test's own sleeps stretch, so the last
@@ -272,7 +280,7 @@ def test_explain_names_the_fifo_hog_with_its_duration(interfered):
     affected, good, elsewhere, hz = _check(
         res, landed, stops, lambda k: k == f"preempted by irqlab-hog/{hog_pid}", D_HOG_NS)
     assert affected >= len(landed) * 0.75, (affected, len(landed), res.clock)
-    assert sum(g[0] for g in good) >= 0.95 * affected, [g for g in good if not g[0]]
+    assert sum(g[0] for g in good) >= _enough(affected), [g for g in good if not g[0]]
     # Nothing large on samples without interference: < 50 us of hog blamed anywhere else.
     assert max(elsewhere)[0] < 50e-6 * hz, max(elsewhere)
 
@@ -283,7 +291,7 @@ def test_explain_names_the_stopped_vcpu_thread_with_its_duration(interfered):
     affected, good, elsewhere, hz = _check(res, landed, hogs, lambda k: k == VCPU_STOPPED,
                                            D_STOP_NS)
     assert affected >= len(landed) * 0.75, (affected, len(landed), res.clock)
-    assert sum(g[0] for g in good) >= 0.95 * affected, [g for g in good if not g[0]]
+    assert sum(g[0] for g in good) >= _enough(affected), [g for g in good if not g[0]]
     assert max(elsewhere)[0] < 50e-6 * hz, max(elsewhere)
 
 
