@@ -60,6 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--width", type=_width, default=10.0, metavar="FACTOR",
                    help="interval width (high / low) whose sample count is estimated for "
                         "each --at (default 10)")
+    p.add_argument("--split-check", action="store_true",
+                   help="also fit the first half alone and count how many samples of the "
+                        "second half exceed its p99.99 against the predicted interval "
+                        "(an out-of-sample check of the fit)")
     add_db_json(p)
 
 
@@ -76,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{', '.join(raw)} kept no raw samples: a tail fit needs "
                              f"them (runs imported from summaries have none)")
         model = build_tail(runs, args.at, args.width)
+        if args.split_check:
+            from irqlab.reports.tail import split_check
+            model["split_check"] = split_check(runs)
     if args.json:
         from irqlab.cli.render import json_line
         print(json_line(model))
@@ -107,7 +114,7 @@ def human_lines(model: dict[str, Any]) -> list[str]:
     if model["refused"]:
         out.append(f"REFUSED: {model['refused']}; no extrapolation is defensible from "
                    f"these samples (a longer, steadier run, or a quieter host)")
-        return out
+        return out + _split_lines(model.get("split_check"))
     for e in model["exceedance"]:
         need = e["samples_for_width"]
         more = (f"; ~{need:,} samples for an interval x{e['width']:g} wide"
@@ -121,4 +128,17 @@ def human_lines(model: dict[str, Any]) -> list[str]:
                    f"{format_latency(w['latency_low_ns'])}–"
                    f"{'unbounded' if hi is None else format_latency(hi)})")
     out.append("method: " + model["method"])
+    out += _split_lines(model.get("split_check"))
     return out
+
+
+def _split_lines(check: dict[str, Any] | None) -> list[str]:
+    """--split-check's line."""
+    if check is None:
+        return []
+    if check["refused"]:
+        return [f"split check: the first half's fit is refused ({check['refused']})"]
+    return [f"split check: the first half's p99.99 ({format_latency(check['latency_ns'])}) "
+            f"predicted {check['expected']:.1f} exceedances in the second half (95% "
+            f"{check['expected_low']:.1f}–{check['expected_high']:.1f}); counted "
+            f"{check['observed']}: {'inside' if check['inside'] else 'OUTSIDE'}"]

@@ -83,16 +83,40 @@ def _pwcet(fit: evt.TailFit, per: str, prob: float, per_sample: float) -> dict[s
             "latency_high_ns": None if math.isinf(hi) else hi}
 
 
-def predicted_count(model: dict[str, Any], latency_ns: int, samples: int
+SPLIT_QUANTILE = 0.9999          # the latency the split check predicts the exceedances of
+
+
+def split_check(runs: list[RunData]) -> dict[str, Any]:
+    """Out-of-sample check of the fit: the first half of the samples is fitted, and the
+    number of samples of the second half above the first half's p99.99 is predicted
+    with an interval (predicted_count) and counted. A fit that describes the run puts
+    the count inside the interval; a refused first half predicts nothing."""
+    lat, _rate = latencies_in_order(runs)
+    half = lat.size // 2
+    first, second = lat[:half], lat[half:]
+    fit = evt.fit_tail(first)
+    out: dict[str, Any] = {"quantile": SPLIT_QUANTILE, "samples_first": int(half),
+                           "samples_second": int(second.size), "refused": fit.refused}
+    if fit.refused is not None or half == 0:
+        return out
+    srt = np.sort(first)
+    q = float(srt[min(half - 1, int(math.ceil(SPLIT_QUANTILE * half)) - 1)])
+    p, lo, hi = evt.exceedance(fit, q)
+    expected, low, high = predicted_count(p, lo, hi, fit.theta, second.size)
+    observed = int(np.count_nonzero(second > q))
+    out.update(latency_ns=q, p=p, p_low=lo, p_high=hi, expected=expected,
+               expected_low=low, expected_high=high, observed=observed,
+               inside=bool(low <= observed <= high))
+    return out
+
+
+def predicted_count(p: float, p_low: float, p_high: float, theta: float, samples: int
                     ) -> tuple[float, float, float]:
-    """(expected, low, high) exceedances of latency_ns in `samples` more samples: the
-    probability interval times the count, widened by Poisson noise of the clusters
-    (theta-scaled: clusters of 1/theta exceedances arrive as Poisson events)."""
-    row = next(e for e in model["exceedance"] if e["latency_ns"] == latency_ns)
-    theta = model["extremal_index"]
-    lo_mu, hi_mu = row["p_low"] * samples * theta, row["p_high"] * samples * theta
-    # 95 % Poisson bounds around the interval's ends (normal approximation with the
-    # continuity term), in clusters, back to exceedances.
+    """(expected, low, high) exceedances in `samples` more samples: the probability
+    interval times the count, widened by the Poisson noise of the clusters (clusters of
+    1/theta exceedances arrive as Poisson events; 95 % normal bounds with a continuity
+    term)."""
+    lo_mu, hi_mu = p_low * samples * theta, p_high * samples * theta
     low = max(0.0, lo_mu - 1.96 * math.sqrt(lo_mu)) / theta
     high = (hi_mu + 1.96 * math.sqrt(hi_mu) + 1) / theta
-    return row["p"] * samples, low, high
+    return p * samples, low, high

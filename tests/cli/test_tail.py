@@ -100,3 +100,14 @@ def test_bad_input_is_one_line_and_exit_2(tdb, args, words):
     res = call_cli(args, tdb)
     assert res.code == 2 and words in res.stderr and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_split_check_predicts_the_second_half_of_a_steady_run(tdb):
+    res = call_cli(["tail", "steady", "--split-check", "--json"], tdb)
+    assert res.code == 0, res.stderr
+    check = res.lines[0]["split_check"]
+    assert check["samples_first"] == check["samples_second"] == 50_000
+    assert check["expected_low"] <= check["expected"] <= check["expected_high"]
+    assert check["inside"] is True, check
+    text = call_cli(["tail", "steady", "--split-check"], tdb)
+    assert "split check: the first half's p99.99" in text.stdout and "inside" in text.stdout
