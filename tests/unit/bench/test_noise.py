@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from irqlab.bench_noise import bench_noise
+from irqlab.bench.noise import bench_noise
 from irqlab.reports import noise
 from irqlab.runner.native import NATIVE_PROBE
 

@@ -6,7 +6,7 @@ against a baseline measured in the same invocation on the same data:
   one COPY of the same rows already formatted as text into the same tables (what the
   server itself takes: the difference is ours).
 `irqlab bench export` (the Python API to Parquet, on the same synthetic run) is
-irqlab.bench_api: the API is below the store in the layers.
+irqlab.bench.export.
 """
 
 from __future__ import annotations
