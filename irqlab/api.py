@@ -19,8 +19,9 @@ import numpy as np
 import pyarrow as pa
 
 from irqlab.stats.fields import SUMMARY_FIELDS, percentiles_from
-from irqlab.store import PgStore, Store, is_url, open_store as _open
+from irqlab.store import is_url, open_store as _open
 from irqlab.store.arrow import numeric_array, numeric_view
+from irqlab.store.interface import RunReader
 from irqlab.store.provenance import facts, provenance
 
 _NS_PER_S = 1_000_000_000
@@ -67,7 +68,7 @@ def _fact_columns(rows: list[Any]) -> dict[str, pa.Array]:
 class StoreView:
     """Read-only tables of one store (a DuckDB file or a lab store)."""
 
-    def __init__(self, store: Store | PgStore) -> None:
+    def __init__(self, store: RunReader) -> None:
         self._store = store
 
     def close(self) -> None:

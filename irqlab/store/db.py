@@ -227,7 +227,10 @@ class _Rows:
 
 
 class Store:
-    """A DuckDB file holding runs; open with ``Store(path)``, close with ``close()``."""
+    """A DuckDB file holding runs; open with ``Store(path)``, close with ``close()``. The
+    store interface's reader and writer (irqlab.store.interface)."""
+
+    sql_dialect = "duckdb"
 
     def __init__(self, path: str | os.PathLike, read_only: bool = False) -> None:
         self.path = Path(path)

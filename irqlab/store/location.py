@@ -33,6 +33,14 @@ def is_url(ref: str | Path | None) -> bool:
     return isinstance(ref, str) and ref.startswith(URL_PREFIXES)
 
 
+def is_export_dir(ref: str | Path | None) -> bool:
+    """Is ``ref`` (a --db value) a directory `irqlab export --parquet` wrote?"""
+    if ref is None or is_url(ref):
+        return False
+    folder = Path(ref).expanduser()
+    return folder.is_dir() and (folder / "runs.parquet").is_file()
+
+
 # A password in a URL's userinfo (libpq ends the userinfo at the first "@"
 # before any "/"), and any ``password=`` parameter (a URL's query string, or a libpq
 # key=value string that a driver's error message may quote). Patterns, compiled at

@@ -165,7 +165,11 @@ def _json(val: Any) -> str | None:
 
 
 class PgStore:
-    """A lab store: the read interface of irqlab.store.Store, and push()."""
+    """A lab store: the store interface's reader (irqlab.store.interface.RunReader), and
+    push()."""
+
+    sql_dialect = "postgres"
+    holder_pid: int | None = None      # a server: never lent by another process
 
     def __init__(self, url: str, read_only: bool = False) -> None:
         try:
