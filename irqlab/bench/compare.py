@@ -25,6 +25,7 @@ import numpy as np
 
 from irqlab.samples.record import RECORD_DTYPE
 from irqlab.store.db import Store
+from irqlab.store.interface import NewRun
 
 _BATCH = 1 << 20
 IN_MEMORY_BASELINE_MAX = 30_000_000
@@ -34,7 +35,8 @@ def _child(job: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run a job of irqlab.bench.child in a child process; its last JSON line (stderr or
     stdout)."""
     proc = subprocess.run([sys.executable, "-m", "irqlab.bench.child", *job],
-                          capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=3600)
+                          capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=3600)
     for text in (proc.stderr, proc.stdout):
         for line in reversed(text.splitlines()):
             if line.startswith("{"):
@@ -93,8 +95,8 @@ def bench_import(lines: int = 10_000_000) -> list[dict[str, Any]]:
 
 def _synthetic_run(store: Store, name: str, n: int, seed: int) -> int:
     """A run of n 100-us samples at 1 GHz ticks, lognormal latencies, rare spikes."""
-    rid = store.create_run(name, "synthetic", {"window_ns": 1_000_000_000, "warmup": 1},
-                           {}, status="ok")
+    rid = store.create_run(NewRun(name, "synthetic", {"window_ns": 1_000_000_000, "warmup": 1},
+                                  {}, status="ok"))
     store.update_run(rid, tick_hz=1_000_000_000, threshold_ns=30_000)
     store.keep_samples_in_files(rid)     # as an import or a fast run keeps them
     rng = np.random.default_rng(seed)

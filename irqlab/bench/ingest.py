@@ -13,6 +13,7 @@ import numpy as np
 from irqlab.samples.ring import RingReader
 from irqlab.samples.synthetic import SyntheticRing
 from irqlab.stats import RunStats
+from irqlab.store.interface import NewRun
 
 
 def bench_ingest(total: int = 20_000_000, batch: int = 1_000_000) -> list[dict[str, Any]]:
@@ -40,7 +41,7 @@ def _ingest_seconds(total: int, batch: int, files: bool) -> float:
                      window_tick=10_000_000_000, warmup_windows=1)
     with tempfile.TemporaryDirectory() as tmp:
         with Store(Path(tmp) / "bench.duckdb") as store:
-            rid = store.create_run("bench-ingest", "synthetic", {}, {})
+            rid = store.create_run(NewRun("bench-ingest", "synthetic", {}, {}))
             if files:
                 store.keep_samples_in_files(rid)
             written = 0

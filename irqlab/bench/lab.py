@@ -22,13 +22,14 @@ import numpy as np
 
 from irqlab.samples.record import RECORD_DTYPE
 from irqlab.store.db import Store
+from irqlab.store.interface import NewRun
 
 _BATCH = 1_000_000
 
 
 def _synthetic_run(store: Store, n: int) -> int:
     """A run of ``n`` 1-ms samples with lognormal latencies at 1 GHz ticks."""
-    rid = store.create_run("bench-lab", "synthetic", {}, {"run_uuid": None})
+    rid = store.create_run(NewRun("bench-lab", "synthetic", {}, {"run_uuid": None}))
     store.update_run(rid, tick_hz=1_000_000_000, status="ok")
     rng = np.random.default_rng(7)
     for start in range(0, n, _BATCH):

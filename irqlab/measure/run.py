@@ -27,6 +27,7 @@ from irqlab.store.percentiles import per_cpu_exact, with_exact_percentiles
 from irqlab.store.recover import writer_identity
 from irqlab.store.sample_files import FILES_MIN_SAMPLES_PER_WINDOW
 from irqlab.targets import get_target
+from irqlab.store.interface import NewRun
 
 
 def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
@@ -87,9 +88,9 @@ class Run(MeasureState):
                      "writer": writer_identity(),
                      # Global identity, so a lab store never mixes two hosts' run 1.
                      "run_uuid": str(uuid.uuid4()), **self.cfg.metadata}
-        self.run_id = self.store.create_run(self.name, self.cfg.target, self.cfg.params(),
-                                            self.meta, tags=self.cfg.tags,
-                                            suite=self.cfg.suite, cell=self.cfg.cell)
+        self.run_id = self.store.create_run(NewRun(
+            self.name, self.cfg.target, self.cfg.params(), self.meta, tags=self.cfg.tags,
+            suite=self.cfg.suite, cell=self.cfg.cell))
         if self.cfg.window_ns // self.cfg.period_ns >= FILES_MIN_SAMPLES_PER_WINDOW:
             self.store.keep_samples_in_files(self.run_id)   # big windows: sample files
 

@@ -27,8 +27,49 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from irqlab.stats.histogram import LogHistogram
-    from irqlab.store.db import RunRow
     from irqlab.store.quantiles import StoredFigures
+
+
+@dataclass
+class RunRow:
+    """One row of ``runs`` with JSON columns decoded."""
+
+    run_id: int
+    name: str
+    target: str
+    arch: str | None
+    accel: str | None
+    emulated: bool | None
+    status: str
+    started_at: dt.datetime
+    ended_at: dt.datetime | None
+    tick_hz: int | None
+    period_ns: int | None
+    threshold_ns: int | None
+    message: str | None
+    params: dict[str, Any]
+    metadata: dict[str, Any]
+    summary: dict[str, Any] | None
+    kind: str = "latency"
+    source: str = "irqlab"
+    tags: dict[str, str] = field(default_factory=dict)
+    suite: str | None = None
+    cell: dict[str, Any] | None = None
+
+    def shown_summary(self) -> dict[str, Any]:
+        """The summary readers show (`irqlab show`, `irqlab serve`): the stored one, or for
+        a run without one yet (still running, or killed before it wrote one) every summary
+        key, the unknown ones None."""
+        if self.summary:
+            return self.summary
+        from irqlab.stats.fields import make_summary
+        return make_summary(self.run_id, self.name, {
+            "target": self.target, "arch": self.arch, "accel": self.accel,
+            "emulated": self.emulated, "status": self.status, "tick_hz": self.tick_hz,
+            "period_ns": self.period_ns, "threshold_ns": self.threshold_ns,
+            "samples": None, "above_threshold": None,
+            "message": self.message or "run has no summary yet (still running, or irqlab "
+                                       "was killed before it could write one)"})
 
 
 class RunReader(Protocol):
