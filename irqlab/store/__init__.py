@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from irqlab.store.errors import StoreError, StoreWriteError
-from irqlab.store.location import default_db_path, is_export_dir, is_url
+from irqlab.store.location import default_db_path, is_export_dir, is_url, keeps_files
 
 if TYPE_CHECKING:
     from irqlab.store.db import Store
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from irqlab.store.pg import PgStore
 
 __all__ = ["PgStore", "Store", "StoreError", "StoreWriteError", "default_db_path",
-           "is_url", "open_store"]
+           "is_url", "keeps_files", "open_store"]
 
 # Name -> the module defining it, imported when the name is first asked for.
 _LAZY = {"Store": "irqlab.store.db", "PgStore": "irqlab.store.pg"}
@@ -47,7 +47,9 @@ BACKENDS: tuple[tuple[Callable[[Any], bool], str, str], ...] = (
 
 
 def open_store(ref: str | Path, read_only: bool = False) -> RunReader:
-    """The store at ``ref`` (a DuckDB file, a lab store's postgresql:// URL, an export
-    directory), by the first of BACKENDS that takes it."""
+    """The store at ``ref`` (a DuckDB file or an export directory, ``~`` expanded; a lab
+    store's postgresql:// URL), by the first of BACKENDS that takes it."""
+    if not is_url(ref):
+        ref = Path(ref).expanduser()
     module, name = next((m, n) for takes, m, n in BACKENDS if takes(ref))
     return getattr(importlib.import_module(module), name)(ref, read_only=read_only)

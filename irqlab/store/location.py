@@ -41,6 +41,13 @@ def is_export_dir(ref: str | Path | None) -> bool:
     return folder.is_dir() and (folder / "runs.parquet").is_file()
 
 
+def keeps_files(ref: str | Path | None) -> bool:
+    """Does the store at ``ref`` keep files beside it (a run's capture, big runs' sample
+    files, a monitor's)? A DuckDB file does; a lab store (a URL) and an export directory
+    do not. Commands ask this, never which backend a value names."""
+    return not is_url(ref) and not is_export_dir(ref)
+
+
 # A password in a URL's userinfo (libpq ends the userinfo at the first "@"
 # before any "/"), and any ``password=`` parameter (a URL's query string, or a libpq
 # key=value string that a driver's error message may quote). Patterns, compiled at
