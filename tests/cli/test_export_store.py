@@ -14,6 +14,7 @@ import pytest
 
 from irqlab.runner.native import NATIVE_PROBE
 from tests.conftest import DEFAULT_PROBE, call_cli, run_cli
+from tests.unit.store.test_export_dir import _json
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")         # starlette: httpx -> httpx2 notice
@@ -48,12 +49,6 @@ def exported(tmp_path_factory) -> tuple[Path, Path]:
     res = call_cli(["export", "1", "2", "3", "--parquet", str(out)], db)
     assert res.code == 0, res.stderr
     return db, out
-
-
-def _json(args: list[str], db: Path) -> list[dict]:
-    res = call_cli([*args, "--json"], db)
-    assert res.code == 0, res.stderr
-    return res.lines
 
 
 def _figures(lines: list[dict]) -> list[dict]:
