@@ -170,6 +170,7 @@ def _all_programs() -> list[tuple[Path, Program]]:
     return found
 
 
+@pytest.mark.slow      # compiles every probe file again: 10-20 s on a loaded host
 def test_no_circle_between_the_c_files_of_a_program(tmp_path: Path) -> None:
     programs = _all_programs()
     assert any(p.output.endswith("irqlab-netsend") for _, p in programs), \
