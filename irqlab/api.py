@@ -12,15 +12,15 @@ half away from zero, as irqlab.stats.units does for one value). docs/api.md docu
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
 
 from irqlab.stats.fields import SUMMARY_FIELDS, percentiles_from
-from irqlab.store import PgStore, Store, is_url, open_store as _open
+from irqlab.store import open_store as _open
 from irqlab.store.arrow import numeric_array, numeric_view
+from irqlab.store.interface import RunReader
 from irqlab.store.provenance import facts, provenance
 
 _NS_PER_S = 1_000_000_000
@@ -67,7 +67,7 @@ def _fact_columns(rows: list[Any]) -> dict[str, pa.Array]:
 class StoreView:
     """Read-only tables of one store (a DuckDB file or a lab store)."""
 
-    def __init__(self, store: Store | PgStore) -> None:
+    def __init__(self, store: RunReader) -> None:
         self._store = store
 
     def close(self) -> None:
@@ -137,7 +137,6 @@ class StoreView:
 
 
 def open_store(ref: str | os.PathLike) -> StoreView:
-    """Open a store read-only: a DuckDB file (``~`` expanded) or a postgresql:// URL."""
-    if not is_url(str(ref)):
-        ref = Path(ref).expanduser()
-    return StoreView(_open(ref if isinstance(ref, Path) else str(ref), read_only=True))
+    """Open a store read-only: a DuckDB file or an export directory (``~`` expanded), or
+    a postgresql:// URL."""
+    return StoreView(_open(ref if isinstance(ref, str) else os.fspath(ref), read_only=True))

@@ -25,6 +25,9 @@ existed use the table ``_UNDO_BEFORE_2026_11_26``). The kinds and where they liv
 - ``netns`` (irqlab.knobs.netns): a network namespace (``name``) of ``--target net
   --net tap``, with the tap, bridge and addresses inside it; undone by killing what still
   runs in it and deleting it, which removes everything inside.
+- ``flood_netns`` (irqlab.loads.netns_flood): one of the two network namespaces
+  (``name``) of a ``netns-flood`` load, journalled before it is made; undone by killing
+  what still runs in it and deleting it (the veth pair goes with it).
 - ``scratch_dir`` (irqlab.runner.scratch): a run's scratch directory (``path``, initramfs
   or dom0 image under $TMPDIR), journalled before ``mkdir``; undone by removing it if it
   is still a real ``irqlab-*`` directory of this user.

@@ -93,7 +93,7 @@ def _shift(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     from irqlab.bench import DEFAULT_BENCHES, run_benchmarks
 
-    opts = {"stats_samples": args.stats_samples,
+    opts = {"stats": {"n": args.stats_samples},
             "cyclictest": {"rounds": max(1, args.rounds),
                            "duration_s": args.round_duration / 1e9,
                            "cpu": args.bench_cpu},

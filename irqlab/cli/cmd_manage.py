@@ -64,7 +64,7 @@ def run_tag(args: argparse.Namespace) -> int:
 
 def run_rm(args: argparse.Namespace) -> int:
     from irqlab.reports.select import select_runs
-    from irqlab.store import is_url, open_store
+    from irqlab.store import keeps_files, open_store
     from irqlab.store.manage import removable, remove_run
 
     ref = db_path(args)
@@ -73,8 +73,8 @@ def run_rm(args: argparse.Namespace) -> int:
         for row in rows:                # refuse before removing any
             removable(store, row)
         # A lab store keeps no captures (push copies rows and samples only).
-        captures = {row.run_id: [] if is_url(str(ref)) else
-                    _captures(Path(ref).expanduser(), row) for row in rows}
+        captures = {row.run_id: _captures(Path(ref).expanduser(), row)
+                    if keeps_files(str(ref)) else [] for row in rows}
         if not args.yes and not _confirmed(rows):
             print("irqlab rm: nothing removed", file=sys.stderr)
             return EXIT_OK

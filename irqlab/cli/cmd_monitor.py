@@ -97,13 +97,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run_config(args: argparse.Namespace) -> Any:
     """The run's config through `irqlab run`'s own checks (cmd_run.run_configs)."""
     from irqlab.cli.cmd_run import run_configs
-    from irqlab.store import is_url
+    from irqlab.store import keeps_files
 
     if "," in args.target:
         raise UsageError(f"--target {args.target}: a monitor measures one target; start "
                          f"one monitor per target")
     db = db_path(args)
-    if is_url(db):
+    if not keeps_files(db):
         raise UsageError("irqlab monitor keeps raw samples in files beside a database "
                          "file: use --db FILE (and `irqlab push` runs to the lab store)")
     if args.keep_raw <= 0:

@@ -14,7 +14,7 @@ from irqlab.cli.cmd_manage import tag_pair
 from irqlab.argtypes import period, run_length
 from irqlab.cli.render import json_line
 from irqlab.cli.safe_text import printable
-from irqlab.store import is_url, open_store
+from irqlab.store import keeps_files, open_store
 
 NAME = "run"
 
@@ -220,7 +220,7 @@ def build_hooks(args: argparse.Namespace, db: Path, target: Any, options: Any) -
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.trace:
-        if is_url(db):
+        if not keeps_files(db):
             raise UsageError("--trace keeps its capture beside a database file: use --db "
                              "FILE, then `irqlab push` the run to the lab store")
         hooks.append(target.trace_capture(options, db, args.period))

@@ -23,6 +23,7 @@ from irqlab.stats import LogHistogram, Moments
 from irqlab.stats.histogram import hist_and_moments
 from irqlab.store import Store, StoreError
 from irqlab.store.db import _utcnow
+from irqlab.store.interface import NewRun
 
 IMPORT_TARGET = "import"
 
@@ -136,10 +137,12 @@ def _store_one(store: Store, run: ParsedRun, name: str, tags: dict[str, str],
     if run.probe:
         meta["probe"] = dict(run.probe)
     # One statement per table: the id first, so the summary goes in with the row.
-    store.create_run(name, IMPORT_TARGET, params, meta, kind=run.kind, source=run.source,
-                     tags=tags, status="ok", run_id=run_id, tick_hz=run.tick_hz,
-                     period_ns=run.period_ns, threshold_ns=run.threshold_ns,
-                     summary=summary, ended_at=_utcnow())
+    store.create_run(NewRun(
+        name, IMPORT_TARGET, params, meta, kind=run.kind, source=run.source, tags=tags,
+        status="ok", run_id=run_id,
+        columns={"tick_hz": run.tick_hz, "period_ns": run.period_ns,
+                 "threshold_ns": run.threshold_ns, "summary": summary,
+                 "ended_at": _utcnow()}))
     store.add_windows(run_id, run.windows)
     store.add_histograms(run_id, {series: s.buckets for series, s in run.series.items()})
     stored = summary["samples"] if run.samples is not None else 0

@@ -15,13 +15,11 @@ from typing import Any
 from irqlab import __version__
 from irqlab.measure.boot import StopFlag, boot
 from irqlab.measure.config import Observer, RunConfig, RunContext, RunResult
-from irqlab.measure.stream import BreakAt, DurationBound, emit_window, stream
+from irqlab.measure.stream import BreakAt, DurationBound, MeasureState, emit_window, stream
 from irqlab.measure.summary import build_summary, histogram_rows, probe_meta
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.hostinfo import host_info
-from irqlab.runner.process import MeasuredProcess
-from irqlab.samples.layout import RingError, RingHeader
-from irqlab.samples.source import SampleSource
+from irqlab.samples.layout import RingError
 from irqlab.stats import RunStats, RunSummary
 from irqlab.stats.percpu import PerCpuStats
 from irqlab.store import Store, StoreWriteError
@@ -29,6 +27,7 @@ from irqlab.store.percentiles import per_cpu_exact, with_exact_percentiles
 from irqlab.store.recover import writer_identity
 from irqlab.store.sample_files import FILES_MIN_SAMPLES_PER_WINDOW
 from irqlab.targets import get_target
+from irqlab.store.interface import NewRun
 
 
 def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
@@ -36,31 +35,19 @@ def run(cfg: RunConfig, store: Store, observer: Observer) -> RunResult:
     return Run(cfg, store, observer).execute()
 
 
-class Run:
-    """The state of one run as it moves through its steps (each a method below)."""
+class Run(MeasureState):
+    """The state of one run as it moves through its steps (each a method below); the
+    measuring loop (stream) works on it as its MeasureState."""
 
     def __init__(self, cfg: RunConfig, store: Store, observer: Observer) -> None:
-        self.cfg, self.store, self.observer = cfg, store, observer
+        super().__init__(cfg, store, observer)
         self.target = get_target(cfg.target)
         self.name = cfg.name or f"{cfg.target}-{time.strftime('%Y%m%d-%H%M%S')}"
-        self.run_id = 0
         self.meta: dict[str, Any] = {}
         self.entered: list[Any] = []          # hooks entered, left in reverse
         self.plan: AccelPlan | None = None
-        self.process: MeasuredProcess | None = None
-        self.source: SampleSource | None = None
-        self.hdr: RingHeader | None = None
-        self.stats: RunStats | None = None
-        self.per_cpu: PerCpuStats | None = None
         self.per_ring: list[dict[str, Any]] = []
-        self.bound: DurationBound | None = None
-        self.break_at: BreakAt | None = None
-        self.windows: list[dict[str, Any]] = []
-        self.status, self.message = "failed", None
-        self.injected = 0
-        self.injected_found = 0           # injected samples above the threshold
         self.lost = 0
-        self.lost_in_run: int | None = None   # the stream's count, when it ended normally
 
     def execute(self) -> RunResult:
         self.record()
@@ -101,9 +88,9 @@ class Run:
                      "writer": writer_identity(),
                      # Global identity, so a lab store never mixes two hosts' run 1.
                      "run_uuid": str(uuid.uuid4()), **self.cfg.metadata}
-        self.run_id = self.store.create_run(self.name, self.cfg.target, self.cfg.params(),
-                                            self.meta, tags=self.cfg.tags,
-                                            suite=self.cfg.suite, cell=self.cfg.cell)
+        self.run_id = self.store.create_run(NewRun(
+            self.name, self.cfg.target, self.cfg.params(), self.meta, tags=self.cfg.tags,
+            suite=self.cfg.suite, cell=self.cfg.cell))
         if self.cfg.window_ns // self.cfg.period_ns >= FILES_MIN_SAMPLES_PER_WINDOW:
             self.store.keep_samples_in_files(self.run_id)   # big windows: sample files
 
@@ -166,29 +153,20 @@ class Run:
 
     def measure(self, stop: StopFlag) -> None:
         """Stream samples into statistics and the store until the run ends."""
-        assert self.process and self.source and self.stats and self.hdr
+        assert self.hdr is not None
         stall_s = self.cfg.stall_timeout_s or self.target.stall_timeout_s(self.cfg)
         # --duration: the deadlines within it of the first, on every target.
-        bound = self.bound = DurationBound.for_run(self.cfg, self.hdr.tick_hz,
-                                                   self.hdr.period_tick)
-        invalid: list[dict[str, int]] = []      # entries before their deadline
+        self.bound = DurationBound.for_run(self.cfg, self.hdr.tick_hz, self.hdr.period_tick)
         self.break_at = BreakAt.for_run(self.cfg, self.hdr.tick_hz)
         try:
-            end = stream(
-                self.cfg, self.process, self.source, self.stats, self.store, self.run_id,
-                self.observer, self.windows, stop, self.hdr.tick_hz, stall_s,
-                per_cpu=self.per_cpu, bound=bound, invalid_kept=invalid,
-                break_at=self.break_at)
-            self.status, self.message = end.status, end.message
-            self.injected, self.injected_found = end.injected, end.found
-            self.lost_in_run = end.lost
+            stream(self, stop, stall_s)
         finally:
-            if bound is not None:
-                self.meta["duration_bound"] = bound.metadata()
+            if self.bound is not None:
+                self.meta["duration_bound"] = self.bound.metadata()
             if self.break_at is not None:
                 self.meta["break_at"] = self.break_at.metadata()
-            if invalid:
-                self.meta["invalid_samples"] = invalid
+            if self.invalid_kept:
+                self.meta["invalid_samples"] = self.invalid_kept
 
     def stop(self) -> None:
         """Read the source one last time and close it, stop the process (only the one we
@@ -240,8 +218,7 @@ class Run:
             if self.store.write_failed is None:
                 try:
                     for w in last_windows:
-                        emit_window(w, hdr.tick_hz, self.store, self.run_id,
-                                    self.observer, self.windows)
+                        emit_window(self, w)
                 except StoreWriteError as exc:
                     self.status, self.message = "failed", _store_failed(exc)
         if self.bound is not None and hdr is not None and "duration_bound" in self.meta:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from irqlab.measure.boot import StopFlag
 from irqlab.measure.config import Observer, RunConfig
 from irqlab.measure.summary import window_dict
 from irqlab.runner.process import MeasuredProcess
+from irqlab.samples.layout import RingHeader
 from irqlab.samples.record import FLAG_INJECTED
 from irqlab.samples.source import SampleSource
 from irqlab.stats import RunStats, WindowStats, format_window_line, ticks_to_ns
@@ -221,20 +223,21 @@ class BreakAt:
                 f"(seq {s['seq']}, cpu {s['cpu']}); data kept")
 
 
-def emit_window(w: WindowStats, tick_hz: int, store: Store, run_id: int,
-                observer: Observer, windows: list[dict[str, Any]],
+def emit_window(state: MeasureState, w: WindowStats,
                 samples: np.ndarray | None = None) -> None:
     """Store a finished window together with its raw samples not stored yet, in one
     transaction (a crash or a full disk never leaves a window without its samples), then
     show it."""
-    wd = window_dict(w, tick_hz)
+    assert state.hdr is not None
+    store = state.store
+    wd = window_dict(w, state.hdr.tick_hz)
     with store.transaction():
         if samples is not None and len(samples):
-            store.add_samples(run_id, samples)
-        store.add_windows(run_id, [wd])
+            store.add_samples(state.run_id, samples)
+        store.add_windows(state.run_id, [wd])
     store.release_memory()      # a long run's memory must not grow with its samples
-    windows.append(wd)
-    observer.on_window(wd, format_window_line(w, tick_hz))
+    state.windows.append(wd)
+    state.observer.on_window(wd, format_window_line(w, state.hdr.tick_hz))
 
 
 def missing_after(recs: np.ndarray, keep_n: int) -> int:
@@ -251,35 +254,49 @@ def missing_after(recs: np.ndarray, keep_n: int) -> int:
     return n
 
 
-class StreamEnd(NamedTuple):
-    """How a run's stream ended."""
-    status: str
-    message: str | None
-    injected: int           # injected samples read
-    found: int              # injected samples above the threshold (the self-check)
-    lost: int               # records lost before the run's end (its ``lost``)
+@dataclass(eq=False)
+class MeasureState:
+    """What one run's measuring works on, handed whole to stream() and its helpers as
+    rtla hands its osnoise_tool to each phase: the run's configuration, store and front
+    end, what the start set up (process, source, header, statistics, limits), and what
+    the stream leaves (status, windows, self-check counts, losses). measure.Run is one,
+    so nothing is copied in or out."""
+
+    cfg: RunConfig
+    store: Store
+    observer: Observer
+    run_id: int = 0
+    process: MeasuredProcess | None = None
+    source: SampleSource | None = None
+    hdr: RingHeader | None = None
+    stats: RunStats | None = None
+    per_cpu: PerCpuStats | None = None
+    bound: DurationBound | None = None        # --duration (DurationBound.for_run)
+    break_at: BreakAt | None = None
+    windows: list[dict[str, Any]] = field(default_factory=list)
+    # entries before their deadline: the first INVALID_KEPT, as evidence
+    invalid_kept: list[dict[str, int]] = field(default_factory=list)
+    status: str = "failed"
+    message: str | None = None
+    injected: int = 0               # injected samples read
+    injected_found: int = 0         # injected samples above the threshold (self-check)
+    lost_in_run: int | None = None  # records lost before the run's end, when it ended
 
 
-def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: RunStats,
-           store: Store, run_id: int, observer: Observer, windows: list[dict[str, Any]],
-           stop: StopFlag, tick_hz: int, stall_s: float,
-           per_cpu: PerCpuStats | None = None,
-           bound: DurationBound | None = None,
-           invalid_kept: list[dict[str, int]] | None = None,
-           break_at: BreakAt | None = None,
-           ) -> StreamEnd:
-    """Poll the samples until the run ends.
+def stream(state: MeasureState, stop: StopFlag, stall_s: float) -> None:
+    """Poll the samples until the run ends; its end goes into ``state`` (status, message,
+    injected, injected_found, lost_in_run).
     ``stall_s``: the watchdog, no sample for this long fails the run. A failed store
     write (disk full) stops the run: ``failed``, what was stored before kept.
 
-    A run given a duration passes its :class:`DurationBound` (``DurationBound.for_run``):
-    the samples kept are its, and the run ends when it is reached; the wall clock (the
+    A run given a duration has its :class:`DurationBound` in ``state.bound``: the
+    samples kept are its, and the run ends when it is reached; the wall clock (the
     duration plus ``stall_s``) and a target's own count stay as backstops.
 
     A sample whose ISR entry precedes its deadline is no latency: the statistics count
     it ``invalid`` (irqlab.stats), and it is not stored among the samples, so every
     reader of the stored samples sees the figures' samples; its first ``INVALID_KEPT``
-    records go to ``invalid_kept`` (the run's metadata) as evidence.
+    records go to ``state.invalid_kept`` (the run's metadata) as evidence.
 
     ``lost``: a run by sample count (``--samples N``) counts the records lost before its
     N-th sample. A batch reports its losses without their place: when the count is
@@ -288,6 +305,10 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
     the run stops; its ring or a slow console falls behind). So every lost record is a
     gap in the stored sequence. A run by duration counts every loss, those after its
     end included (docs/formats.md: samples + lost + samples_after_end = sent)."""
+    assert state.process and state.source and state.stats and state.hdr
+    cfg, guest, reader, stats = state.cfg, state.process, state.source, state.stats
+    store, run_id, observer = state.store, state.run_id, state.observer
+    per_cpu, bound, break_at = state.per_cpu, state.bound, state.break_at
     target = cfg.target_samples()
     wall_end = None
     if bound is not None and target is None:
@@ -344,15 +365,13 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
         pending_n += len(recs)
         injected += int(np.count_nonzero(recs["flags"] & FLAG_INJECTED))
         for w in closed:
-            emit_window(w, tick_hz, store, run_id, observer, windows,
-                        samples=take_window_samples(w.samples))
+            emit_window(state, w, samples=take_window_samples(w.samples))
         if pending_n >= _FLUSH_RECORDS:
             flush()
         return len(batch)
 
     def keep_invalid(bad: np.ndarray) -> None:
-        if invalid_kept is None:
-            return
+        invalid_kept = state.invalid_kept
         for r in bad[:max(0, INVALID_KEPT - len(invalid_kept))]:
             invalid_kept.append({k: int(r[k]) for k in
                                  ("seq", "deadline_tick", "entry_tick", "flags", "cpu")})
@@ -456,8 +475,8 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
         # stored so far has its samples.
         status = "failed"
         message = (f"{exc}; measuring stopped after {done} samples read; the "
-                   f"{sum(w['samples'] or 0 for w in windows)} samples of the "
-                   f"{len(windows)} windows stored before are kept")
+                   f"{sum(w['samples'] or 0 for w in state.windows)} samples of the "
+                   f"{len(state.windows)} windows stored before are kept")
     except BaseException:
         # Keep what was read (RingError, a bug, ...): Run.finish stores its window.
         try:
@@ -465,4 +484,5 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
         except StoreWriteError:
             pass
         raise
-    return StreamEnd(status, message, injected, found, lost)
+    state.status, state.message = status, message
+    state.injected, state.injected_found, state.lost_in_run = injected, found, lost

@@ -20,9 +20,9 @@ import numpy as np
 
 from irqlab.stats import quantile_rank, ticks_to_ns
 from irqlab.stats.fields import COMPARE_TABLE
-from irqlab.store import PgStore, Store
 from irqlab.store.arrow import numeric_view
 from irqlab.store.db import RunRow, SamplesUnordered
+from irqlab.store.interface import RunReader
 from irqlab.store.quantiles import StoredFigures
 
 T = TypeVar("T")
@@ -50,7 +50,7 @@ IN_MEMORY_SAMPLES = 2_000_000
 class StoredSamples:
     """A big run's samples, left in the store and read in batches when needed."""
 
-    def __init__(self, store: Store | PgStore, run_id: int, count: int) -> None:
+    def __init__(self, store: RunReader, run_id: int, count: int) -> None:
         self.store = store
         self.run_id = run_id
         self.count = count
@@ -184,7 +184,7 @@ def samples_pruned(row: RunRow) -> bool:
     return bool(pruned.get("dropped_samples") or pruned.get("dropped_files"))
 
 
-def load_run(store: Store | PgStore, row: RunRow, raw: bool = True,
+def load_run(store: RunReader, row: RunRow, raw: bool = True,
              in_memory_samples: int | None = None) -> RunData:
     """Read a run's windows, stored histogram and (with ``raw``) its raw samples: those
     of a run with more than `in_memory_samples` stay in the store (RunData.stored),
@@ -215,7 +215,7 @@ def load_run(store: Store | PgStore, row: RunRow, raw: bool = True,
     return data
 
 
-def load_runs(store: Store | PgStore, rows: list[RunRow], raw: bool = True,
+def load_runs(store: RunReader, rows: list[RunRow], raw: bool = True,
               in_memory_samples: int | None = None) -> list[RunData]:
     return [load_run(store, r, raw, in_memory_samples) for r in rows]
 

@@ -22,8 +22,8 @@ from irqlab.stats.changepoint import (DEFAULT_MIN_SIZE, DEFAULT_P_MAX,
 from irqlab.stats.fields import LATENCY_FIELDS, Field
 
 if TYPE_CHECKING:
-    from irqlab.store import PgStore, Store
     from irqlab.store.db import RunRow
+    from irqlab.store.interface import RunReader
 
 TREND_VERSION = 1
 METHOD = "e-divisive means (Matteson & James 2014), alpha 1, permutation test"
@@ -111,7 +111,7 @@ class Trend:
                 "ratio": None if math.isnan(c.ratio) else c.ratio}
 
 
-def series_points(store: Store | PgStore, selectors: list[str], metric: Field,
+def series_points(store: RunReader, selectors: list[str], metric: Field,
                   by_tag: str | None = None) -> tuple[list[TrendPoint], list[TrendPoint]]:
     """The selected runs in time order (start, then run id), or with ``by_tag`` in the
     natural order of that tag's values (kernel 6.1 < 6.6 < 6.10), then time; split into
@@ -143,7 +143,7 @@ def _natural(text: str) -> tuple[str | int, ...]:
                  for i, part in enumerate(re.split(r"(\d+)", text)))
 
 
-def build_trend(store: Store | PgStore, selectors: list[str], metric: str, *,
+def build_trend(store: RunReader, selectors: list[str], metric: str, *,
                 p_max: float = DEFAULT_P_MAX, permutations: int = DEFAULT_PERMUTATIONS,
                 min_size: int = DEFAULT_MIN_SIZE, seed: int = 0,
                 by_tag: str | None = None) -> Trend:

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Iterator
 from irqlab.store import open_store
 
 if TYPE_CHECKING:
-    from irqlab.store.db import Store
-    from irqlab.store.pg import PgStore
+    from irqlab.store.interface import RunReader
 
 
 class StoreAccess:
@@ -32,7 +31,7 @@ class StoreAccess:
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
-    def open(self) -> Iterator[Store | PgStore]:
+    def open(self) -> Iterator[RunReader]:
         with self._lock:
             store = open_store(self.ref, read_only=True)
             try:

@@ -32,8 +32,8 @@ from irqlab.stats.fields import LIST_TABLE, percentiles_from
 from irqlab.store import share
 
 if TYPE_CHECKING:
-    from irqlab.store.db import RunRow, Store
-    from irqlab.store.pg import PgStore
+    from irqlab.store.db import RunRow
+    from irqlab.store.interface import RunReader
 
 PER_PAGE = 50
 PER_PAGE_MAX = 500
@@ -141,20 +141,17 @@ def list_row(row: RunRow) -> dict[str, Any]:
             "p50_ns": s.get("p50_ns"), "p999_ns": s.get("p999_ns")}
 
 
-def runs_page(store: Store | PgStore, q: RunsQuery,
+def runs_page(store: RunReader, q: RunsQuery,
               cache: FigureCache | None = None) -> RunsPage:
     """One page of runs, filtered and sorted by the database when it can; ``cache``
     keeps the figures a page sorts by between requests (:class:`FigureCache`)."""
-    from irqlab.store.db import Store
-
-    if not isinstance(store, Store):
-        return _sql_page(store, q, _POSTGRES, cache)
+    dialect = _DIALECTS[store.sql_dialect]
     if store.holder_pid is None:
-        return _sql_page(store, q, _DUCKDB, cache)
+        return _sql_page(store, q, dialect, cache)
     # Borrowed: the holder cuts the page by the named operations (its own SQL); the
     # figure cache would need every filtered id, so figures sort in its SQL too.
     try:
-        return _sql_page(store, q, _DUCKDB, None)
+        return _sql_page(store, q, dialect, None)
     except duckdb.InvalidInputException as exc:   # share.BadRequest, as the holder says
         if "refused by the holder" not in str(exc):
             raise
@@ -224,6 +221,8 @@ _POSTGRES = _Dialect(
                         f"THEN (summary ->> '{key}')::double precision END)"),
     hostname="(metadata -> 'host' ->> 'hostname')",
     contains="strpos(lower(name), %s) > 0")
+# By the SQL a store says it speaks (RunReader.sql_dialect), never by its class.
+_DIALECTS = {"duckdb": _DUCKDB, "postgres": _POSTGRES}
 
 
 def _filters(q: RunsQuery) -> dict[str, Any]:
@@ -268,7 +267,7 @@ def _order(q: RunsQuery, d: _Dialect) -> str:
     return f" ORDER BY {column} {way} NULLS LAST, run_id {way}"
 
 
-def _fetch(store: Store | PgStore, d: _Dialect, sql: str, args: list[Any]) -> list[tuple]:
+def _fetch(store: RunReader, d: _Dialect, sql: str, args: list[Any]) -> list[tuple]:
     """Every row of a read-only query, on either store."""
     if d is _DUCKDB:
         return store._query(sql, args).fetchall()
@@ -279,7 +278,7 @@ def _fetch(store: Store | PgStore, d: _Dialect, sql: str, args: list[Any]) -> li
     return rows
 
 
-def _columns(store: Store | PgStore, d: _Dialect, sql: str, args: list[Any]) -> list[Any]:
+def _columns(store: RunReader, d: _Dialect, sql: str, args: list[Any]) -> list[Any]:
     """A query's columns as numpy arrays (NULL: NaN in a number column). DuckDB hands
     them over whole (fetchnumpy: 100,000 ids in ms, not a Python tuple each)."""
     import numpy as np
@@ -305,7 +304,7 @@ def _columns(store: Store | PgStore, d: _Dialect, sql: str, args: list[Any]) -> 
     return [np.array([np.nan if v is None else v for v in col]) for col in zip(*rows)]
 
 
-def _rows_by_id(store: Store | PgStore, d: _Dialect, ids: list[int]) -> list[RunRow]:
+def _rows_by_id(store: RunReader, d: _Dialect, ids: list[int]) -> list[RunRow]:
     """The runs ``ids`` in that order (one that went meanwhile is left out)."""
     if not ids:
         return []
@@ -319,7 +318,7 @@ def _rows_by_id(store: Store | PgStore, d: _Dialect, ids: list[int]) -> list[Run
     return [by_id[i] for i in ids if i in by_id]
 
 
-def _sql_page(store: Store | PgStore, q: RunsQuery, d: _Dialect,
+def _sql_page(store: RunReader, q: RunsQuery, d: _Dialect,
               cache: FigureCache | None) -> RunsPage:
     if q.sort in SORT_FIGURES and cache is not None:
         return _cached_page(store, q, d, cache, *_where(q, d))
@@ -367,7 +366,7 @@ class FigureCache:
         self.ids = np.empty(0, dtype=np.int64)                 # sorted
         self.values = np.empty((0, len(SORT_FIGURES)), dtype=np.float64)   # NaN: none
 
-    def figures(self, store: Store | PgStore, d: _Dialect, ids: Any, running: Any) -> Any:
+    def figures(self, store: RunReader, d: _Dialect, ids: Any, running: Any) -> Any:
         """The figures (rows in the order of ``ids``; NaN where a run has none) of the
         runs ``ids`` (numpy int64), ``running`` a mask of those running now."""
         np = self._np
@@ -393,7 +392,7 @@ class FigureCache:
             self._add(fresh_ids[keep], fresh[keep])
         return out
 
-    def _read(self, store: Store | PgStore, d: _Dialect, ids: Any) -> tuple[Any, Any, Any]:
+    def _read(self, store: RunReader, d: _Dialect, ids: Any) -> tuple[Any, Any, Any]:
         """(ids sorted, their figures, running mask) of the runs ``ids`` in the store."""
         np = self._np
         where, args = "", []
@@ -429,7 +428,7 @@ class FigureCache:
         self.values = np.concatenate([self.values[keep], values])[order]
 
 
-def _identity(store: Store | PgStore) -> Any:
+def _identity(store: RunReader) -> Any:
     path = getattr(store, "path", None)
     try:
         st = os.stat(path)                    # DuckDB: the file itself, not its name
@@ -438,7 +437,7 @@ def _identity(store: Store | PgStore) -> Any:
         return ("url", str(path))
 
 
-def _cached_page(store: Store | PgStore, q: RunsQuery, d: _Dialect, cache: FigureCache,
+def _cached_page(store: RunReader, q: RunsQuery, d: _Dialect, cache: FigureCache,
                  where: str, args: list[Any]) -> RunsPage:
     """A page sorted by a figure: the filtered ids from the database, their figures from
     the cache, sorted as the SQL order does (None last, ties by run id the same way)."""

@@ -24,6 +24,9 @@ from irqlab.store import location, sample_files, share
 # default_db_path moved to the light irqlab.store.location; kept importable from here.
 from irqlab.store.location import default_db_path  # noqa: F401
 from irqlab.store.errors import StoreError, StoreWriteError
+# RunRow: the record every reader gets, defined with the interface (and named here,
+# where readers have always imported it from).
+from irqlab.store.interface import NewRun, RunRow
 from irqlab.store.arrow import numeric_array, numeric_view
 from irqlab.store.quantiles import (LATENCY_SQL, StoredFigures, duckdb_quantiles,
                                     stored_figures)
@@ -124,48 +127,6 @@ def _wait_s() -> float:
         return 10.0
 
 
-@dataclass
-class RunRow:
-    """One row of ``runs`` with JSON columns decoded."""
-
-    run_id: int
-    name: str
-    target: str
-    arch: str | None
-    accel: str | None
-    emulated: bool | None
-    status: str
-    started_at: dt.datetime
-    ended_at: dt.datetime | None
-    tick_hz: int | None
-    period_ns: int | None
-    threshold_ns: int | None
-    message: str | None
-    params: dict[str, Any]
-    metadata: dict[str, Any]
-    summary: dict[str, Any] | None
-    kind: str = "latency"
-    source: str = "irqlab"
-    tags: dict[str, str] = field(default_factory=dict)
-    suite: str | None = None
-    cell: dict[str, Any] | None = None
-
-    def shown_summary(self) -> dict[str, Any]:
-        """The summary readers show (`irqlab show`, `irqlab serve`): the stored one, or for
-        a run without one yet (still running, or killed before it wrote one) every summary
-        key, the unknown ones None."""
-        if self.summary:
-            return self.summary
-        from irqlab.stats.fields import make_summary
-        return make_summary(self.run_id, self.name, {
-            "target": self.target, "arch": self.arch, "accel": self.accel,
-            "emulated": self.emulated, "status": self.status, "tick_hz": self.tick_hz,
-            "period_ns": self.period_ns, "threshold_ns": self.threshold_ns,
-            "samples": None, "above_threshold": None,
-            "message": self.message or "run has no summary yet (still running, or irqlab "
-                                       "was killed before it could write one)"})
-
-
 _RUN_COLUMNS = share.RUN_COLUMNS
 _JSON_COLUMNS = (13, 14, 15, 18, 20)
 
@@ -227,7 +188,10 @@ class _Rows:
 
 
 class Store:
-    """A DuckDB file holding runs; open with ``Store(path)``, close with ``close()``."""
+    """A DuckDB file holding runs; open with ``Store(path)``, close with ``close()``. The
+    store interface's reader and writer (irqlab.store.interface)."""
+
+    sql_dialect = "duckdb"
 
     def __init__(self, path: str | os.PathLike, read_only: bool = False) -> None:
         self.path = Path(path)
@@ -639,24 +603,19 @@ class Store:
             raise StoreWriteError(f"cannot write to {self.path}: {reason}") from None
 
     # -- writing ----------------------------------------------------------------------
-    def create_run(self, name: str, target: str, params: dict[str, Any],
-                   metadata: dict[str, Any], *, kind: str = "latency",
-                   source: str = "irqlab", tags: dict[str, str] | None = None,
-                   suite: str | None = None, cell: dict[str, Any] | None = None,
-                   status: str = "running", started_at: dt.datetime | None = None,
-                   run_id: int | None = None, **columns: Any) -> int:
-        """Insert a run (status ``running`` unless told) and return its id.
+    def create_run(self, run: NewRun) -> int:
+        """Insert a run (status ``running`` unless its record says) and return its id.
 
-        ``run_id`` from :meth:`next_run_id` and further ``columns`` (tick_hz, summary,
+        ``run.run_id`` from :meth:`next_run_id` and ``run.columns`` (tick_hz, summary,
         ended_at ...) let a finished run go in with one statement (imports)."""
-        cols = {"name": name, "target": target, "status": status,
-                "started_at": started_at or _utcnow(), "params": json.dumps(params),
-                "metadata": json.dumps(metadata), "kind": kind, "source": source,
-                "tags": json.dumps(tags or {}), "suite": suite,
-                "cell": None if cell is None else json.dumps(cell)}
-        if run_id is not None:
-            cols["run_id"] = run_id
-        for key, val in columns.items():
+        cols = {"name": run.name, "target": run.target, "status": run.status,
+                "started_at": run.started_at or _utcnow(), "params": json.dumps(run.params),
+                "metadata": json.dumps(run.metadata), "kind": run.kind,
+                "source": run.source, "tags": json.dumps(run.tags or {}),
+                "suite": run.suite, "cell": None if run.cell is None else json.dumps(run.cell)}
+        if run.run_id is not None:
+            cols["run_id"] = run.run_id
+        for key, val in run.columns.items():
             cols[key] = json.dumps(val) if isinstance(val, dict) else val
         row = self._write(share.RUN_INSERT, cols).fetchone()
         return int(row[0])

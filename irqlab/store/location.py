@@ -33,6 +33,21 @@ def is_url(ref: str | Path | None) -> bool:
     return isinstance(ref, str) and ref.startswith(URL_PREFIXES)
 
 
+def is_export_dir(ref: str | Path | None) -> bool:
+    """Is ``ref`` (a --db value) a directory `irqlab export --parquet` wrote?"""
+    if ref is None or is_url(ref):
+        return False
+    folder = Path(ref).expanduser()
+    return folder.is_dir() and (folder / "runs.parquet").is_file()
+
+
+def keeps_files(ref: str | Path | None) -> bool:
+    """Does the store at ``ref`` keep files beside it (a run's capture, big runs' sample
+    files, a monitor's)? A DuckDB file does; a lab store (a URL) and an export directory
+    do not. Commands ask this, never which backend a value names."""
+    return not is_url(ref) and not is_export_dir(ref)
+
+
 # A password in a URL's userinfo (libpq ends the userinfo at the first "@"
 # before any "/"), and any ``password=`` parameter (a URL's query string, or a libpq
 # key=value string that a driver's error message may quote). Patterns, compiled at

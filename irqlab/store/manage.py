@@ -10,6 +10,7 @@ from irqlab.store.errors import StoreError
 
 if TYPE_CHECKING:
     from irqlab.store.db import RunRow, Store
+    from irqlab.store.interface import RunWriter
     from irqlab.store.pg import PgStore
 
 # Tags irqlab itself sets and selects by: a user's value would break `series:ID` and a
@@ -48,7 +49,7 @@ def removable(store: "Store", row: "RunRow") -> None:
                          f"runs when it has ended")
 
 
-def remove_run(store: "Store | PgStore", row: "RunRow") -> dict[str, Any]:
+def remove_run(store: "RunWriter", row: "RunRow") -> dict[str, Any]:
     """Delete the run's rows from every table in one transaction, then its sample files
     (the rows go first: a crash between leaves orphan files, which the next writable
     open removes, never rows naming missing files)."""

@@ -35,6 +35,7 @@ import pyarrow.csv as pa_csv
 
 from irqlab.store.arrow import numeric_array, numeric_view
 from irqlab.store.db import RunRow, Store, StoreError, StoreWriteError
+from irqlab.store.interface import NewRun
 # is_url and URL_PREFIXES live in the light irqlab.store.location (kept importable here).
 from irqlab.store.location import URL_PREFIXES, is_url, redact  # noqa: F401
 from irqlab.stats.select import exact_figures
@@ -165,7 +166,11 @@ def _json(val: Any) -> str | None:
 
 
 class PgStore:
-    """A lab store: the read interface of irqlab.store.Store, and push()."""
+    """A lab store: the store interface's reader (irqlab.store.interface.RunReader), and
+    push()."""
+
+    sql_dialect = "postgres"
+    holder_pid: int | None = None      # a server: never lent by another process
 
     def __init__(self, url: str, read_only: bool = False) -> None:
         try:
@@ -499,26 +504,23 @@ class PgStore:
             self._in_tx = False
         self.con.commit()
 
-    def create_run(self, name: str, target: str, params: dict[str, Any],
-                   metadata: dict[str, Any], *, kind: str = "latency",
-                   source: str = "irqlab", tags: dict[str, str] | None = None,
-                   suite: str | None = None, cell: dict[str, Any] | None = None,
-                   status: str = "running", started_at: dt.datetime | None = None,
-                   run_id: int | None = None, **columns: Any) -> int:
+    def create_run(self, run: NewRun) -> int:
         """Insert a run made on this host (its origin: this store) and return its id;
-        ``run_id`` (from :meth:`next_run_id`) and ``columns`` as irqlab.store.Store's."""
+        ``run.run_id`` (from :meth:`next_run_id`) and ``run.columns`` as
+        irqlab.store.Store's."""
+        metadata = run.metadata
         rid = uuid.UUID(str(metadata["run_uuid"])) if metadata.get("run_uuid") \
             else uuid.uuid4()
         cols: dict[str, Any] = {
-            "run_uuid": rid, "name": name, "target": target, "status": status,
-            "started_at": started_at or _utcnow(), "params": _json(params),
-            "metadata": _json({**metadata, "run_uuid": str(rid)}), "kind": kind,
-            "source": source, "tags": _json(tags or {}), "suite": suite,
-            "cell": _json(cell), "origin_host": socket.gethostname(),
+            "run_uuid": rid, "name": run.name, "target": run.target, "status": run.status,
+            "started_at": run.started_at or _utcnow(), "params": _json(run.params),
+            "metadata": _json({**metadata, "run_uuid": str(rid)}), "kind": run.kind,
+            "source": run.source, "tags": _json(run.tags or {}), "suite": run.suite,
+            "cell": _json(run.cell), "origin_host": socket.gethostname(),
             "origin_db": self.path, "origin_run_id": 0}
-        if run_id is not None:
-            cols["run_id"] = run_id
-        for key, val in columns.items():
+        if run.run_id is not None:
+            cols["run_id"] = run.run_id
+        for key, val in run.columns.items():
             cols[key] = _json(val) if isinstance(val, dict) else val
         row = self._write(f"INSERT INTO runs ({', '.join(cols)}) VALUES "
                           f"({', '.join(['%s'] * len(cols))}) RETURNING run_id",

@@ -20,15 +20,14 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "lib/cli.h"
 #include "lib/nstime.h"
+#include "lib/rt.h"
 #include "netproto.h"
 
 #define MAX_HELD		256	/* replies waiting for their release */
@@ -103,22 +102,20 @@ static void parse_args(int argc, char **argv)
 	cli_parse(argc, argv, NULL, NULL, echo_opt);
 }
 
-/* setup_rt - SCHED_FIFO and locked memory; 0 or -errno (a warning only) */
+/*
+ * setup_rt - SCHED_FIFO at --priority and locked memory (lib/rt.c); 0 or
+ * -errno (a warning only: the echo still answers, later)
+ */
 static int setup_rt(void)
 {
-	struct sched_param sp = { .sched_priority = opt.priority };
-	int err = 0;
+	int err = rt_thread_setup(-1, opt.priority);
+	int lock_err;
 
-	if (sched_setscheduler(0, SCHED_FIFO, &sp)) {
-		err = -errno;
+	if (err)
 		fprintf(stderr, "irqlab-echo: warning: SCHED_FIFO %d: %s\n", opt.priority,
-			strerror(errno));
-	}
-	if (mlockall(MCL_CURRENT | MCL_FUTURE)) {
-		err = -errno;
-		fprintf(stderr, "irqlab-echo: warning: mlockall: %s\n", strerror(errno));
-	}
-	return err;
+			strerror(-err));
+	lock_err = rt_lock_memory(NULL);
+	return lock_err ? lock_err : err;
 }
 
 /* open_socket - UDP socket bound to the address and port; fd or -errno */

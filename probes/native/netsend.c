@@ -26,10 +26,11 @@
  * Exit: 0 done (also after SIGINT/SIGTERM), 1 run-time failure (no reply to
  * the handshake, socket error), 2 usage, 3 RT priority refused.
  *
- * The program by concern: this file is the command line and main();
- * netsend_sock.c the socket, kernel timestamps and the destination rule;
- * netsend_ring.c the in-flight table and the records; netsend_sched.c the
- * sender and receiver threads on their schedule (netsend.h: what they share).
+ * The program by concern, layered one way (netsend.h): this file is the
+ * command line and main(); netsend_sched.c the handshake and the sender and
+ * receiver threads on their schedule; netsend_sock.c the socket, kernel
+ * timestamps and the destination rule; netsend_ring.c the in-flight table and
+ * the records; netsend_opts.c the options.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -44,13 +45,7 @@
 #include "lib/mring.h"
 #include "lib/nstime.h"
 #include "lib/rt.h"
-#include "netsend.h"
-
-struct options opt = {
-	.po = PROBE_OPTS_INIT, .port = NET_PORT, .cpu = -1,
-	.period_ns = 1000000, .payload_bytes = 64, .timeout_ns = DEFAULT_TIMEOUT_NS,
-	.ready_timeout_ns = DEFAULT_READY_NS,
-};
+#include "netsend_sched.h"
 
 /* usage - print the options */
 static void usage(void)

@@ -1,8 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * netsend.h - what the parts of irqlab-netsend share (netsend.c: command line;
- * netsend_sock.c: socket and timestamps; netsend_ring.c: in-flight table and
- * records; netsend_sched.c: the sender and receiver threads)
+ * netsend.h - irqlab-netsend's options and limits, the floor every part stands on
+ *
+ * The program is layered one way, a header per layer, each file calling only
+ * the layers below its own (tests/unit/test_c_layers.py checks it):
+ *   netsend.c        command line and main()
+ *   netsend_sched.c  the handshake, the sender and receiver threads (netsend_sched.h)
+ *   netsend_sock.c   socket, destination rule, kernel timestamps, reading replies
+ *                    into the table (netsend_sock.h)
+ *   netsend_ring.c   the area, the in-flight table and the records (netsend_ring.h)
+ *   netsend_opts.c   the options (this header)
  *
  * Each variable has one writing thread, named beside it; the others read it
  * with the ordering its comment gives.
@@ -10,12 +17,7 @@
 #ifndef IRQLAB_NETSEND_H
 #define IRQLAB_NETSEND_H
 
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/types.h>
-
 #include "lib/cli.h"
-#include "multiring.h"
 #include "netproto.h"
 
 #ifndef IRQLAB_NATIVE_BUILD_ID
@@ -30,19 +32,6 @@
 #define MAX_TABLE		(1u << 20)	/* packets in flight at most */
 #define BUF_BYTES		2048
 #define CTRL_BYTES		512
-
-/* pending.state */
-enum { PKT_FREE, PKT_SENT, PKT_REPLIED, PKT_SEND_FAILED };
-
-struct pending {
-	u64 seq;
-	u64 tx_user_ns;		/* CLOCK_MONOTONIC right before send() */
-	u64 tx_kernel_ns;	/* kernel TX software stamp (CLOCK_REALTIME), 0 = none */
-	u64 rx_user_ns;		/* CLOCK_MONOTONIC right after recvmsg() */
-	u64 rx_kernel_ns;	/* kernel RX software stamp (CLOCK_REALTIME), 0 = none */
-	u32 state;
-	u32 flags;		/* record flags known at send (overrun) and reply (held) */
-};
 
 struct options {
 	struct probe_opts po;	/* --shm, --priority, --capacity, --duration-ns, ... */
@@ -60,49 +49,6 @@ struct options {
 	int icmp;		/* --icmp: the kernel's own echo answers */
 };
 
-extern struct options opt;		/* netsend.c, set before any thread */
-
-/* netsend_sock.c: main thread sets them up before the threads start */
-extern int sock;
-extern struct sockaddr_storage dest_sa;
-extern socklen_t dest_len;
-extern int kernel_ts;			/* SO_TIMESTAMPING is on */
-extern size_t pkt_off;			/* --icmp: our packet follows an 8-byte ICMP echo header */
-
-/* netsend_ring.c */
-extern struct mr_dir *dir;
-extern struct net_block *nb;
-extern struct ring ring;
-extern u64 committed;			/* packets committed by the receiver thread */
-
-/* netsend_sched.c */
-extern u64 sent;			/* packets published by the sender thread */
-extern volatile int stop_requested;	/* 1: stop sending; 2: stop at once */
-
-/* netsend_sock.c */
-int dest_parse(const char *text);
-int check_dest(void);
-int open_socket(void);
-int enable_kernel_ts(void);
-void icmp_header(u8 *buf, u64 seq);
-const struct net_pkt *reply_pkt(const u8 *buf, ssize_t n);
-u64 cmsg_stamp(struct msghdr *msg);
-int handshake(const sigset_t *stopset);
-void drain_errqueue(void);
-void drain_replies(void);
-int recv_reply(int flags);
-
-/* netsend_ring.c */
-int area_setup(u8 *area);
-int table_setup(void);
-struct pending *table_entry(u64 seq);
-int table_full(u64 seq);
-struct pending *outstanding(u64 seq);
-void take_reply(const u8 *buf, ssize_t n, struct msghdr *msg, u64 rx_user_ns);
-void commit_ready(void);
-
-/* netsend_sched.c */
-int stop_pending(const sigset_t *stopset);
-int run(const sigset_t *stopset);
+extern struct options opt;		/* netsend_opts.c; netsend.c fills it before any thread */
 
 #endif /* IRQLAB_NETSEND_H */

@@ -12,12 +12,13 @@
 
 #include "lib/mring.h"
 #include "lib/nstime.h"
-#include "netsend.h"
+#include "netsend_ring.h"
 
 struct mr_dir *dir;
 struct net_block *nb;
 struct ring ring;
 u64 committed;
+u64 sent;
 static struct pending *table;
 static u32 table_mask;
 
@@ -147,10 +148,12 @@ void commit_ready(void)
 	}
 }
 
-/* take_reply - match the reply of @n bytes in @buf (cmsgs in @msg) to its packet */
-void take_reply(const u8 *buf, ssize_t n, struct msghdr *msg, u64 rx_user_ns)
+/*
+ * take_reply - match reply @p (NULL: not one of ours) to its packet, received
+ * at @rx_user_ns, kernel-stamped at @rx_kernel_ns (0: none)
+ */
+void take_reply(const struct net_pkt *p, u64 rx_user_ns, u64 rx_kernel_ns)
 {
-	const struct net_pkt *p = reply_pkt(buf, n);
 	struct pending *e;
 
 	if (!p) {
@@ -172,7 +175,7 @@ void take_reply(const u8 *buf, ssize_t n, struct msghdr *msg, u64 rx_user_ns)
 		return;
 	}
 	e->rx_user_ns = rx_user_ns;
-	e->rx_kernel_ns = kernel_ts ? cmsg_stamp(msg) : 0;
+	e->rx_kernel_ns = rx_kernel_ns;
 	if (p->flags & NET_F_HELD) {
 		e->flags |= RING_F_INJECTED;
 		nb->held++;

@@ -3,9 +3,11 @@
  * netsend_sched.c - irqlab-netsend's threads: the sender, one packet per
  * period on an absolute CLOCK_MONOTONIC schedule, and the receiver, which
  * takes replies and commits records; run() starts both after the handshake
+ * (which lives here: it waits on the stop signals as the run does)
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,10 +16,9 @@
 #include "lib/mring.h"
 #include "lib/nstime.h"
 #include "lib/rt.h"
-#include "netsend.h"
+#include "netsend_sched.h"
 
-u64 sent;
-volatile int stop_requested;
+static volatile int stop_requested;	/* 1: stop sending; 2: stop at once */
 static volatile int sending_done;
 static u64 start_ns, end_ns;
 
@@ -28,13 +29,58 @@ static int thread_sched(void)
 }
 
 /* stop_pending - has a stop signal arrived (checked without blocking)? */
-int stop_pending(const sigset_t *stopset)
+static int stop_pending(const sigset_t *stopset)
 {
 	struct timespec zero = { 0, 0 };
 
 	if (sigtimedwait(stopset, NULL, &zero) > 0)
 		__atomic_store_n(&stop_requested, 1, __ATOMIC_RELEASE);
 	return READ_ONCE(stop_requested);
+}
+
+/* handshake - hello packets until one comes back; 0 or -errno */
+static int handshake(const sigset_t *stopset)
+{
+	static u8 buf[BUF_BYTES];
+	struct net_pkt *p = (struct net_pkt *)(buf + pkt_off);
+	u64 first_ns = monotonic_ns(), last_hello = 0, now_ns;
+	struct pollfd pfd = { .fd = sock, .events = POLLIN };
+
+	for (;;) {
+		now_ns = monotonic_ns();
+		if (stop_pending(stopset))
+			return -EINTR;
+		if (now_ns - first_ns > opt.ready_timeout_ns)
+			return mr_fail(ETIMEDOUT, "no reply from %s port %u within %llu s: "
+					"the responder did not start", opt.dest, opt.port,
+					(unsigned long long)(opt.ready_timeout_ns / 1000000000ULL));
+		if (!last_hello || now_ns - last_hello >= HELLO_EVERY_NS) {
+			memset(buf, 0, pkt_off + opt.payload_bytes);
+			if (pkt_off)
+				icmp_header(buf, NET_SEQ_HELLO);
+			p->magic = NET_MAGIC;
+			p->seq = NET_SEQ_HELLO;
+			p->send_ns = now_ns;
+			/* refused (nothing listens yet) or unreachable: try again */
+			send(sock, buf, pkt_off + opt.payload_bytes, 0);
+			last_hello = now_ns;
+		}
+		if (poll(&pfd, 1, 10) <= 0)
+			continue;
+		for (;;) {
+			ssize_t n = recv(sock, buf, sizeof(buf), MSG_DONTWAIT);
+
+			if (n < 0) {
+				if (errno == EAGAIN)
+					break;
+				continue;	/* ECONNREFUSED of an early hello */
+			}
+			if (reply_pkt(buf, n) && p->seq == NET_SEQ_HELLO) {
+				nb->handshake_ns = monotonic_ns() - first_ns;
+				return 0;
+			}
+		}
+	}
 }
 
 /*

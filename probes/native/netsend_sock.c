@@ -2,7 +2,8 @@
 /*
  * netsend_sock.c - irqlab-netsend's socket: the destination and the lab's rule
  * (loopback, or a network namespace of our own), UDP or ICMP ping sockets, the
- * kernel's software timestamps, the handshake and reading replies
+ * kernel's software timestamps, and reading replies and TX stamps into the
+ * table (netsend_ring.c, below)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -12,7 +13,6 @@
 #include <linux/net_tstamp.h>
 #include <netinet/in.h>
 #include <netinet/ip_icmp.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -21,7 +21,7 @@
 
 #include "lib/mring.h"
 #include "lib/nstime.h"
-#include "netsend.h"
+#include "netsend_sock.h"
 
 int sock = -1;
 struct sockaddr_storage dest_sa;
@@ -210,53 +210,8 @@ int enable_kernel_ts(void)
 	return 0;
 }
 
-/* handshake - hello packets until one comes back; 0 or -errno */
-int handshake(const sigset_t *stopset)
-{
-	static u8 buf[BUF_BYTES];
-	struct net_pkt *p = (struct net_pkt *)(buf + pkt_off);
-	u64 first_ns = monotonic_ns(), last_hello = 0, now_ns;
-	struct pollfd pfd = { .fd = sock, .events = POLLIN };
-
-	for (;;) {
-		now_ns = monotonic_ns();
-		if (stop_pending(stopset))
-			return -EINTR;
-		if (now_ns - first_ns > opt.ready_timeout_ns)
-			return mr_fail(ETIMEDOUT, "no reply from %s port %u within %llu s: "
-					"the responder did not start", opt.dest, opt.port,
-					(unsigned long long)(opt.ready_timeout_ns / 1000000000ULL));
-		if (!last_hello || now_ns - last_hello >= HELLO_EVERY_NS) {
-			memset(buf, 0, pkt_off + opt.payload_bytes);
-			if (pkt_off)
-				icmp_header(buf, NET_SEQ_HELLO);
-			p->magic = NET_MAGIC;
-			p->seq = NET_SEQ_HELLO;
-			p->send_ns = now_ns;
-			/* refused (nothing listens yet) or unreachable: try again */
-			send(sock, buf, pkt_off + opt.payload_bytes, 0);
-			last_hello = now_ns;
-		}
-		if (poll(&pfd, 1, 10) <= 0)
-			continue;
-		for (;;) {
-			ssize_t n = recv(sock, buf, sizeof(buf), MSG_DONTWAIT);
-
-			if (n < 0) {
-				if (errno == EAGAIN)
-					break;
-				continue;	/* ECONNREFUSED of an early hello */
-			}
-			if (reply_pkt(buf, n) && p->seq == NET_SEQ_HELLO) {
-				nb->handshake_ns = monotonic_ns() - first_ns;
-				return 0;
-			}
-		}
-	}
-}
-
 /* cmsg_stamp - the software stamp of an SCM_TIMESTAMPING cmsg in @msg, or 0 */
-u64 cmsg_stamp(struct msghdr *msg)
+static u64 cmsg_stamp(struct msghdr *msg)
 {
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPING) {
@@ -328,7 +283,7 @@ int recv_reply(int flags)
 
 	if (n < 0)
 		return 0;
-	take_reply(buf, n, &msg, rx_user_ns);
+	take_reply(reply_pkt(buf, n), rx_user_ns, kernel_ts ? cmsg_stamp(&msg) : 0);
 	return 1;
 }
 

@@ -13,6 +13,7 @@ from irqlab.measure import window_dict
 from irqlab.samples.record import RECORD_DTYPE
 from irqlab.stats import RunStats
 from irqlab.store import Store
+from irqlab.store.interface import NewRun
 from tests.conftest import call_cli
 
 CAPTURE = (Path(__file__).parents[1] / "unit" / "explain" / "data"
@@ -28,8 +29,8 @@ def db(tmp_path_factory) -> Path:
     with Store(path) as st:
         meta = {"host": {"hostname": "h"}, "probe": {"timer_mode": "tsc-deadline"},
                 "hooks": {"trace": {"file": str(CAPTURE)}}}
-        rid = st.create_run("traced", "guest", {"window_ns": 10**9, "warmup": 1,
-                                                "period_ns": PERIOD_NS}, meta)
+        rid = st.create_run(NewRun("traced", "guest", {"window_ns": 10**9, "warmup": 1,
+                                                       "period_ns": PERIOD_NS}, meta))
         st.update_run(rid, arch="x86_64", accel="kvm", emulated=False, tick_hz=tick_hz,
                       period_ns=PERIOD_NS, threshold_ns=30_000)
         rec = np.zeros(N_SAMPLES, RECORD_DTYPE)
@@ -83,9 +84,9 @@ def test_a_native_run_with_a_tsc_capture_is_one_clear_error(tmp_path: Path) -> N
     explainer needs CLOCK_MONOTONIC and says how to get it (exit 2, one line)."""
     path = tmp_path / "irqlab.duckdb"
     with Store(path) as st:
-        rid = st.create_run("old-native", "native", {"window_ns": 10**9, "warmup": 1,
-                                                     "period_ns": PERIOD_NS},
-                            {"hooks": {"trace": {"file": str(CAPTURE)}}})
+        rid = st.create_run(NewRun("old-native", "native", {"window_ns": 10**9, "warmup": 1,
+                                                            "period_ns": PERIOD_NS},
+                                   {"hooks": {"trace": {"file": str(CAPTURE)}}}))
         st.update_run(rid, arch="x86_64", tick_hz=10**9, period_ns=PERIOD_NS,
                       threshold_ns=30_000)
         rec = np.zeros(4, RECORD_DTYPE)

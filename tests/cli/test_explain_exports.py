@@ -25,6 +25,7 @@ from irqlab.measure import window_dict
 from irqlab.samples.record import RECORD_DTYPE
 from irqlab.stats import RunStats
 from irqlab.store import Store
+from irqlab.store.interface import NewRun
 from tests.conftest import call_cli
 
 CAPTURE = (Path(__file__).parents[1] / "unit" / "explain" / "data"
@@ -46,8 +47,8 @@ def _add_traced_run(store: Store) -> int:
     tick_hz, period = 1_000_000_000, 1_000_000
     meta = {"host": {"hostname": "h"}, "probe": {"timer_mode": "tsc-deadline"},
             "hooks": {"trace": {"file": str(CAPTURE)}}}
-    rid = store.create_run("traced", "guest", {"window_ns": 10**9, "warmup": 1,
-                                               "period_ns": period}, meta)
+    rid = store.create_run(NewRun("traced", "guest", {"window_ns": 10**9, "warmup": 1,
+                                                      "period_ns": period}, meta))
     store.update_run(rid, arch="x86_64", accel="kvm", emulated=False, tick_hz=tick_hz,
                      period_ns=period, threshold_ns=30_000)
     rec = np.zeros(N_SAMPLES, RECORD_DTYPE)

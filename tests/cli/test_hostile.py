@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from irqlab.cli.main import main
+from irqlab.store.interface import NewRun
 
 D = Path(__file__).parents[1] / "fixtures" / "import"
 EVIL_NAME = "evil\x1b]0;pwned\x07\x1b[2J[/]\x9b31m\u202e"
@@ -311,7 +312,7 @@ def _damaged_sample_files(db: Path) -> None:
     rec["entry_tick"] = rec["deadline_tick"] + 700
     with Store(db) as st:
         for name in ("truncated", "inside", "footer"):
-            rid = st.create_run(name, "guest", {}, {})
+            rid = st.create_run(NewRun(name, "guest", {}, {}))
             assert st.keep_samples_in_files(rid)
             with st.transaction():
                 st.add_samples(rid, rec)

@@ -15,6 +15,7 @@ import pytest
 
 from irqlab.store import StoreError
 from irqlab.store.pg import PgStore
+from irqlab.store.interface import NewRun
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +44,8 @@ def test_killed_run_is_closed_by_the_next_open_of_this_host(pg):
             time.sleep(0.3)
         # Another host's run, still `running`: nobody here can know it is dead.
         with PgStore(url) as lab:
-            other = lab.create_run("elsewhere", "native", {}, {
-                "writer": {"pid": 1, "starttime": 1, "boot_id": "another-host-boot"}})
+            other = lab.create_run(NewRun("elsewhere", "native", {}, {
+                       "writer": {"pid": 1, "starttime": 1, "boot_id": "another-host-boot"}}))
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from irqlab.store import PgStore, Store
-from irqlab.store.bench import _synthetic_run
+from irqlab.bench.lab import _synthetic_run
 from irqlab.store.pgserver import PgServer
 
 # The race lost the file in 2 of 3 trials before the fix (issue 30): 4 trials of the

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from irqlab.store import PgStore, Store
-from irqlab.store.bench import _synthetic_run
+from irqlab.bench.lab import _synthetic_run
 from irqlab.store.pgserver import PgServer
 from tests.conftest import call_argv
 

@@ -28,6 +28,7 @@ from irqlab.serve.app import CSP, build_app
 from irqlab.serve.runs_query import (SORTS, FigureCache, RunsQuery, runs_page,
                                      select_page)
 from irqlab.store import Store
+from irqlab.store.interface import NewRun
 
 HOSTILE = "<script>alert(1)</script>"
 LOCAL = "http://127.0.0.1"
@@ -225,7 +226,7 @@ def test_the_figure_cache_follows_a_run_from_running_to_finished(tmp_path):
     q = RunsQuery(sort="p999_ns")
     with Store(db) as st:
         assert [r["run_id"] for r in runs_page(st, q, cache).rows] == [3, 2, 1]
-        rid = st.create_run("late", "guest", {}, {})          # running: no summary yet
+        rid = st.create_run(NewRun("late", "guest", {}, {}))          # running: no summary yet
         assert [r["run_id"] for r in runs_page(st, q, cache).rows] == [3, 2, 1, rid]
         st.finish_run(rid, "ok", {"p999_ns": 10**9, "samples": 1})
         page = runs_page(st, q, cache)

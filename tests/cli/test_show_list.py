@@ -1,6 +1,7 @@
 """`irqlab list` / `irqlab show` on a stored run: JSON contract and human output."""
 
 from irqlab.store import Store
+from irqlab.store.interface import NewRun
 from tests.conftest import call_cli
 
 SUMMARY = {"type": "summary", "version": 1, "run_id": 1, "name": "wfi", "target": "guest",
@@ -17,9 +18,9 @@ WINDOW = {"index": 0, "start_s": 0.0, "samples": 3, "mean_ns": 20000, "stddev_ns
 
 def _store_run(db) -> int:
     with Store(db) as st:
-        rid = st.create_run("wfi", "guest", {"period_ns": 1000000},
-                            {"host": {"hostname": "h", "kernel": "6.1"},
-                             "qemu_argv": ["qemu-system-x86_64", "-accel", "tcg"]})
+        rid = st.create_run(NewRun("wfi", "guest", {"period_ns": 1000000},
+                                   {"host": {"hostname": "h", "kernel": "6.1"},
+                                    "qemu_argv": ["qemu-system-x86_64", "-accel", "tcg"]}))
         st.add_windows(rid, [WINDOW])
         st.update_run(rid, accel="tcg", emulated=True)
         st.finish_run(rid, "ok", SUMMARY)

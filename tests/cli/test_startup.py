@@ -18,6 +18,7 @@ import pytest
 
 from irqlab.cli.main import COMMANDS, build_parser
 from irqlab.store import Store
+from irqlab.store.interface import NewRun
 
 # What the console script runs (pyproject.toml [project.scripts]: irqlab.cli.main:main),
 # after an exit hook that writes sys.modules to $MODULES_OUT.
@@ -91,8 +92,8 @@ def test_completion_script_never_runs_irqlab_on_tab(shell, tmp_path):
 
 def _small_store(db: Path) -> None:
     with Store(db) as st:
-        rid = st.create_run("startup", "guest", {"period_ns": 1_000_000},
-                            {"host": {"hostname": "h", "kernel": "6.1"}})
+        rid = st.create_run(NewRun("startup", "guest", {"period_ns": 1_000_000},
+                                   {"host": {"hostname": "h", "kernel": "6.1"}}))
         st.add_windows(rid, [{"index": 0, "start_s": 0.0, "samples": 3, "mean_ns": 1000,
                               "stddev_ns": 10, "min_ns": 900, "max_ns": 1100,
                               "above_threshold": 0, "global_min_ns": 900,

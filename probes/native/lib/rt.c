@@ -69,13 +69,17 @@ int rt_thread_setup(int cpu, int fifo_priority)
 	return 0;
 }
 
-/* rt_lock_memory - mlockall, flagged in @dir; 0 or -errno (a warning only) */
+/*
+ * rt_lock_memory - mlockall, flagged in @dir (a program writing no ring
+ * directory passes NULL); 0 or -errno (a warning only)
+ */
 int rt_lock_memory(struct mr_dir *dir)
 {
 	int err;
 
 	if (mlockall(MCL_CURRENT | MCL_FUTURE) == 0) {
-		dir->flags |= MR_F_MLOCKED;
+		if (dir)
+			dir->flags |= MR_F_MLOCKED;
 		return 0;
 	}
 	err = errno;

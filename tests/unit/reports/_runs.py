@@ -15,6 +15,7 @@ from irqlab.measure import window_dict
 from irqlab.samples.record import RECORD_DTYPE
 from irqlab.stats import RunStats, ticks_to_ns
 from irqlab.store import Store
+from irqlab.store.interface import NewRun
 
 TICK_HZ = 1_000_000_000
 PERIOD_NS = 1_000_000
@@ -43,9 +44,9 @@ def add_run(store: Store, name: str, lat_ns: np.ndarray | None, *,
             "qemu_version": "QEMU 7.2", "probe_cmdline": "period_ns=1000000",
             "probe": {"build_id": "test", "tick_method": tick_method,
                       "timer_mode": timer_mode, "idle": "hlt"}, **(extra_meta or {})}
-    rid = store.create_run(name, "guest", {"window_ns": window_ns, "warmup": 1,
-                                           "period_ns": period_ns}, meta,
-                           tags=tags, suite=suite)
+    rid = store.create_run(NewRun(name, "guest", {"window_ns": window_ns, "warmup": 1,
+                                                  "period_ns": period_ns}, meta,
+                                  tags=tags, suite=suite))
     store.update_run(rid, arch="x86_64", accel=accel, emulated=emulated, tick_hz=TICK_HZ,
                      period_ns=period_ns, threshold_ns=threshold_ns)
     summary: dict[str, Any] = {"type": "summary", "version": 1, "run_id": rid, "name": name,

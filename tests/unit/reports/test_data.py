@@ -6,6 +6,7 @@ import pytest
 from irqlab.reports.data import FROM_RAW, FROM_SUMMARY, figures, load_run
 from irqlab.reports.select import select_runs
 from irqlab.store import StoreError
+from irqlab.store.interface import NewRun
 
 
 def test_percentiles_are_exact_nearest_rank_from_raw_samples(store):
@@ -37,7 +38,7 @@ def test_signed_latency_across_the_top_bit_of_the_counter(tmp_path):
     from irqlab.samples.record import RECORD_DTYPE
     from irqlab.store import Store
     with Store(tmp_path / "x.duckdb") as st:
-        rid = st.create_run("wrap", "guest", {}, {})
+        rid = st.create_run(NewRun("wrap", "guest", {}, {}))
         rec = np.zeros(3, RECORD_DTYPE)
         rec["deadline_tick"] = [2**63 - 1, 2**63, 2**64 - 5]
         rec["entry_tick"] = rec["deadline_tick"] + np.array([7, 8, 3], dtype=np.uint64)

@@ -14,6 +14,7 @@ from irqlab.cli.main import main
 from irqlab.measure import run
 from irqlab.samples.record import RECORD_DTYPE
 from irqlab.store import Store, StoreWriteError
+from irqlab.store.interface import NewRun
 from tests.unit.measure.fake_target import LATENCY_NS
 from tests.unit.measure.test_run_flow import Recorder, _cfg, fake  # noqa: F401 (fixture)
 
@@ -36,9 +37,9 @@ def _records(n: int, tick_hz: int = 1_000_000_000, period: int = 1_000_000) -> n
 def _left_running(db, n: int = 250) -> int:
     """A run as a killed irqlab leaves it: running, two windows and their samples."""
     with Store(db) as store:
-        run_id = store.create_run("killed", "guest", {"window_ns": 100_000_000,
-                                                      "threshold_ns": 30_000, "warmup": 1},
-                                  {"writer": {"pid": _dead_pid(), "starttime": 1}})
+        run_id = store.create_run(NewRun("killed", "guest", {"window_ns": 100_000_000,
+                                                             "threshold_ns": 30_000, "warmup": 1},
+                                         {"writer": {"pid": _dead_pid(), "starttime": 1}}))
         store.update_run(run_id, tick_hz=1_000_000_000, period_ns=1_000_000,
                          threshold_ns=30_000, accel="tcg")
         store.add_samples(run_id, _records(n))
@@ -70,7 +71,7 @@ def test_a_run_of_this_live_process_stays_running(tmp_path, capsys, fake):  # no
     db = tmp_path / "r.duckdb"
     with Store(db) as store:
         from irqlab.store.recover import writer_identity
-        run_id = store.create_run("live", "guest", {}, {"writer": writer_identity()})
+        run_id = store.create_run(NewRun("live", "guest", {}, {"writer": writer_identity()}))
     assert main(["show", str(run_id), "--db", str(db)]) == 0      # human, no summary
     out = capsys.readouterr().out
     assert "running" in out and "no summary yet" in out

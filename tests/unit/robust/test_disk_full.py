@@ -102,7 +102,7 @@ def test_disk_full_mid_run_in_sample_files_keeps_windows_with_their_samples(
 
 
 def test_disk_full_mid_import_lands_nothing_and_leaves_no_file(small_tmpfs, tmp_path, capfd):
-    from irqlab.reports.bench import write_log
+    from irqlab.bench.compare import write_log
     from irqlab.store.sample_files import files_root
     log = tmp_path / "big.txt"
     write_log(log, 3_000_000)            # ~7 MB of sample files: more than the disk holds

@@ -13,6 +13,7 @@ import pytest
 
 from irqlab.cli.main import main
 from irqlab.store import Store
+from irqlab.store.interface import NewRun
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "import" / "cyclictest_q.txt"
 
@@ -22,7 +23,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("foreign")
     good = d / "good.duckdb"
     with Store(good) as store:
-        store.create_run("x", "guest", {}, {}, status="ok")
+        store.create_run(NewRun("x", "guest", {}, {}, status="ok"))
     data = good.read_bytes()
     out = {"good": good}
     sq = d / "sqlite.db"

@@ -6,6 +6,7 @@ import pytest
 
 from irqlab.samples.record import RECORD_DTYPE
 from irqlab.store import Store, StoreError
+from irqlab.store.interface import NewRun
 
 
 def _records(n: int, start: int = 0) -> np.ndarray:
@@ -19,7 +20,7 @@ def _records(n: int, start: int = 0) -> np.ndarray:
 
 def test_samples_round_trip_losslessly(tmp_path):
     with Store(tmp_path / "x.duckdb") as st:
-        rid = st.create_run("a", "guest", {"period_ns": 1}, {"k": "v"})
+        rid = st.create_run(NewRun("a", "guest", {"period_ns": 1}, {"k": "v"}))
         st.add_samples(rid, _records(1000))
         st.add_samples(rid, _records(500, start=1000))
         st.finish_run(rid, "ok", {"samples": 1500})
@@ -36,8 +37,8 @@ def test_samples_round_trip_losslessly(tmp_path):
 
 def test_resolve_by_name_takes_the_latest(tmp_path):
     with Store(tmp_path / "x.duckdb") as st:
-        first = st.create_run("same", "guest", {}, {})
-        second = st.create_run("same", "guest", {}, {})
+        first = st.create_run(NewRun("same", "guest", {}, {}))
+        second = st.create_run(NewRun("same", "guest", {}, {}))
         assert st.resolve("same").run_id == second != first
         with pytest.raises(StoreError, match="irqlab list"):
             st.resolve("nope")
@@ -66,7 +67,7 @@ def test_windows_round_trip(tmp_path):
     empty = dict(w, index=1, start_s=10.0, samples=0, mean_ns=None, stddev_ns=None,
                  min_ns=None, max_ns=None, above_threshold=0)
     with Store(tmp_path / "x.duckdb") as st:
-        rid = st.create_run("w", "guest", {}, {})
+        rid = st.create_run(NewRun("w", "guest", {}, {}))
         st.add_windows(rid, [w, empty])
         assert st.windows(rid) == [w, empty]
 
@@ -91,8 +92,8 @@ def test_v1_database_is_upgraded_in_place_keeping_its_runs(tmp_path):
 
 def test_histogram_and_tags_round_trip(tmp_path):
     with Store(tmp_path / "x.duckdb") as st:
-        rid = st.create_run("imp", "board", {}, {}, source="cyclictest",
-                            tags={"board": "rcar"}, status="ok")
+        rid = st.create_run(NewRun("imp", "board", {}, {}, source="cyclictest",
+                                   tags={"board": "rcar"}, status="ok"))
         st.add_histogram(rid, "cpu0", [(0, 1000, 5), (1000, 2000, 0), (2000, None, 2)])
         row = st.resolve("imp")
         assert row.tags == {"board": "rcar"} and row.source == "cyclictest"

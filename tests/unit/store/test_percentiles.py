@@ -11,6 +11,7 @@ from irqlab.stats import LogHistogram, quantile_rank, ticks_to_ns
 from irqlab.stats.fields import PERCENTILE_FIELDS, SUMMARY_FIELDS
 from irqlab.store import Store
 from irqlab.store.percentiles import with_exact_percentiles
+from irqlab.store.interface import NewRun
 from tests.unit.measure.test_run_flow import Recorder, _cfg, fake, store  # noqa: F401
 from tests.unit.robust.test_dead_runs import _dead_pid
 
@@ -61,9 +62,9 @@ def test_a_run_closed_as_died_gets_exact_percentiles(tmp_path):
     lat = rng.lognormal(10, 0.6, 5_000).astype(np.int64)      # ~22 us, a long tail
     db = tmp_path / "r.duckdb"
     with Store(db) as s:
-        run_id = s.create_run("killed", "guest", {"window_ns": 1_000_000_000,
-                                                  "threshold_ns": 30_000, "warmup": 1},
-                              {"writer": {"pid": _dead_pid(), "starttime": 1}})
+        run_id = s.create_run(NewRun("killed", "guest", {"window_ns": 1_000_000_000,
+                                                         "threshold_ns": 30_000, "warmup": 1},
+                                     {"writer": {"pid": _dead_pid(), "starttime": 1}}))
         s.update_run(run_id, tick_hz=1_000_000_000, period_ns=1_000_000,
                      threshold_ns=30_000, accel="tcg")
         s.add_samples(run_id, _records(lat))
@@ -77,7 +78,7 @@ def test_a_run_closed_as_died_gets_exact_percentiles(tmp_path):
 def test_a_store_lacking_samples_keeps_the_estimate_and_says_so(tmp_path):
     lat = np.arange(1_000, 2_000, dtype=np.int64)
     with Store(tmp_path / "r.duckdb") as s:
-        run_id = s.create_run("short", "guest", {}, {})
+        run_id = s.create_run(NewRun("short", "guest", {}, {}))
         s.add_samples(run_id, _records(lat[:900]))          # 100 never stored
         summary = {"samples": 1000, "tick_hz": 1_000_000_000, "p50_ns": 1_504,
                    "percentiles_from": "histogram"}

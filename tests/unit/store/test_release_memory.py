@@ -10,6 +10,7 @@ from irqlab.samples.record import RECORD_DTYPE
 from irqlab.store import Store
 from irqlab.store import db as store_db
 from irqlab.store import share
+from irqlab.store.interface import NewRun
 
 
 def _cached_kib(store: Store) -> int:
@@ -19,7 +20,7 @@ def _cached_kib(store: Store) -> int:
 
 
 def _fill(store: Store, n: int = 2_000_000) -> None:
-    rid = store.create_run("big", "native", {}, {})
+    rid = store.create_run(NewRun("big", "native", {}, {}))
     rng = np.random.default_rng(3)
     for start in range(0, n, 500_000):
         rec = np.zeros(500_000, RECORD_DTYPE)

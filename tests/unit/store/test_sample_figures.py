@@ -14,6 +14,7 @@ import pytest
 from irqlab.importers import ParseOptions, store_runs, stream_file
 from irqlab.importers.ingest import _records
 from irqlab.store import PgStore, Store
+from irqlab.store.interface import NewRun
 
 QS = [0.0, 0.5, 0.9, 0.99, 0.999, 0.9999, 1.0]
 
@@ -41,7 +42,7 @@ def pg(pg_server):
 
 
 def fill(store, name: str, lat: np.ndarray) -> int:
-    rid = store.create_run(name, "synthetic", {}, {}, status="ok")
+    rid = store.create_run(NewRun(name, "synthetic", {}, {}, status="ok"))
     # Small batches: the streamed passes cross batch boundaries.
     for start in range(0, lat.size, 30_000):
         part = lat[start:start + 30_000]

@@ -11,6 +11,7 @@ import pytest
 from irqlab.samples.record import RECORD_DTYPE
 from irqlab.store import Store, StoreError, StoreWriteError
 from irqlab.store.sample_files import Writer, files_root, record_batch, run_dir
+from irqlab.store.interface import NewRun
 
 
 def _records(n: int, start: int = 0, seed: int = 0) -> np.ndarray:
@@ -27,8 +28,8 @@ def _records(n: int, start: int = 0, seed: int = 0) -> np.ndarray:
 
 def _pair(st: Store) -> tuple[int, int]:
     """Two runs with the same samples: one in the table, one in files."""
-    table = st.create_run("table", "guest", {}, {})
-    files = st.create_run("files", "guest", {}, {})
+    table = st.create_run(NewRun("table", "guest", {}, {}))
+    files = st.create_run(NewRun("files", "guest", {}, {}))
     assert st.keep_samples_in_files(files)
     for rid in (table, files):
         st.add_samples(rid, _records(3000))
@@ -73,8 +74,8 @@ def test_every_reader_sees_the_same_samples_as_the_table(tmp_path) -> None:
 
 def test_latency_streams_and_origin_shifts_match_the_table(tmp_path) -> None:
     with Store(tmp_path / "x.duckdb") as st:
-        table = st.create_run("table", "import", {}, {})
-        files = st.create_run("files", "import", {}, {})
+        table = st.create_run(NewRun("table", "import", {}, {}))
+        files = st.create_run(NewRun("files", "import", {}, {}))
         st.keep_samples_in_files(files)
         lat = np.random.default_rng(3).integers(0, 10_000, 5000)
         lat[2500] = -50                 # the second batch needs origin 50, the first 0
@@ -91,7 +92,7 @@ def test_latency_streams_and_origin_shifts_match_the_table(tmp_path) -> None:
 def test_rolled_back_files_are_swept_by_the_next_writer(tmp_path) -> None:
     db = tmp_path / "x.duckdb"
     with Store(db) as st:
-        rid = st.create_run("r", "guest", {}, {})
+        rid = st.create_run(NewRun("r", "guest", {}, {}))
         st.keep_samples_in_files(rid)
         st.add_samples(rid, _records(1000))
         with pytest.raises(RuntimeError), st.transaction():
@@ -113,7 +114,7 @@ def test_rolled_back_files_are_swept_by_the_next_writer(tmp_path) -> None:
 
 def test_an_iterator_failure_is_raised_as_it_is_and_nothing_lands(tmp_path) -> None:
     with Store(tmp_path / "x.duckdb") as st:
-        rid = st.create_run("r", "guest", {}, {})
+        rid = st.create_run(NewRun("r", "guest", {}, {}))
         st.keep_samples_in_files(rid)
 
         def batches():
@@ -128,9 +129,9 @@ def test_an_iterator_failure_is_raised_as_it_is_and_nothing_lands(tmp_path) -> N
 def test_unwritable_files_are_a_store_write_error_and_committed_data_stays(tmp_path) -> None:
     db = tmp_path / "x.duckdb"
     with Store(db) as st:
-        rid = st.create_run("r", "guest", {}, {})
+        rid = st.create_run(NewRun("r", "guest", {}, {}))
         st.add_samples(rid, _records(10))                          # in the table
-        other = st.create_run("f", "guest", {}, {})
+        other = st.create_run(NewRun("f", "guest", {}, {}))
         st.keep_samples_in_files(other)
         files_root(db).write_text("not a directory")              # where the files go
         with pytest.raises(StoreWriteError, match=r"cannot write to .*x\.duckdb\.samples"):
@@ -149,7 +150,7 @@ def test_unwritable_files_are_a_store_write_error_and_committed_data_stays(tmp_p
 def test_a_missing_file_is_named_in_one_line(tmp_path) -> None:
     db = tmp_path / "x.duckdb"
     with Store(db) as st:
-        rid = st.create_run("r", "guest", {}, {})
+        rid = st.create_run(NewRun("r", "guest", {}, {}))
         st.keep_samples_in_files(rid)
         st.add_samples(rid, _records(10))
     for f in run_dir(db, rid).iterdir():
@@ -162,7 +163,7 @@ def test_a_missing_file_is_named_in_one_line(tmp_path) -> None:
 
 def test_in_memory_stores_keep_the_table(tmp_path) -> None:
     with Store(":memory:") as st:
-        rid = st.create_run("r", "guest", {}, {})
+        rid = st.create_run(NewRun("r", "guest", {}, {}))
         assert not st.keep_samples_in_files(rid)
         st.add_samples(rid, _records(10))
         assert st.sample_count(rid) == 10
@@ -171,7 +172,7 @@ def test_in_memory_stores_keep_the_table(tmp_path) -> None:
 def test_background_writes_land_at_every_settle_point_in_order(tmp_path) -> None:
     db = tmp_path / "x.duckdb"
     with Store(db) as st:
-        rid = st.create_run("r", "guest", {}, {})
+        rid = st.create_run(NewRun("r", "guest", {}, {}))
         st.keep_samples_in_files(rid)
         for k in range(5):                       # more batches than the writer holds
             st.add_samples(rid, _records(100, 100 * k))

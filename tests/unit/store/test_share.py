@@ -19,6 +19,7 @@ import pytest
 from irqlab.samples.record import RECORD_DTYPE
 from irqlab.store import Store, StoreError
 from irqlab.store import share
+from irqlab.store.interface import NewRun
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
@@ -34,8 +35,9 @@ def _holder(db) -> subprocess.Popen:
     proc = _child(f"""
         import sys
         from irqlab.store import Store
+        from irqlab.store.interface import NewRun
         s = Store({str(db)!r})
-        s.create_run('first', 'native', {{}}, {{}})
+        s.create_run(NewRun('first', 'native'))
         print('ready', flush=True)
         sys.stdin.readline()
         s.close()
@@ -63,7 +65,7 @@ def test_reader_and_second_writer_work_through_the_holder(tmp_path, monkeypatch,
             assert [r.name for r in reader.runs()] == ["first"]
         with Store("x.duckdb" if in_files else db) as writer:
             assert writer.holder_pid == holder.pid
-            rid = writer.create_run("second", "native", {"period_ns": 1000}, {"x": 1})
+            rid = writer.create_run(NewRun("second", "native", {"period_ns": 1000}, {"x": 1}))
             if in_files:
                 assert writer.keep_samples_in_files(rid)
             recs = np.zeros(50_000, RECORD_DTYPE)
@@ -99,9 +101,10 @@ def test_rows_keep_duckdb_types_through_the_holder(tmp_path):
     try:
         with Store(db) as writer:
             assert writer.holder_pid == holder.pid
-            rid = writer.create_run("typed", "native", {"a": [1, 2]}, {"b": None},
-                                    tick_hz=10**9, emulated=True, arch=None,
-                                    threshold_ns=np.int64(5000), tags={"k": "é"})
+            rid = writer.create_run(NewRun(
+                "typed", "native", {"a": [1, 2]}, {"b": None}, tags={"k": "é"},
+                columns={"tick_hz": 10**9, "emulated": True, "arch": None,
+                         "threshold_ns": np.int64(5000)}))
             writer.finish_run(rid, "ok", {"p99_ns": 12}, message="done")
             borrowed = writer.resolve(str(rid))
     finally:
@@ -171,7 +174,7 @@ def test_a_borrowed_stream_lost_with_the_holder_is_one_clean_error(tmp_path):
     writer = Store(db)
     try:
         assert writer.holder_pid == holder.pid
-        rid = writer.create_run("second", "native", {}, {})
+        rid = writer.create_run(NewRun("second", "native", {}, {}))
 
         def batches():
             recs = np.zeros(1_000, RECORD_DTYPE)

@@ -32,9 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-# What the `irqlab` console script runs (pyproject's [project.scripts]), so no PATH or
-# installed wrapper decides which irqlab is measured.
-_ENTRY = "import sys; from irqlab.cli.main import main; sys.exit(main())"
+from irqlab.bench import irqlab_argv
+
 _SAMPLES = 10_000                    # the small store's one run
 _BASELINE = "import duckdb"
 GOAL_MS = 150.0                      # --version and --help, issue 28
@@ -43,7 +42,7 @@ GOAL_RATIO = 1.5                     # list and show against the baseline, issue
 
 def _commands(db: Path) -> dict[str, list[str]]:
     """Name -> argv of every process measured (irqlab's and the two references)."""
-    irqlab = [sys.executable, "-c", _ENTRY]
+    irqlab = irqlab_argv()
     return {"python -c pass": [sys.executable, "-c", "pass"],
             "baseline": [sys.executable, "-c", _BASELINE],
             "--version": [*irqlab, "--version"],
@@ -86,11 +85,11 @@ def _run_ms(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, 
 
 def _small_store(tmp: Path) -> Path:
     """A store of one run imported from a generated tscdeadline log, by `irqlab import`."""
-    from irqlab.reports.bench import write_log
+    from irqlab.bench.compare import write_log
 
     log, db = tmp / "startup.txt", tmp / "startup.duckdb"
     write_log(log, _SAMPLES)
-    subprocess.run([sys.executable, "-c", _ENTRY, "import", "tscdeadline", str(log),
+    subprocess.run([*irqlab_argv(), "import", "tscdeadline", str(log),
                     "--tick-hz", "2400000000", "--db", str(db), "--json"],
                    check=True, stdout=subprocess.DEVNULL, timeout=300)
     return db

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from irqlab.bench import irqlab_argv
 from irqlab.xen.capture import read_xentrace
 from irqlab.explain.xen import TRC_HVM_RDTSC, explain_samples, load_capture
 from irqlab.xen.index import HAS_TSC, index_records
@@ -124,7 +124,7 @@ def bench_xentrace(minutes: float = 10.0, rounds: int = 2,
         theirs: list[float] = []
         for _ in range(rounds):
             t0 = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "xentrace",
+            proc = subprocess.run([*irqlab_argv(), "xentrace",
                                    str(path), "--tsc-hz", str(hz), "--json"],
                                   capture_output=True, text=True)
             ours.append(time.perf_counter() - t0)

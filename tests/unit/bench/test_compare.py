@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from irqlab.reports.bench import bench_compare, bench_import
+from irqlab.bench.compare import bench_compare, bench_import
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[3] / "docs/schema/bench.schema.json")
                     .read_text())

@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from irqlab.bench_noise import bench_noise
+from irqlab.bench.noise import bench_noise
 from irqlab.reports import noise
 from irqlab.runner.native import NATIVE_PROBE
 
@@ -59,7 +59,7 @@ def test_bench_noise_figures(native_built, k):
 
 
 def test_goal_status_needs_the_interval_to_clear_the_goal():
-    from irqlab.bench_noise import goal_status
+    from irqlab.bench.noise import goal_status
     assert goal_status(*noise.wilson_interval(0, 20), 0.05, True) == "undecided"
     assert goal_status(*noise.wilson_interval(0, 73), 0.05, True) == "met"
     assert goal_status(*noise.wilson_interval(30, 80), 0.05, True) == "NOT met"

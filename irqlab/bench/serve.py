@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-_ENTRY = "import sys; from irqlab.cli.main import main; sys.exit(main())"
+from irqlab.bench import irqlab_argv
+
 GOAL_MS = 300.0
 GOAL_MB = 300.0
 _LOG_LINES = 10_000
@@ -36,12 +37,12 @@ _LOG_LINES = 10_000
 
 def make_store(path: Path, runs: int) -> None:
     """A store of ``runs`` runs: one imported, the rest SQL copies of it."""
-    from irqlab.reports.bench import write_log
+    from irqlab.bench.compare import write_log
     from irqlab.store.db import Store
 
     log = path.with_suffix(".log")
     write_log(log, _LOG_LINES)
-    subprocess.run([sys.executable, "-c", _ENTRY, "import", "tscdeadline", str(log),
+    subprocess.run([*irqlab_argv(), "import", "tscdeadline", str(log),
                     "--tick-hz", "2400000000", "--db", str(path), "--json"],
                    check=True, stdout=subprocess.DEVNULL, timeout=300)
     with Store(path) as store:
@@ -87,7 +88,7 @@ def _start_server(db: Path) -> tuple[subprocess.Popen, int, float]:
     """The server process, its port, and ms from its start to its URL line (imports,
     the store's check, the figure cache filled)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", _ENTRY, "serve", "--db", str(db),
+    proc = subprocess.Popen([*irqlab_argv(), "serve", "--db", str(db),
                              "--bind", "127.0.0.1:0"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline() if proc.stdout else ""
@@ -135,7 +136,7 @@ def _baseline(db: Path, rounds: int) -> tuple[list[float], float]:
     times = []
     for _ in range(rounds):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", _ENTRY, "list", "--db", str(db), "--json"],
+        subprocess.run([*irqlab_argv(), "list", "--db", str(db), "--json"],
                        check=True, stdout=subprocess.DEVNULL, timeout=600)
         times.append((time.perf_counter() - t0) * 1e3)
     # Children's peak RSS: the largest of every child waited for so far, i.e. `list`

@@ -1,4 +1,4 @@
-from irqlab.stats.bench import bench_stats
+from irqlab.bench.stats import bench_stats
 
 
 def test_bench_small_run():

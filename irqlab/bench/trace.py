@@ -138,7 +138,7 @@ def _ours_in_fresh_process(workdir: Path, per_cpu: dict[int, np.ndarray],
             "formats": formats, "windows": windows,
             "page_header": [hdr.ts_offset, hdr.commit_offset, hdr.commit_size,
                             hdr.data_offset, hdr.data_size]}))
-    res = subprocess.run([sys.executable, "-m", "irqlab.explain.bench", str(workdir)],
+    res = subprocess.run([sys.executable, "-m", "irqlab.bench.trace", str(workdir)],
                          capture_output=True, text=True, timeout=3600)
     if res.returncode != 0:
         raise RuntimeError(f"bench round failed: {res.stderr.strip()[-2000:]}")

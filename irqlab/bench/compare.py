@@ -18,8 +18,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,67 +25,18 @@ import numpy as np
 
 from irqlab.samples.record import RECORD_DTYPE
 from irqlab.store.db import Store
+from irqlab.store.interface import NewRun
 
 _BATCH = 1 << 20
 IN_MEMORY_BASELINE_MAX = 30_000_000
 
-# Peak resident memory of the child itself: VmHWM (ru_maxrss would carry the parent's
-# peak over the exec on Linux).
-_PEAK = textwrap.dedent("""
-    def peak_mib():
-        for line in open("/proc/self/status"):
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-""")
 
-# Runs `argv` as irqlab in this process, prints {"seconds", "peak_mib", "code"}; with
-# IRQLAB_BENCH_IN_MEMORY=1 every run is read whole (the pre-streaming behaviour).
-_CHILD = _PEAK + textwrap.dedent("""
-    import json, os, sys, time
-    if os.environ.get("IRQLAB_BENCH_IN_MEMORY") == "1":
-        import irqlab.reports.data as data
-        data.IN_MEMORY_SAMPLES = 1 << 62
-    from irqlab.cli.main import main
-    t0 = time.perf_counter()
-    code = main(sys.argv[1:])
-    sys.stdout.flush()
-    print(json.dumps({"seconds": time.perf_counter() - t0, "code": code,
-                      "peak_mib": peak_mib()}), file=sys.stderr)
-""")
-
-_DUCKDB_READ_CSV = _PEAK + textwrap.dedent("""
-    import json, sys, time
-    import duckdb
-    t0 = time.perf_counter()
-    con = duckdb.connect()
-    p50 = con.execute("SELECT quantile_disc(v, 0.5) FROM read_csv(?, delim=' ', "
-                      "header=false, columns={'tag': 'VARCHAR', 'v': 'BIGINT'})",
-                      [sys.argv[1]]).fetchall()[0][0]
-    print(json.dumps({"seconds": time.perf_counter() - t0, "p50": p50,
-                      "peak_mib": peak_mib()}))
-""")
-
-# The same file stored by DuckDB itself (a table of its rows, written to a database file
-# and checkpointed): the floor of an import that keeps every sample, which read_csv
-# alone (above) is not.
-_DUCKDB_CSV_TABLE = _PEAK + textwrap.dedent("""
-    import json, sys, time
-    import duckdb
-    t0 = time.perf_counter()
-    con = duckdb.connect(sys.argv[2])
-    con.execute("CREATE TABLE s AS SELECT row_number() OVER () AS seq, v FROM read_csv(?, "
-                "delim=' ', header=false, columns={'tag': 'VARCHAR', 'v': 'BIGINT'})",
-                [sys.argv[1]])
-    con.execute("CHECKPOINT")
-    con.close()
-    print(json.dumps({"seconds": time.perf_counter() - t0, "peak_mib": peak_mib()}))
-""")
-
-
-def _child(code: str, args: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run a Python snippet in a child process; its last JSON line (stderr or stdout)."""
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
-                          text=True, env={**os.environ, **(env or {})}, timeout=3600)
+def _child(job: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run a job of irqlab.bench.child in a child process; its last JSON line (stderr or
+    stdout)."""
+    proc = subprocess.run([sys.executable, "-m", "irqlab.bench.child", *job],
+                          capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=3600)
     for text in (proc.stderr, proc.stdout):
         for line in reversed(text.splitlines()):
             if line.startswith("{"):
@@ -97,7 +46,7 @@ def _child(code: str, args: list[str], env: dict[str, str] | None = None) -> dic
 
 
 def _irqlab(args: list[str], in_memory: bool = False) -> dict[str, Any]:
-    got = _child(_CHILD, args, {"IRQLAB_BENCH_IN_MEMORY": "1" if in_memory else "0"})
+    got = _child(["irqlab", *args], {"IRQLAB_BENCH_IN_MEMORY": "1" if in_memory else "0"})
     if got["code"] not in (0, 1):
         raise RuntimeError(f"irqlab {' '.join(args)} exited {got['code']}")
     return got
@@ -124,8 +73,8 @@ def bench_import(lines: int = 10_000_000) -> list[dict[str, Any]]:
         size = write_log(log, lines)
         quarter = Path(tmp) / "tsc-quarter.txt"
         write_log(quarter, max(1, lines // 4))
-        base = _child(_DUCKDB_READ_CSV, [str(log)])
-        stored = _child(_DUCKDB_CSV_TABLE, [str(log), str(Path(tmp) / "duck.duckdb")])
+        base = _child(["read-csv", str(log)])
+        stored = _child(["csv-table", str(log), str(Path(tmp) / "duck.duckdb")])
         ours = _irqlab(["import", "tscdeadline", str(log), "--tick-hz", "2400000000",
                         "--db", str(Path(tmp) / "a.duckdb"), "--json"])
         small = _irqlab(["import", "tscdeadline", str(quarter), "--tick-hz", "2400000000",
@@ -146,8 +95,8 @@ def bench_import(lines: int = 10_000_000) -> list[dict[str, Any]]:
 
 def _synthetic_run(store: Store, name: str, n: int, seed: int) -> int:
     """A run of n 100-us samples at 1 GHz ticks, lognormal latencies, rare spikes."""
-    rid = store.create_run(name, "synthetic", {"window_ns": 1_000_000_000, "warmup": 1},
-                           {}, status="ok")
+    rid = store.create_run(NewRun(name, "synthetic", {"window_ns": 1_000_000_000, "warmup": 1},
+                                  {}, status="ok"))
     store.update_run(rid, tick_hz=1_000_000_000, threshold_ns=30_000)
     store.keep_samples_in_files(rid)     # as an import or a fast run keeps them
     rng = np.random.default_rng(seed)

@@ -1,7 +1,6 @@
 """``irqlab bench`` export: the Python API (irqlab.api) writing a run's samples to Parquet.
 
-Apart from irqlab.store.bench because it measures the API, which sits below the store
-(docs/design.md, layers): the store's benches must not import it.
+Its synthetic run is irqlab.bench.lab's (push, lab-read), the same N samples.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from irqlab.api import SAMPLE_SCHEMA, StoreView
-from irqlab.store.bench import _peak_rss_mib, _synthetic_run
+from irqlab.bench.lab import _peak_rss_mib, _synthetic_run
 from irqlab.store.db import Store
 from irqlab.store.parquet import samples_writer
 

@@ -6,7 +6,7 @@ against a baseline measured in the same invocation on the same data:
   one COPY of the same rows already formatted as text into the same tables (what the
   server itself takes: the difference is ours).
 `irqlab bench export` (the Python API to Parquet, on the same synthetic run) is
-irqlab.bench_api: the API is below the store in the layers.
+irqlab.bench.export.
 """
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ import numpy as np
 
 from irqlab.samples.record import RECORD_DTYPE
 from irqlab.store.db import Store
+from irqlab.store.interface import NewRun
 
 _BATCH = 1_000_000
 
 
 def _synthetic_run(store: Store, n: int) -> int:
     """A run of ``n`` 1-ms samples with lognormal latencies at 1 GHz ticks."""
-    rid = store.create_run("bench-lab", "synthetic", {}, {"run_uuid": None})
+    rid = store.create_run(NewRun("bench-lab", "synthetic", {}, {"run_uuid": None}))
     store.update_run(rid, tick_hz=1_000_000_000, status="ok")
     rng = np.random.default_rng(7)
     for start in range(0, n, _BATCH):
