@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from irqlab import __version__
@@ -260,6 +261,8 @@ class Run:
                 {r["cpu"]: {"lost": r["lost"], "overruns": self.overruns(r)}
                  for r in self.per_ring})
         self.exact_percentiles(summary, run_summary)
+        if run_summary is not None and run_summary.samples and hdr is not None:
+            self.split_parts(summary, hdr.tick_hz)
         try:
             if self.store.write_failed is None:
                 if run_summary is not None and run_summary.samples and hdr is not None:
@@ -282,6 +285,34 @@ class Run:
                 f"({exc}): the next irqlab command that opens {self.store.path} marks it "
                 f"died")
         return RunResult(self.run_id, self.status, summary, self.windows)
+
+    def split_parts(self, summary: dict[str, Any], tick_hz: int) -> None:
+        """A traced run whose capture shares its samples' clock: every sample's IRQ and
+        thread parts (irqlab.explain.parts), stored per sample, and their two
+        distributions in the summary (``irq_latency``, ``thread_latency``). A split that
+        fails leaves the run as measured, said aloud and recorded."""
+        from irqlab.explain.parts import can_split, capture_parts
+        from irqlab.explain.seam import stored_samples
+        from irqlab.stats.parts import PART_KEYS, part_summary, part_ticks
+
+        trace = _trace_meta(self.meta)
+        if not can_split(trace) or self.store.write_failed is not None:
+            return
+        try:
+            parts = capture_parts(Path(trace["file"]), stored_samples(self.store,
+                                                                      self.run_id))
+            self.store.add_sample_parts(self.run_id, parts.seq, parts.cpu, parts.irq_tick)
+        except Exception as exc:  # noqa: BLE001 - a damaged capture, a decoder's error,
+            # a store write: the run's figures stand without the split, said aloud.
+            self.meta["sample_parts"] = {"error": f"{type(exc).__name__}: {exc}"}
+            self.observer.on_notice(f"no IRQ/thread split: {exc}")
+            return
+        unsplit = sum(parts.unsplit.values())
+        self.meta["sample_parts"] = {"split": len(parts), "unsplit": dict(parts.unsplit)}
+        for key, metric in zip(PART_KEYS, ("irq", "thread")):
+            summary[key] = part_summary(part_ticks(parts.deadline_tick, parts.entry_tick,
+                                                   parts.irq_tick, metric),
+                                        tick_hz, unsplit)
 
     def overruns(self, ring: dict[str, Any] | None = None) -> int:
         """The run's skipped periods (or one ring's): with --duration those within it,
@@ -315,6 +346,10 @@ class Run:
             # must still be stored, so the measured estimate stays, said aloud.
             self.observer.on_notice(f"percentiles stay the live histogram's estimate: "
                                     f"the stored samples could not be read ({exc})")
+
+
+def _trace_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    return (meta.get("hooks") or {}).get("trace") or {}
 
 
 def self_check(injected: int, found: int) -> dict[str, Any]:
