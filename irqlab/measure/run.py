@@ -309,7 +309,7 @@ class Run:
             return
         unsplit = sum(parts.unsplit.values())
         self.meta["sample_parts"] = {"split": len(parts), "unsplit": dict(parts.unsplit)}
-        for key, metric in zip(PART_KEYS, ("irq", "thread")):
+        for key, metric in PART_KEYS.items():
             summary[key] = part_summary(part_ticks(parts.deadline_tick, parts.entry_tick,
                                                    parts.irq_tick, metric),
                                         tick_hz, unsplit)

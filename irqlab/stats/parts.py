@@ -9,18 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from irqlab.stats.fields import field
+from irqlab.stats.fields import METRICS, field
 from irqlab.stats.histogram import quantile_rank
 from irqlab.stats.units import ticks_to_ns
 
 # The summary objects' figures (docs/formats.md section 4, ``irq_latency`` and
 # ``thread_latency``), keyed as the summary's own.
 PART_FIELDS = tuple(field(k) for k in ("p50_ns", "p99_ns", "p999_ns", "max_ns"))
-# The parts' summary keys and what each measures.
-PART_KEYS = {"irq_latency": "IRQ latency (deadline -> timer hard IRQ)",
-             "thread_latency": "thread latency (timer hard IRQ -> probe thread running)"}
-# `--metric` of compare, check and report: which latency is fed in.
-METRICS = ("total", "irq", "thread")
+# The parts' summary keys and the metric each holds.
+PART_KEYS = {"irq_latency": "irq", "thread_latency": "thread"}
 
 
 def part_ticks(deadline: np.ndarray, entry: np.ndarray, irq: np.ndarray, metric: str
