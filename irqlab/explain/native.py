@@ -348,7 +348,7 @@ class NativeExplainer:
 
     def explain(self, store: Store, run: RunRow, request: Request,
                 progress: Progress) -> Explanation:
-        path = capture_path(store, run)
+        path = request.capture or capture_path(store, run)
         progress.stage(f"decoding capture ({path.stat().st_size / 1e6:.1f} MB gzip)")
         header, per_cpu = read_archive(path)
         trace = decode_capture(header, per_cpu)

@@ -16,7 +16,7 @@ from typing import Any
 from irqlab import __version__
 from irqlab.measure.boot import StopFlag, boot
 from irqlab.measure.config import Observer, RunConfig, RunContext, RunResult
-from irqlab.measure.stream import BreakAt, DurationBound, emit_window, stream
+from irqlab.measure.stream import BreakAt, DurationBound, OnThreshold, emit_window, stream
 from irqlab.measure.summary import build_summary, histogram_rows, probe_meta
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.hostinfo import host_info
@@ -47,6 +47,7 @@ class Run:
         self.run_id = 0
         self.meta: dict[str, Any] = {}
         self.entered: list[Any] = []          # hooks entered, left in reverse
+        self.spike_listeners: list[Any] = []  # SpikeListeners beside the hooks
         self.plan: AccelPlan | None = None
         self.process: MeasuredProcess | None = None
         self.source: SampleSource | None = None
@@ -174,12 +175,14 @@ class Run:
                                                    self.hdr.period_tick)
         invalid: list[dict[str, int]] = []      # entries before their deadline
         self.break_at = BreakAt.for_run(self.cfg, self.hdr.tick_hz)
+        on_threshold = OnThreshold.for_run(self.cfg, self.hdr.tick_hz, self.run_id,
+                                           self.spike_listeners)
         try:
             end = stream(
                 self.cfg, self.process, self.source, self.stats, self.store, self.run_id,
                 self.observer, self.windows, stop, self.hdr.tick_hz, stall_s,
                 per_cpu=self.per_cpu, bound=bound, invalid_kept=invalid,
-                break_at=self.break_at)
+                break_at=self.break_at, on_threshold=on_threshold)
             self.status, self.message = end.status, end.message
             self.injected, self.injected_found = end.injected, end.found
             self.lost_in_run = end.lost
@@ -188,6 +191,9 @@ class Run:
                 self.meta["duration_bound"] = bound.metadata()
             if self.break_at is not None:
                 self.meta["break_at"] = self.break_at.metadata()
+            if on_threshold is not None:
+                on_threshold.finish()
+                self.meta["on_threshold"] = on_threshold.metadata()
             if invalid:
                 self.meta["invalid_samples"] = invalid
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import time
 from typing import Any, NamedTuple
 
@@ -12,6 +14,7 @@ from irqlab.durations import format_latency, format_ns
 from irqlab.measure.boot import StopFlag
 from irqlab.measure.config import Observer, RunConfig
 from irqlab.measure.summary import window_dict
+from irqlab.runconfig import SpikeListener
 from irqlab.runner.process import MeasuredProcess
 from irqlab.samples.record import FLAG_INJECTED
 from irqlab.samples.source import SampleSource
@@ -260,6 +263,110 @@ class StreamEnd(NamedTuple):
     lost: int               # records lost before the run's end (its ``lost``)
 
 
+class OnThreshold:
+    """``--on-threshold LATENCY``: every sample above it is a spike (armed as BreakAt is,
+    after the first read). Each is told to the run's SpikeListener hooks (the flight
+    recorder) and runs the actions: ``signal:PID`` sends PID SIGUSR1 (rtla timerlat's
+    ``--on-threshold signal``), ``shell:CMD`` runs ``sh -c CMD`` with the spike in its
+    environment (IRQLAB_SPIKE_SEQ, _CPU, _LATENCY_NS, IRQLAB_RUN_ID), without waiting.
+    ``stop`` is ``--break-at`` (BreakAt). At most SPIKES_PER_READ spikes of one read are
+    told: a storm of them must not stall the reading of samples."""
+
+    SPIKES_PER_READ = 16
+    SHELLS_AT_ONCE = 4
+
+    def __init__(self, limit_ns: int, tick_hz: int, listeners: list[Any],
+                 actions: list[str], run_id: int) -> None:
+        self.limit_ns, self.tick_hz = limit_ns, tick_hz
+        self.limit_tick = limit_ns * tick_hz // 1_000_000_000    # as BreakAt's
+        self.listeners, self.actions, self.run_id = listeners, actions, run_id
+        self.armed = False
+        self.spikes = 0
+        self.untold = 0
+        self.errors: list[str] = []
+        self._shells: list[subprocess.Popen] = []
+
+    @classmethod
+    def for_run(cls, cfg: RunConfig, tick_hz: int, run_id: int,
+                others: list[SpikeListener] = ()) -> OnThreshold | None:
+        """``others``: listeners beside the hooks (a monitor's metrics)."""
+        if cfg.on_threshold_ns is None:
+            return None
+        listeners = [h for h in cfg.hooks if isinstance(h, SpikeListener)]
+        return cls(cfg.on_threshold_ns, tick_hz, listeners + list(others),
+                   cfg.on_threshold_actions, run_id)
+
+    @property
+    def recorded(self) -> bool:
+        """Whether a hook keeps a trace window around each spike (a flight recorder)."""
+        return any(h.keeps_trace for h in self.listeners)
+
+    def check(self, recs: np.ndarray, latencies: np.ndarray) -> list[dict[str, Any]]:
+        """The spikes of a batch (told and acted on); [] before it is armed."""
+        if not self.armed:
+            return []
+        above = np.flatnonzero(latencies > self.limit_tick)
+        self.spikes += int(above.size)
+        self.untold += max(0, int(above.size) - self.SPIKES_PER_READ)
+        out = []
+        for i in above[:self.SPIKES_PER_READ].tolist():
+            r = recs[i]
+            spike: dict[str, Any] = {"seq": int(r["seq"]), "cpu": int(r["cpu"]),
+                     "deadline_tick": int(r["deadline_tick"]),
+                     "entry_tick": int(r["entry_tick"]),
+                     "latency_ns": ticks_to_ns(int(latencies[i]), self.tick_hz)}
+            spike["explain"] = self.explain_command(spike)
+            for hook in self.listeners:
+                hook.on_spike(spike)
+            for action in self.actions:
+                self._act(action, spike)
+            out.append(spike)
+        return out
+
+    def _act(self, action: str, spike: dict[str, Any]) -> None:
+        kind, _, arg = action.partition(":")
+        try:
+            if kind == "signal":
+                os.kill(int(arg), signal.SIGUSR1)
+            elif kind == "shell":
+                self._shells = [p for p in self._shells if p.poll() is None]
+                if len(self._shells) >= self.SHELLS_AT_ONCE:
+                    self.errors.append(f"shell: {self.SHELLS_AT_ONCE} still running, "
+                                       f"spike {spike['seq']} skipped")
+                    return
+                env = {**os.environ, "IRQLAB_RUN_ID": str(self.run_id),
+                       "IRQLAB_SPIKE_SEQ": str(spike["seq"]),
+                       "IRQLAB_SPIKE_CPU": str(spike["cpu"]),
+                       "IRQLAB_SPIKE_LATENCY_NS": str(spike["latency_ns"])}
+                self._shells.append(subprocess.Popen(["sh", "-c", arg], env=env,
+                                                     stdin=subprocess.DEVNULL))
+        except (OSError, ValueError) as exc:
+            if len(self.errors) < 10:
+                self.errors.append(f"{kind}: {exc}")
+
+    def notice(self, spike: dict[str, Any]) -> str:
+        """The line a spike prints; with a flight recorder, how to explain its window."""
+        text = (f"spike: {format_latency(spike['latency_ns'])} above "
+                f"{format_ns(self.limit_ns, 'exact')} (seq {spike['seq']}, cpu "
+                f"{spike['cpu']})")
+        if spike["explain"]:
+            text += f"; its trace window: {spike['explain']}"
+        return text
+
+    def explain_command(self, spike: dict[str, int]) -> str:
+        """How to explain a spike's kept window ("" without a flight recorder)."""
+        return f"irqlab explain {self.run_id} --spike {spike['seq']}" if self.recorded \
+            else ""
+
+    def finish(self) -> None:
+        """Reap the shells that ended; those still running are left to end."""
+        self._shells = [p for p in self._shells if p.poll() is None]
+
+    def metadata(self) -> dict[str, Any]:
+        return {"limit_ns": self.limit_ns, "spikes": self.spikes, "untold": self.untold,
+                "actions": self.actions, "errors": self.errors}
+
+
 def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: RunStats,
            store: Store, run_id: int, observer: Observer, windows: list[dict[str, Any]],
            stop: StopFlag, tick_hz: int, stall_s: float,
@@ -267,6 +374,7 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
            bound: DurationBound | None = None,
            invalid_kept: list[dict[str, int]] | None = None,
            break_at: BreakAt | None = None,
+           on_threshold: OnThreshold | None = None,
            ) -> StreamEnd:
     """Poll the samples until the run ends.
     ``stall_s``: the watchdog, no sample for this long fails the run. A failed store
@@ -330,6 +438,9 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
             recs, deadlines, latencies = recs[cut], deadlines[cut], latencies[cut]
             if not len(recs):
                 return len(batch)
+        if on_threshold is not None:
+            for spike in on_threshold.check(recs, latencies):
+                observer.on_notice(on_threshold.notice(spike))
         closed = stats.add(deadlines, latencies)
         if per_cpu is not None:
             per_cpu.add(recs["cpu"], deadlines, latencies)
@@ -393,6 +504,8 @@ def stream(cfg: RunConfig, guest: MeasuredProcess, reader: SampleSource, stats: 
             got = drain()
             if break_at is not None:
                 break_at.armed = True   # after the first read: see BreakAt
+            if on_threshold is not None:
+                on_threshold.armed = True
             now = time.monotonic()
             if got:
                 last_sample_at = now

@@ -115,7 +115,9 @@ def test_a_fifo_hogs_spike_lands_in_the_thread_part(hogged):
     judged, in_thread = 0, 0
     for a, i, b in zip(dl.tolist(), irq.tolist(), en.tolist()):
         held = sum(max(0, min(s1, b) - max(s0, a)) for s0, s1 in spins)
-        if held < 1_000_000:         # spikes the hog held the CPU in for >= 1 ms
+        # The hog's and the probe's schedules keep one phase for the whole run: a spin
+        # holds a deadline's window for HOG_NS less 0 to 1 period, so >= 0.5 ms each.
+        if held < 400_000:
             continue
         judged += 1
         # The hog's time in the thread part, and not also in the IRQ part: a split that
