@@ -61,7 +61,8 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
                             "the trace around it is kept (flight recorder: the capture "
                             "stays in an overwriting ring). Repeatable with actions: stop "
                             "(as --break-at), signal:PID (SIGUSR1), shell:CMD (sh -c CMD, "
-                            "IRQLAB_SPIKE_* in its environment)")
+                            "the spike in IRQLAB_SPIKE_SEQ, IRQLAB_SPIKE_CPU, "
+                            "IRQLAB_SPIKE_LATENCY_NS)")
     group.add_argument("--trace-ring", type=ring_size_kb, default=None, metavar="SIZE",
                        help="the recorder's ring a CPU, e.g. 8M (default: a few seconds "
                             "of events at the period)")

@@ -34,6 +34,8 @@ from irqlab.trace.capture import TraceHook, buffer_kb_for
 _POLL_S = 0.05
 _DEBUGFS_EVERY = 20
 _PAGE_TS = struct.Struct("<Q")      # a ring buffer page starts with its time stamp
+# How long pages read out of the ring stay for later windows (bounded by a ring's size).
+RECENT_S = 5.0
 # Windows waiting to be cut at most (a storm of spikes far apart): the rest are counted.
 _MAX_PENDING = 64
 
@@ -58,6 +60,7 @@ class FlightRecorder(TraceHook):
         self.keep_per_day = keep_per_day
         self._pending: list[dict[str, Any]] = []       # windows waiting for their end
         self._kept: list[dict[str, Any]] = []
+        self._recent: dict[int, list[bytes]] = {}       # pages read out, still recent
         self._spike_lock = threading.Lock()
         self.meta["recorder"] = {"threshold_ns": threshold_ns, "ring_kb": ring_kb,
                                  "around_ns": around_ns, "keep_per_day": keep_per_day,
@@ -86,9 +89,10 @@ class FlightRecorder(TraceHook):
         while not self._stop.wait(_POLL_S):
             try:
                 self._cut_due(time.monotonic_ns())
-            except OSError as exc:
-                self.meta["problems"].append(f"recorder: {exc}")
-                return
+            except Exception as exc:  # noqa: BLE001 - the thread must go on cutting
+                # (a window's file not written is one problem, not the recorder's end)
+                if len(self.meta["problems"]) < 20:
+                    self.meta["problems"].append(f"recorder: {type(exc).__name__}: {exc}")
             rounds += 1
             if rounds % _DEBUGFS_EVERY == 0:
                 self._threads_refresh()
@@ -108,14 +112,16 @@ class FlightRecorder(TraceHook):
             self._cut(p, time.monotonic_ns())
 
     def _cut(self, window: dict[str, Any], now_ns: int) -> None:
-        """Read the ring out and keep the window's pages as one capture."""
+        """Read the ring out and keep the window's pages as one capture (``now_ns``: when
+        the cut was due; the window ends when the ring is read)."""
         lo = window["lo"]
         worst = max(window["spikes"], key=lambda s: s["latency_ns"])
         with tempfile.TemporaryFile(dir=self._spool_dir()) as spool:
             pages = 0
             with self._lock:
+                now_ns = max(now_ns, time.monotonic_ns())
                 for cpu, fd in self._fds.items():
-                    kept = self._window_pages(fd, lo)
+                    kept = self._window_pages(cpu, fd, lo, now_ns)
                     for page in kept:
                         spool_chunk(spool, cpu, page)
                     pages += len(kept)
@@ -133,10 +139,14 @@ class FlightRecorder(TraceHook):
                            "day": dt.datetime.now(dt.timezone.utc).date().isoformat()})
         self._limit_day()
 
-    def _window_pages(self, fd: int, lo: int) -> list[bytes]:
-        """Every page the ring holds for one CPU, less those wholly before ``lo`` (a page
-        is kept when the next one starts at or after ``lo``)."""
-        pages = []
+    def _window_pages(self, cpu: int, fd: int, lo: int, now_ns: int) -> list[bytes]:
+        """The pages of one CPU from ``lo`` on: those read out for an earlier window and
+        still recent, then what the ring holds now (a page is kept when the next one
+        starts at or after ``lo``). Reading the ring consumes it, so the pages of the
+        last RECENT_S (or 2 x around, if longer) stay here, at most a ring's worth, for
+        the windows cut next: a spike told late (a loaded host reads samples late, and
+        cuts one window after another) has its "before" in them."""
+        pages = list(self._recent.get(cpu, []))
         while True:
             try:
                 page = os.read(fd, self.page_size)
@@ -146,8 +156,14 @@ class FlightRecorder(TraceHook):
                 break
             pages.append(page)
         starts = [_PAGE_TS.unpack_from(p)[0] if len(p) >= 8 else 0 for p in pages]
-        return [p for i, p in enumerate(pages)
-                if i + 1 == len(pages) or starts[i + 1] >= lo]
+
+        def since(t: int) -> list[bytes]:
+            return [p for i, p in enumerate(pages)
+                    if i + 1 == len(pages) or starts[i + 1] >= t]
+        recent = since(now_ns - max(2 * self.around_ns, int(RECENT_S * 1e9)))
+        budget = self.buffer_kb * 1024 // max(self.page_size, 1)   # a ring's worth
+        self._recent[cpu] = recent[-budget:] if budget else recent
+        return since(lo)
 
     def _limit_day(self) -> None:
         """At most keep_per_day windows a day: the least bad of the day goes."""

@@ -87,7 +87,10 @@ def test_only_windows_around_spikes_are_kept(recorded):
     for k in rec["spikes"]:
         assert Path(k["file"]).exists() and k["latency_ns"] > 500_000
         lo, hi = k["window_ns"]
-        assert hi - lo <= 2 * 50_000_000 + 50_000_000     # around before and after
+        for s in read_header(Path(k["file"]))["recorder"]["spikes"]:
+            # From --trace-around before the first spike's deadline to the cut, which
+            # comes --trace-around after its entry or later (or at the run's end).
+            assert lo <= s["deadline_tick"] - 50_000_000 and hi > s["entry_tick"]
     assert row.metadata["on_threshold"]["spikes"] >= len(rec["spikes"])
 
 
@@ -110,3 +113,25 @@ def test_every_window_with_the_hog_in_it_is_explained_by_the_hog(recorded):
         by_hog += top.startswith("preempted by irqlab-hog/")
     assert judged >= 4, judged
     assert by_hog >= 0.9 * judged, (by_hog, judged)
+
+
+def test_the_dashboard_links_each_kept_window_to_its_explanation(recorded):
+    import warnings
+
+    from starlette.testclient import TestClient
+
+    from irqlab.serve.app import build_app
+
+    db, row = recorded
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        client = TestClient(build_app(db), base_url="http://127.0.0.1")
+    page = client.get(f"/runs/{row.run_id}").text
+    kept = row.metadata["hooks"]["trace"]["recorder"]["spikes"]
+    for k in kept:
+        assert f'href="/runs/{row.run_id}/spikes/{k["seq"]}"' in page
+    first = kept[0]
+    text = client.get(f"/runs/{row.run_id}/spikes/{first['seq']}").text
+    assert f"sample {first['seq']}" in text           # explain's own text of that sample
+    missing = client.get(f"/runs/{row.run_id}/spikes/1")
+    assert missing.status_code == 404 and "kept no trace window" in missing.text

@@ -21,7 +21,8 @@ def _page(ts: int) -> bytes:
     return struct.pack("<Q", ts) + bytes(PAGE - 8)
 
 
-def test_pages_wholly_before_the_window_are_left_out(tmp_path):
+def test_pages_wholly_before_the_window_are_left_out(tmp_path, monkeypatch):
+    monkeypatch.setattr("irqlab.trace.recorder.RECENT_S", 0.0)    # 2 x around counts
     rec = _recorder(tmp_path)
     rec.page_size = PAGE
     r, w = os.pipe2(os.O_NONBLOCK)
@@ -30,11 +31,18 @@ def test_pages_wholly_before_the_window_are_left_out(tmp_path):
             os.write(w, _page(ts))
         # lo = 250: the page from 100 ends before 200 (wholly before); the one from 200
         # may hold events after 250 and is kept, as are the later ones.
-        kept = rec._window_pages(r, 250)
+        kept = rec._window_pages(0, r, 250, now_ns=2_350)
+        # Read out, the ring is empty; the pages of the last 2 x around (around 1,000
+        # ns: those holding events since 350) stay for the next window, which reaches
+        # back into them.
+        os.write(w, _page(600))
+        again = rec._window_pages(0, r, 350, now_ns=2_600)
+        assert [struct.unpack_from("<Q", p)[0] for p in rec._recent[0]] == [400, 600]
     finally:
         os.close(r)
         os.close(w)
     assert [struct.unpack_from("<Q", p)[0] for p in kept] == [200, 300, 400]
+    assert [struct.unpack_from("<Q", p)[0] for p in again] == [300, 400, 600]
 
 
 def test_a_spike_inside_a_pending_window_joins_it(tmp_path):
