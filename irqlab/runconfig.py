@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.process import MeasuredProcess
@@ -41,6 +41,11 @@ class TargetOptions:
         return bool(getattr(self, "inject_every", 0))
 
 
+# Parameters stored only when given, as runs (and monitors' configuration digests) from
+# before them have none.
+_ABSENT_UNLESS_GIVEN = ("break_at_ns", "on_threshold_ns", "on_threshold_actions")
+
+
 @dataclass
 class RunConfig:
     """Parameters of ``irqlab run`` after parsing (all durations in ns).
@@ -61,6 +66,10 @@ class RunConfig:
     stall_timeout_s: float | None = None   # None: the target's default
     # --break-at: the run stops at the first sample above this latency (measure.stream).
     break_at_ns: int | None = None
+    # --on-threshold: every sample above this latency is a spike: SpikeListener hooks
+    # (the flight recorder) are told, and the actions run (measure.stream.OnThreshold).
+    on_threshold_ns: int | None = None
+    on_threshold_actions: list[str] = field(default_factory=list)  # signal:PID, shell:CMD
     hooks: list[Any] = field(default_factory=list)   # RunHook objects, not serialised
     suite: str | None = None
     cell: dict[str, Any] | None = None
@@ -86,8 +95,8 @@ class RunConfig:
                 if f.name in ("hooks", "options", "metadata"):
                     continue
                 val = getattr(obj, f.name)
-                if f.name == "break_at_ns" and val is None:
-                    continue    # absent unless given: like the runs stored before it
+                if f.name in _ABSENT_UNLESS_GIVEN and not val:
+                    continue    # absent unless given: like the runs stored before them
                 out[f.name] = str(val) if isinstance(val, Path) else val
         return out
 
@@ -117,3 +126,16 @@ class RunHook(Protocol):
     def after_start(self, ctx: RunContext) -> None: ...  # e.g. pin vCPU threads
     def metadata(self) -> dict[str, Any]: ...      # what was applied, or why not
     def stop(self) -> None: ...                    # stop / restore; must not raise
+
+
+@runtime_checkable
+class SpikeListener(Protocol):
+    """Told of every sample above ``--on-threshold`` (the flight recorder,
+    irqlab.trace.recorder, a run hook; a monitor's metrics), on the run flow's thread:
+    it must return at once. ``spike``: seq, cpu, deadline_tick, entry_tick, latency_ns,
+    and explain (the command explaining its kept trace window, "" when none is kept).
+    ``keeps_trace``: whether it keeps that window."""
+
+    keeps_trace: bool
+
+    def on_spike(self, spike: dict[str, Any]) -> None: ...

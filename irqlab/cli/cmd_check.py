@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from irqlab.cli.cmd_compare import add_run_args
+from irqlab.stats.fields import METRICS
 from irqlab.cli.common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, count, db_path,
                                duration, renderer)
 from irqlab.reports.select import select_runs
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         # The store stays open: big runs' samples are read from it while checking.
         with open_store(db_path(args), read_only=True) as store:
-            runs = load_runs(store, select_runs(store, args.runs))
+            runs = load_runs(store, select_runs(store, args.runs), metric=args.metric)
             gates = Gates(allow_interrupted=args.allow_interrupted,
                           max_lost=args.max_lost, require_hardware=args.require_hardware)
             results = [evaluate(r, limits, args.threshold, gates, per_cpu=args.per_cpu)
@@ -117,6 +118,10 @@ def run(args: argparse.Namespace) -> int:
             for r, res in zip(runs, results):
                 if res.error is None:
                     res.gates += tail_gates(r, args.max_exceed)
+            if args.metric != "total":
+                for res in results:
+                    res.notes.append(f"metric: {METRICS[args.metric]}, over the run's "
+                                     f"split samples")
     except StoreError as exc:
         # CI still gets a JUnit file saying why nothing could be checked.
         failed = CheckResult(0, " ".join(args.runs), error=str(exc))
@@ -125,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     _write_junit(args.junit, results, time.monotonic() - started)
     out = renderer(args)
     for res in results:
-        out.check(res.to_dict(), result_lines(res))
+        out.check({**res.to_dict(), "metric": args.metric}, result_lines(res))
     # A run that cannot be judged is a data error (2), unless a gate already failed it:
     # a failed run without samples is a failed check, as CI should see it.
     if any(r.error and not r.gate_failed for r in results):

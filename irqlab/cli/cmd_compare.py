@@ -11,6 +11,7 @@ from irqlab.argtypes import count_in
 from irqlab.cli.render import HumanRenderer, JsonRenderer, LinesRenderer, Renderer
 from irqlab.reports import noise
 from irqlab.reports.select import select_runs
+from irqlab.stats.fields import METRICS
 from irqlab.store import default_db_path, open_store
 
 FORMATS = ("human", "markdown", "csv", "json")
@@ -29,6 +30,11 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=duration, default=None,
                    help="count 'above threshold' against this latency for every run "
                         "(default: each run's own --threshold)")
+    p.add_argument("--metric", choices=tuple(METRICS), default="total",
+                   help="which latency: total (deadline -> probe running), irq (deadline "
+                        "-> the timer's hard IRQ) or thread (hard IRQ -> probe running); "
+                        "irq and thread need a split run (irqlab run --target native "
+                        "--trace)")
 
 
 def margin_arg(text: str) -> dict[str, float]:
@@ -103,10 +109,12 @@ def run(args: argparse.Namespace) -> int:
                          "or the default table")
     # The store stays open: big runs' samples are read from it while comparing.
     with open_store(db_path(args), read_only=True) as store:
-        runs = load_runs(store, select_runs(store, args.runs, series_names=True))
+        runs = load_runs(store, select_runs(store, args.runs, series_names=True),
+                         metric=args.metric)
         model = build_compare(runs, args.threshold, seed=args.seed,
                               resamples=max(1, args.resamples), per_cpu=args.per_cpu,
                               margins=args.margin)
+        model["metric"] = args.metric
         hists = _histograms(store, runs) if args.hist else []
     choose_renderer(fmt).compare(model)
     _print_histograms(hists, fmt)

@@ -212,6 +212,11 @@ ENVIRONMENT: list[tuple[str, str]] = [
     ("IRQLAB_LINUX_NET_MODULES_ARM64", "network driver modules for the net target's arm64 "
                                        "guest (default: those beside its cached kernel)"),
     ("IRQLAB_NATIVE", "0: use the numpy code instead of the C fast paths"),
+    ("IRQLAB_RUN_ID", "set by irqlab for --on-threshold shell:CMD: the run's id"),
+    ("IRQLAB_SPIKE_SEQ", "set by irqlab for --on-threshold shell:CMD: the spike's sample"),
+    ("IRQLAB_SPIKE_CPU", "set by irqlab for --on-threshold shell:CMD: the spike's CPU"),
+    ("IRQLAB_SPIKE_LATENCY_NS", "set by irqlab for --on-threshold shell:CMD: the spike's "
+                                "latency in ns"),
     ("IRQLAB_PROGRESS", "0: no progress bars (they are shown only on a terminal)"),
     ("IRQLAB_DEBUG", "1: show tracebacks of internal errors"),
     ("IRQLAB_BENCH_IN_MEMORY", "1: irqlab bench's report figures read every run whole "

@@ -24,6 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="explain the N largest latencies")
     pick.add_argument("--sample", type=count, default=None, metavar="SEQ",
                       help="explain one sample by sequence number")
+    pick.add_argument("--spike", type=count, default=None, metavar="SEQ",
+                      help="explain sample SEQ from the trace window a flight recorder "
+                           "kept around it (--trace --on-threshold)")
     e.add_argument("--threshold", type=duration, default=None, metavar="DUR",
                    help="explain samples above DUR (default: the run's threshold)")
     e.add_argument("--perfetto", type=Path, default=None, metavar="FILE",
@@ -51,7 +54,8 @@ OUTPUTS = (("--dat", "dat"), ("--text", "text"), ("--perfetto", "perfetto"),
 
 
 def run(args: argparse.Namespace) -> int:
-    from irqlab.explain.registry import explainer_for
+    from irqlab.explain.registry import EXPLAINERS, explainer_for
+    from irqlab.explain.spikes import spike_capture
     from irqlab.explain.report import render_json
     from irqlab.explain.seam import Request
 
@@ -63,13 +67,19 @@ def run(args: argparse.Namespace) -> int:
     with stage_progress(args) as progress:
         with open_store(db_path(args), read_only=True) as store:
             run = store.resolve(args.run)
-            explainer = explainer_for(run)
+            capture = None
+            if args.spike is not None:
+                capture, kind = spike_capture(store.path, run.run_id, args.spike)
+                explainer = EXPLAINERS[kind]
+            else:
+                explainer = explainer_for(run)
             for opt, dest in asked:
                 if dest not in explainer.outputs:
                     raise UsageError(f"{opt} is not written for this capture: "
                                      f"{explainer.outputs_hint(run)}")
-            request = Request(args.threshold, args.top, args.sample,
-                              frozenset(dest for _opt, dest in asked))
+            request = Request(args.threshold, args.top,
+                              args.spike if capture is not None else args.sample,
+                              frozenset(dest for _opt, dest in asked), capture)
             res = explainer.explain(store, run, request, progress)
         for _opt, dest in asked:
             path = getattr(args, dest)

@@ -44,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     from irqlab.cli.cmd_run import _register_target_options, _targets
     from irqlab.cli.hook_options import add_arguments as add_hook_options
     from irqlab.cli.cmd_manage import tag_pair
+    from irqlab.cli.recorder_options import add_arguments as add_recorder_arguments
     from irqlab.argtypes import period
 
     m = sub.add_parser("monitor", help="measure one target without end, in windows, "
@@ -88,6 +89,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "configuration a restart continues its series")
     m.add_argument("--tag", type=tag_pair, action="append", default=[],
                    metavar="KEY=VALUE", help="tag its runs, repeatable")
+    rec = m.add_argument_group("flight recorder")
+    rec.add_argument("--trace", action="store_true",
+                     help="keep the host kernel's trace in an overwriting ring and save it "
+                          "around each spike (needs --on-threshold LAT; --target native)")
+    add_recorder_arguments(rec)
     m.add_argument("--brief", action="store_true", help="window lines in brief")
     m.add_argument("-q", "--quiet", action="store_true",
                    help="no window lines, only the summary at the end")
@@ -108,8 +114,13 @@ def _run_config(args: argparse.Namespace) -> Any:
                          "file: use --db FILE (and `irqlab push` runs to the lab store)")
     if args.keep_raw <= 0:
         raise UsageError("--keep-raw must be more than 0, e.g. --keep-raw 24h")
+    if args.trace and not any(i not in ("stop",) and not i.startswith(("signal:", "shell:"))
+                              for i in args.on_threshold):
+        raise UsageError("a monitor keeps no whole trace (about 1 GB a minute): --trace "
+                         "needs --on-threshold LAT, which keeps the trace around each "
+                         "spike")
     # What run_configs reads and a monitor does not take.
-    args.duration, args.samples, args.break_at, args.trace = None, None, None, False
+    args.duration, args.samples, args.break_at = None, None, None
     cfg = run_configs(args, db)[0]
     cfg.name = args.name or f"monitor-{cfg.target}"
     return cfg

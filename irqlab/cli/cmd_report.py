@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from irqlab.cli.cmd_compare import add_run_args
+from irqlab.stats.fields import METRICS
 from irqlab.cli.common import EXIT_OK, UsageError, db_path, renderer
 from irqlab.cli.render import stage_progress
 from irqlab.reports.select import select_runs
@@ -107,10 +108,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         # The store stays open while plotting: big runs' samples are read from it.
         with open_store(db_path(args), read_only=True) as store:
-            runs = load_runs(store, select_runs(store, args.runs, series_names=True))
+            runs = load_runs(store, select_runs(store, args.runs, series_names=True),
+                             metric=args.metric)
             explained = _explain(store, runs, args, progress)
             progress.stage(f"plotting {len(runs)} run(s)")
-            text, plots = build_report(runs, args.threshold, args.title, explained,
+            title = args.title
+            if args.metric != "total":
+                title = f"{title or 'irqlab report'}: {METRICS[args.metric]}"
+            text, plots = build_report(runs, args.threshold, title, explained,
                                        per_cpu=args.per_cpu)
         written: list[str] = []
         for folder, ext in ((args.png, "png"), (args.svg, "svg")):

@@ -10,6 +10,8 @@ from typing import Any
 from irqlab.cli.common import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, add_db_json,
                                count, db_path, duration, renderer)
 from irqlab.cli.hook_options import add_arguments as add_hook_options, hooks_from_args
+from irqlab.cli.recorder_options import add_arguments as add_recorder_arguments
+from irqlab.cli.recorder_options import on_threshold, recorder_hook
 from irqlab.cli.cmd_manage import tag_pair
 from irqlab.argtypes import period, run_length
 from irqlab.cli.render import json_line
@@ -123,6 +125,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="capture host kernel events (private tracefs instance) for "
                              "`irqlab explain`; with --target xen --xen-dom0 linux, "
                              "xentrace in dom0 instead")
+    add_recorder_arguments(output)
     add_db_json(output)
 
 
@@ -219,11 +222,18 @@ def build_hooks(args: argparse.Namespace, db: Path, target: Any, options: Any) -
         hooks = hooks_from_args(args)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    limit_ns, _actions, _stop = on_threshold(args)
     if args.trace:
         if not keeps_files(db):
             raise UsageError("--trace keeps its capture beside a database file: use --db "
                              "FILE, then `irqlab push` the run to the lab store")
-        hooks.append(target.trace_capture(options, db, args.period))
+        hook = target.trace_capture(options, db, args.period)
+        if limit_ns is not None:
+            hook = recorder_hook(args, hook, args.period, limit_ns)
+        hooks.append(hook)
+    elif getattr(args, "trace_ring", None) is not None:
+        raise UsageError("--trace-ring sizes the flight recorder: add --trace and "
+                         "--on-threshold LAT, or drop it")
     return hooks
 
 
@@ -255,12 +265,18 @@ def run_configs(args: argparse.Namespace, db: Path | None = None) -> list:
                 raise UsageError(f"{hook.name} needs {CAPABILITIES[hook.requires]}; this "
                                  f"--target {name} run has no such thing: drop it or run "
                                  f"with that")
+        limit_ns, actions, stop = on_threshold(args)
+        if stop and args.break_at not in (None, limit_ns):
+            raise UsageError("--on-threshold stop is --break-at at the same latency: give "
+                             "one of them")
         out.append(RunConfig(
             target=name, options=options, hooks=hooks,
             period_ns=args.period, duration_ns=duration_ns, samples=args.samples,
             window_ns=args.window, threshold_ns=args.threshold, warmup=args.warmup,
             name=args.name if suite is None else f"{suite}-{name}",
-            boot_timeout_s=args.boot_timeout / 1e9, break_at_ns=args.break_at,
+            boot_timeout_s=args.boot_timeout / 1e9,
+            break_at_ns=limit_ns if stop else args.break_at,
+            on_threshold_ns=limit_ns, on_threshold_actions=actions,
             stall_timeout_s=(None if args.stall_timeout is None
                              else args.stall_timeout / 1e9),
             suite=suite, cell=None if suite is None else {"target": name},

@@ -439,7 +439,8 @@ class HumanRenderer(Renderer):
         for label, text in summary_lines(summary):
             table.add_row(label, text)
         self._print_table(table)
-        for line in per_cpu_lines(summary) + imported_summary_lines(summary):
+        for line in per_cpu_lines(summary) + part_lines(summary) \
+                + imported_summary_lines(summary):
             for part in detail_wrapped(line):
                 self._print(part)
         check = summary.get("self_check")
@@ -819,6 +820,21 @@ def per_cpu_lines(summary: dict[str, Any]) -> list[str]:
                      f"P99:{format_latency(c['p99_ns']):>9} Max:{format_latency(c['max_ns']):>9} "
                      f"above thr:{c['above_threshold']:>6} lost:{c.get('lost', 0)} "
                      f"overruns:{c.get('overruns', 0)}")
+    return lines
+
+
+def part_lines(summary: dict[str, Any]) -> list[str]:
+    """rtla timerlat's two distributions of a split run: a line each for the summary's
+    ``irq_latency`` and ``thread_latency`` (none if absent)."""
+    lines = []
+    for key, label in (("irq_latency", "IRQ"), ("thread_latency", "Thr")):
+        p = summary.get(key)
+        if not p:
+            continue
+        lines.append(f"{label}: C:{p['samples']:>9} P50:{format_latency(p['p50_ns']):>9} "
+                     f"P99:{format_latency(p['p99_ns']):>9} "
+                     f"P99.9:{format_latency(p['p999_ns']):>9} "
+                     f"Max:{format_latency(p['max_ns']):>9} unsplit:{p['unsplit']}")
     return lines
 
 

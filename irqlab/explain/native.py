@@ -43,6 +43,7 @@ from irqlab.explain.run import Explained, capture_path
 from irqlab.explain.seam import Explanation, Progress, Request, stored_samples
 from irqlab.explain.shape import attributed_json, select_samples
 from irqlab.explain.timeline import RUNNABLE, RUNNING, SLEEPING
+from irqlab.explain.timer_irq import TimerIrqs
 from irqlab.store import Store, StoreError
 from irqlab.store.db import RunRow
 from irqlab.trace.archive import read_archive
@@ -53,16 +54,6 @@ STAGE_ORDER = ("deadline", "timer IRQ entry", "probe thread woken", "switched in
                "handler")
 PROBE_RUNNING = "probe thread running (return to user space)"
 CPU_IDLE = "CPU idle while the probe thread was runnable"
-# The timer interrupt's entry and exit, best first: x86's local APIC timer vector, arm64's
-# per-CPU timer IRQ (an ordinary IRQ, irq_handler_entry/exit of ARCH_TIMER_IRQ), the
-# hrtimer expiry inside either (later than the entry).
-TIMER_EVENTS = ("local_timer_entry", "irq_handler_entry", "hrtimer_expire_entry")
-TIMER_EXITS = ("local_timer_exit", "irq_handler_exit", "hrtimer_expire_exit")  # same order
-# The name arm64's generic timer driver requests its IRQs under
-# (drivers/clocksource/arm_arch_timer.c: request_percpu_irq(..., "arch_timer", ...)).
-ARCH_TIMER_IRQ = "arch_timer"
-
-
 class NativeClock:
     """The identity map (samples and trace are both CLOCK_MONOTONIC ns)."""
 
@@ -87,32 +78,12 @@ class NativeAttributor:
         self.probe_tids = probe_tids
         sw = ex.switches
         self.prio = prio
-        self.timer = self._timer_entries(ex.trace, TIMER_EVENTS)
-        self.timer_exit = self._timer_entries(ex.trace, TIMER_EXITS)
+        self.timer = TimerIrqs(ex.trace)
         wk = ex.trace.t("sched_waking")
         self.waking = (wk["ts"].astype(np.int64), wk["pid"].astype(np.int64)) if len(wk) \
             else (np.empty(0, np.int64),) * 2
         self.switch_in = (sw["ts"].astype(np.int64), sw["next_pid"].astype(np.int64),
                           sw["cpu"].astype(np.int64)) if len(sw) else (np.empty(0, np.int64),) * 3
-
-    @staticmethod
-    def _timer_entries(trace: Trace, events: tuple[str, ...]) -> dict[int, np.ndarray]:
-        """Per CPU, the sorted times of the first of ``events`` the capture has (the
-        timer interrupt's entries, or its exits); of the IRQ handler events, only the
-        arm64 timer's (ARCH_TIMER_IRQ)."""
-        timer_irqs = arch_timer_irqs(trace)
-        for event in events:
-            tb = trace.t(event)
-            if not len(tb):
-                continue
-            ts, cpus = tb["ts"], tb["cpu"]
-            if event in ("irq_handler_entry", "irq_handler_exit"):
-                sel = np.isin(tb["irq"].astype(np.int64), timer_irqs)
-                ts, cpus = ts[sel], cpus[sel]
-            if len(ts):
-                return {int(c): np.sort(ts[cpus == c].astype(np.int64))
-                        for c in np.unique(cpus).tolist()}
-        return {}
 
     def who(self, pid: int, comm: str) -> str:
         prio = self.prio.get(pid)
@@ -172,13 +143,6 @@ class NativeAttributor:
         self._stages(att, tid, cpu, t_irq, woken)
         return att
 
-    @staticmethod
-    def _first(ts: np.ndarray | None, a: int, b: int) -> int | None:
-        if ts is None:
-            return None
-        i = int(np.searchsorted(ts, a, "left"))
-        return int(ts[i]) if i < len(ts) and ts[i] <= b else None
-
     def _woken(self, tid: int | None, a: int, b: int) -> int | None:
         """The probe thread's first wake-up in [a, b]."""
         wts, wpid = self.waking
@@ -188,30 +152,13 @@ class NativeAttributor:
 
     def _timer_irq(self, att: Attribution, cpu: int, a: int, b: int,
                    woken: int | None) -> int | None:
-        """When the timer IRQ that woke the probe thread was entered, as a time in [a, b].
-
-        The interrupt that runs the probe's expiry can have been entered before the
-        deadline: hrtimer_interrupt() runs every timer that expires while it works
-        (kernel/time/hrtimer.c, its retry loop), so a deadline that passes inside the
-        tick's handler has no timer IRQ entry of its own. Then the stage is the deadline
-        itself, and a note says how long before it the interrupt began."""
-        entries = self.timer.get(cpu)
-        if entries is not None and woken is not None:
-            i = int(entries.searchsorted(woken, "right")) - 1
-            if i >= 0 and entries[i] >= a:
-                return int(entries[i])
-            if i >= 0 and not self._exited(cpu, int(entries[i]), a):
-                att.notes.append(f"the deadline passed inside a timer IRQ entered "
-                                 f"{a - int(entries[i])} ns before it, which ran the "
-                                 f"probe's expiry")
-                return a
-        return self._first(entries, a, b)
-
-    def _exited(self, cpu: int, entry: int, t: int) -> bool:
-        """Did the timer IRQ entered at ``entry`` exit before ``t``? (No exits traced:
-        assume not; the wake-up that followed came from it.)"""
-        exits = self.timer_exit.get(cpu)
-        return exits is not None and self._first(exits, entry, t) is not None
+        """When the timer IRQ that woke the probe thread was entered (TimerIrqs.entered);
+        a note says how long before the deadline an IRQ running its expiry began."""
+        t, before = self.timer.entered(cpu, a, b, woken)
+        if before is not None:
+            att.notes.append(f"the deadline passed inside a timer IRQ entered "
+                             f"{before} ns before it, which ran the probe's expiry")
+        return t
 
     def _irq_latency(self, cpu: int, lo: int, hi: int, causes: dict[str, int]) -> None:
         """Before the timer IRQ was entered: other handlers, else IRQs off or idle exit."""
@@ -283,23 +230,6 @@ class NativeAttributor:
         elif not (awake and seg.state == RUNNING):
             att.stages_missing.append("switched in (no sched_switch to it in the window)")
         att.stages.append(("handler", b))
-
-
-def arch_timer_irqs(trace: Trace) -> list[int]:
-    """The IRQ numbers the trace's ``irq_handler_entry`` names ARCH_TIMER_IRQ (arm64's
-    timer; none on x86, whose timer is a system vector)."""
-    e = trace.t("irq_handler_entry")
-    if not len(e):
-        return []
-    irq = e["irq"].astype(np.int64)
-    out = []
-    for n in np.unique(irq).tolist():
-        name = e["name"][np.flatnonzero(irq == n)[0]]
-        text = name.split(b"\0", 1)[0].decode("utf-8", "replace") \
-            if isinstance(name, bytes) else str(name)
-        if text == ARCH_TIMER_IRQ:
-            out.append(int(n))
-    return out
 
 
 def switch_priorities(header: dict[str, Any], per_cpu: dict[int, bytes]) -> dict[int, int]:
@@ -418,7 +348,7 @@ class NativeExplainer:
 
     def explain(self, store: Store, run: RunRow, request: Request,
                 progress: Progress) -> Explanation:
-        path = capture_path(store, run)
+        path = request.capture or capture_path(store, run)
         progress.stage(f"decoding capture ({path.stat().st_size / 1e6:.1f} MB gzip)")
         header, per_cpu = read_archive(path)
         trace = decode_capture(header, per_cpu)

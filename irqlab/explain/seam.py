@@ -51,6 +51,7 @@ class Request:
     top: int | None = None
     sample: int | None = None
     outputs: frozenset[str] = frozenset()
+    capture: Path | None = None      # a flight recorder's kept window instead of the run's
 
 
 # A file writer: (path, progress) -> what was written ({"file": ..., "bytes": ...}).

@@ -18,6 +18,8 @@ def _knobs() -> dict[str, type[Knob]]:
     if knobs is not None:
         return knobs
     from irqlab.knobs.block import AioKnob, IothreadKnob
+    from irqlab.knobs.cpuidle import DeepestIdleStateKnob
+    from irqlab.knobs.housekeeping import HousekeepingKnob
     from irqlab.knobs.kvm import CpuPmKnob, HaltPollGlobalKnob, HaltPollKnob
     from irqlab.knobs.net import QueuesKnob, VhostKnob
     from irqlab.knobs.vcpu import PinKnob, PrioKnob, VcpusKnob
@@ -29,7 +31,7 @@ def _knobs() -> dict[str, type[Knob]]:
         PinKnob, PrioKnob, VcpusKnob, CpuPmKnob, HaltPollKnob, HaltPollGlobalKnob, AioKnob,
         IothreadKnob, RtdsPeriodKnob, RtdsBudgetKnob, CpupoolKnob, Credit2WeightKnob,
         Credit2CapKnob, Credit2RatelimitKnob, CreditTsliceKnob, CreditRatelimitKnob,
-        VhostKnob, QueuesKnob)}
+        VhostKnob, QueuesKnob, DeepestIdleStateKnob, HousekeepingKnob)}
     return knobs
 
 

@@ -12,7 +12,11 @@ scrape never sees a histogram from one window and a counter from the next:
   sample and above-threshold counts (irqlab's own figures, as stored);
 - ``irqlab_lost_total``, ``irqlab_overruns_total`` (counters): the source's lost
   records and the probe's skipped periods;
-- ``irqlab_windows_total`` (counter): windows stored, and ``irqlab_threshold_seconds``.
+- ``irqlab_windows_total`` (counter): windows stored, and ``irqlab_threshold_seconds``;
+- ``irqlab_spikes_total`` (counter): samples above ``--on-threshold``, and
+  ``irqlab_spike_latency_seconds`` (gauge) of the last RECENT_SPIKES of them, labelled
+  ``seq``, ``cpu`` and ``explain`` (the command explaining the flight recorder's window
+  around it, empty without one): the link from a dashboard's alert to the cause.
 
 Labels: target, host, configuration (the monitor's name). Counters start at 0 with each
 monitor process; Prometheus' rate()/increase() take such resets in their stride.
@@ -48,6 +52,8 @@ BUCKETS_S: tuple[float, ...] = tuple(
 # The same bounds in ns, for counting integer-ns latencies (le: value <= bound).
 _BUCKETS_NS = np.array([b * 1e9 for b in BUCKETS_S])
 
+# Spikes /metrics lists one by one (the newest): a bounded set of label values.
+RECENT_SPIKES = 20
 DEFAULT_PORT = 9464      # OpenTelemetry's Prometheus exporter port, as the issue names it
 
 
@@ -105,6 +111,8 @@ class MonitorMetrics:
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.registry: CollectorRegistry | None = None
+        self._spikes: list[tuple[str, str, str, float]] = []   # seq, cpu, explain, s
+        self._spikes_total = 0
 
     # -- fed by the monitor ------------------------------------------------------------
     def add_samples(self, latency_ns: np.ndarray) -> None:
@@ -127,6 +135,15 @@ class MonitorMetrics:
             s.lost, s.overruns = max(s.lost, lost), max(s.overruns, overruns)
             if window.get("max_ns") is not None:
                 s.window_max_s = int(window["max_ns"]) / 1e9
+
+    def add_spike(self, spike: dict[str, int], explain: str) -> None:
+        """A sample above --on-threshold; ``explain``: the command explaining its kept
+        trace window ("" without a flight recorder)."""
+        with self._lock:
+            self._spikes_total += 1
+            self._spikes.append((str(spike["seq"]), str(spike["cpu"]), explain,
+                                 spike["latency_ns"] / 1e9))
+            del self._spikes[:-RECENT_SPIKES]
 
     def snapshot(self) -> Snapshot:
         with self._lock:
@@ -166,6 +183,19 @@ class MonitorMetrics:
             c = CounterMetricFamily(name, doc, labels=names)
             c.add_metric(values, val)
             yield c
+        with self._lock:
+            spikes, total = list(self._spikes), self._spikes_total
+        c = CounterMetricFamily("irqlab_spikes", "samples above --on-threshold",
+                                labels=names)
+        c.add_metric(values, total)
+        yield c
+        g = GaugeMetricFamily("irqlab_spike_latency_seconds",
+                              f"latency of the last {RECENT_SPIKES} samples above "
+                              f"--on-threshold; explain: the command explaining its kept "
+                              f"trace window", labels=[*names, "seq", "cpu", "explain"])
+        for seq, cpu, explain, lat_s in spikes:
+            g.add_metric([*values, seq, cpu, explain], lat_s)
+        yield g
 
     # -- the server --------------------------------------------------------------------
     def serve(self, addr: str, port: int) -> int:

@@ -100,6 +100,8 @@ class MonitorRun(Run):
         self.monitor = _Monitor(mcfg, store, self)
         super().__init__(mcfg.run, store, _MonitorObserver(observer, self.monitor))
         self.windows = _RecentWindows()
+        if mcfg.metrics is not None:
+            self.spike_listeners.append(self.monitor)   # /metrics lists the spikes
 
     def record(self) -> None:
         super().record()
@@ -141,7 +143,9 @@ class _MonitorObserver:
 
 
 class _Monitor:
-    """Retention and metrics, after each stored window."""
+    """Retention and metrics, after each stored window; the spikes into the metrics."""
+
+    keeps_trace = False        # irqlab.runconfig.SpikeListener: it only counts them
 
     def __init__(self, mcfg: MonitorConfig, store: Store, run: MonitorRun) -> None:
         self.mcfg, self.store, self.run = mcfg, store, run
@@ -173,6 +177,10 @@ class _Monitor:
             self.prune()
 
     # -- metrics -------------------------------------------------------------------------
+    def on_spike(self, spike: dict[str, Any]) -> None:
+        assert self.mcfg.metrics is not None
+        self.mcfg.metrics.add_spike(spike, spike["explain"])
+
     def _update_metrics(self, window: dict[str, Any]) -> None:
         """The samples of the files stored since the last window into the histogram,
         then the window's counts: the histogram holds exactly what is stored."""

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from irqlab import __version__
 from irqlab.measure.boot import StopFlag, boot
 from irqlab.measure.config import Observer, RunConfig, RunContext, RunResult
-from irqlab.measure.stream import BreakAt, DurationBound, MeasureState, emit_window, stream
+from irqlab.measure.stream import (BreakAt, DurationBound, MeasureState, OnThreshold,
+                                   emit_window, stream)
 from irqlab.measure.summary import build_summary, histogram_rows, probe_meta
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.hostinfo import host_info
@@ -45,6 +47,7 @@ class Run(MeasureState):
         self.name = cfg.name or f"{cfg.target}-{time.strftime('%Y%m%d-%H%M%S')}"
         self.meta: dict[str, Any] = {}
         self.entered: list[Any] = []          # hooks entered, left in reverse
+        self.spike_listeners: list[Any] = []  # SpikeListeners beside the hooks
         self.plan: AccelPlan | None = None
         self.per_ring: list[dict[str, Any]] = []
         self.lost = 0
@@ -158,6 +161,9 @@ class Run(MeasureState):
         # --duration: the deadlines within it of the first, on every target.
         self.bound = DurationBound.for_run(self.cfg, self.hdr.tick_hz, self.hdr.period_tick)
         self.break_at = BreakAt.for_run(self.cfg, self.hdr.tick_hz)
+        self.on_threshold = OnThreshold.for_run(self.cfg, self.hdr.tick_hz, self.run_id,
+                                                self.spike_listeners)
+        on_threshold = self.on_threshold
         try:
             stream(self, stop, stall_s)
         finally:
@@ -165,6 +171,9 @@ class Run(MeasureState):
                 self.meta["duration_bound"] = self.bound.metadata()
             if self.break_at is not None:
                 self.meta["break_at"] = self.break_at.metadata()
+            if on_threshold is not None:
+                on_threshold.finish()
+                self.meta["on_threshold"] = on_threshold.metadata()
             if self.invalid_kept:
                 self.meta["invalid_samples"] = self.invalid_kept
 
@@ -237,6 +246,8 @@ class Run(MeasureState):
                 {r["cpu"]: {"lost": r["lost"], "overruns": self.overruns(r)}
                  for r in self.per_ring})
         self.exact_percentiles(summary, run_summary)
+        if run_summary is not None and run_summary.samples and hdr is not None:
+            self.split_parts(summary, hdr.tick_hz)
         try:
             if self.store.write_failed is None:
                 if run_summary is not None and run_summary.samples and hdr is not None:
@@ -259,6 +270,34 @@ class Run(MeasureState):
                 f"({exc}): the next irqlab command that opens {self.store.path} marks it "
                 f"died")
         return RunResult(self.run_id, self.status, summary, self.windows)
+
+    def split_parts(self, summary: dict[str, Any], tick_hz: int) -> None:
+        """A traced run whose capture shares its samples' clock: every sample's IRQ and
+        thread parts (irqlab.explain.parts), stored per sample, and their two
+        distributions in the summary (``irq_latency``, ``thread_latency``). A split that
+        fails leaves the run as measured, said aloud and recorded."""
+        from irqlab.explain.parts import can_split, capture_parts
+        from irqlab.explain.seam import stored_samples
+        from irqlab.stats.parts import PART_KEYS, part_summary, part_ticks
+
+        trace = _trace_meta(self.meta)
+        if not can_split(trace) or self.store.write_failed is not None:
+            return
+        try:
+            parts = capture_parts(Path(trace["file"]), stored_samples(self.store,
+                                                                      self.run_id))
+            self.store.add_sample_parts(self.run_id, parts.seq, parts.cpu, parts.irq_tick)
+        except Exception as exc:  # noqa: BLE001 - a damaged capture, a decoder's error,
+            # a store write: the run's figures stand without the split, said aloud.
+            self.meta["sample_parts"] = {"error": f"{type(exc).__name__}: {exc}"}
+            self.observer.on_notice(f"no IRQ/thread split: {exc}")
+            return
+        unsplit = sum(parts.unsplit.values())
+        self.meta["sample_parts"] = {"split": len(parts), "unsplit": dict(parts.unsplit)}
+        for key, metric in PART_KEYS.items():
+            summary[key] = part_summary(part_ticks(parts.deadline_tick, parts.entry_tick,
+                                                   parts.irq_tick, metric),
+                                        tick_hz, unsplit)
 
     def overruns(self, ring: dict[str, Any] | None = None) -> int:
         """The run's skipped periods (or one ring's): with --duration those within it,
@@ -292,6 +331,10 @@ class Run(MeasureState):
             # must still be stored, so the measured estimate stays, said aloud.
             self.observer.on_notice(f"percentiles stay the live histogram's estimate: "
                                     f"the stored samples could not be read ({exc})")
+
+
+def _trace_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    return (meta.get("hooks") or {}).get("trace") or {}
 
 
 def self_check(injected: int, found: int) -> dict[str, Any]:

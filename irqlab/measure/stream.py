@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +15,7 @@ from irqlab.durations import format_latency, format_ns
 from irqlab.measure.boot import StopFlag
 from irqlab.measure.config import Observer, RunConfig
 from irqlab.measure.summary import window_dict
+from irqlab.runconfig import SpikeListener
 from irqlab.runner.process import MeasuredProcess
 from irqlab.samples.layout import RingHeader
 from irqlab.samples.record import FLAG_INJECTED
@@ -254,6 +257,110 @@ def missing_after(recs: np.ndarray, keep_n: int) -> int:
     return n
 
 
+class OnThreshold:
+    """``--on-threshold LATENCY``: every sample above it is a spike (armed as BreakAt is,
+    after the first read). Each is told to the run's SpikeListener hooks (the flight
+    recorder) and runs the actions: ``signal:PID`` sends PID SIGUSR1 (rtla timerlat's
+    ``--on-threshold signal``), ``shell:CMD`` runs ``sh -c CMD`` with the spike in its
+    environment (IRQLAB_SPIKE_SEQ, _CPU, _LATENCY_NS, IRQLAB_RUN_ID), without waiting.
+    ``stop`` is ``--break-at`` (BreakAt). At most SPIKES_PER_READ spikes of one read are
+    told: a storm of them must not stall the reading of samples."""
+
+    SPIKES_PER_READ = 16
+    SHELLS_AT_ONCE = 4
+
+    def __init__(self, limit_ns: int, tick_hz: int, listeners: list[Any],
+                 actions: list[str], run_id: int) -> None:
+        self.limit_ns, self.tick_hz = limit_ns, tick_hz
+        self.limit_tick = limit_ns * tick_hz // 1_000_000_000    # as BreakAt's
+        self.listeners, self.actions, self.run_id = listeners, actions, run_id
+        self.armed = False
+        self.spikes = 0
+        self.untold = 0
+        self.errors: list[str] = []
+        self._shells: list[subprocess.Popen] = []
+
+    @classmethod
+    def for_run(cls, cfg: RunConfig, tick_hz: int, run_id: int,
+                others: list[SpikeListener] = ()) -> OnThreshold | None:
+        """``others``: listeners beside the hooks (a monitor's metrics)."""
+        if cfg.on_threshold_ns is None:
+            return None
+        listeners = [h for h in cfg.hooks if isinstance(h, SpikeListener)]
+        return cls(cfg.on_threshold_ns, tick_hz, listeners + list(others),
+                   cfg.on_threshold_actions, run_id)
+
+    @property
+    def recorded(self) -> bool:
+        """Whether a hook keeps a trace window around each spike (a flight recorder)."""
+        return any(h.keeps_trace for h in self.listeners)
+
+    def check(self, recs: np.ndarray, latencies: np.ndarray) -> list[dict[str, Any]]:
+        """The spikes of a batch (told and acted on); [] before it is armed."""
+        if not self.armed:
+            return []
+        above = np.flatnonzero(latencies > self.limit_tick)
+        self.spikes += int(above.size)
+        self.untold += max(0, int(above.size) - self.SPIKES_PER_READ)
+        out = []
+        for i in above[:self.SPIKES_PER_READ].tolist():
+            r = recs[i]
+            spike: dict[str, Any] = {"seq": int(r["seq"]), "cpu": int(r["cpu"]),
+                     "deadline_tick": int(r["deadline_tick"]),
+                     "entry_tick": int(r["entry_tick"]),
+                     "latency_ns": ticks_to_ns(int(latencies[i]), self.tick_hz)}
+            spike["explain"] = self.explain_command(spike)
+            for hook in self.listeners:
+                hook.on_spike(spike)
+            for action in self.actions:
+                self._act(action, spike)
+            out.append(spike)
+        return out
+
+    def _act(self, action: str, spike: dict[str, Any]) -> None:
+        kind, _, arg = action.partition(":")
+        try:
+            if kind == "signal":
+                os.kill(int(arg), signal.SIGUSR1)
+            elif kind == "shell":
+                self._shells = [p for p in self._shells if p.poll() is None]
+                if len(self._shells) >= self.SHELLS_AT_ONCE:
+                    self.errors.append(f"shell: {self.SHELLS_AT_ONCE} still running, "
+                                       f"spike {spike['seq']} skipped")
+                    return
+                env = {**os.environ, "IRQLAB_RUN_ID": str(self.run_id),
+                       "IRQLAB_SPIKE_SEQ": str(spike["seq"]),
+                       "IRQLAB_SPIKE_CPU": str(spike["cpu"]),
+                       "IRQLAB_SPIKE_LATENCY_NS": str(spike["latency_ns"])}
+                self._shells.append(subprocess.Popen(["sh", "-c", arg], env=env,
+                                                     stdin=subprocess.DEVNULL))
+        except (OSError, ValueError) as exc:
+            if len(self.errors) < 10:
+                self.errors.append(f"{kind}: {exc}")
+
+    def notice(self, spike: dict[str, Any]) -> str:
+        """The line a spike prints; with a flight recorder, how to explain its window."""
+        text = (f"spike: {format_latency(spike['latency_ns'])} above "
+                f"{format_ns(self.limit_ns, 'exact')} (seq {spike['seq']}, cpu "
+                f"{spike['cpu']})")
+        if spike["explain"]:
+            text += f"; its trace window: {spike['explain']}"
+        return text
+
+    def explain_command(self, spike: dict[str, int]) -> str:
+        """How to explain a spike's kept window ("" without a flight recorder)."""
+        return f"irqlab explain {self.run_id} --spike {spike['seq']}" if self.recorded \
+            else ""
+
+    def finish(self) -> None:
+        """Reap the shells that ended; those still running are left to end."""
+        self._shells = [p for p in self._shells if p.poll() is None]
+
+    def metadata(self) -> dict[str, Any]:
+        return {"limit_ns": self.limit_ns, "spikes": self.spikes, "untold": self.untold,
+                "actions": self.actions, "errors": self.errors}
+
+
 @dataclass(eq=False)
 class MeasureState:
     """What one run's measuring works on, handed whole to stream() and its helpers as
@@ -273,6 +380,7 @@ class MeasureState:
     per_cpu: PerCpuStats | None = None
     bound: DurationBound | None = None        # --duration (DurationBound.for_run)
     break_at: BreakAt | None = None
+    on_threshold: OnThreshold | None = None   # --on-threshold (OnThreshold.for_run)
     windows: list[dict[str, Any]] = field(default_factory=list)
     # entries before their deadline: the first INVALID_KEPT, as evidence
     invalid_kept: list[dict[str, int]] = field(default_factory=list)
@@ -309,6 +417,7 @@ def stream(state: MeasureState, stop: StopFlag, stall_s: float) -> None:
     cfg, guest, reader, stats = state.cfg, state.process, state.source, state.stats
     store, run_id, observer = state.store, state.run_id, state.observer
     per_cpu, bound, break_at = state.per_cpu, state.bound, state.break_at
+    on_threshold = state.on_threshold
     target = cfg.target_samples()
     wall_end = None
     if bound is not None and target is None:
@@ -351,6 +460,9 @@ def stream(state: MeasureState, stop: StopFlag, stall_s: float) -> None:
             recs, deadlines, latencies = recs[cut], deadlines[cut], latencies[cut]
             if not len(recs):
                 return len(batch)
+        if on_threshold is not None:
+            for spike in on_threshold.check(recs, latencies):
+                observer.on_notice(on_threshold.notice(spike))
         closed = stats.add(deadlines, latencies)
         if per_cpu is not None:
             per_cpu.add(recs["cpu"], deadlines, latencies)
@@ -412,6 +524,8 @@ def stream(state: MeasureState, stop: StopFlag, stall_s: float) -> None:
             got = drain()
             if break_at is not None:
                 break_at.armed = True   # after the first read: see BreakAt
+            if on_threshold is not None:
+                on_threshold.armed = True
             now = time.monotonic()
             if got:
                 last_sample_at = now

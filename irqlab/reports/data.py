@@ -13,13 +13,15 @@ keeps them in the store, which computes its exact figures in batches
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, TypeVar
 
 import numpy as np
 
 from irqlab.stats import quantile_rank, ticks_to_ns
 from irqlab.stats.fields import COMPARE_TABLE
+from irqlab.stats.parts import part_ticks
+from irqlab.store import StoreError
 from irqlab.store.arrow import numeric_view
 from irqlab.store.db import RunRow, SamplesUnordered
 from irqlab.store.interface import RunReader
@@ -185,10 +187,13 @@ def samples_pruned(row: RunRow) -> bool:
 
 
 def load_run(store: RunReader, row: RunRow, raw: bool = True,
-             in_memory_samples: int | None = None) -> RunData:
+             in_memory_samples: int | None = None, metric: str = "total") -> RunData:
     """Read a run's windows, stored histogram and (with ``raw``) its raw samples: those
     of a run with more than `in_memory_samples` stay in the store (RunData.stored),
-    which must then stay open while the run is used (default: IN_MEMORY_SAMPLES)."""
+    which must then stay open while the run is used (default: IN_MEMORY_SAMPLES).
+    ``metric`` "irq" or "thread": the run's IRQ or thread part instead (load_part)."""
+    if metric != "total":
+        return load_part(store, row, metric)
     data = RunData(row=row, windows=store.windows(row.run_id),
                    histogram=store.histogram(row.run_id).get("all"))
     if raw and not samples_pruned(row):
@@ -196,28 +201,65 @@ def load_run(store: RunReader, row: RunRow, raw: bool = True,
         if count > (IN_MEMORY_SAMPLES if in_memory_samples is None else in_memory_samples):
             data.stored = StoredSamples(store, row.run_id, count)
             return data
-        lat, dl, fl, cpu = [], [], [], []
-        for batch in store.iter_samples(row.run_id):
-            deadline = numeric_view(batch.column("deadline_tick")).astype(np.int64)
-            entry = numeric_view(batch.column("entry_tick")).astype(np.int64)
-            # Two's complement subtraction of the u64 counters gives the signed latency
-            # even across the top bit (docs/formats.md section 2).
-            lat.append(entry - deadline)
-            dl.append(deadline)
-            fl.append(numeric_view(batch.column("flags")))
-            cpu.append(numeric_view(batch.column("cpu")))
-        if lat:
-            data.latency_tick = np.concatenate(lat)
-            deadlines = np.concatenate(dl)
-            data.deadline_s = (deadlines - deadlines[0]) / data.tick_hz
-            data.flags = np.concatenate(fl)
-            data.cpu = np.concatenate(cpu)
+        read_samples(data, store)
     return data
 
 
 def load_runs(store: RunReader, rows: list[RunRow], raw: bool = True,
-              in_memory_samples: int | None = None) -> list[RunData]:
-    return [load_run(store, r, raw, in_memory_samples) for r in rows]
+              in_memory_samples: int | None = None, metric: str = "total"
+              ) -> list[RunData]:
+    return [load_run(store, r, raw, in_memory_samples, metric) for r in rows]
+
+
+def read_samples(data: RunData, store: RunReader,
+                 parts: dict[tuple[int, int], int] | None = None, metric: str = "total"
+                 ) -> None:
+    """Fill ``data``'s sample columns from the store; with ``parts`` (a split run's
+    {(seq, cpu): irq_tick}) only the split samples, their latency ``metric``'s part."""
+    lat, dl, fl, cpu = [], [], [], []
+    for batch in store.iter_samples(data.run_id):
+        deadline = numeric_view(batch.column("deadline_tick")).astype(np.int64)
+        entry = numeric_view(batch.column("entry_tick")).astype(np.int64)
+        flags, c = numeric_view(batch.column("flags")), numeric_view(batch.column("cpu"))
+        if parts is None:
+            # Two's complement subtraction of the u64 counters gives the signed latency
+            # even across the top bit (docs/formats.md section 2).
+            lat.append(entry - deadline)
+        else:
+            seq = numeric_view(batch.column("seq"))
+            irq = np.array([parts.get((int(q), int(k)), -1) for q, k in zip(seq, c)],
+                           np.int64)
+            keep = irq >= 0
+            deadline, entry, flags, c = deadline[keep], entry[keep], flags[keep], c[keep]
+            lat.append(part_ticks(deadline, entry, irq[keep], metric))
+        dl.append(deadline)
+        fl.append(flags)
+        cpu.append(c)
+    if lat:
+        data.latency_tick = np.concatenate(lat)
+        deadlines = np.concatenate(dl)
+        data.deadline_s = (deadlines - deadlines[0]) / data.tick_hz
+        data.flags = np.concatenate(fl)
+        data.cpu = np.concatenate(cpu)
+
+
+def load_part(store: RunReader, row: RunRow, metric: str) -> RunData:
+    """A split run (irqlab.explain.parts) as a run of one part's latencies: its split
+    samples with the IRQ part (deadline -> timer hard IRQ) or the thread part (-> probe
+    thread running) as their latency, so every report computes its figures over that
+    column as it would over the total. The stored windows, histogram and summary figures
+    describe the total: they are left out (the run's own row keeps its lost count and
+    threshold). A split run is a traced native one, seconds to minutes: read whole."""
+    parts = store.sample_parts(row.run_id)
+    if not parts:
+        raise StoreError(f"run {row.run_id} has no IRQ/thread split for --metric "
+                         f"{metric}: record it with `irqlab run --target native --trace`, "
+                         f"or compare it with --metric total")
+    s = row.summary or {}
+    kept = {k: s[k] for k in ("lost", "threshold_ns", "tick_hz") if k in s}
+    data = RunData(row=replace(row, summary={**kept, "metric": metric}), windows=[])
+    read_samples(data, store, parts, metric)
+    return data
 
 
 def exact_quantiles_tick(sorted_tick: np.ndarray, qs: list[float]) -> list[int]:

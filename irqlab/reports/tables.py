@@ -11,7 +11,7 @@ from irqlab.durations import format_latency, format_ns
 from irqlab.reports import noise
 from irqlab.reports.compare import COMPARE_VERSION
 from irqlab.store.provenance import differs_text
-from irqlab.stats.fields import COMPARE_TABLE, RATIO_FIELDS
+from irqlab.stats.fields import COMPARE_TABLE, METRICS, RATIO_FIELDS
 
 
 def _figure_columns(human: bool) -> list[tuple[str, str, str]]:
@@ -183,6 +183,8 @@ def noise_lines(model: dict[str, Any]) -> list[str]:
 def notes_lines(model: dict[str, Any]) -> list[str]:
     """Method and provenance notes shown under every human table."""
     lines = [model["percentiles_note"], "noise test: " + model["noise_method"]]
+    if model.get("metric", "total") != "total":
+        lines.insert(0, f"metric: {METRICS[model['metric']]}, over the run's split samples")
     thr = model.get("threshold_override_ns")
     if thr is not None:
         lines.append(f"above threshold: counted against {format_ns(thr, 'sig3')} for every run")
@@ -319,6 +321,7 @@ def json_objects(model: dict[str, Any]) -> list[dict[str, Any]]:
     head["runs"] = len(model["rows"])
     if "margins" in model:
         head["margins"] = model["margins"]      # the `same` verdict's, per quantile
+    head["metric"] = model.get("metric", "total")
     if model.get("per_cpu"):
         head["per_cpu"] = True      # compare --per-cpu: each compare_run has per_cpu
     out = [head]

@@ -225,6 +225,11 @@ WINDOW_TABLE = _view("samples", "mean_ns", "stddev_ns", "min_ns", "max_ns",
 # Provenance lines `irqlab show` prints under an imported run's table, then its notes.
 IMPORTED_ROWS = _view("kind", "percentile_source", "source_avg_ns")
 NOTE_FIELDS: tuple[Field, ...] = tuple(f for f in IMPORT_EXTRA_FIELDS if f.kind == "note")
+# Which latency of a split run (irqlab.stats.parts) compare, check and report read
+# (`--metric`): the whole, the IRQ part or the thread part.
+METRICS = {"total": "total latency (deadline -> probe thread running)",
+           "irq": "IRQ latency (deadline -> the timer's hard IRQ)",
+           "thread": "thread latency (the timer's hard IRQ -> probe thread running)"}
 # `irqlab check` limits: heading = option name (--max, --warm-max, --p99.9, ...).
 CHECK_LIMITS = tuple(Column(f.label.replace(" ", "-"), f) for f in _fields(
     "max_ns", "warm_max_ns", "p50_ns", "p99_ns", "p999_ns", "p9999_ns", "above_threshold"))

@@ -680,6 +680,23 @@ class Store:
         })
         self._insert_arrow("histograms", table)
 
+    def add_sample_parts(self, run_id: int, seq: np.ndarray, cpu: np.ndarray,
+                         irq_tick: np.ndarray) -> None:
+        """A run's IRQ/thread split (schema v5, docs/formats.md section 3): per split
+        sample (seq, cpu), the tick its timer's hard IRQ was entered."""
+        if not len(seq):
+            return
+        self._insert_arrow("sample_parts", pa.table({
+            "run_id": pa.array(np.full(len(seq), run_id, np.int64)),
+            "seq": pa.array(np.asarray(seq, np.uint64)),
+            "cpu": pa.array(np.asarray(cpu, np.uint32)),
+            "irq_tick": pa.array(np.asarray(irq_tick, np.uint64))}))
+
+    def sample_parts(self, run_id: int) -> dict[tuple[int, int], int]:
+        """{(seq, cpu): irq_tick} of a run's split samples ({} when it has none)."""
+        return {(int(s), int(c)): int(t) for s, c, t in
+                self._query(share.SAMPLE_PARTS, [run_id]).fetchall()}
+
     def _insert_arrow(self, table_name: str, table: pa.Table) -> None:
         """One INSERT for a whole Arrow table (row-by-row executemany took seconds for a
         few thousand rows); borrowed, the holder inserts the rows into its fixed table."""

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 # matrix's resume (irqlab.suite, irqlab.cli.matrix).
 RESERVED_TAGS = frozenset({"series", "scenario"})
 # Every table that holds rows of a run, the run's own row last.
-_RUN_TABLES = ("samples", "windows", "histograms", "sample_files", "runs")
+_RUN_TABLES = ("samples", "windows", "histograms", "sample_files", "sample_parts", "runs")
 
 
 def check_tags(tags: dict[str, str]) -> None:

@@ -334,6 +334,11 @@ class PgStore:
             out.append(w)
         return out
 
+    def sample_parts(self, run_id: int) -> dict[tuple[int, int], int]:
+        """A run's IRQ/thread split: the lab store does not hold it (push carries the
+        samples, not the split; docs/formats.md section 3a), so always {}."""
+        return {}
+
     def histogram(self, run_id: int) -> dict[str, list[tuple[int, int | None, int]]]:
         with self.con.cursor() as cur:
             cur.execute("SELECT series, lower_ns, upper_ns, count FROM histograms "

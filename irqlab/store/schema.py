@@ -4,7 +4,7 @@ Each version is a list of statements applied in order to a database at the previ
 version; a new database gets them all. Never edit a released version: add the next one.
 """
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -84,5 +84,15 @@ MIGRATIONS: dict[int, list[str]] = {
             first_seq UBIGINT NOT NULL,
             samples UBIGINT NOT NULL,
             name VARCHAR NOT NULL)""",
+    ],
+    5: [
+        # A traced native run's IRQ/thread split (issue 44, irqlab/explain/parts.py): per
+        # split sample, when the timer's hard IRQ was entered, in the sample's ticks. IRQ
+        # latency = irq_tick - deadline_tick, thread latency = entry_tick - irq_tick.
+        """CREATE TABLE IF NOT EXISTS sample_parts (
+            run_id BIGINT NOT NULL,
+            seq UBIGINT NOT NULL,
+            cpu UINTEGER NOT NULL,
+            irq_tick UBIGINT NOT NULL)""",
     ],
 }

@@ -345,6 +345,8 @@ FILES_OF_RUN = _fixed("files_of_run", "SELECT first_seq, samples, name FROM samp
                       "WHERE run_id = ? ORDER BY first_seq", _int)
 FILE_DELETE = _fixed("file_delete", "DELETE FROM sample_files WHERE run_id = ? AND "
                      "name = ?", _int, _name, write=True)
+SAMPLE_PARTS = _fixed("sample_parts", "SELECT seq, cpu, irq_tick FROM sample_parts WHERE "
+                      "run_id = ? ORDER BY seq, cpu", _int)
 SAMPLE_COUNT = _fixed("sample_count", "SELECT count(*) FROM samples WHERE run_id = ?",
                       _int)
 SAMPLES_IN_RANGE = _fixed("samples_in_range", "SELECT count(*) FROM samples WHERE "
@@ -495,7 +497,9 @@ _ROW_TABLES: dict[str, list[tuple[str, str]]] = {
                 ("global_min_ns", "int64"), ("global_max_ns", "int64"),
                 ("extra", "string")],
     "histograms": [("run_id", "int64"), ("series", "string"), ("lower_ns", "int64"),
-                   ("upper_ns", "int64"), ("count", "uint64")]}
+                   ("upper_ns", "int64"), ("count", "uint64")],
+    "sample_parts": [("run_id", "int64"), ("seq", "uint64"), ("cpu", "uint32"),
+                     ("irq_tick", "uint64")]}
 
 # Samples a borrower appends: raw little-endian records, no Arrow parsing of its bytes.
 _FRAME_DTYPES = {
@@ -995,7 +999,8 @@ class RemoteConnection:
         return self._check(reply)["figures"]
 
     def insert_rows(self, table_name: str, table: pa.Table) -> None:
-        """Rows of windows or histograms (the columns of _ROW_TABLES, in that order)."""
+        """Rows of windows, histograms or sample parts (the columns of _ROW_TABLES, in that
+        order)."""
         names = [name for name, _ in _ROW_TABLES[table_name]]
         rows = [[row[n] for n in names] for row in table.select(names).to_pylist()]
         for start in range(0, len(rows), _ROWS_PER_REQUEST):

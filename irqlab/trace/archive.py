@@ -28,6 +28,17 @@ def trace_file_for(db_path: Path, run_id: int) -> Path:
     return trace_dir_for(db_path) / f"run-{run_id}.irqtrace.gz"
 
 
+def spike_files_of(db_path: Path, run_id: int) -> list[Path]:
+    """The flight recorder's kept windows of a run (spike_file_for's names)."""
+    return sorted(trace_dir_for(db_path).glob(f"run-{run_id}-spike-*.irqtrace.gz"))
+
+
+def spike_file_for(db_path: Path, run_id: int, seq: int, cpu: int) -> Path:
+    """A flight recorder's kept window around sample ``seq`` of ``cpu`` (irqlab.trace.
+    recorder): found by its name, so `irqlab explain --spike` needs no index."""
+    return trace_dir_for(db_path) / f"run-{run_id}-spike-{seq}-cpu{cpu}.irqtrace.gz"
+
+
 def xentrace_file_for(db_path: Path, run_id: int) -> Path:
     """A Xen run's xentrace capture (irqlab.xen.capture), in the same directory."""
     return trace_dir_for(db_path) / f"run-{run_id}.xentrace.gz"
@@ -62,13 +73,23 @@ def _chunks(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
         yield cpu, stream.read(n)
 
 
+def _read_header(f: BinaryIO, path: Path) -> dict[str, Any]:
+    if f.read(len(MAGIC)) != MAGIC:
+        raise ValueError(f"{path} is not an irqlab trace capture")
+    (n,) = struct.unpack("<I", f.read(4))
+    return json.loads(f.read(n))
+
+
+def read_header(path: Path) -> dict[str, Any]:
+    """A capture's header alone (the pages after it are not read)."""
+    with gzip.open(path, "rb") as f:
+        return _read_header(f, path)
+
+
 def read_archive(path: Path) -> tuple[dict[str, Any], dict[int, bytes]]:
     """(header, {cpu: all pages of that cpu in order})."""
     with gzip.open(path, "rb") as f:
-        if f.read(len(MAGIC)) != MAGIC:
-            raise ValueError(f"{path} is not an irqlab trace capture")
-        (n,) = struct.unpack("<I", f.read(4))
-        header = json.loads(f.read(n))
+        header = _read_header(f, path)
         parts: dict[int, list[bytes]] = {}
         for cpu, data in _chunks(f):
             parts.setdefault(cpu, []).append(data)

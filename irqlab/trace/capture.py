@@ -436,36 +436,49 @@ class TraceHook(CaptureHook):
         self._debugfs_refresh()          # QEMU has exited by now: usually finds nothing
         self._debugfs_close()
         inst.write("tracing_on", "0")
-        self._drain()
+        self._collect()
         stats = {}
         for cpu in self._fds:
             stats[str(cpu)] = _parse_stats(inst.read(f"per_cpu/cpu{cpu}/stats"))
         self.meta["stats"] = stats
         self.meta["lost_events"] = sum(s.get("overrun", 0) + s.get("dropped events", 0)
                                        for s in stats.values())
-        header = {"version": 1, "run_id": self.run_id, "clock": self.meta["clock"],
-                  "header_page": self.fs.read("events/header_page"),
-                  "header_event": self.fs.read("events/header_event"),
-                  "formats": self._formats, "cpus": self.meta["cpus"], "stats": stats,
-                  "vmm_pid": self.meta["vmm_pid"], "vmm_threads": self.meta["vmm_threads"],
-                  "vcpu_tids": self.meta["vcpu_tids"],
-                  "peer_threads": self.meta.get("peer_threads", {}), "anchors": self._anchors,
-                  "enabled": self.meta["enabled"], "missing": self.meta["missing"],
-                  "mono_start": self._mono_start, "mono_stop": mono_stop,
-                  "kernel": os.uname().release, "kvm_debugfs": self._kvm_debugfs}
+        header = self._header(stats, self._mono_start, mono_stop)
         self.meta["kvm_debugfs"] = {k: v for k, v in self._kvm_debugfs.items() if k != "reads"}
         self.meta["kvm_debugfs"]["reads"] = len(self._kvm_debugfs.get("reads", []))
         self._close_fds()
         self.meta["problems"] += inst.close()
         self.inst = None
+        self.meta["anchors"] = len(self._anchors)
+        self._keep(header)
+
+    def _collect(self) -> None:
+        """Tracing is off: read what the buffers still hold (here: into the spool)."""
+        self._drain()
+
+    def _keep(self, header: dict[str, Any]) -> None:
+        """The instance is gone: keep the capture (here: the whole run's archive)."""
         self.path = trace_file_for(self.db_path, self.run_id)
         self.meta["file"] = str(self.path)
         self.meta["bytes"] = write_archive(self.path, header, self._spool)
-        self.meta["anchors"] = len(self._anchors)
         self.meta["trace_dat"] = ("not written: irqlab's reader drains the instance during "
                                   "the run (so `trace-cmd extract` finds it empty, and "
                                   "`trace-cmd record` fails on this kind of host); "
                                   "`irqlab explain RUN --text F` exports the events as text")
+
+    def _header(self, stats: dict[str, Any], mono_start: int, mono_stop: int
+                ) -> dict[str, Any]:
+        """The archive's header (docs/formats.md section 9)."""
+        return {"version": 1, "run_id": self.run_id, "clock": self.meta["clock"],
+                "header_page": self.fs.read("events/header_page"),
+                "header_event": self.fs.read("events/header_event"),
+                "formats": self._formats, "cpus": self.meta["cpus"], "stats": stats,
+                "vmm_pid": self.meta["vmm_pid"], "vmm_threads": self.meta["vmm_threads"],
+                "vcpu_tids": self.meta["vcpu_tids"],
+                "peer_threads": self.meta.get("peer_threads", {}), "anchors": self._anchors,
+                "enabled": self.meta["enabled"], "missing": self.meta["missing"],
+                "mono_start": mono_start, "mono_stop": mono_stop,
+                "kernel": os.uname().release, "kvm_debugfs": self._kvm_debugfs}
 
     def _close_fds(self) -> None:
         for fd in self._fds.values():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
 from irqlab.reports.provenance import configuration_lines, host_lines
 from irqlab.serve.web import Dashboard, PageError, json_response
@@ -60,7 +60,35 @@ def page(dashboard: Dashboard, request: Request) -> HTMLResponse:
         configuration=configuration_lines(record), host=host_lines(record),
         windows=windows, chart=chart,
         ccdf={"kind": "ccdf", "series": {row.name: ccdf}} if ccdf else None,
-        explainable=capture_kind(row) is not None)
+        explainable=capture_kind(row) is not None, spikes=_kept_spikes(row))
+
+
+def _kept_spikes(row: RunRow) -> list[dict[str, Any]]:
+    """The flight recorder's kept windows of a run (docs/formats.md section 9)."""
+    trace = ((row.metadata or {}).get("hooks") or {}).get("trace") or {}
+    return list((trace.get("recorder") or {}).get("spikes") or [])
+
+
+def spike(dashboard: Dashboard, request: Request) -> Response:
+    """`irqlab explain RUN --spike SEQ` as text: the flight recorder's kept window."""
+    from irqlab.explain.registry import EXPLAINERS
+    from irqlab.explain.report import render_json
+    from irqlab.explain.seam import Request as ExplainRequest
+    from irqlab.explain.seam import Silent
+    from irqlab.explain.spikes import spike_capture
+    from irqlab.store.errors import StoreError
+
+    seq = int(request.path_params["seq"])
+    with dashboard.access.open() as store:
+        row = store.resolve(str(request.path_params["run_id"]))
+        try:
+            path, kind = spike_capture(store.path, row.run_id, seq)
+            res = EXPLAINERS[kind].explain(store, row, ExplainRequest(sample=seq,
+                                                                      capture=path),
+                                           Silent())
+        except StoreError as exc:
+            raise PageError(404, str(exc)) from None
+    return PlainTextResponse(render_json(res.js))
 
 
 def api(dashboard: Dashboard, request: Request) -> Response:

@@ -105,7 +105,9 @@ def _arm64_attributor(formats, hdr_page, events) -> NativeAttributor:
                              if not k.startswith("irq_vectors:")}, hdr_page, events)
 
 
-def _attributor_from(formats, hdr_page, events) -> NativeAttributor:
+def trace_of(formats, hdr_page, events, **header):
+    """A one-CPU native capture of ``events`` ((ts, "system:event", {fields},
+    common_pid)), decoded; ``header``: keys added to the capture's header."""
     w = PageWriter(hdr_page)
     for ts, key, vals, pid in sorted(events, key=lambda e: e[0]):
         w.add(ts, encode(formats[key], {"common_pid": pid, **vals}))
@@ -113,8 +115,12 @@ def _attributor_from(formats, hdr_page, events) -> NativeAttributor:
     header = {"header_page": header_page_text(hdr_page), "cpus": [0], "clock": "mono",
               "formats": {k: formats[k].text for k in keys + ["ftrace:print"]},
               "enabled": keys, "vmm_threads": {str(PROBE): "irqlab-native"},
-              "stats": {"0": {"overrun": 0}}}
-    ex = Explainer(decode_capture(header, {0: w.data()}), vcpu_tids=[],
+              "stats": {"0": {"overrun": 0}}, **header}
+    return decode_capture(header, {0: w.data()})
+
+
+def _attributor_from(formats, hdr_page, events) -> NativeAttributor:
+    ex = Explainer(trace_of(formats, hdr_page, events), vcpu_tids=[],
                    other_tids={PROBE: "irqlab-native"})
     return NativeAttributor(ex, {PROBE: 9, HOG: 4}, [PROBE])
 

@@ -339,3 +339,35 @@ def test_kept_files_are_merged_beyond_the_limit(fake, tmp_path, monkeypatch):
                      for x in b.column("seq").to_pylist()]
     assert len(after) == int((lat > THRESHOLD_NS).sum()) and (after == SPIKE_NS).all()
     assert seq_after == [s for s, v in zip(seq_before, lat) if v > THRESHOLD_NS]
+
+
+def test_metrics_list_the_spikes_above_on_threshold(fake, tmp_path):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    db = tmp_path / "s.duckdb"
+    metrics = MonitorMetrics({"target": "fake", "host": "h", "configuration": "spk"},
+                             THRESHOLD_NS)
+    port = metrics.serve("127.0.0.1", 0)
+    cfg = config_for_target("fake", {}, period_ns=PERIOD_NS, window_ns=WINDOW_NS,
+                            threshold_ns=THRESHOLD_NS, name="spk",
+                            on_threshold_ns=SPIKE_NS - 1)
+    observer = Quiet(0.8)
+    try:
+        with Store(db) as store:
+            res = run_monitor(MonitorConfig(cfg, 3600.0, metrics), store, observer)
+            told = store.resolve(str(res.run_id)).metadata["on_threshold"]["spikes"]
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) \
+            .read().decode()
+    finally:
+        metrics.close()
+        if observer.timer is not None:
+            observer.timer.cancel()
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    assert told >= 1
+    assert fams["irqlab_spikes"].samples[0].value == told
+    spikes = fams["irqlab_spike_latency_seconds"].samples
+    assert 1 <= len(spikes) <= min(told, 20)
+    assert {s.value for s in spikes} == {SPIKE_NS / 1e9}
+    # Without a flight recorder there is no kept window to explain.
+    assert {s.labels["explain"] for s in spikes} == {""}
+    assert all(int(s.labels["seq"]) % 50 == 49 for s in spikes)
