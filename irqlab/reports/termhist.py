@@ -157,12 +157,12 @@ def bar(count: int, most: int, width: int) -> str:
     return "█" * max(1, round(width * math.log10(1 + count) / math.log10(1 + most)))
 
 
-def _pct(count: int, total: int) -> str:
+def bucket_share(count: int, total: int) -> str:
     """A share in 8 columns, 3 significant digits: '   37.5%', '0.00458%'."""
     return f"{100.0 * count / total if total else 0.0:>7.3g}%"
 
 
-def _cum(count: int, total: int) -> str:
+def cumulative_share(count: int, total: int) -> str:
     """A cumulative share in 8 columns that reads 100% only when it is: 99.995% is
     '  99.995%', not the '100%' three significant digits would round it to."""
     if not total:
@@ -198,16 +198,16 @@ def histogram_lines(model: dict[str, Any]) -> list[str]:
     cum = below["count"] if below else 0
     out = head
     if below:
-        out.append(f"{_below_text(below):>21}  {cum:>10}  {_pct(cum, n)}  {_cum(cum, n)}  "
+        out.append(f"{_below_text(below):>21}  {cum:>10}  {bucket_share(cum, n)}  {cumulative_share(cum, n)}  "
                    f"{bar(cum, max(most, cum), width)}")
     for b in model["buckets"]:
         cum += b["count"]
-        out.append(f"{_range(b)}  {b['count']:>10}  {_pct(b['count'], n)}  {_cum(cum, n)}  "
+        out.append(f"{_range(b)}  {b['count']:>10}  {bucket_share(b['count'], n)}  {cumulative_share(cum, n)}  "
                    f"{bar(b['count'], most, width)}")
     over = model.get("overflow")
     if over:
         out.append(f"{'>= ' + format_latency(over['from_ns']):>21}  {over['count']:>10}  "
-                   f"{_pct(over['count'], n)}  {_cum(n, n)}  (the source's overflow bucket)")
+                   f"{bucket_share(over['count'], n)}  {cumulative_share(n, n)}  (the source's overflow bucket)")
     return [line.rstrip() for line in out]
 
 

@@ -45,7 +45,8 @@ def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_report_and_plot_files_are_written(built):
     out, info = built
-    assert info["type"] == "report" and info["plots"] == 1 + 3 * 3
+    # The overlay, then per run: histogram, exceedance, over time, heat map.
+    assert info["type"] == "report" and info["plots"] == 1 + 3 * 4
     assert info["runs"] == [1, 2, 3]
     pngs = sorted((out / "png").glob("*.png"))
     svgs = sorted((out / "svg").glob("*.svg"))
