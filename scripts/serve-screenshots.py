@@ -34,7 +34,7 @@ def shoot(driver, url: str, out: Path) -> int:
     driver.get(url)
     wait("the page's charts", lambda: driver.js(
         "return document.readyState === 'complete' && document.querySelectorAll("
-        "'[data-chart]').length === document.querySelectorAll('.uplot').length"),
+        "'[data-chart]').length <= document.querySelectorAll('.uplot').length"),
         timeout=30)
     height = min(MAX_HEIGHT, int(driver.js(
         "return document.documentElement.scrollHeight")))

@@ -19,11 +19,11 @@ from irqlab.stats.fields import PERCENTILE_FIELDS
 
 # Curves with more points than this are thinned (the tail is always kept whole).
 MAX_CURVE_POINTS = 6000
-# Fine histogram bins: 1 us as OSADL's latency plots and cyclictest -h draw them, wider
-# (the next of 1-2-5 us) when the run spans more than MAX_BINS of them, finer (down to
-# 1 ns) when it spans fewer than MIN_BINS.
+# Fine histogram bins: 1 us as OSADL's latency plots and cyclictest -h draw them (up to
+# 100 ms of span: a tail's empty bins cost nothing, only non-empty ones are kept), wider
+# (the next of 1-2-5) past MAX_BINS of them, finer (down to 1 ns) under MIN_BINS.
 FINE_BIN_NS = 1_000
-MAX_BINS = 1_000
+MAX_BINS = 100_000
 MIN_BINS = 40
 # Heat map: latency rows, log-spaced between the run's min and max.
 HEAT_LATENCY_BINS = 48

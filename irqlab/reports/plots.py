@@ -96,13 +96,6 @@ def _ns_axis(ax: Axes, axis: str = "x") -> None:
     getattr(ax, f"{axis}axis").set_major_formatter(fmt)
 
 
-def _ns_linear_axis(ax: Axes, axis: str = "x") -> None:
-    """Linear scale with ns/us/ms tick labels (the fine histogram's latency axis)."""
-    fmt = matplotlib.ticker.FuncFormatter(
-        lambda v, _pos: format_ns(v, "sig3").replace(".00 ", " ").replace(".0 ", " "))
-    getattr(ax, f"{axis}axis").set_major_formatter(fmt)
-
-
 def _positive(values: np.ndarray) -> tuple[np.ndarray, int]:
     """Values a log axis can show, and how many were dropped (latency <= 0)."""
     keep = values > 0
@@ -126,7 +119,7 @@ def histogram_plot(run: RunData) -> Plot | None:
                 f"{format_ns(hist.bin_ns, 'exact')} bins (from the {hist.source})")
         if hist.dropped:
             note += f", {format_count(hist.dropped)} at or below 0 ns not shown"
-        _ns_linear_axis(ax, "x")
+        _ns_axis(ax, "x")
         _log(ax, "y")
         ax.set_ylim(bottom=0.5)  # a bin of one sample stays visible
         _mark_threshold(ax, run.threshold_ns)

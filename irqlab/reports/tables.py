@@ -10,7 +10,7 @@ from typing import Any
 from irqlab.durations import format_latency, format_ns
 from irqlab.reports import noise
 from irqlab.reports.compare import COMPARE_VERSION
-from irqlab.store.provenance import differs_text
+from irqlab.store.provenance import differs_text, fact_text
 from irqlab.stats.format import format_count, format_ratio
 from irqlab.stats.fields import COMPARE_TABLE, RATIO_FIELDS
 
@@ -353,7 +353,7 @@ def differs_table(model: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """"What differs" as a table: the runs as columns (``#ID``), a row per recorded fact
     whose values are not all equal, in table order ("—": not recorded)."""
     heads = [f"#{r['run_id']}" for r in model["rows"]]
-    rows = [[str(d["fact"])] + ["—" if v is None else str(v) for v in d["values"]]
+    rows = [[str(d["fact"])] + [fact_text(d["fact"], v) for v in d["values"]]
             for d in model.get("differs") or []]
     return heads, rows
 

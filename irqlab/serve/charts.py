@@ -9,6 +9,7 @@ import base64
 import math
 from typing import Any
 
+from irqlab.durations import format_ns
 from irqlab.reports.data import RunData
 from irqlab.reports.plotdata import (curve_json, fine_histogram, per_cpu_histograms,
                                      tail_curve, window_steps)
@@ -53,8 +54,9 @@ def distribution_chart(run: RunData) -> dict[str, Any] | None:
     per_cpu = per_cpu_histograms(run)
     unit, scale = latency_unit(float(whole.edges_ns[-1]))
     series = {"all CPUs": whole} | {f"CPU {cpu}": h for cpu, h in per_cpu.items()}
-    return {"kind": "distribution", "unit": unit, "bin": whole.bin_ns / scale,
-            "bin_ns": whole.bin_ns, "source": whole.source,
+    # The bin as a setting is written ('1 us', '20 us'), the form durations take.
+    return {"kind": "distribution", "unit": unit, "bin_ns": whole.bin_ns,
+            "bin_text": format_ns(whole.bin_ns, "exact"), "source": whole.source,
             "series": {label: {"x": _scaled(h.to_json()["low_ns"], scale),
                                "count": h.to_json()["count"]}
                        for label, h in series.items()}}

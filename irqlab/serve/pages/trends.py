@@ -56,9 +56,10 @@ def page(dashboard: Dashboard, request: Request) -> HTMLResponse:
                      tzinfo=dt.timezone.utc).timestamp() for r in runs],
                  "y": [None if r["value_ns"] is None else r["value_ns"] / scale
                        for r in runs],
-                 "marks": [c["index"] for c in changes]}
+                 "marks": [c["index"] for c in changes], "dated": True}
         if head.get("order", "started_at") != "started_at":
-            chart["x"] = [r["index"] for r in runs]       # ordered by a tag: no dates
+            # Ordered by a tag: the runs in that order, not at their dates.
+            chart["x"], chart["dated"] = [r["index"] for r in runs], False
     return dashboard.render("trends.html", title="trends", selector=",".join(selectors),
                             metric=metric, metrics=metric_names(), head=head, runs=runs,
                             changes=changes, chart=chart)

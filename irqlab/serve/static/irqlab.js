@@ -3,7 +3,12 @@
 // never builds HTML from data: text goes in with textContent only.
 "use strict";
 
-const WIDTH = () => Math.min(1200, document.querySelector("main").clientWidth - 20);
+const WIDTH = (el) => Math.min(1200, (el && el.clientWidth) ||
+                                     document.querySelector("main").clientWidth - 20);
+
+// A log axis of fractions: 0.1, 0.01, then 1e-3, 1e-4 (uPlot's default rounds them to 0).
+const fractions = (u, ticks) => ticks.map((v) => (v == null ? "" : v >= 0.01 ? String(v)
+                                                  : "1e" + Math.round(Math.log10(v))));
 
 function readJson(id) {
   const el = document.getElementById(id);
@@ -22,7 +27,7 @@ function latencyAxis(d) {
 function windowsChart(el, d) {
   const step = uPlot.paths.stepped({align: 1});
   const opts = {
-    width: WIDTH(), height: 280, legend: {live: false},
+    width: WIDTH(el), height: 280, legend: {live: false},
     scales: {x: {time: false, range: [0, d.x_max]}, y: {distr: 3}},
     axes: [{label: "time into the run (s)"}, latencyAxis(d)],
     series: [{label: "time (s)"},
@@ -41,18 +46,14 @@ function joined(d, xKey, yKey) {
 
 function distributionChart(el, d) {
   const [names, data] = joined(d, "x", "count");
-  const one = names.length === 1;
   const opts = {
-    width: WIDTH(), height: 300, legend: {live: false},
-    scales: {x: {time: false}, y: {distr: 3}},
-    axes: [latencyAxis(d), {label: "samples per " + d.bin + " " + d.unit + " bin (log)",
+    width: WIDTH(el), height: 300, legend: {live: false},
+    scales: {x: {time: false, distr: 3}, y: {distr: 3}},
+    axes: [latencyAxis(d), {label: "samples per " + d.bin_text + " bin",
                             size: 70}],
     series: [{label: "latency (" + d.unit + ")"}].concat(names.map((n, i) => ({
       label: n, stroke: COLOURS[i % COLOURS.length], spanGaps: false,
-      fill: one ? "rgba(51,102,204,0.35)" : undefined,
-      paths: one ? uPlot.paths.bars({size: [1, 100], align: 1})
-                 : uPlot.paths.stepped({align: 1}),
-      points: {show: false}}))),
+      paths: uPlot.paths.stepped({align: 1}), points: {show: false}}))),
   };
   return new uPlot(opts, data, el);
 }
@@ -60,9 +61,10 @@ function distributionChart(el, d) {
 function tailChart(el, d) {
   const [names, data] = joined(d, "x", "y");
   const opts = {
-    width: WIDTH(), height: 300, legend: {live: false},
+    width: WIDTH(el), height: 300, legend: {live: false},
     scales: {x: {time: false, distr: 3}, y: {distr: 3}},
-    axes: [latencyAxis(d), {label: "fraction of samples ≥ latency", size: 70}],
+    axes: [latencyAxis(d), {label: "fraction of samples ≥ latency", size: 70,
+                            values: fractions}],
     series: [{label: "latency (" + d.unit + ")"}].concat(names.map((n, i) => ({
       label: n, stroke: COLOURS[i % COLOURS.length], spanGaps: true,
       paths: uPlot.paths.stepped({align: 1}), points: {show: false}}))),
@@ -74,8 +76,8 @@ function trendChart(el, d) {
   const marks = new Set(d.marks);
   const marked = d.y.map((v, i) => (marks.has(i) ? v : null));
   const opts = {
-    width: WIDTH(), height: 300, legend: {live: false},
-    scales: {x: {time: true}},
+    width: WIDTH(el), height: 300, legend: {live: false},
+    scales: {x: {time: d.dated}},
     axes: [{label: "run started (UTC)"}, {label: d.metric + " (" + d.unit + ")", size: 70}],
     tzDate: (ts) => uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"),
     series: [{label: "started"},
@@ -107,7 +109,7 @@ function startLive(cfg) {
   const body = document.querySelector("#live-windows tbody");
   const data = [[], [], []];
   const plot = new uPlot({
-    width: WIDTH(), height: 260, legend: {live: false},
+    width: WIDTH(document.getElementById("live-chart")), height: 260, legend: {live: false},
     scales: {x: {time: false}, y: {distr: 3}},
     axes: [{label: "time into the run (s)"}, {label: "latency (µs)", size: 70}],
     series: [{label: "start (s)"}, {label: "window max", stroke: "#c33"},
