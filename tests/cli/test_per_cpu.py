@@ -30,7 +30,7 @@ def test_compare_per_cpu_table(pdb):
     assert [r[:3] for r in rows] == [["#1", "T:0", "4,000"], ["#1", "T:1", "4,000"],
                                      ["#2", "T:0", "4,000"], ["#2", "T:1", "4,000"]]
     assert rows[0][5:7] == ["2000", "ns"] and rows[1][5:7] == ["6000", "ns"]
-    assert " ".join(rows[3]).endswith("48.0 us 48.0 us 1500 (37.5%) 0")
+    assert " ".join(rows[3]).endswith("48.0 us 48.0 us 1,500 (37.5%) 0")
     assert "#3 one-stream: no per-CPU samples (one stream)" in res.stdout
     # Without the option: no per-CPU table.
     plain = call_cli(["compare", "two-cpu", "two-cpu-x4"], pdb)
