@@ -11,7 +11,7 @@ from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path, duratio
 from irqlab.reports.provenance import configuration_lines, host_lines
 from irqlab.reports.select import SERIES_TAG, select_runs
 from irqlab.stats.fields import LIST_TABLE, percentiles_from
-from irqlab.stats.format import format_when
+from irqlab.humanize import format_when
 from irqlab.store import open_store
 from irqlab.store.provenance import provenance
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from irqlab.cli.safe_text import EscapeControls
 from irqlab.durations import format_latency, format_ns
-from irqlab.stats.format import format_when
+from irqlab.humanize import format_when
 from irqlab.stats.fields import (IMPORTED_ROWS, LIST_TABLE, NOTE_FIELDS,
                                  PERCENTILES_EXACT, PERCENTILES_HISTOGRAM,
                                  PERCENTILES_SOURCE, SUITE_TABLE, SUMMARY_TABLE,

@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 from irqlab.durations import format_ns
 from irqlab.reports.data import RunData
-from irqlab.stats.format import format_count
+from irqlab.humanize import format_count
 from irqlab.stats.fields import TAIL_FIELDS
 
 # A tick rate this far from the baseline's is another counter, not calibration jitter.

@@ -23,7 +23,7 @@ from irqlab.reports.data import RunData, figures
 from irqlab.reports.plotdata import (fine_histogram, heat_map, plot_data, tail_curve,
                                      window_steps)
 from irqlab.stats.fields import TAIL_FIELDS
-from irqlab.stats.format import format_count
+from irqlab.humanize import format_count
 
 THRESHOLD_GID = "threshold"
 _RC = {"svg.hashsalt": "irqlab", "font.size": 9,

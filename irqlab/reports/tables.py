@@ -11,7 +11,7 @@ from irqlab.durations import format_latency, format_ns
 from irqlab.reports import noise
 from irqlab.reports.compare import COMPARE_VERSION
 from irqlab.store.provenance import differs_text, fact_text
-from irqlab.stats.format import format_count, format_ratio
+from irqlab.humanize import format_count, format_ratio
 from irqlab.stats.fields import COMPARE_TABLE, RATIO_FIELDS
 
 

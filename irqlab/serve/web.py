@@ -18,7 +18,7 @@ from irqlab.durations import format_latency
 from irqlab.serve.access import StoreAccess
 from irqlab.serve.runs_query import FigureCache
 from irqlab.reports.tables import fmt_p
-from irqlab.stats.format import format_count, format_ratio, format_when
+from irqlab.humanize import format_count, format_ratio, format_when
 from irqlab.store.location import redact
 
 HERE = Path(__file__).parent

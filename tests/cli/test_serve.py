@@ -27,7 +27,7 @@ with warnings.catch_warnings():
 from irqlab.durations import format_latency
 from irqlab.serve.app import CSP, build_app
 from irqlab.serve.web import figure_text
-from irqlab.stats.format import format_count
+from irqlab.humanize import format_count
 from irqlab.serve.runs_query import (SORTS, FigureCache, RunsQuery, runs_page,
                                      select_page)
 from irqlab.store import Store

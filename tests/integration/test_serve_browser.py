@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from irqlab.durations import format_latency
-from irqlab.stats.format import format_count, format_ratio
+from irqlab.humanize import format_count, format_ratio
 from tests.cli._report_store import make_store
 from tests.conftest import call_cli
 from tests.integration._browser import (CHROMEDRIVER, CHROMIUM, WebDriver, free_port,

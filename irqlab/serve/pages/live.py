@@ -11,7 +11,7 @@ from starlette.responses import HTMLResponse, Response
 
 from irqlab.durations import format_latency
 from irqlab.serve.web import Dashboard, PageError, format_seconds, json_response
-from irqlab.stats.format import format_count
+from irqlab.humanize import format_count
 
 POLL_MS = 1000
 
