@@ -28,3 +28,10 @@ class Check:
         mark = "-- " if self.group == NOT_YET else "ok " if self.ok else "NO "
         return f"{mark} {self.check:<14} {self.detail}" + (f" — fix: {self.fix}"
                                                           if self.fix else "")
+
+    def lines(self, width: int = 120) -> list[str]:
+        """line() within ``width`` columns, cut at spaces, the rest under the detail."""
+        import textwrap
+
+        return textwrap.wrap(self.line(), width, subsequent_indent=" " * 19,
+                             break_long_words=False, break_on_hyphens=False)

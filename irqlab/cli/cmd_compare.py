@@ -79,6 +79,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also the runs' latency histograms side by side on shared 1-2-5 "
                         "log buckets (a count and a log-scaled bar per run; see irqlab "
                         "show --hist); JSON: a histogram line per run")
+    p.add_argument("--verbose", action="store_true",
+                   help="state the noise test's whole method with its sources (default: "
+                        "one line naming it; the JSON header's noise_method has it in full)")
     p.add_argument("--per-cpu", action="store_true",
                    help="also a row per CPU of each run with per-CPU samples (native, "
                         "multi-vCPU linux-guest), like cyclictest's T:0 T:1 lines; JSON: "
@@ -116,7 +119,9 @@ def run(args: argparse.Namespace) -> int:
                               margins=args.margin)
         model["metric"] = args.metric
         hists = _histograms(store, runs) if args.hist else []
-    choose_renderer(fmt).compare(model)
+    out = choose_renderer(fmt)
+    out.verbose = args.verbose
+    out.compare(model)
     _print_histograms(hists, fmt)
     return EXIT_OK
 

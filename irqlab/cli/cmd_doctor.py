@@ -16,6 +16,7 @@ from dataclasses import asdict
 from typing import Callable
 
 from irqlab.cli.common import EXIT_FAIL, EXIT_OK
+from irqlab.cli.render import OUTPUT_WIDTH
 from irqlab.doctor import NEEDED, NOT_YET, SETUP, Check
 
 DOCTOR_VERSION = 1
@@ -163,5 +164,5 @@ def run(args: argparse.Namespace) -> int:
                 print(json.dumps({"type": "doctor", "version": DOCTOR_VERSION,
                                   **asdict(r)}))
             else:
-                print(r.line())
+                print("\n".join(r.lines(OUTPUT_WIDTH)))
     return EXIT_OK if all(r.ok for r in results if r.group == NEEDED) else EXIT_FAIL

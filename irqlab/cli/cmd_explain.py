@@ -18,7 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser("explain", help="attribute latency spikes to their causes from "
                                        "the run's capture (needs a run recorded with "
                                        "--trace)")
-    e.add_argument("run", metavar="RUN", help="run id or name")
+    e.add_argument("run", metavar="RUN",
+                   help="run id or name; a selector of several runs (series:ID, "
+                        "series:NAME, tag:KEY=VALUE, suite:NAME) explains the latest of "
+                        "them recorded with a capture")
     pick = e.add_mutually_exclusive_group()
     pick.add_argument("--top", type=count, default=None, metavar="N",
                       help="explain the N largest latencies")
@@ -46,6 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--json", action="store_true", help="print one JSON object")
     e.add_argument("--all", action="store_true",
                    help="print every explained sample (default: the 10 worst)")
+    e.add_argument("--wide", action="store_true",
+                   help="print long lines whole (default: wrapped at 120 columns)")
 
 
 # The file outputs: (option, its dest, which is also its key in the JSON object).
@@ -56,7 +61,7 @@ OUTPUTS = (("--dat", "dat"), ("--text", "text"), ("--perfetto", "perfetto"),
 def run(args: argparse.Namespace) -> int:
     from irqlab.explain.registry import EXPLAINERS, explainer_for
     from irqlab.explain.spikes import spike_capture
-    from irqlab.explain.report import render_json
+    from irqlab.explain.report import WIDTH, render_json
     from irqlab.explain.seam import Request
 
     if args.top == 0:
@@ -66,12 +71,13 @@ def run(args: argparse.Namespace) -> int:
     files: dict[str, dict[str, Any]] = {}
     with stage_progress(args) as progress:
         with open_store(db_path(args), read_only=True) as store:
-            run = store.resolve(args.run)
             capture = None
             if args.spike is not None:
+                run = store.resolve(args.run)
                 capture, kind = spike_capture(store.path, run.run_id, args.spike)
                 explainer = EXPLAINERS[kind]
             else:
+                run = traced_run(store, args.run)
                 explainer = explainer_for(run)
             for opt, dest in asked:
                 if dest not in explainer.outputs:
@@ -89,10 +95,27 @@ def run(args: argparse.Namespace) -> int:
         js.update(files)
         print(json_line(js))
     else:
-        print(render_json(js, show_all=args.all))
+        print(render_json(js, show_all=args.all, width=None if args.wide else WIDTH))
         for line in written_lines(files):
             print(line)
     return EXIT_OK
+
+
+def traced_run(store: Any, ref: str) -> Any:
+    """The run ``ref`` names; a selector of several runs (series:NAME ...) names the
+    latest of them recorded with a capture (the one selector resolver of show/compare)."""
+    from irqlab.explain.registry import capture_kind
+    from irqlab.reports.select import select_runs
+
+    rows = select_runs(store, [ref])
+    if len(rows) == 1:
+        return rows[0]
+    traced = [r for r in rows if capture_kind(r) is not None]
+    if not traced:
+        raise UsageError(f"none of the {len(rows)} runs of {ref} was recorded with a "
+                         f"capture: record one with `irqlab run --trace`, or name a run "
+                         f"by id")
+    return max(traced, key=lambda r: r.run_id)
 
 
 def written_lines(files: dict[str, dict[str, Any]]) -> list[str]:

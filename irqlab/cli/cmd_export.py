@@ -13,7 +13,9 @@ from irqlab.store import open_store
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="export runs' samples (ns) as a Parquet dataset")
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run ids or names")
+    p.add_argument("runs", nargs="+", metavar="RUN",
+                   help="run ids or names; tag:KEY=VALUE, suite:NAME or series:ID export "
+                        "each of their runs")
     p.add_argument("--parquet", required=True, type=Path, metavar="DIR",
                    help="dataset directory: DIR/samples/run_id=N/*.parquet (Hive "
                         "partitions: DuckDB's read_parquet, pandas.read_parquet, "
@@ -26,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from irqlab.api import SAMPLE_SCHEMA, StoreView
+    from irqlab.reports.select import select_runs
     from irqlab.store.parquet import samples_writer
 
     out: Path = args.parquet
@@ -36,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     shutil.rmtree(tmp, ignore_errors=True)
     _check_writable(out, tmp)
     with StoreView(open_store(db_path(args), read_only=True)) as view:
-        rows = [view._store.resolve(ref) for ref in args.runs]   # all found first
+        # Through the one selector resolver show and compare use; all found first.
+        rows = select_runs(view._store, args.runs)
         try:
             for row in rows:
                 part = tmp / "samples" / f"run_id={row.run_id}"

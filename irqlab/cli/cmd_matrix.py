@@ -29,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--db", type=db_ref, default=None, help="database file (default as irqlab run)")
     m.add_argument("--format", default="table", choices=FORMATS,
                    help="results as a terminal table (default), markdown, csv or JSON lines")
+    # As every command that prints results (issue 46): --json is --format json.
+    m.add_argument("--json", dest="format", action="store_const", const="json",
+                   help="same as --format json")
     m.add_argument("--raw", action="store_true",
                    help="the terminal table's latencies in ns, as before 2026-11-26 "
                         "(default: with units, 31.6 us)")

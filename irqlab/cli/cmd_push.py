@@ -15,7 +15,8 @@ from irqlab.store.location import is_url, redact
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("push", help="copy runs to a lab store on PostgreSQL")
     p.add_argument("runs", nargs="+", metavar="RUN",
-                   help="run ids or names in the local store (--db)")
+                   help="run ids or names in the local store (--db); tag:KEY=VALUE, "
+                        "suite:NAME or series:ID push each of their runs")
     p.add_argument("--to", required=True, metavar="URL",
                    help="the lab store, postgresql://[user@]host[:port]/db (created on "
                         "first push)")
@@ -35,10 +36,13 @@ def run(args: argparse.Namespace) -> int:
     if is_url(src_ref):
         raise UsageError("--db names the local store the runs come from: give a file")
     samples_dir = _samples_dir(args.samples_dir)
+    from irqlab.reports.select import select_runs
     from irqlab.store import PgStore, Store
 
     with Store(src_ref, read_only=True) as src, PgStore(args.to) as lab:
-        rows = [src.resolve(ref) for ref in args.runs]      # all found before any copy
+        # Through the one selector resolver show and compare use; all found before any
+        # copy.
+        rows = select_runs(src, args.runs)
         for row in rows:
             t0 = time.monotonic()
             samples = src.sample_count(row.run_id)

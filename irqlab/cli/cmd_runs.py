@@ -6,10 +6,12 @@ import argparse
 import datetime as dt
 from typing import Any
 
-from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path, renderer
+from irqlab.argtypes import count_in
+from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path, duration, renderer
 from irqlab.reports.provenance import configuration_lines, host_lines
 from irqlab.reports.select import SERIES_TAG, select_runs
 from irqlab.stats.fields import LIST_TABLE, percentiles_from
+from irqlab.humanize import format_when
 from irqlab.store import open_store
 from irqlab.store.provenance import provenance
 
@@ -25,6 +27,10 @@ def register_list(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--status", default=None,
                     help="only runs with this status (ok, failed, interrupted, died, "
                          "running, stopped-at-break)")
+    ls.add_argument("--name", default=None, metavar="NAME",
+                    help="only runs named NAME")
+    ls.add_argument("--limit", type=count_in(1, 10**9, "a count of runs"), default=None,
+                    metavar="N", help="only the N latest of the runs listed (highest ids)")
     add_db_json(ls)
 
 
@@ -55,6 +61,7 @@ def _check_status(status: str | None) -> None:
 def _wanted(row, args: argparse.Namespace) -> bool:
     """The run passes every filter `list` was given."""
     return (all(row.tags.get(k) == v for k, v in getattr(args, "where", []))
+            and (getattr(args, "name", None) in (None, row.name))
             and (getattr(args, "target", None) in (None, row.target))
             and (getattr(args, "status", None) in (None, row.status))
             and (getattr(args, "since", None) is None
@@ -72,6 +79,9 @@ def register_show(sub: argparse._SubParsersAction) -> None:
                          "%% and a log-scaled bar (like rtla timerlat hist, cyclictest -h), "
                          "from the raw samples, or the stored histogram of a big or "
                          "imported run; --json: a histogram line")
+    sh.add_argument("--bucket", type=duration, default=None, metavar="DUR",
+                    help="with --hist: uniform buckets of DUR (e.g. 1us, as cyclictest -h "
+                         "and rtla --bucket-size) instead of 1-2-5 log buckets")
     add_db_json(sh)
 
 def _list_row(row) -> dict[str, Any]:
@@ -91,10 +101,13 @@ def run_list(args: argparse.Namespace) -> int:
     with open_store(db_path(args), read_only=True) as store:
         _check_status(args.status)
         rows = [_list_row(r) for r in store.runs() if _wanted(r, args)]
+    if args.limit is not None:
+        rows = sorted(rows, key=lambda r: r["run_id"])[-args.limit:]
     renderer(args).run_list(rows)
     return EXIT_OK
 
 def run_show(args: argparse.Namespace) -> int:
+    _check_bucket(args)
     if getattr(args, "hist", False):
         return _show_hist(args)
     with open_store(db_path(args), read_only=True) as store:
@@ -104,6 +117,13 @@ def run_show(args: argparse.Namespace) -> int:
     for row, windows in shown:
         _show(out, row, windows)
     return EXIT_OK
+
+
+def _check_bucket(args: argparse.Namespace) -> None:
+    if args.bucket is not None and not args.hist:
+        raise UsageError("--bucket sets the width of --hist's buckets: add --hist")
+    if args.bucket is not None and args.bucket < 1:
+        raise UsageError("--bucket 0: give a width of at least 1ns, e.g. --bucket 1us")
 
 
 def _show_hist(args: argparse.Namespace) -> int:
@@ -117,7 +137,7 @@ def _show_hist(args: argparse.Namespace) -> int:
         for row in select_runs(store, [args.run]):
             # Raw samples (exact) when they fit in memory, else the stored histogram.
             try:
-                models += run_histograms(store, [load_run(store, row)])
+                models += run_histograms(store, [load_run(store, row)], args.bucket)
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
     for i, model in enumerate(models):
@@ -136,14 +156,23 @@ def _show(out, row, windows: list[dict[str, Any]]) -> None:
     meta = row.metadata
     host = meta.get("host", {})
     probe = meta.get("probe", {})
+    # Target-neutral labels: a native run has no QEMU; "command" is what irqlab started
+    # (the VMM, or the probe itself), stored under qemu_argv for every target.
     detail = {"run": f"{row.run_id} {row.name}", "status": row.status,
-              "started": row.started_at.isoformat(), "ended": row.ended_at and row.ended_at.isoformat(),
-              "host": f"{host.get('hostname')} {host.get('kernel')} {host.get('cpu_model')} "
-                      f"({host.get('cpus_online')} cpus)",
-              "qemu": meta.get("qemu_version"), "accel": row.accel,
-              "probe": f"build {probe.get('build_id')} timer {probe.get('timer_mode')} "
-                       f"ticks {probe.get('tick_hz')} Hz ({probe.get('tick_method')})",
-              "qemu command": " ".join(meta.get("qemu_argv", [])) or "—"}
+              "started": format_when(row.started_at) + " UTC",
+              "ended": format_when(row.ended_at) + " UTC" if row.ended_at else "—",
+              "host": " ".join(str(v) for v in (
+                  host.get("hostname"), host.get("kernel"), host.get("cpu_model"),
+                  f"({host['cpus_online']} cpus)" if host.get("cpus_online") else None)
+                  if v is not None) or "—"}
+    if meta.get("qemu_version"):
+        detail["qemu"] = meta["qemu_version"]
+    detail |= {"accel": row.accel,
+               "probe": (f"build {probe.get('build_id') or '—'} timer "
+                         f"{probe.get('timer_mode') or '—'} ticks "
+                         f"{probe.get('tick_hz') or '—'} Hz "
+                         f"({probe.get('tick_method') or '—'})") if probe else "—",
+               "command": " ".join(meta.get("qemu_argv", [])) or "—"}
     series = meta.get(SERIES_TAG)
     if isinstance(series, dict):
         detail["series"] = (f"{series.get('id')} (run {series.get('index')} of "

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from irqlab.cli.safe_text import EscapeControls
 from irqlab.durations import format_latency, format_ns
+from irqlab.humanize import format_when
 from irqlab.stats.fields import (IMPORTED_ROWS, LIST_TABLE, NOTE_FIELDS,
                                  PERCENTILES_EXACT, PERCENTILES_HISTOGRAM,
                                  PERCENTILES_SOURCE, SUITE_TABLE, SUMMARY_TABLE,
@@ -28,8 +29,9 @@ if TYPE_CHECKING:
 # rich is imported inside the human renderer's methods, not here: commands import this
 # module for json_line and --json output, which need no rich (docs/design.md, "Start-up").
 
-EMULATED_BANNER = ("EMULATED: these latencies come from {accel}; they show the pipeline "
-                   "works, not what hardware-assisted virtualisation or bare metal would give.")
+# Within 120 columns (issue 46: it was 138).
+EMULATED_BANNER = ("EMULATED ({accel}): these latencies show the pipeline works, not what "
+                   "KVM, Xen or bare metal would give.")
 
 
 # Version of each JSON line type (docs/formats.md section 4; schemas in docs/schema/).
@@ -98,6 +100,8 @@ class Renderer:
     quiet: bool = False
     # `irqlab run --brief`: window lines as brief_window_line (human output only).
     brief: bool = False
+    # `irqlab compare --verbose`: the noise test's whole method (human output only).
+    verbose: bool = False
 
     def on_started(self, info: dict[str, Any]) -> None: ...
     def on_window(self, window: dict[str, Any], line: str) -> None: ...
@@ -462,7 +466,7 @@ class HumanRenderer(Renderer):
         for r in rows:
             # A run of a series (irqlab run --repeat): its series id after its name.
             name = r["name"] + (f" [series {r['series']}]" if r.get("series") else "")
-            table.add_row(str(r["run_id"]), Data(name), r["started_at"][:19],
+            table.add_row(str(r["run_id"]), Data(name), format_when(r["started_at"]),
                           Data(r["target"]), Data(r["accel"] or "—"), Data(r["status"]),
                           *(_value_text(r[c.key], c.key) for c in LIST_TABLE))
         self._print_table(table)
@@ -557,7 +561,7 @@ class HumanRenderer(Renderer):
                                                      for r in model["rows"])):
                 c.print(Text(part))
         self._per_cpu_table(model)
-        for line in compare_tables.notes_lines(model):
+        for line in compare_tables.notes_lines(model, self.verbose):
             for part in wrapped(line):
                 c.print(Text(part, style="dim"))
         for line in compare_tables.noise_lines(model):
@@ -778,24 +782,11 @@ def brief_window_line(window: dict[str, Any]) -> str:
 
 
 def warning_blocks(warnings: list[dict[str, Any]]) -> list[str]:
-    """Compare's warnings, one block per kind: a kind several runs share is one heading,
-    one line per run and its advice once (the text after the last ': ', when every run's
-    is the same), each line within OUTPUT_WIDTH (the JSON keeps one warning per run)."""
-    kinds: dict[str, list[str]] = {}
-    for w in warnings:
-        kinds.setdefault(str(w.get("kind")), []).append(str(w["text"]))
-    out: list[str] = []
-    for kind, texts in kinds.items():
-        if len(texts) == 1:
-            out += wrapped("WARNING: " + texts[0])
-            continue
-        heads, advice = zip(*(t.rpartition(": ")[::2] for t in texts))
-        shared = len(set(advice)) == 1 and all(heads)
-        out += wrapped(f"WARNING ({kind}, {len(texts)} runs)"
-                       + (f": {advice[0]}:" if shared else ":"))
-        for text in (heads if shared else texts):
-            out += wrapped("  " + text)
-    return out
+    """Compare's warnings, one line per kind (reports.tables.warning_lines: a kind several
+    runs share names them and its advice once), each within OUTPUT_WIDTH."""
+    from irqlab.reports.tables import warning_lines
+
+    return [part for line in warning_lines(warnings) for part in wrapped("WARNING " + line)]
 
 
 def _value_text(val: Any, key: str) -> str:

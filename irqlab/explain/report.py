@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from irqlab.explain.run import Explained, as_json
 
 
@@ -12,15 +14,34 @@ def _us(ns: int) -> str:
 WORST_SHOWN = 10          # samples printed by default (--all: every one)
 CULPRITS_SHOWN = 10
 LOST_SHOWN = 3            # lost regions printed (--json lists every one)
+# The widest line printed by default (as compare's tables, issue 32); --wide: no limit.
+WIDTH = 120
 
 
 def render_text(res: Explained, show_all: bool = False) -> str:
     return render_json(as_json(res), show_all)
 
 
-def render_json(js: dict, show_all: bool = False) -> str:
+def fit(lines: list[str], width: int | None) -> list[str]:
+    """Lines wrapped at ``width`` columns (None: as they are), a wrapped line's rest
+    indented under it."""
+    if width is None:
+        return lines
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip(" ")) + 4)
+        out += textwrap.wrap(line, width, subsequent_indent=indent,
+                             break_on_hyphens=False) or [line[:width]]
+    return out
+
+
+def render_json(js: dict, show_all: bool = False, width: int | None = WIDTH) -> str:
     """The human form of an explain object (every explainer's alike): the top culprits,
-    where the time goes, then the WORST_SHOWN worst samples (``show_all``: every one)."""
+    where the time goes, then the WORST_SHOWN worst samples, traced ones first
+    (``show_all``: every one); lines wrapped at ``width`` (None: not)."""
     c = js["clock"]
     events = {"xentrace": "xentrace records", "linux-guest": "guest and host events"}.get(
         js.get("source") or "", "host events")
@@ -48,7 +69,9 @@ def render_json(js: dict, show_all: bool = False) -> str:
         out.append(f"LOST: {len(lost) - LOST_SHOWN} more regions (--json lists them)")
     out.extend(_culprits(js))
     out.extend(_stages(js))
-    ranked = sorted(js["samples"], key=lambda s: -s["latency_ns"])
+    # The worst samples the capture saw first: one outside it has nothing to explain.
+    ranked = sorted(js["samples"], key=lambda s: (s["status"] == "not traced",
+                                                  -s["latency_ns"]))
     shown = ranked if show_all else ranked[:WORST_SHOWN]
     if shown:
         out.append("")
@@ -60,18 +83,20 @@ def render_json(js: dict, show_all: bool = False) -> str:
     if len(ranked) > len(shown):
         out.append(f"({len(ranked) - len(shown)} more samples: --all prints them, "
                    f"--json gives them all)")
-    return "\n".join(out)
+    return "\n".join(fit(out, width))
 
 
 def _culprits(js: dict) -> list[str]:
     out = ["", f"top culprits over {len(js['samples']) - js['incomplete'] - js['not_traced']} "
            f"explained samples ({js['incomplete']} incomplete, {js['not_traced']} not "
            f"traced):"]
-    for cul in js["culprits"][:CULPRITS_SHOWN]:
+    # A cause in no sample took no time: not a culprit.
+    culprits = [cul for cul in js["culprits"] if cul["samples"]]
+    for cul in culprits[:CULPRITS_SHOWN]:
         out.append(f"  {cul['cause']:<58} total {_us(cul['total_ns'])}  worst "
                    f"{_us(cul['worst_ns'])}  in {cul['samples']} samples")
-    if len(js["culprits"]) > CULPRITS_SHOWN:
-        out.append(f"  ({len(js['culprits']) - CULPRITS_SHOWN} more causes: --json)")
+    if len(culprits) > CULPRITS_SHOWN:
+        out.append(f"  ({len(culprits) - CULPRITS_SHOWN} more causes: --json)")
     return out
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+from fractions import Fraction
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator
@@ -46,8 +47,12 @@ if TYPE_CHECKING:
 # need 145 series per label set for the same span: 64 series is the compromise.
 BUCKET_FACTOR = 1.25
 BUCKET_FIRST_S = 1e-6
+# Each bound is 1 us x 1.25^k to 4 significant digits (1.25e-06, 1.563e-06, 1.953e-06):
+# the float product printed le="1.2499999999999999e-06"; consecutive bounds still grow
+# by 1.25 to within 0.05 %.
+BUCKET_DIGITS = 4
 BUCKETS_S: tuple[float, ...] = tuple(
-    BUCKET_FIRST_S * BUCKET_FACTOR ** k
+    float(f"{float(Fraction(5, 4) ** k / 10**6):.{BUCKET_DIGITS}g}")
     for k in range(int(math.ceil(math.log(1.0 / BUCKET_FIRST_S) / math.log(BUCKET_FACTOR))) + 1))
 # The same bounds in ns, for counting integer-ns latencies (le: value <= bound).
 _BUCKETS_NS = np.array([b * 1e9 for b in BUCKETS_S])
@@ -88,9 +93,9 @@ def parse_address(text: str, allow_remote: bool) -> tuple[str, int]:
 class Snapshot:
     """The figures served, as of the last stored window."""
 
-    buckets: np.ndarray = field(default_factory=lambda: np.zeros(len(BUCKETS_S) + 1,
-                                                                  dtype=np.int64))
-    sum_s: float = 0.0
+    # Per CPU (the `cpu` label): bucket counts, and the sum of latencies in s.
+    buckets: dict[int, np.ndarray] = field(default_factory=dict)
+    sums_s: dict[int, float] = field(default_factory=dict)
     samples: int = 0
     above: int = 0
     lost: int = 0
@@ -115,15 +120,23 @@ class MonitorMetrics:
         self._spikes_total = 0
 
     # -- fed by the monitor ------------------------------------------------------------
-    def add_samples(self, latency_ns: np.ndarray) -> None:
-        """Stored samples' latencies (ns) into the histogram."""
+    def add_samples(self, latency_ns: np.ndarray, cpu: np.ndarray | None = None) -> None:
+        """Stored samples' latencies (ns), and the CPU of each (None: all CPU 0), into
+        each CPU's histogram."""
         if not len(latency_ns):
             return
+        cpus = np.zeros(len(latency_ns), np.int64) if cpu is None else np.asarray(cpu)
         idx = np.searchsorted(_BUCKETS_NS, latency_ns, side="left")   # first bound >= v
-        counts = np.bincount(idx, minlength=len(BUCKETS_S) + 1)
         with self._lock:
-            self._snap.buckets += counts
-            self._snap.sum_s += float(latency_ns.sum()) / 1e9
+            for c in np.unique(cpus):
+                mine = cpus == c
+                counts = np.bincount(idx[mine], minlength=len(BUCKETS_S) + 1)
+                key = int(c)
+                if key not in self._snap.buckets:
+                    self._snap.buckets[key] = np.zeros(len(BUCKETS_S) + 1, np.int64)
+                self._snap.buckets[key] += counts
+                self._snap.sums_s[key] = (self._snap.sums_s.get(key, 0.0)
+                                          + float(latency_ns[mine].sum()) / 1e9)
 
     def add_window(self, window: dict[str, Any], lost: int, overruns: int) -> None:
         """A stored window's counts and max; the source's lost and overrun totals."""
@@ -148,8 +161,9 @@ class MonitorMetrics:
     def snapshot(self) -> Snapshot:
         with self._lock:
             s = self._snap
-            return Snapshot(s.buckets.copy(), s.sum_s, s.samples, s.above, s.lost,
-                            s.overruns, s.windows, s.window_max_s)
+            return Snapshot({c: b.copy() for c, b in s.buckets.items()}, dict(s.sums_s),
+                            s.samples, s.above, s.lost, s.overruns, s.windows,
+                            s.window_max_s)
 
     # -- prometheus_client's collector interface ---------------------------------------
     def collect(self) -> Iterator[Any]:
@@ -157,13 +171,14 @@ class MonitorMetrics:
                                             HistogramMetricFamily)
         names, values = list(self.labels), list(self.labels.values())
         s = self.snapshot()
-        cumulative = np.cumsum(s.buckets)
-        bounds = [(_le(b), int(c)) for b, c in zip(BUCKETS_S, cumulative[:-1])]
-        bounds.append(("+Inf", int(cumulative[-1])))
         h = HistogramMetricFamily("irqlab_latency_seconds",
-                                  "timer-interrupt latency of the stored samples",
-                                  labels=names, unit="seconds")
-        h.add_metric(values, bounds, s.sum_s)
+                                  "timer-interrupt latency of the stored samples, per CPU",
+                                  labels=names + ["cpu"], unit="seconds")
+        for cpu in sorted(s.buckets):
+            cumulative = np.cumsum(s.buckets[cpu])
+            bounds = [(_le(b), int(c)) for b, c in zip(BUCKETS_S, cumulative[:-1])]
+            bounds.append(("+Inf", int(cumulative[-1])))
+            h.add_metric(values + [str(cpu)], bounds, s.sums_s[cpu])
         yield h
         g = GaugeMetricFamily("irqlab_window_max_latency_seconds",
                               "max latency of the last stored window", labels=names)

@@ -193,9 +193,10 @@ class _Monitor:
             if name.startswith(sample_files.KEPT_PREFIX):
                 continue
             table = pq.read_table(sample_files.file_path(self.store.path, run_id, name),
-                                  columns=["deadline_tick", "entry_tick"])
+                                  columns=["deadline_tick", "entry_tick", "cpu"])
             lat = retention.latencies_tick(table)
-            metrics.add_samples(lat * 1_000_000_000 // hdr.tick_hz)
+            metrics.add_samples(lat * 1_000_000_000 // hdr.tick_hz,
+                                table.column("cpu").to_numpy())
         self._counted = listed                    # dropped names leave the set
         source = self.run.source
         lost = overruns = 0

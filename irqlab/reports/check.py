@@ -24,6 +24,7 @@ limit (``status``, ``lost``, ``hardware``, ``samples``, ``p99.9``, ``max`` ...).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -177,6 +178,18 @@ def suite_name(row: RunRow) -> str:
     return f"{row.target} ({', '.join(shown)})" if shown else str(row.target)
 
 
+def series_suite_name(row: RunRow) -> str:
+    """suite_name, and a run of a --repeat series its place in it ('idle #2'): the runs
+    of one series are distinct test suites, and the second run of any series of one
+    configuration has the same name in every build (issue 46)."""
+    name = suite_name(row)
+    series = (row.metadata or {}).get(SERIES_TAG)
+    if isinstance(series, dict) and series.get("index") is not None \
+            and (series.get("count") or 0) > 1:
+        name += f" #{series['index']}"
+    return name
+
+
 # Parameters that are not a run's configuration: who it is, and its watchdogs.
 _NOT_CONFIG = {"target", "name", "suite", "cell", "tags", "boot_timeout_s",
                "stall_timeout_s"}
@@ -210,7 +223,7 @@ def evaluate(run: RunData, limits: list[tuple[str, int]],
     limit must also hold on each CPU's samples (evaluate_cpus)."""
     gates = gates or Gates()
     row = run.row
-    res = CheckResult(run.run_id, row.name, suite_name=suite_name(row), target=row.target,
+    res = CheckResult(run.run_id, row.name, suite_name=series_suite_name(row), target=row.target,
                       status=row.status, emulated=row.emulated, accel=row.accel)
     res.gates.append(_status_gate(row, gates))
     if gates.require_hardware:
@@ -441,7 +454,10 @@ def result_lines(res: CheckResult) -> list[str]:
     if bad:
         head += f"; failed: {', '.join(bad)}"
     if res.failed_cpus:
-        head += f"; failed on cpu {', '.join(map(str, res.failed_cpus))}"
+        # The count above is of the whole run's limits; say so, and which CPUs fail
+        # theirs ("1/1 limits met; failed on cpu 1" read as a contradiction).
+        head += (f" over all CPUs; not met on cpu "
+                 f"{', '.join(map(str, res.failed_cpus))}")
     return [head] + gate_lines + [f"  {o['text']}" for o in res.outcomes] + \
         cpu_lines(res) + [f"  ({n})" for n in res.notes]
 
@@ -533,7 +549,14 @@ def junit_xml(results: list[CheckResult], seconds: float = 0.0) -> bytes:
     root = ET.Element("testsuites", name="irqlab check")
     totals = [0, 0, 0, 0]
     stamp = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+    # Suites named alike (one run checked twice, runs of one name outside a series)
+    # are told apart by their order: a duplicate id is merged or overwritten by CI.
+    seen: dict[str, int] = {}
     for res in results:
+        seen[res.suite_name] = seen.get(res.suite_name, 0) + 1
+        if seen[res.suite_name] > 1:
+            res = dataclasses.replace(res, suite_name=f"{res.suite_name} "
+                                                      f"({seen[res.suite_name]})")
         totals = [a + b for a, b in zip(totals, _suite(root, res, stamp, seconds))]
     for key, val in zip(("tests", "failures", "errors", "skipped"), totals):
         root.set(key, str(val))

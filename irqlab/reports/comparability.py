@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 from irqlab.durations import format_ns
 from irqlab.reports.data import RunData
+from irqlab.humanize import format_count
 from irqlab.stats.fields import TAIL_FIELDS
 
 # A tick rate this far from the baseline's is another counter, not calibration jitter.
@@ -101,9 +102,9 @@ def run_warnings(run: RunData, figs: dict[str, Any]) -> list[dict[str, Any]]:
                               for i, (name, k, _) in enumerate(thin))
         need = round(MIN_TAIL_SAMPLES / (1 - thin[-1][2]))
         out.append({"run_id": rid, "kind": "few samples", "text":
-                    f"{label} has {n} samples, so {beyond} samples beyond it "
-                    f"(fewer than {MIN_TAIL_SAMPLES}): measure at least {need} samples "
-                    f"(--samples or a longer --duration) before trusting "
+                    f"{label} has {format_count(n)} samples, so {beyond} samples beyond "
+                    f"it (fewer than {MIN_TAIL_SAMPLES}): measure at least "
+                    f"{format_count(need)} samples (--samples, --duration) to trust "
                     f"{'them' if len(thin) > 1 else 'it'}"})
     return out
 

@@ -24,8 +24,9 @@ from irqlab.reports.percpu import NO_PER_CPU, cpu_runs, per_cpu_figures
 from irqlab.reports.plots import Plot, _lit, overlay_plot, run_plots
 from irqlab.reports.scan import scan_runs
 from irqlab.reports.provenance import configuration_lines, host_lines
-from irqlab.reports.tables import (COLUMNS, PER_CPU_COLUMNS, cell, differs_lines, noise_lines,
-                                   notes_lines, per_cpu_cell)
+from irqlab.reports.tables import (HUMAN_COLUMNS, PER_CPU_COLUMNS, cell, differs_lines,
+                                   differs_table, noise_lines, notes_lines, per_cpu_cell,
+                                   warning_lines)
 from irqlab.store.provenance import provenance
 from irqlab.stats.fields import REPORT_TABLE, WINDOW_TABLE
 
@@ -69,6 +70,7 @@ td.l,th.l{text-align:left}
 img{max-width:100%;height:auto;display:block;margin:.5em 0 1.5em}
 pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:.8em;white-space:pre-wrap}
 section{border-top:2px solid #ddd;margin-top:2em}
+.wide{overflow-x:auto;max-width:100%}
 """.strip()
 
 
@@ -216,9 +218,30 @@ def _per_cpu_section(run: RunData, threshold_ns: int | None
                      f"Run {run.run_id}: CDF and exceedance per CPU", plot.figure)
 
 
+def _facts_table(lines: list[str]) -> list[str]:
+    """``fact: value`` lines (irqlab show's blocks) as a two-column table."""
+    return _table(["fact", "value"], ([esc(k), esc(v)] for k, v in
+                                      (line.split(": ", 1) for line in lines)),
+                  left=2, cls="meta")
+
+
+def _host_section(runs: list[RunData]) -> list[str]:
+    """The host facts once for a report of several runs: the facts every run shares
+    (those that differ are in the comparison's "what differs")."""
+    per_run = [host_lines(provenance(r.row)) for r in runs]
+    shared = [line for line in per_run[0] if all(line in lines for lines in per_run[1:])]
+    out = ["<section><h2>Host</h2>",
+           f"<p>The facts all {len(runs)} runs share; those that differ are under "
+           f"\u201cWhat differs\u201d.</p>"]
+    return out + _facts_table(shared) + ["</section>"]
+
+
 def _run_section(run: RunData, plots: list[Plot],
                  explained: dict[str, Any] | str | None = None,
-                 per_cpu: bool = False, threshold_ns: int | None = None) -> list[str]:
+                 per_cpu: bool = False, threshold_ns: int | None = None,
+                 host: bool = True) -> list[str]:
+    """One run's section; without ``host`` its host table is left out (a report of
+    several runs shows the host facts once, and what differs between the runs)."""
     out = [f'<section id="run-{run.run_id}"><h2>Run {esc(run.row.run_id)} '
            f'{esc(run.row.name)}</h2>']
     if run.row.emulated:
@@ -230,12 +253,12 @@ def _run_section(run: RunData, plots: list[Plot],
                   left=2, cls="meta")
     # How the run was made (docs/formats.md §4a), as `irqlab show` prints it.
     record = provenance(run.row)
-    for title, lines in (("Configuration", configuration_lines(record)),
-                         ("Host", host_lines(record))):
+    blocks = [("Configuration", configuration_lines(record))]
+    if host:
+        blocks.append(("Host", host_lines(record)))
+    for title, lines in blocks:
         out.append(f"<h3>{title}</h3>")
-        out += _table(["fact", "value"], ([esc(k), esc(v)] for k, v in
-                                           (line.split(": ", 1) for line in lines)),
-                      left=2, cls="meta")
+        out += _facts_table(lines)
     out.append("<h3>Summary</h3>")
     out += _table(["statistic", "value"], _summary_rows(run))
     if per_cpu:
@@ -258,13 +281,26 @@ def _run_section(run: RunData, plots: list[Plot],
 def _compare_section(runs: list[RunData],
                      threshold_ns: int | None) -> tuple[list[str], Plot | None]:
     model = build_compare(runs, threshold_ns)
-    out = ["<section><h2>Comparison</h2>"]
-    out += _table([esc(h) for h, _, _ in COLUMNS],
-                  ([esc(cell(r, key, kind)) for _, key, kind in COLUMNS] for r in model["rows"]))
+    out = ["<section><h2>Comparison</h2>", '<div class="wide">']
+    # The terminal's columns (the noise verdict in a word or two; its intervals follow
+    # as lines): the full CSV columns overflowed the page and clipped the verdict.
+    out += _table([esc(h) for h, _, _ in HUMAN_COLUMNS],
+                  ([esc(cell(r, key, kind)) for _, key, kind in HUMAN_COLUMNS]
+                   for r in model["rows"]), cls="compare")
+    out.append("</div>")
     out += ["<ul>"] + [f"<li>{esc(x)}</li>" for x in notes_lines(model) + noise_lines(model)] \
         + ["</ul>"]
-    out += [f'<p class="warn">{esc(x)}</p>' for x in differs_lines(model)]
-    out += [f'<p class="warn">{esc(w["text"])}</p>' for w in model["warnings"]]
+    heads, rows = differs_table(model)
+    if rows:
+        out.append(f"<h3>What differs ({len(rows)})</h3>")
+        out.append('<div class="wide">')
+        out += _table(["fact"] + [esc(h) for h in heads],
+                      ([esc(c) for c in r] for r in rows), left=len(heads) + 1,
+                      cls="meta")
+        out.append("</div>")
+    else:
+        out += [f'<p>{esc(x)}</p>' for x in differs_lines(model)]
+    out += [f'<p class="warn">{esc(x)}</p>' for x in warning_lines(model["warnings"])]
     overlay = overlay_plot(runs)
     if overlay:
         out.append(_img(overlay))
@@ -287,11 +323,12 @@ def build_report(runs: list[RunData], threshold_ns: int | None = None,
               noise_seeds(runs, noise.DEFAULT_SEED) if len(runs) > 1 else None, plots=True)
     if len(runs) > 1:
         section, overlay = _compare_section(runs, threshold_ns)
-        body += section
+        body += section + _host_section(runs)
         plots += [overlay] if overlay else []
     for run in runs:
         rp = run_plots(run)
-        body += _run_section(run, rp, explained.get(run.run_id), per_cpu, threshold_ns)
+        body += _run_section(run, rp, explained.get(run.run_id), per_cpu, threshold_ns,
+                             host=len(runs) == 1)
         plots += rp                     # with the per-CPU plot _run_section added
     heading = title or "irqlab report: " + ", ".join(r.label for r in runs)
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

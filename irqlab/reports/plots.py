@@ -20,12 +20,11 @@ from matplotlib.figure import Figure
 
 from irqlab.durations import format_ns
 from irqlab.reports.data import RunData, figures
-from irqlab.reports.scan import TAIL_POINTS, PlotData, scan_runs
-from irqlab.stats.fields import PERCENTILE_FIELDS, TAIL_FIELDS
+from irqlab.reports.plotdata import (fine_histogram, heat_map, plot_data, tail_curve,
+                                     window_steps)
+from irqlab.stats.fields import TAIL_FIELDS
+from irqlab.humanize import format_count
 
-# Curves with more points than this are thinned (the tail is always kept whole).
-MAX_CURVE_POINTS = 6000
-HIST_BINS = 120
 THRESHOLD_GID = "threshold"
 _RC = {"svg.hashsalt": "irqlab", "font.size": 9,
        "axes.grid": True, "grid.alpha": 0.3, "figure.dpi": 100}
@@ -103,94 +102,23 @@ def _positive(values: np.ndarray) -> tuple[np.ndarray, int]:
     return values[keep], int(values.size - keep.sum())
 
 
-# ---- a big run's samples, read once from the store (reports/scan.py) ---------------
-
-def _plot_data(run: RunData) -> PlotData:
-    stored = run.stored
-    assert stored is not None
-    if stored.plot_data is None:
-        scan_runs([run], {None}, plots=True)
-    return stored.plot_data
-
-
-def _stored_histogram(run: RunData) -> tuple[np.ndarray, np.ndarray, int, int] | None:
-    """(edges, counts, positive samples, samples <= 0) of the histogram plot from the
-    run's log histogram: each bucket counted at its lowest value (1/128 resolution)."""
-    data = _plot_data(run)
-    hist, scale = data.histogram, 1e9 / run.tick_hz
-    idx = np.flatnonzero(hist.counts)
-    lows = np.array([hist.bucket_bounds(int(i))[0] for i in idx], dtype=np.int64)
-    counts = hist.counts[idx]
-    keep = lows > 0
-    lows, counts = lows[keep], counts[keep]
-    if hist.overflow:
-        lows, counts = np.append(lows, hist.max), np.append(counts, hist.overflow)
-    if not lows.size:
-        return None
-    lo = max(int(lows[0]), hist.min if hist.min and hist.min > 0 else 1) * scale
-    hi = hist.max * scale
-    edges = np.geomspace(lo, hi * 1.0001 if hi > lo else lo * 1.01, HIST_BINS + 1)
-    binned, _ = np.histogram(np.clip(lows * scale, lo, hi), bins=edges, weights=counts)
-    return edges, binned, data.positive, hist.count - data.positive
-
-
-def _stored_survival(run: RunData) -> tuple[np.ndarray, np.ndarray]:
-    """Fraction >= each log-histogram bucket's low (exact), then the TAIL_POINTS largest
-    samples themselves (exact)."""
-    data = _plot_data(run)
-    hist, top, scale = data.histogram, data.top_tick, 1e9 / run.tick_hz
-    n = hist.count
-    below = hist.underflow + np.concatenate([[0], np.cumsum(hist.counts)[:-1]])
-    nonzero = np.flatnonzero(hist.counts)
-    lows = np.array([hist.bucket_bounds(int(b))[0] for b in nonzero], dtype=np.int64)
-    head = lows < (top[0] if top.size else np.iinfo(np.int64).max)
-    xs = np.concatenate([lows[head], top]) * scale
-    ys = np.concatenate([(n - below[nonzero][head]) / n,
-                         (top.size - np.arange(top.size)) / n])
-    return xs, ys
-
-
 # ---- one run ---------------------------------------------------------------------
 
 def histogram_plot(run: RunData) -> Plot | None:
-    """Latency histogram, log x and log y, threshold marked; None without data."""
+    """Latency histogram in fine uniform bins (plotdata.fine_histogram: 1 us where the
+    run's span allows), log y so one sample in the tail stays visible, threshold
+    marked; None without data."""
+    hist = fine_histogram(run)
+    if hist is None:
+        return None
     fig, ax = _figure()
     with matplotlib.rc_context(_RC):
-        note = ""
-        if run.stored is not None:
-            got = _stored_histogram(run)
-            if got is None:
-                return None
-            edges, counts, positive, dropped = got
-            ax.stairs(counts, edges, fill=True, alpha=0.6, label="samples per bin")
-            note = (f"{positive} samples, {HIST_BINS} log-spaced bins (from the log "
-                    f"histogram)")
-            if dropped:
-                note += f", {dropped} at or below 0 ns not shown"
-        elif run.has_raw:
-            vals, dropped = _positive(run.latency_ns_float())
-            if vals.size == 0:
-                return None
-            lo, hi = vals.min(), vals.max()
-            edges = np.geomspace(lo, hi * 1.0001 if hi > lo else lo * 1.01, HIST_BINS + 1)
-            counts, _ = np.histogram(vals, bins=edges)
-            ax.stairs(counts, edges, fill=True, alpha=0.6, label="samples per bin")
-            note = f"{vals.size} samples, {HIST_BINS} log-spaced bins"
-            if dropped:
-                note += f", {dropped} at or below 0 ns not shown"
-        elif run.histogram:
-            buckets = [(lo, hi, n) for lo, hi, n in run.histogram
-                       if hi is not None and lo > 0]
-            if not buckets:
-                return None
-            edges = np.array([b[0] for b in buckets] + [buckets[-1][1]], dtype=float)
-            counts = np.array([b[2] for b in buckets], dtype=float)
-            # Stored buckets may not be contiguous: draw each as its own bar.
-            ax.bar(edges[:-1], counts, width=np.diff(edges), align="edge", alpha=0.6,
-                   label="samples per stored bucket")
-            note = "from the stored histogram (no raw samples)"
-        else:
-            return None
+        ax.stairs(hist.counts, hist.edges_ns, fill=True, alpha=0.6,
+                  label="samples per bin")
+        note = (f"{format_count(int(hist.counts.sum()))} samples in "
+                f"{format_ns(hist.bin_ns, 'exact')} bins (from the {hist.source})")
+        if hist.dropped:
+            note += f", {format_count(hist.dropped)} at or below 0 ns not shown"
         _ns_axis(ax, "x")
         _log(ax, "y")
         ax.set_ylim(bottom=0.5)  # a bin of one sample stays visible
@@ -202,44 +130,9 @@ def histogram_plot(run: RunData) -> Plot | None:
     return Plot(f"run{run.run_id}-histogram", f"Latency histogram of {run.label}", fig)
 
 
-def _survival(run: RunData) -> tuple[np.ndarray, np.ndarray] | None:
-    """(latency ns, fraction of samples >= it), thinned; from raw or stored buckets."""
-    if run.stored is not None:
-        return _stored_survival(run)
-    if run.has_raw:
-        srt = run.sorted_tick() * (1e9 / run.tick_hz)
-        n = srt.size
-        # Fraction >= x_(i) is (n - i) / n for 0-based i: the max stays visible at 1/n.
-        if n <= MAX_CURVE_POINTS:
-            idx = np.arange(n)
-        else:
-            head = n - np.geomspace(TAIL_POINTS, n, MAX_CURVE_POINTS - TAIL_POINTS)
-            idx = np.unique(np.concatenate([np.arange(n - TAIL_POINTS, n),
-                                            np.clip(head.astype(np.int64), 0, n - 1)]))
-        return srt[idx], (n - idx) / n
-    if run.histogram:
-        total = sum(b[2] for b in run.histogram)
-        if not total:
-            return None
-        lows = np.array([b[0] for b in run.histogram], dtype=float)
-        above = total - np.cumsum([0] + [b[2] for b in run.histogram[:-1]])
-        return lows, above / total
-    return None
-
-
-def _survival_from_summary(run: RunData) -> tuple[np.ndarray, np.ndarray] | None:
-    """Last resort (imported summaries only): the summary's percentiles as points."""
-    s = run.row.summary or {}
-    pts = [(s.get(f.key), f.exceedance) for f in PERCENTILE_FIELDS]
-    pts = [(x, y) for x, y in pts if x]
-    if not pts:
-        return None
-    return np.array([p[0] for p in pts], float), np.array([p[1] for p in pts])
-
-
 def exceedance_plot(run: RunData) -> Plot | None:
     """1 - CDF on log-log axes with p99.9 and p99.99 marked and labelled."""
-    curve = _survival(run) or _survival_from_summary(run)
+    curve = tail_curve(run)
     if curve is None:
         return None
     fig, ax = _figure()
@@ -271,13 +164,6 @@ def exceedance_plot(run: RunData) -> Plot | None:
     return Plot(f"run{run.run_id}-exceedance", f"Exceedance (1 − CDF) of {run.label}", fig)
 
 
-def _window_s(run: RunData) -> float | None:
-    if run.window_ns:
-        return run.window_ns / 1e9
-    starts = [w["start_s"] for w in run.windows]
-    return float(np.median(np.diff(starts))) if len(starts) > 1 else None
-
-
 def over_time_plot(run: RunData) -> Plot | None:
     """Per-window min/mean/max bands and every sample above the threshold."""
     wins = [w for w in run.windows if w.get("samples") and w.get("max_ns") is not None]
@@ -285,20 +171,10 @@ def over_time_plot(run: RunData) -> Plot | None:
         return None
     fig, ax = _figure()
     with matplotlib.rc_context(_RC):
-        if wins:
-            width = _window_s(run) or 1.0
-            starts = np.array([w["start_s"] for w in wins], float)
-            end = starts[-1] + width
-            if run.stored is not None:
-                end = min(end, _plot_data(run).last_s)
-            elif run.has_raw:
-                end = min(end, float(run.deadline_s[-1]))  # a last, partial window
-            x = np.append(starts, max(end, starts[-1]))
-
-            def col(key: str) -> np.ndarray:
-                vals = np.array([w.get(key) or np.nan for w in wins], float)
-                return np.append(vals, vals[-1])
-            lo, mean, hi = col("min_ns"), col("mean_ns"), col("max_ns")
+        steps = window_steps(run)
+        if steps is not None:
+            x, lo, mean, hi = (steps.x_s, steps.series["min_ns"], steps.series["mean_ns"],
+                               steps.series["max_ns"])
             ax.fill_between(x, np.where(lo > 0, lo, np.nan), hi, step="post", alpha=0.25,
                             label="window min–max", gid="band")
             # Above the points: with many slow samples they would hide the mean.
@@ -306,7 +182,7 @@ def over_time_plot(run: RunData) -> Plot | None:
         thr = run.threshold_ns
         if run.has_raw and thr is not None:
             if run.stored is not None:
-                xs, ys = _plot_data(run).above_s, _plot_data(run).above_ns
+                xs, ys = plot_data(run).above_s, plot_data(run).above_ns
             else:
                 above = run.latency_tick > run.threshold_tick(thr)
                 xs, ys = run.deadline_s[above], run.latency_ns_float()[above]
@@ -326,9 +202,33 @@ def over_time_plot(run: RunData) -> Plot | None:
     return Plot(f"run{run.run_id}-over-time", f"Latency over time of {run.label}", fig)
 
 
+def heat_map_plot(run: RunData) -> Plot | None:
+    """Samples per window and latency band (plotdata.heat_map): time across, log latency
+    up, colour by log count, as OSADL's long-term plots and Grafana heat maps show a
+    run; None when the run's samples are not in memory."""
+    heat = heat_map(run)
+    if heat is None:
+        return None
+    fig, ax = _figure()
+    with matplotlib.rc_context(_RC):
+        counts = np.where(heat.counts > 0, heat.counts, np.nan).T
+        mesh = ax.pcolormesh(heat.time_edges_s, heat.latency_edges_ns, counts,
+                             norm=matplotlib.colors.LogNorm(), cmap="viridis",
+                             gid="heat-map")
+        fig.colorbar(mesh, ax=ax, label="samples", pad=0.01)
+        _mark_threshold(ax, run.threshold_ns, vertical=False)
+        _ns_axis(ax, "y")
+        ax.set_xlim(heat.time_edges_s[0], heat.time_edges_s[-1])
+        ax.set_xlabel("time since the first deadline (s)")
+        ax.set_ylabel("latency (log)")
+        ax.set_title(_lit(f"Latency heat map — {run.label}"))
+    return Plot(f"run{run.run_id}-heat-map", f"Latency heat map of {run.label}", fig)
+
+
 def run_plots(run: RunData) -> list[Plot]:
     """Every plot a single run has data for."""
-    made = (histogram_plot(run), exceedance_plot(run), over_time_plot(run))
+    made = (histogram_plot(run), exceedance_plot(run), over_time_plot(run),
+            heat_map_plot(run))
     return [p for p in made if p is not None]
 
 
@@ -336,7 +236,7 @@ def run_plots(run: RunData) -> list[Plot]:
 
 def overlay_plot(runs: list[RunData]) -> Plot | None:
     """Overlaid CDFs (left, linear probability) and exceedance curves (right, log)."""
-    curves = [(r, _survival(r) or _survival_from_summary(r)) for r in runs]
+    curves = [(r, tail_curve(r)) for r in runs]
     curves = [(r, c) for r, c in curves if c is not None]
     if not curves:
         return None

@@ -15,6 +15,8 @@ def _value(v: Any) -> str:
         return ", ".join(f"{k}={_value(x)}" for k, x in v.items()) or "—"
     if isinstance(v, (list, tuple)):
         return ",".join(_value(x) for x in v) or "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"     # not Python's True/False
     return str(v)
 
 

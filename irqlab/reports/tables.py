@@ -10,7 +10,8 @@ from typing import Any
 from irqlab.durations import format_latency, format_ns
 from irqlab.reports import noise
 from irqlab.reports.compare import COMPARE_VERSION
-from irqlab.store.provenance import differs_text
+from irqlab.store.provenance import differs_text, fact_text
+from irqlab.humanize import format_count, format_ratio
 from irqlab.stats.fields import COMPARE_TABLE, METRICS, RATIO_FIELDS
 
 
@@ -107,7 +108,8 @@ def cell(row: dict[str, Any], key: str, kind: str) -> str:
         if row.get("above_threshold") is None:
             return "—"
         pct = row.get("above_threshold_pct")
-        return f"{row['above_threshold']}" + (f" ({pct:.3g}%)" if pct is not None else "")
+        return format_count(row["above_threshold"]) + (f" ({pct:.3g}%)" if pct is not None
+                                                       else "")
     val = row.get(key)
     if val is None:
         return "—"
@@ -118,7 +120,9 @@ def cell(row: dict[str, Any], key: str, kind: str) -> str:
     if kind == "pct":
         return f"{val:.3g}%"
     if kind == "ratio":
-        return f"{val:.3g}"
+        return format_ratio(val)
+    if kind == "int" and isinstance(val, int) and not isinstance(val, bool):
+        return format_count(val)
     return str(val)
 
 
@@ -180,9 +184,27 @@ def noise_lines(model: dict[str, Any]) -> list[str]:
     return out
 
 
-def notes_lines(model: dict[str, Any]) -> list[str]:
-    """Method and provenance notes shown under every human table."""
-    lines = [model["percentiles_note"], "noise test: " + model["noise_method"]]
+# The noise tests by name, for the one method line (the full method, with its sources,
+# is the model's noise_method: `compare --verbose` and the JSON header).
+METHOD_NAMES = {noise.TEST_REPLICATES: "t-tests on log per-run quantiles between series "
+                                        "of runs (larger p of Student's and Welch's)",
+                noise.TEST_SINGLE: "block bootstrap within single runs"}
+
+
+def method_line(model: dict[str, Any]) -> str:
+    """One line naming the noise test(s) the rows used."""
+    tests = list(dict.fromkeys(
+        r["noise"]["test"] for r in model["rows"]
+        if r.get("noise") and r["noise"].get("test") in METHOD_NAMES))
+    names = "; ".join(METHOD_NAMES[t] for t in tests) or "none (nothing to test)"
+    return f"noise test: {names}, Bonferroni, family-wise 5 % (full method: --verbose)"
+
+
+def notes_lines(model: dict[str, Any], verbose: bool = False) -> list[str]:
+    """Method and provenance notes shown under every human table: the noise test in one
+    line, or (``verbose``) its whole method with sources."""
+    lines = [model["percentiles_note"],
+             "noise test: " + model["noise_method"] if verbose else method_line(model)]
     if model.get("metric", "total") != "total":
         lines.insert(0, f"metric: {METRICS[model['metric']]}, over the run's split samples")
     thr = model.get("threshold_override_ns")
@@ -297,6 +319,46 @@ def csv_lines(model: dict[str, Any]) -> list[str]:
             write({k: fig.get(k, run.get(k) if k in ("name", "status", "accel", "emulated")
                               else None) for k in fields})
     return buf.getvalue().splitlines()
+
+
+def id_ranges(ids: list[int]) -> str:
+    """Run ids as ranges: '1-3, 7, 9-10'."""
+    parts: list[list[int]] = []
+    for i in sorted(set(ids)):
+        if parts and i == parts[-1][-1] + 1:
+            parts[-1].append(i)
+        else:
+            parts.append([i])
+    return ", ".join(f"{p[0]}-{p[-1]}" if len(p) > 1 else str(p[0]) for p in parts)
+
+
+def warning_lines(warnings: list[dict[str, Any]]) -> list[str]:
+    """Compare's warnings folded to one line per kind: a kind several runs share names
+    them all and states its advice once (the text after the last ': ' of the first
+    run's warning); the JSON keeps one warning per run."""
+    kinds: dict[str, list[dict[str, Any]]] = {}
+    for w in warnings:
+        kinds.setdefault(str(w.get("kind")), []).append(w)
+    out: list[str] = []
+    for kind, found in kinds.items():
+        if len(found) == 1:
+            out.append(f"{kind}: {found[0]['text']}")
+            continue
+        ids = id_ranges([int(w["run_id"]) for w in found if w.get("run_id") is not None])
+        advices = {str(w["text"]).rpartition(": ")[2] for w in found}
+        advice = (advices.pop() if len(advices) == 1
+                  else f"e.g. {found[0]['text']}")
+        out.append(f"{kind} (runs {ids}): {advice}")
+    return out
+
+
+def differs_table(model: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """"What differs" as a table: the runs as columns (``#ID``), a row per recorded fact
+    whose values are not all equal, in table order ("—": not recorded)."""
+    heads = [f"#{r['run_id']}" for r in model["rows"]]
+    rows = [[str(d["fact"])] + [fact_text(d["fact"], v) for v in d["values"]]
+            for d in model.get("differs") or []]
+    return heads, rows
 
 
 def differs_lines(model: dict[str, Any]) -> list[str]:

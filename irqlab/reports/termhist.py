@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -44,6 +44,27 @@ def edges_1_2_5(lo_ns: int, hi_ns: int) -> list[int]:
         decade = decade * 10 if edges[-1] == 5 * decade else decade
         nxt = next(s * decade for s in _STEPS + (10,) if s * decade > edges[-1])
         edges.append(nxt)
+    return edges
+
+
+# show --hist --bucket: at most this many uniform buckets (a line each).
+MAX_UNIFORM_BUCKETS = 5_000
+EdgesFor = Callable[[int, int], list[int]]
+
+
+def uniform_edges(bucket_ns: int) -> EdgesFor:
+    """Edges every ``bucket_ns`` (cyclictest -h's 1 us, rtla's --bucket-size) covering
+    [lo_ns, hi_ns]; the first edge is at least 1 ns (a log axis' and `below`'s rule)."""
+    def edges(lo_ns: int, hi_ns: int) -> list[int]:
+        start = max(1, int(lo_ns) // bucket_ns * bucket_ns)
+        first = bucket_ns * (start // bucket_ns + 1)       # the edge after start
+        # Edges from first to the first one above hi_ns (the last bucket holds hi_ns).
+        n = max(0, (int(hi_ns) - first) // bucket_ns + 1) + 1
+        if n > MAX_UNIFORM_BUCKETS:
+            raise ValueError(f"--bucket {format_latency(bucket_ns)} makes {n:,} buckets from "
+                             f"{format_latency(lo_ns)} to {format_latency(hi_ns)}: at most "
+                             f"{MAX_UNIFORM_BUCKETS:,}; give a wider --bucket")
+        return [start] + [first + k * bucket_ns for k in range(n)]
     return edges
 
 
@@ -83,7 +104,7 @@ def first_tick_at(ns: int, tick_hz: int) -> int:
     return -(-(2 * ns - 1) * tick_hz // (2 * NS_PER_S))
 
 
-def _raw_counts(run: RunData, edges: list[int] | None
+def _raw_counts(run: RunData, edges: list[int] | None, edges_for: EdgesFor = edges_1_2_5
                 ) -> tuple[list[int], np.ndarray, dict[str, int]] | None:
     """(edges, counts, {"high_ns": 1, "count": samples at or below 0 ns}) of the raw
     samples, binned exactly: each edge becomes the first tick count at it, so a sample's
@@ -97,8 +118,8 @@ def _raw_counts(run: RunData, edges: list[int] | None
         positive = srt[low:]
         if not positive.size:
             return [1, 2], np.zeros(1, np.int64), {"high_ns": 1, "count": low}
-        edges = edges_1_2_5(ticks_to_ns(int(positive[0]), hz),
-                            ticks_to_ns(int(positive[-1]), hz))
+        edges = edges_for(ticks_to_ns(int(positive[0]), hz),
+                          ticks_to_ns(int(positive[-1]), hz))
     at = np.searchsorted(srt, [first_tick_at(e, hz) for e in edges], side="left")
     counts = np.diff(at).astype(np.int64)
     counts[0] += int(at[0]) - low          # shared edges may start above a run's min
@@ -107,11 +128,13 @@ def _raw_counts(run: RunData, edges: list[int] | None
 
 
 def histogram_model(run: RunData, buckets: list[tuple[int, int | None, int]] | None,
-                    edges: list[int] | None = None) -> dict[str, Any] | None:
+                    edges: list[int] | None = None,
+                    bucket_ns: int | None = None) -> dict[str, Any] | None:
     """The ``histogram`` JSON line of a run (None: neither raw samples in memory nor a
     stored histogram). ``buckets``: its stored buckets (stored_buckets);
     ``edges``: display edges shared with other runs (compare --hist)."""
-    got = _raw_counts(run, edges)
+    edges_for = edges_1_2_5 if bucket_ns is None else uniform_edges(bucket_ns)
+    got = _raw_counts(run, edges, edges_for)
     over = None
     if got is not None:
         edges, counts, low = got
@@ -120,8 +143,8 @@ def histogram_model(run: RunData, buckets: list[tuple[int, int | None, int]] | N
         pairs, low, over = _stored_pairs(buckets)
         source = FROM_STORED
         if edges is None:
-            edges = edges_1_2_5(min((v for v, _ in pairs), default=1),
-                                max((v for v, _ in pairs), default=1))
+            edges = edges_for(min((v for v, _ in pairs), default=1),
+                              max((v for v, _ in pairs), default=1))
         counts = _counts_of(pairs, edges)
     else:
         return None
@@ -130,7 +153,8 @@ def histogram_model(run: RunData, buckets: list[tuple[int, int | None, int]] | N
             "name": run.row.name, "from": source,
             "samples": int(counts.sum()) + low["count"] + (over or {}).get("count", 0),
             "below": low if low["count"] else None, "overflow": over,
-            "scale": "1-2-5 log buckets, [low_ns, high_ns)",
+            "scale": ("1-2-5 log buckets, [low_ns, high_ns)" if bucket_ns is None else
+                      f"{format_latency(bucket_ns)} buckets, [low_ns, high_ns)"),
             "buckets": [{"low_ns": edges[i], "high_ns": edges[i + 1],
                          "count": int(counts[i])} for i in range(first, last + 1)]}
 
@@ -141,12 +165,13 @@ def _span(counts: np.ndarray) -> tuple[int, int]:
     return (int(nz[0]), int(nz[-1])) if nz.size else (0, -1)
 
 
-def shared_edges(models: list[dict[str, Any] | None]) -> list[int] | None:
-    """1-2-5 edges covering every run's buckets (compare --hist)."""
+def shared_edges(models: list[dict[str, Any] | None],
+                 edges_for: EdgesFor = edges_1_2_5) -> list[int] | None:
+    """Edges (1-2-5, or ``edges_for``'s) covering every run's buckets (compare --hist)."""
     found = [b for m in models if m for b in m["buckets"]]
     if not found:
         return None
-    return edges_1_2_5(min(b["low_ns"] for b in found), max(b["high_ns"] for b in found) - 1)
+    return edges_for(min(b["low_ns"] for b in found), max(b["high_ns"] for b in found) - 1)
 
 
 def bar(count: int, most: int, width: int) -> str:
@@ -157,12 +182,12 @@ def bar(count: int, most: int, width: int) -> str:
     return "█" * max(1, round(width * math.log10(1 + count) / math.log10(1 + most)))
 
 
-def _pct(count: int, total: int) -> str:
+def bucket_share(count: int, total: int) -> str:
     """A share in 8 columns, 3 significant digits: '   37.5%', '0.00458%'."""
     return f"{100.0 * count / total if total else 0.0:>7.3g}%"
 
 
-def _cum(count: int, total: int) -> str:
+def cumulative_share(count: int, total: int) -> str:
     """A cumulative share in 8 columns that reads 100% only when it is: 99.995% is
     '  99.995%', not the '100%' three significant digits would round it to."""
     if not total:
@@ -198,16 +223,16 @@ def histogram_lines(model: dict[str, Any]) -> list[str]:
     cum = below["count"] if below else 0
     out = head
     if below:
-        out.append(f"{_below_text(below):>21}  {cum:>10}  {_pct(cum, n)}  {_cum(cum, n)}  "
+        out.append(f"{_below_text(below):>21}  {cum:>10}  {bucket_share(cum, n)}  {cumulative_share(cum, n)}  "
                    f"{bar(cum, max(most, cum), width)}")
     for b in model["buckets"]:
         cum += b["count"]
-        out.append(f"{_range(b)}  {b['count']:>10}  {_pct(b['count'], n)}  {_cum(cum, n)}  "
+        out.append(f"{_range(b)}  {b['count']:>10}  {bucket_share(b['count'], n)}  {cumulative_share(cum, n)}  "
                    f"{bar(b['count'], most, width)}")
     over = model.get("overflow")
     if over:
         out.append(f"{'>= ' + format_latency(over['from_ns']):>21}  {over['count']:>10}  "
-                   f"{_pct(over['count'], n)}  {_cum(n, n)}  (the source's overflow bucket)")
+                   f"{bucket_share(over['count'], n)}  {cumulative_share(n, n)}  (the source's overflow bucket)")
     return [line.rstrip() for line in out]
 
 
@@ -257,16 +282,19 @@ def stored_buckets(series: dict[str, list[tuple[int, int | None, int]]]
     return merged or None
 
 
-def run_histograms(store: Any, runs: list[RunData]) -> list[dict[str, Any]]:
-    """Each run's histogram model, on edges shared by all of them; a run with neither
-    raw samples in memory nor a stored histogram raises ValueError naming it."""
+def run_histograms(store: Any, runs: list[RunData],
+                   bucket_ns: int | None = None) -> list[dict[str, Any]]:
+    """Each run's histogram model, on edges shared by all of them (1-2-5, or every
+    ``bucket_ns``); a run with neither raw samples in memory nor a stored histogram, or
+    a bucket too narrow for its span, raises ValueError naming it."""
     buckets = [stored_buckets(store.histogram(r.run_id)) for r in runs]
-    models = [histogram_model(r, b) for r, b in zip(runs, buckets)]
+    models = [histogram_model(r, b, bucket_ns=bucket_ns) for r, b in zip(runs, buckets)]
     for run, model in zip(runs, models):
         if model is None:
             raise ValueError(f"run {run.label} has no histogram: neither raw samples nor a "
                              f"stored histogram (show it without --hist)")
     if len(runs) > 1:
-        edges = shared_edges(models)
-        models = [histogram_model(r, b, edges) for r, b in zip(runs, buckets)]
+        edges = shared_edges(models, edges_1_2_5 if bucket_ns is None
+                             else uniform_edges(bucket_ns))
+        models = [histogram_model(r, b, edges, bucket_ns) for r, b in zip(runs, buckets)]
     return [m for m in models if m is not None]

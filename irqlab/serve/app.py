@@ -68,7 +68,7 @@ def build_app(db: str | Path, token: str | None = None,
     sets the cookie). ``allowed_hosts``: the Host headers answered (None: any), so a web
     page elsewhere cannot reach a loopback server through DNS rebinding. ``warm``: read
     every run's sort figures now (one scan), not in the first sort a visitor asks for."""
-    from irqlab.serve.pages import compare, live, run, runs, trends
+    from irqlab.serve.pages import compare, live, run, runs, series, trends
 
     dashboard = Dashboard(db)
     if warm:
@@ -81,6 +81,8 @@ def build_app(db: str | Path, token: str | None = None,
         Route("/runs/{run_id:int}/report", _page(dashboard, run.report)),
         Route("/runs/{run_id:int}/histogram", _page(dashboard, run.histogram)),
         Route("/runs/{run_id:int}/spikes/{seq:int}", _page(dashboard, run.spike)),
+        Route("/runs/{run_id:int}/explain", _page(dashboard, run.explain)),
+        Route("/series/{series}", _page(dashboard, series.page)),
         Route("/compare", _page(dashboard, compare.page)),
         Route("/trends", _page(dashboard, trends.page)),
         Route("/api/runs", _page(dashboard, runs.api, json=True)),

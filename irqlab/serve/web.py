@@ -14,9 +14,11 @@ import jinja2
 from starlette.responses import HTMLResponse, Response
 
 from irqlab import __version__
-from irqlab.durations import format_ns
+from irqlab.durations import format_latency
 from irqlab.serve.access import StoreAccess
 from irqlab.serve.runs_query import FigureCache
+from irqlab.reports.tables import fmt_p
+from irqlab.humanize import format_count, format_ratio, format_when
 from irqlab.store.location import redact
 
 HERE = Path(__file__).parent
@@ -30,12 +32,41 @@ class PageError(Exception):
         self.status = status
 
 
+def format_seconds(seconds: float | None) -> str:
+    """A time into the run: '2.5 s', '1,234 s' (windows start on whole steps)."""
+    if seconds is None:
+        return "—"
+    return f"{seconds:,.0f} s" if abs(seconds) >= 1000 else f"{seconds:.4g} s"
+
+
+def figure_text(value: Any, key: str) -> str:
+    """A summary figure by its key: a latency (``*_ns``), a ratio (``*_ratio``), else a
+    count."""
+    if value is None:
+        return "—"
+    if key.endswith("_ns"):
+        return format_latency(value)
+    if key.endswith("_ratio"):
+        return format_ratio(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return format_count(value) if isinstance(value, int) else f"{value:.3g}"
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
                              autoescape=True,
                              trim_blocks=True, lstrip_blocks=True)
-    env.filters["ns"] = lambda v: "—" if v is None else str(v)
-    env.filters["human_ns"] = lambda v: "—" if v is None else format_ns(v)
+    # Every figure through the CLI's formatters (one definition each): a latency as
+    # `irqlab show` prints it, counts with separators, ratios to 3 significant digits,
+    # times to the second.
+    env.filters["latency"] = format_latency
+    env.filters["count"] = format_count
+    env.filters["ratio"] = format_ratio
+    env.filters["when"] = format_when
+    env.filters["seconds"] = format_seconds
+    env.filters["figure"] = figure_text
+    env.filters["pvalue"] = lambda p: fmt_p(p).removeprefix("p").lstrip("=")
     env.filters["or_dash"] = lambda v: "—" if v is None or v == "" else v
     env.globals["version"] = __version__
     env.globals["qs"] = lambda params: urlencode(params, doseq=True)
@@ -57,8 +88,6 @@ class Dashboard:
     def render(self, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         text = self.templates.get_template(template).render(db=self.db_name, **values)
         return HTMLResponse(text, status_code=status)
-
-
 
 
 def json_response(obj: Any, status: int = 200) -> Response:

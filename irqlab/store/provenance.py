@@ -182,7 +182,23 @@ def differs(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def fact_text(fact: str, value: Any) -> str:
+    """A recorded fact's value for people: a duration (``*_ns``) as it is written
+    ('6 s', '200 us'), yes/no for a flag, '—' when not recorded."""
+    from irqlab.durations import format_ns
+
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if fact.endswith("_ns") and isinstance(value, int):
+        if value >= 1_000_000_000:
+            return format_ns(value, "sig3")         # '6.00 s', never '60000 ms'
+        return format_ns(value, "exact") if value >= 1000 else f"{value} ns"
+    return str(value)
+
+
 def differs_text(diff: list[dict[str, Any]]) -> str:
-    """One line: ``knob.halt_poll_global (0 | 100us); host.cpufreq_governor (...)``."""
+    """One line: ``knob.halt_poll_global (0 | 100 us); host.cpufreq_governor (...)``."""
     return "; ".join(f"{d['fact']} (" + " | ".join(
-        "—" if v is None else str(v) for v in d["values"]) + ")" for d in diff)
+        fact_text(d["fact"], v) for v in d["values"]) + ")" for d in diff)

@@ -29,14 +29,21 @@ def cpu_latencies() -> dict[int, np.ndarray]:
     return {0: base, 1: base * 3}
 
 
-def add_two_cpu_run(store: Store, name: str, scale: int = 1) -> int:
-    """A finished 2-CPU run, samples alternating CPU 0 and 1 (CPU 1's scaled)."""
+def add_two_cpu_run(store: Store, name: str, scale: int = 1,
+                    series: tuple[str, int, int] | None = None) -> int:
+    """A finished 2-CPU run, samples alternating CPU 0 and 1 (CPU 1's scaled); with
+    ``series`` (id, index, count) run ``index`` of that --repeat series."""
     lat = cpu_latencies()
     n = lat[0].size + lat[1].size
     cpu = np.tile(np.array([0, 1], np.uint32), n // 2)
     merged = np.empty(n, np.int64)
     merged[0::2], merged[1::2] = lat[0] * scale, lat[1] * scale
-    rid = add_run(store, name, merged, threshold_ns=THRESHOLD_NS, raw=False)
+    tags, meta = None, None
+    if series is not None:
+        sid, index, count = series
+        tags, meta = {"series": sid}, {"series": {"id": sid, "index": index, "count": count}}
+    rid = add_run(store, name, merged, threshold_ns=THRESHOLD_NS, raw=False, tags=tags,
+                  extra_meta=meta)
     rec = np.zeros(n, RECORD_DTYPE)
     rec["seq"] = np.arange(n)
     rec["deadline_tick"] = 10_000_000 + rec["seq"] * PERIOD_NS

@@ -24,7 +24,7 @@ def test_markdown_table(rdb):
     assert res.code == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0].startswith("| run | samples | min | p50 | p99 | p99.9 | p99.99 | max |")
-    assert lines[2].startswith("| 1 base | 10000 | 1 ns | 5000 ns | 9900 ns | 9990 ns |")
+    assert lines[2].startswith("| 1 base | 10,000 | 1 ns | 5000 ns | 9900 ns | 9990 ns |")
     assert "| 2 | 2 | unknown (single runs) | raw |" in lines[3]
     assert lines[4].endswith("| 1 | 1 | n/a | summary |")
     assert "- 4 summary-only vs 1 base: n/a (no raw samples for #4 summary-only)" in lines

@@ -57,3 +57,19 @@ def test_a_store_not_yet_created_is_said_and_is_no_failure(tmp_path):
     assert "no database yet" in store["detail"] and not missing.exists()
     assert code == base                   # the needed checks alone decide the exit
     assert {x["group"] for x in lines if x["check"] != "store"} == {"needed to run"}
+
+
+def test_human_lines_fit_120_columns(tmp_path):
+    # issue 46: a check's line reached 211 columns; its fix is most of it when missing.
+    env = {**os.environ, "PATH": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "doctor"],
+                         capture_output=True, text=True, timeout=60, env=env)
+    lines = res.stdout.splitlines()
+    assert any("apt-get install" in x for x in lines)
+    assert max(len(x) for x in lines) <= 120, max(lines, key=len)
+
+
+def test_the_emulated_banner_fits_120_columns():
+    from irqlab.cli.render import EMULATED_BANNER
+
+    assert len(EMULATED_BANNER.format(accel="tcg")) <= 120

@@ -30,7 +30,8 @@ def db(tmp_path_factory) -> Path:
         meta = {"host": {"hostname": "h"}, "probe": {"timer_mode": "tsc-deadline"},
                 "hooks": {"trace": {"file": str(CAPTURE)}}}
         rid = st.create_run(NewRun("traced", "guest", {"window_ns": 10**9, "warmup": 1,
-                                                       "period_ns": PERIOD_NS}, meta))
+                                                       "period_ns": PERIOD_NS}, meta,
+                                   tags={"series": "t"}))
         st.update_run(rid, arch="x86_64", accel="kvm", emulated=False, tick_hz=tick_hz,
                       period_ns=PERIOD_NS, threshold_ns=30_000)
         rec = np.zeros(N_SAMPLES, RECORD_DTYPE)
@@ -47,6 +48,12 @@ def db(tmp_path_factory) -> Path:
         st.finish_run(rid, "ok", {"type": "summary", "version": 1, "run_id": rid,
                                   "name": "traced", "samples": s.samples,
                                   "tick_hz": tick_hz, "status": "ok"})
+        # A later run of the series without a capture: `explain series:t` passes it by.
+        later = st.create_run("traced", "guest", {"window_ns": 10**9, "warmup": 1,
+                                                  "period_ns": PERIOD_NS},
+                              {"host": {"hostname": "h"}}, tags={"series": "t"})
+        st.finish_run(later, "ok", {"type": "summary", "version": 1, "run_id": later,
+                                    "name": "traced", "samples": 0, "status": "ok"})
     return path
 
 
@@ -102,3 +109,23 @@ def test_a_native_run_with_a_tsc_capture_is_one_clear_error(tmp_path: Path) -> N
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "x86-tsc clock" in lines[0] and "--trace" in lines[0], lines
     assert "Traceback" not in res.stderr
+
+
+def test_a_series_explains_its_latest_traced_run_within_120_columns(db: Path) -> None:
+    # issue 46: `explain series:NAME` said "no run 'series:...'"; lines reached 650
+    # columns; causes "in 0 samples" were listed.
+    res = call_cli(["explain", "series:t"], db)
+    assert res.code == 0, res.stderr
+    assert res.stdout == call_cli(["explain", "1"], db).stdout
+    lines = res.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 120, max(lines, key=len)
+    assert "in 0 samples" not in res.stdout
+    wide = call_cli(["explain", "1", "--wide"], db)
+    assert wide.code == 0 and max(len(x) for x in wide.stdout.splitlines()) > 120
+
+
+def test_a_selector_without_a_traced_run_is_one_line(db: Path, tmp_path: Path) -> None:
+    res = call_cli(["explain", "2"], db)
+    assert res.code == 2
+    res = call_cli(["explain", "tag:nope=1"], db)
+    assert res.code == 2 and len(res.stderr.strip().splitlines()) == 1

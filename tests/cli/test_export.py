@@ -148,3 +148,22 @@ def test_polars_reads_the_export_as_one_dataset(three_runs):
     got = {r: frame.filter(pl.col("run_id") == r).sort("seq").to_arrow().select(
         list(EXPORT_TYPES)) for r in want}
     assert got == {r: t.select(list(EXPORT_TYPES)) for r, t in want.items()}
+
+
+def test_selectors_name_the_runs_to_export(tmp_path):
+    # issue 46: export took run ids and names only ("no run 'series:s'").
+    from irqlab.store import Store
+    from tests.unit.reports._runs import add_run, latencies
+
+    db = tmp_path / "sel.duckdb"
+    with Store(db) as st:
+        for i in range(3):
+            add_run(st, f"r{i}", latencies("lognormal", 200, seed=i),
+                    tags={"series": "s" if i else "other"})
+    out = tmp_path / "out"
+    res = call_cli(["export", "series:s", "--parquet", str(out), "--json"], db)
+    assert res.code == 0, res.stderr
+    assert sorted(p.name for p in (out / "samples").iterdir()) == ["run_id=2", "run_id=3"]
+    bad = call_cli(["export", "tag:nope=1", "--parquet", str(tmp_path / "o2")], db)
+    assert bad.code == 2 and "no run has tag nope=1" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from irqlab.reports.termhist import _cum, edges_1_2_5, first_tick_at
+from irqlab.reports.termhist import cumulative_share, edges_1_2_5, first_tick_at
 from irqlab.stats import ticks_to_ns
 from irqlab.store import Store
 from tests.cli._percpu_store import make_percpu_store
@@ -42,7 +42,7 @@ def test_edges_are_1_2_5_and_ticks_map_to_their_ns():
             tick = first_tick_at(ns, hz)
             # The first tick count shown at ns or more (ticks_to_ns rounds half away).
             assert ticks_to_ns(tick, hz) >= ns > ticks_to_ns(tick - 1, hz)
-    assert _cum(239_993, 240_004) == "  99.99%" and _cum(5, 5) == "    100%"
+    assert cumulative_share(239_993, 240_004) == "  99.99%" and cumulative_share(5, 5) == "    100%"
 
 
 def test_show_hist_counts_every_sample_exactly(pdb):

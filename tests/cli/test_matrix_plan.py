@@ -94,3 +94,12 @@ def test_pool_of_a_scenario_not_on_labgrid_exits_2(tmp_path):
     res = call_cli(["matrix", str(SEED002), "--lg-places", "rig-*"], tmp_path / "db")
     assert res.code == 2 and "target is guest" in res.stderr and "labgrid" in res.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_json_is_format_json(tmp_path):
+    # issue 46: `matrix --json` was refused ("did you mean --only?").
+    db = tmp_path / "never.duckdb"
+    as_json = call_cli(["matrix", str(SEED002), "--dry-run", "--json"], db)
+    as_format = call_cli(["matrix", str(SEED002), "--dry-run", "--format", "json"], db)
+    assert as_json.code == 0, as_json.stderr
+    assert as_json.stdout == as_format.stdout and as_json.stdout.startswith("{")

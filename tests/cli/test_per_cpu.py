@@ -27,10 +27,10 @@ def test_compare_per_cpu_table(pdb):
                                        "lost"]
     rows = [x.split() for x in lines[head + 3:head + 7]]
     # cyclictest's T:N: each CPU's own count, percentiles and max (CPU 1 is 3x CPU 0).
-    assert [r[:3] for r in rows] == [["#1", "T:0", "4000"], ["#1", "T:1", "4000"],
-                                     ["#2", "T:0", "4000"], ["#2", "T:1", "4000"]]
+    assert [r[:3] for r in rows] == [["#1", "T:0", "4,000"], ["#1", "T:1", "4,000"],
+                                     ["#2", "T:0", "4,000"], ["#2", "T:1", "4,000"]]
     assert rows[0][5:7] == ["2000", "ns"] and rows[1][5:7] == ["6000", "ns"]
-    assert " ".join(rows[3]).endswith("48.0 us 48.0 us 1500 (37.5%) 0")
+    assert " ".join(rows[3]).endswith("48.0 us 48.0 us 1,500 (37.5%) 0")
     assert "#3 one-stream: no per-CPU samples (one stream)" in res.stdout
     # Without the option: no per-CPU table.
     plain = call_cli(["compare", "two-cpu", "two-cpu-x4"], pdb)
@@ -64,7 +64,7 @@ def test_compare_per_cpu_csv_and_markdown(pdb):
         ("two-cpu", "1", "12000")]
     md = call_cli(["compare", "two-cpu", "--per-cpu", "--format", "markdown"], pdb)
     assert "**Per CPU**" in md.stdout
-    assert "| #1 T:1 | 4000 | 3 ns | 6000 ns | 11.9 us |" in md.stdout
+    assert "| #1 T:1 | 4,000 | 3 ns | 6000 ns | 11.9 us |" in md.stdout
     plain = call_cli(["compare", "two-cpu", "--format", "csv"], pdb)
     assert "cpu" not in plain.stdout.splitlines()[0].split(",")
 
@@ -76,7 +76,7 @@ def test_check_per_cpu_names_the_failing_cpu(pdb, tmp_path):
                     str(junit)], pdb)
     assert res.code == 1, res.stdout + res.stderr
     lines = res.stdout.splitlines()
-    assert lines[0] == "FAIL run 1 two-cpu: 1/1 limits met; failed on cpu 1"
+    assert lines[0] == "FAIL run 1 two-cpu: 1/1 limits met over all CPUs; not met on cpu 1"
     assert "  cpu 0: PASS 1/1 limits met (4000 samples)" in lines
     assert "  cpu 1: FAIL 0/1 limits met (4000 samples)" in lines
     assert "    FAIL p99 11.9 us > 11.8 us: over by 80 ns (+0.678%)" in lines
@@ -113,7 +113,7 @@ def test_report_per_cpu_table(pdb, tmp_path):
     html = out.read_text()
     assert html.count("<h3>Per CPU</h3>") == 1
     assert '<table class="per-cpu">' in html
-    assert ('<td class="l">1</td><td class="">4000</td><td class="">3 ns</td>'
+    assert ('<td class="l">1</td><td class="">4,000</td><td class="">3 ns</td>'
             '<td class="">6000 ns</td>') in html
     # The CPUs' curves overlaid, among the run's plots.
     assert html.count('data-plot="run1-per-cpu"') == 1
@@ -147,3 +147,31 @@ def test_per_cpu_figures_of_a_run_kept_in_the_store_equal_in_memory(pdb):
         got = per_cpu_figures(kept, 40_000)           # CPU 1: 12 ns * k > 40 us: k > 3333
         assert got == per_cpu_figures(whole, 40_000)
         assert got["1"]["above_threshold"] == 667 and got["1"]["max_ns"] == 48_000
+
+
+def test_junit_ids_of_series_per_cpu_are_unique_and_stable(tmp_path):
+    # issue 46: `check series:X --per-cpu --junit` wrote one <testsuite name="idle"> per
+    # run with the same (classname, name) pairs: duplicate ids CI systems merge.
+    from irqlab.store import Store
+    from tests.cli._percpu_store import add_two_cpu_run
+
+    db = tmp_path / "series.duckdb"
+    with Store(db) as st:
+        for sid in ("idle-aaaaaa", "idle-bbbbbb"):      # two series of one configuration
+            for index in (1, 2, 3):
+                add_two_cpu_run(st, "idle", series=(sid, index, 3))
+
+    def ids(selector: str) -> list[tuple[str, str, str]]:
+        junit = tmp_path / f"{selector.replace(':', '_')}.xml"
+        res = call_cli(["check", selector, "--max", "30us", "--per-cpu", "--junit",
+                        str(junit)], db)
+        assert res.code == 0, res.stdout + res.stderr
+        root = ET.parse(junit).getroot()
+        return [(s.get("name"), c.get("classname"), c.get("name"))
+                for s in root.iter("testsuite") for c in s.iter("testcase")]
+
+    first, second = ids("series:idle-aaaaaa"), ids("series:idle-bbbbbb")
+    assert len(first) == len(set(first)) > 6
+    assert first == second                                   # stable across builds
+    assert {s for s, _, _ in first} == {"idle #1", "idle #2", "idle #3"}
+    assert ("idle #2", "irqlab.check.idle #2", "cpu1 max") in first

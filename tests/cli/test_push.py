@@ -117,3 +117,22 @@ def test_run_and_import_write_straight_into_the_lab_store(pg, tmp_path):
     assert (cmp_run["samples"], cmp_run["max_ns"]) == (300, summary["max_ns"])
     trace = _cli("run", "--trace", "--samples", "10", "--db", lab)
     assert trace.returncode == 2 and "beside a database file" in trace.stderr
+
+
+def test_push_takes_selectors(pg, tmp_path):
+    # issue 46: `push tag:K=V` failed with "no run 'tag:...'" while show and compare
+    # took it; now every command that takes runs goes through one resolver.
+    from irqlab.store import Store
+    from tests.unit.reports._runs import add_run, latencies
+
+    local = tmp_path / "local.duckdb"
+    with Store(local) as st:
+        for i, board in enumerate(("b1", "b2", "b1")):
+            add_run(st, f"on-{board}-{i}", latencies("lognormal", 100, seed=i),
+                    tags={"board": board})
+    lab = pg.database("selectors")
+    pushed = _jsonl(_cli("push", "tag:board=b1", "--to", lab, "--db", str(local),
+                         "--json").stdout)
+    assert [p["run_id"] for p in pushed] == [1, 3] and all(p["added"] for p in pushed)
+    listed = _jsonl(_cli("list", "--db", lab, "--json").stdout)
+    assert sorted(r["name"] for r in listed) == ["on-b1-0", "on-b1-2"]

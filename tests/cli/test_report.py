@@ -45,7 +45,8 @@ def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_report_and_plot_files_are_written(built):
     out, info = built
-    assert info["type"] == "report" and info["plots"] == 1 + 3 * 3
+    # The overlay, then per run: histogram, exceedance, over time, heat map.
+    assert info["type"] == "report" and info["plots"] == 1 + 3 * 4
     assert info["runs"] == [1, 2, 3]
     pngs = sorted((out / "png").glob("*.png"))
     svgs = sorted((out / "svg").glob("*.svg"))
@@ -73,7 +74,7 @@ def test_report_opens_in_chromium_without_errors_and_images_load(built, tmp_path
     ok = int(re.search(r'data-images-ok="(\d+)"', root).group(1))
     errors = json.loads(re.search(r"data-errors=\"([^\"]*)\"", root).group(1)
                         .replace("&quot;", '"'))
-    assert total == 10 and ok == total and errors == []
+    assert total == 1 + 3 * 4 and ok == total and errors == []   # with the heat maps
     assert 'data-broken="yes"' not in dom.stdout
     # The console saw nothing: no script error, no fetch blocked by the page's CSP.
     console = [ln for ln in dom.stderr.splitlines() if ":CONSOLE" in ln]

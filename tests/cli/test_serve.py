@@ -24,7 +24,10 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")         # starlette: httpx -> httpx2 notice
     from starlette.testclient import TestClient
 
+from irqlab.durations import format_latency
 from irqlab.serve.app import CSP, build_app
+from irqlab.serve.web import figure_text
+from irqlab.humanize import format_count
 from irqlab.serve.runs_query import (SORTS, FigureCache, RunsQuery, runs_page,
                                      select_page)
 from irqlab.store import Store
@@ -97,7 +100,8 @@ def test_compare_json_equals_irqlab_compare_json(client, store):
     assert got.json()["objects"] == _roundtrip(cli)
     page = client.get("/compare?runs=1,2,3").text
     for row in cli[1:4]:
-        assert f'<td class="num" data-key="p999_ns">{row["p999_ns"]}</td>' in page
+        assert (f'<td class="num" data-key="p999_ns">{format_latency(row["p999_ns"])}</td>'
+                in page)
         verdict = "baseline" if row["baseline"] else row["noise"]["verdict"]
         assert f'<td data-key="verdict">{verdict}</td>' in page
 
@@ -106,8 +110,10 @@ def test_run_page_shows_the_show_figures_and_provenance(client, store):
     shown = _cli_json(["show", "1"], store)[0]
     page = client.get("/runs/1").text
     for key in ("samples", "p50_ns", "p99_ns", "p999_ns", "p9999_ns", "max_ns"):
-        assert f'<td class="num" data-key="{key}">{shown[key]}</td>' in page
-    assert "hostname: h1" in page and "target: guest x86_64 accel kvm" in page
+        text = figure_text(shown[key], key)
+        assert f'<td class="num" data-key="{key}">{text}</td>' in page
+    assert "<th>hostname</th><td>h1</td>" in page
+    assert "<th>target</th><td>guest x86_64 accel kvm" in page
     assert 'id="chart-windows"' in page
 
 
@@ -118,8 +124,8 @@ def test_histogram_equals_irqlab_show_hist_json(client, store):
         if res.code == 0:
             assert got.status_code == 200 and got.json() == res.lines[0]
             page = client.get(f"/runs/{run_id}/histogram").text
-            counts = re.findall(r'<td class="num" data-key="count">(\d+)</td>', page)
-            assert [int(c) for c in counts] == [b["count"] for b in res.lines[0]["buckets"]]
+            counts = re.findall(r'<td class="num" data-key="count">([\d,]+)</td>', page)
+            assert counts == [format_count(b["count"]) for b in res.lines[0]["buckets"]]
         else:
             assert got.status_code == 404 and "has no histogram" in got.json()["error"]
 
@@ -146,7 +152,7 @@ def test_hostile_names_and_tags_are_shown_inert(client):
         assert got.headers["content-security-policy"] == CSP
         assert "'unsafe-inline'" not in CSP and "script-src 'self'" in CSP
     # In the JSON blocks the charts read, '<' is escaped too (no </script> break-out).
-    chart = re.search(r'<script type="application/json" id="chart-ccdf">(.*?)</script>',
+    chart = re.search(r'<script type="application/json" id="chart-tail">(.*?)</script>',
                       client.get("/compare?runs=1,3").text, re.S).group(1)
     assert "<" not in chart and HOSTILE in json.loads(chart)["series"].__repr__()
 

@@ -57,3 +57,45 @@ def test_show_human_has_metadata_windows_and_emulation_warning(db):
     assert "qemu-system-x86_64 -accel tcg" in out
     assert "58.0 us" in out and "p99.99" in out
     assert "EMULATED" in out
+
+
+def test_show_labels_are_target_neutral(db):
+    # issue 46: a native run printed "qemu: None" and its probe's argv as "qemu command".
+    _store_run(db)
+    out = call_cli(["show", "wfi"], db).stdout
+    lines = out.splitlines()
+    assert "command: qemu-system-x86_64 -accel tcg" in lines
+    assert not any(line.startswith(("qemu: ", "qemu command")) for line in lines)
+    assert "None" not in out
+
+
+def test_list_name_and_limit(tmp_path):
+    from tests.unit.reports._runs import add_run, latencies
+
+    db = tmp_path / "l.duckdb"
+    with Store(db) as st:
+        for name in ("a", "b", "a", "a"):
+            add_run(st, name, latencies("ramp", 10))
+    ids = lambda *args: [r["run_id"] for r in call_cli(["list", *args, "--json"], db).lines]
+    assert ids("--name", "a") == [1, 3, 4]
+    assert ids("--name", "a", "--limit", "2") == [3, 4]
+    assert ids("--limit", "1") == [4]
+    bad = call_cli(["list", "--limit", "0"], db)
+    assert bad.code == 2 and "--limit" in bad.stderr
+
+
+def test_show_hist_bucket_gives_uniform_buckets(tmp_path):
+    from tests.unit.reports._runs import add_run, latencies
+
+    db = tmp_path / "h.duckdb"
+    with Store(db) as st:
+        add_run(st, "ramp", latencies("ramp", 10_000))         # 1 .. 10000 ns
+    (model,) = call_cli(["show", "ramp", "--hist", "--bucket", "1us", "--json"], db).lines
+    buckets = model["buckets"]
+    assert [b["low_ns"] for b in buckets] == [1] + [k * 1000 for k in range(1, 11)]
+    assert all(b["high_ns"] - b["low_ns"] == 1000 for b in buckets[1:])
+    assert sum(b["count"] for b in buckets) == 10_000 and buckets[1]["count"] == 1000
+    assert model["scale"] == "1000 ns buckets, [low_ns, high_ns)"
+    narrow = call_cli(["show", "ramp", "--hist", "--bucket", "1ns"], db)
+    assert narrow.code == 2 and "give a wider --bucket" in narrow.stderr
+    assert call_cli(["show", "ramp", "--bucket", "1us"], db).code == 2

@@ -78,6 +78,32 @@ def _wait(cond, timeout_s: float, what: str, proc: subprocess.Popen | None = Non
     pytest.fail(f"timed out waiting for {what}")
 
 
+GRAFANA = Path(__file__).parents[2] / "contrib" / "grafana-irqlab.json"
+# Grafana's variables as a dashboard over every host, target and configuration fills
+# them: regex "all", and rate windows of several 1 s scrapes.
+_GRAFANA_VARS = {"$host": ".*", "$target": ".*", "$configuration": ".*",
+                 "$__rate_interval": "8s", "$__interval": "4s"}
+
+
+def grafana_queries() -> list[str]:
+    """Every PromQL expression of the dashboard, its variables filled."""
+    board = json.loads(GRAFANA.read_text())
+    exprs = [t["expr"] for p in board["panels"] for t in p.get("targets", [])
+             if t.get("expr")]
+    # label_values(METRIC, LABEL) variables: METRIC must have series.
+    exprs += [v["query"]["query"].split("(", 1)[1].split(",")[0]
+              for v in board.get("templating", {}).get("list", [])
+              if isinstance(v.get("query"), dict) and "label_values" in v["query"]["query"]]
+    assert len(exprs) >= 8
+    for name, value in _GRAFANA_VARS.items():
+        exprs = [e.replace(name, value) for e in exprs]
+    return exprs
+
+
+def test_grafana_queries_are_filled_and_valid():
+    assert all("$" not in e for e in grafana_queries())
+
+
 def test_prometheus_quantile_and_max_agree_with_irqlab(tmp_path):
     db = tmp_path / "m.duckdb"
     mport, pport = _free_port(), _free_port()
@@ -110,6 +136,11 @@ def test_prometheus_quantile_and_max_agree_with_irqlab(tmp_path):
         p99 = _one(pport, "histogram_quantile(0.99, irqlab_latency_seconds_bucket)", at)
         max_s = _one(pport, "irqlab_window_max_latency_seconds", at)
         (labels,) = [r["metric"] for r in _query(pport, "irqlab_samples_total", at)]
+        cpus = {r["metric"]["cpu"] for r in _query(pport, "irqlab_latency_seconds_count", at)}
+        # contrib/grafana-irqlab.json: every panel's query, its variables as Grafana
+        # fills them (all values; intervals of a few scrapes), returns data here.
+        empty = [expr for expr in grafana_queries()
+                 if not _query(pport, expr, at)]
     finally:
         mon.send_signal(signal.SIGTERM)
         try:
@@ -124,6 +155,8 @@ def test_prometheus_quantile_and_max_agree_with_irqlab(tmp_path):
                     prom.wait()
     assert mon.returncode == 0, mon_err[-2000:]
     assert labels["target"] == "native" and labels["configuration"] == "monitor-native"
+    assert cpus == {"1"}                         # --cpus 1: one histogram, labelled
+    assert not empty, empty
     with Store(db) as store:
         (run,) = store.runs()
         windows = store.windows(run.run_id)[:windows_seen]

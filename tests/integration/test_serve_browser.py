@@ -11,11 +11,8 @@ lending socket. Chromedriver, Chromium, the server and the run are always stoppe
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
-import socket
+import re
 import subprocess
 import sys
 import time
@@ -25,15 +22,17 @@ from typing import Any
 
 import pytest
 
+from irqlab.durations import format_latency
+from irqlab.humanize import format_count, format_ratio
 from tests.cli._report_store import make_store
 from tests.conftest import call_cli
+from tests.integration._browser import (CHROMEDRIVER, CHROMIUM, WebDriver, free_port,
+                                        ready, start_server, stop, wait)
 from tests.unit.reports._runs import add_run, latencies
 
 XDIST_GROUP = ""              # no guest, nothing host-wide: fake runs, a browser (tests/conftest.py)
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 WINDOW_S = 0.5
 # The fake target registered in the child's own TARGETS (tests/unit/measure/fake_target).
 _FAKE_RUN = ("import sys\nfrom irqlab.targets import TARGETS\n"
@@ -46,80 +45,56 @@ if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
                 allow_module_level=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# What a person must never read on a page (issue 46): a Python repr, a latency or ratio
+# with more than 4 significant digits, a count of 5+ digits without separators, and
+# (checked on the cells of *_ns keys) a bare nanosecond count.
+_REPR = re.compile(r"\{'|'\}|\bNone\b|\bTrue\b|\bFalse\b|datetime\.|\(\)|\[\]")
+_WITH_UNIT = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?) ?(?:ns|us|µs|ms)\b")
+_DECIMAL = re.compile(r"(?<![\w.,])(\d+\.\d+)(?![\w.])")
+_LONG_COUNT = re.compile(r"(?<![\w.,:/-])\d{5,}(?![\w.,])")
+_LATENCY_CELL = re.compile(r"^(—|-?\d[\d,]*(?:\.\d+)? (ns|us|ms|s))$")
+# The page's text a person reads: not code (commands, paths), not data blocks.
+_PAGE_TEXT = ("const out = []; const w = document.createTreeWalker(document.body, "
+              "NodeFilter.SHOW_TEXT); let n; while ((n = w.nextNode())) { "
+              "if (n.parentElement.closest('code, script, style, pre, header, .u-legend'))"
+              " continue; out.push(n.textContent); } return out.join(' | ');")
 
 
-class WebDriver:
-    """The few W3C WebDriver commands the test needs, plus chromedriver's log endpoint."""
-
-    def __init__(self, port: int, profile: Path) -> None:
-        self.base = f"http://127.0.0.1:{port}"
-        caps = {"browserName": "chrome",
-                "goog:chromeOptions": {
-                    "binary": str(CHROMIUM),
-                    "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                             "--disable-dev-shm-usage", f"--user-data-dir={profile}",
-                             "--no-first-run", "--disable-background-networking",
-                             "--disable-component-update", "--disable-sync",
-                             "--window-size=1280,900"],
-                    "perfLoggingPrefs": {"enableNetwork": True, "enablePage": False}},
-                "goog:loggingPrefs": {"browser": "ALL", "performance": "ALL"}}
-        self.session = self._call("POST", "/session",
-                                  {"capabilities": {"alwaysMatch": caps}})["sessionId"]
-
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return json.loads(r.read())["value"]
-
-    def cmd(self, method: str, path: str, body: Any = None) -> Any:
-        return self._call(method, f"/session/{self.session}{path}", body)
-
-    def get(self, url: str) -> None:
-        self.cmd("POST", "/url", {"url": url})
-
-    def js(self, script: str, *args: Any) -> Any:
-        return self.cmd("POST", "/execute/sync", {"script": script, "args": list(args)})
-
-    def click(self, css: str) -> None:
-        el = self.cmd("POST", "/element", {"using": "css selector", "value": css})
-        self.cmd("POST", f"/element/{next(iter(el.values()))}/click", {})
-
-    def logs(self, kind: str) -> list[dict]:
-        return self.cmd("POST", "/se/log", {"type": kind})
-
-    def quit(self) -> None:
-        self.cmd("DELETE", "")
+def _significant(number: str) -> int:
+    digits = number.replace(",", "").replace(".", "").lstrip("0")
+    return len(digits.rstrip("0")) if "." not in number else len(digits)
 
 
-def _wait(what: str, check, timeout: float = 10.0, every: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(every)
+def unreadable(text: str, latency_cells: list[str]) -> list[str]:
+    """What a person should not have to read in a page's text (empty: nothing)."""
+    bad = [f"repr {m.group(0)!r}" for m in _REPR.finditer(text)]
+    bad += [f"{m.group(0)!r}: > 4 significant digits" for m in _WITH_UNIT.finditer(text)
+            if _significant(m.group(1)) > 4]
+    bad += [f"{m.group(0)!r}: > 4 significant digits" for m in _DECIMAL.finditer(text)
+            if _significant(m.group(1)) > 4]
+    bad += [f"{m.group(0)!r}: no thousands separators" for m in _LONG_COUNT.finditer(text)]
+    bad += [f"latency cell {c!r}: no unit" for c in latency_cells
+            if not _LATENCY_CELL.match(c.strip())]
+    return bad
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    if proc.args[0] == str(CHROMEDRIVER):
-        # Chromium outlives a chromedriver that was stopped before the session ended.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+def test_unreadable_finds_what_people_should_not_read():
+    # The checker itself, on the issue's own examples and on what the pages print.
+    assert unreadable("differs: {'fact': 'load.cpu', 'values': [None]}", [])
+    assert unreadable("p50 ratio 1.1870367449929033", [])
+    assert unreadable("max 5451747", [])
+    assert unreadable("", ["5451747"])
+    assert unreadable("p99.9 12.345 us", [])
+    assert not unreadable("p99.9 12.3 us · 1,234,567 samples · ratio 1.19 · run 42 · "
+                          "started 2026-11-28 16:58:43", ["9999 ns", "2.01 ms", "—"])
+
+
+def _check_readable(driver: WebDriver, page: str) -> None:
+    text = driver.js(_PAGE_TEXT)
+    cells = driver.js("return [...document.querySelectorAll('[data-key$=\"_ns\"]')]"
+                      ".map(e => e.textContent)")
+    bad = unreadable(text, cells)
+    assert not bad, f"{page}: {bad[:5]}"
 
 
 def _store(tmp: Path) -> Path:
@@ -134,19 +109,16 @@ def _store(tmp: Path) -> Path:
 
 
 def test_every_page_in_chromium(tmp_path):
+    from irqlab.serve.web import figure_text
+
     db = _store(tmp_path)
     shown = {i: call_cli(["show", str(i), "--json"], db).lines[0] for i in (1, 3)}
     compared = call_cli(["compare", "1", "2", "3", "--json"], db).lines
     procs: list[subprocess.Popen] = []
     driver = None
     try:
-        server = subprocess.Popen([sys.executable, "-m", "irqlab.cli.main", "serve", "--db",
-                                   str(db), "--bind", "127.0.0.1:0"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        server, base = start_server(db)
         procs.append(server)
-        line = server.stdout.readline().strip()
-        assert line.startswith("irqlab serve: http://127.0.0.1:"), line
-        base = line.split(": ", 1)[1].rstrip("/")
         # A run started now and writing until the end: every page below is served while
         # it holds the file (the server borrows it through the run's lending socket).
         procs.append(subprocess.Popen([sys.executable, "-c", _FAKE_RUN, "run", "--target",
@@ -155,13 +127,13 @@ def test_every_page_in_chromium(tmp_path):
                                        "--json"], stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL,
                                       cwd=Path(__file__).parents[2]))
-        cd_port = _free_port()
+        cd_port = free_port()
         # Its own session: chromedriver and the Chromium it starts are one process group,
         # stopped together whatever happens.
         procs.append(subprocess.Popen([str(CHROMEDRIVER), f"--port={cd_port}"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                       start_new_session=True))
-        _wait("chromedriver", lambda: _ready(cd_port))
+        wait("chromedriver", lambda: ready(cd_port))
         driver = WebDriver(cd_port, tmp_path / "profile")
 
         # runs: paging (10 a page), values as list/show --json
@@ -170,8 +142,9 @@ def test_every_page_in_chromium(tmp_path):
                         ".map(tr => Number(tr.dataset.runId))")
         assert ids == list(range(1, 11))
         assert driver.js("return document.getElementById('pages').textContent") == "3"
+        _check_readable(driver, "runs")
         driver.click("#next")
-        _wait("page 2", lambda: driver.js(
+        wait("page 2", lambda: driver.js(
             "return document.getElementById('page').textContent") == "2")
         assert driver.js("return [...document.querySelectorAll('#runs tbody tr')]"
                          ".map(tr => Number(tr.dataset.runId))") == list(range(11, 21))
@@ -179,80 +152,110 @@ def test_every_page_in_chromium(tmp_path):
         cells = driver.js("return [...document.querySelectorAll('#runs tbody tr')].map("
                           "tr => [tr.querySelector('.name').textContent, "
                           "tr.querySelector('[data-key=p999_ns]').textContent])")
-        assert cells == [[shown[3]["name"], str(shown[3]["p999_ns"])]]
+        assert cells == [[shown[3]["name"], format_latency(shown[3]["p999_ns"])]]
         assert driver.js("return document.querySelectorAll('#runs script').length") == 0
 
-        # a run: every figure equals show --json; the chart is drawn
+        # a run: every figure is show --json's, as the CLI formats it; its charts drawn:
+        # windows over the run's span, the fine histogram, the tail; the heat map image
         for run_id in (1, 3):
             driver.get(f"{base}/runs/{run_id}")
             figures = dict(driver.js("return [...document.querySelectorAll('#figures "
                                      "td[data-key]')].map(td => [td.dataset.key, "
                                      "td.textContent])"))
+            assert len(figures) > 10
             for key, text in figures.items():
-                value = shown[run_id].get(key)     # a key the run lacks: "—"
-                assert text == ("—" if value is None else str(value)), key
+                assert text == figure_text(shown[run_id].get(key), key), key
             assert driver.js("return document.getElementById('run-name').textContent") \
                 == shown[run_id]["name"]
-            _wait("charts", lambda: driver.js(
-                "return document.querySelectorAll('.uplot canvas').length") == 2)
+            wait("charts", lambda: driver.js(
+                "return document.querySelectorAll('.uplot canvas').length") == 3)
+            assert driver.js("const i = document.getElementById('heat-map'); "
+                             "return i.complete && i.naturalWidth") > 0
+            # The windows' x axis spans the run: from 0 to the end of its last window.
+            windows = json.loads(driver.js("return document.getElementById("
+                                           "'chart-windows').textContent"))
+            assert windows["x"][0] == 0 and windows["x_max"] == windows["x"][-1] > 0
+            _check_readable(driver, f"run {run_id}")
 
         # the run's histogram: its counts are show --hist --json's
         hist = call_cli(["show", "3", "--hist", "--json"], db).lines[0]
         driver.click("#histogram")
-        _wait("the histogram", lambda: driver.js(
-            "return document.querySelectorAll('.uplot canvas').length") == 1)
+        wait("the histogram", lambda: driver.js(
+            "return document.querySelectorAll('.uplot canvas').length") == 2)
         assert driver.js("return [...document.querySelectorAll('#hist [data-key=count]')]"
-                         ".map(td => Number(td.textContent))") == [
-            b["count"] for b in hist["buckets"]]
+                         ".map(td => td.textContent)") == [
+            format_count(b["count"]) for b in hist["buckets"]]
+        _check_readable(driver, "histogram")
         driver.get(f"{base}/runs/3")
 
         # the run's HTML report (irqlab report's page, its own CSP): its self-check ran
         driver.click("#report")
-        checked = _wait("the report's self-check", lambda: driver.js(
+        checked = wait("the report's self-check", lambda: driver.js(
             "const r = document.documentElement; return r.getAttribute('data-images-total')"
             " === null ? null : [r.getAttribute('data-images-total'), "
             "r.getAttribute('data-images-ok'), r.getAttribute('data-errors')]"), timeout=30)
         assert checked[0] == checked[1] != "0" and checked[2] == "[]", checked
 
-        # compare: the figures and verdicts of compare --json
+        # compare: the figures and verdicts of compare --json; what differs as a table;
+        # the warnings one line per kind
         driver.get(f"{base}/compare?runs=1,2,3")
         rows = driver.js("return [...document.querySelectorAll('#compare tbody tr')].map("
                          "tr => Object.fromEntries([...tr.querySelectorAll('[data-key]')]"
                          ".map(td => [td.dataset.key, td.textContent])))")
-        for row, cli in zip(rows, [o for o in compared if o["type"] == "compare_run"]):
-            assert row["p999_ns"] == str(cli["p999_ns"])
-            assert row["p50_ratio"] == str(cli["p50_ratio"])
+        cli_rows = [o for o in compared if o["type"] == "compare_run"]
+        assert len(rows) == len(cli_rows) == 3
+        for row, cli in zip(rows, cli_rows):
+            assert row["p999_ns"] == format_latency(cli["p999_ns"])
+            assert row["p50_ratio"] == format_ratio(cli["p50_ratio"])
             assert row["verdict"] == ("baseline" if cli["baseline"]
                                       else cli["noise"]["verdict"])
-        _wait("overlay", lambda: driver.js(
+        kinds = {o["kind"] for o in compared if o["type"] == "compare_warning"}
+        assert driver.js("return document.querySelectorAll('p.warning').length") \
+            == len(kinds)
+        wait("overlay", lambda: driver.js(
             "return document.querySelectorAll('.uplot canvas').length") == 1)
+        _check_readable(driver, "compare")
 
-        # trends: the step at the series' 11th run
+        # series: each run's figures, the spread, no earlier series to judge against
+        driver.get(f"{base}/series/s1")
+        assert driver.js("return document.querySelectorAll('#series-runs tbody tr')"
+                         ".length") == 20
+        assert driver.js("return document.querySelectorAll('#spread tbody tr').length") > 3
+        _check_readable(driver, "series")
+
+        # trends: the step at the series' 11th run, dated, linked to the run before
         driver.get(f"{base}/trends?series=tag:series%3Ds1&metric=p999_ns")
         assert driver.js("return document.getElementById('trend-changes').textContent") \
             == "1"
         assert driver.js("return document.querySelector('#changes tbody td').textContent"
                          ) == str(5 + 10)     # runs 1-4 of make_store, then step-10
+        assert driver.js("return document.querySelector('#changes a.before').textContent"
+                         ) == str(4 + 10)
+        trend = json.loads(driver.js("return document.getElementById('chart-trend')"
+                                     ".textContent"))
+        assert trend["x"] == sorted(trend["x"]) and trend["x"][0] > 1.7e9   # dates (s)
+        _check_readable(driver, "trends")
 
         # live: the run started above, read while it writes
-        live_id = _wait("the run in the store", lambda: _running_id(base), timeout=20)
+        live_id = wait("the run in the store", lambda: _running_id(base), timeout=20)
         driver.get(f"{base}/runs/{live_id}/live")
         count = lambda: int(driver.js(
             "return document.getElementById('live-count').textContent"))
-        first = _wait("a first window", count, timeout=10)
+        first = wait("a first window", count, timeout=10)
         t0 = time.monotonic()
-        _wait("a new window", lambda: count() > first, timeout=20)
+        wait("a new window", lambda: count() > first, timeout=20)
         # A window every WINDOW_S and a poll a second: seen within 2 windows + a poll.
         assert time.monotonic() - t0 <= 2 * WINDOW_S + 1.5
         assert driver.js("return document.getElementById('live-status').textContent") \
             == "running"
+        _check_readable(driver, "live")
         # The running run's own page: no summary yet, every figure "—", windows drawn.
         driver.get(f"{base}/runs/{live_id}")
         assert driver.js("return document.getElementById('status').textContent") \
             == "running"
         assert driver.js("return document.querySelector('#figures td[data-key=p999_ns]')"
                          ".textContent") == "—"
-        _wait("its windows chart", lambda: driver.js(
+        wait("its windows chart", lambda: driver.js(
             "return document.querySelectorAll('.uplot canvas').length") >= 1)
 
         # No console error anywhere; no request to anything but the server.
@@ -261,8 +264,8 @@ def test_every_page_in_chromium(tmp_path):
         urls = [json.loads(e["message"])["message"]["params"]["request"]["url"]
                 for e in driver.logs("performance")
                 if '"Network.requestWillBeSent"' in e["message"]]
-        # chrome:// is the browser's own first tab, data: the page's empty favicon:
-        # neither is a request to any host.
+        # chrome:// is the browser's own first tab, data: the page's empty favicon and
+        # the heat map image: neither is a request to any host.
         away = [u for u in urls if not u.startswith((base + "/", "data:", "chrome://"))]
         assert len(urls) > 20 and not away, away
     finally:
@@ -272,15 +275,7 @@ def test_every_page_in_chromium(tmp_path):
             except Exception:
                 pass
         for proc in reversed(procs):
-            _stop(proc)
-
-
-def _ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2) as r:
-            return json.loads(r.read())["value"]["ready"]
-    except OSError:
-        return False
+            stop(proc)
 
 
 def _running_id(base: str) -> int | None:

@@ -10,7 +10,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from irqlab.reports import noise
-from irqlab.serve.pages.run import ccdf_points
 from irqlab.serve.web import Dashboard, PageError, json_response
 
 MAX_SELECTORS = 20
@@ -34,33 +33,60 @@ def _threshold(request: Request) -> int | None:
     return int(text)
 
 
-def compare_objects(dashboard: Dashboard, refs: list[str],
-                    threshold_ns: int | None) -> list[dict[str, Any]]:
-    """`irqlab compare REFS --json` (default seed and resamples) as a list of objects."""
+def compare_objects(dashboard: Dashboard, refs: list[str], threshold_ns: int | None,
+                    charts: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """`irqlab compare REFS --json` (default seed and resamples) as a list of objects;
+    with ``charts``, the runs' tails overlaid are added there (the same runs, read once)."""
     from irqlab.reports.compare import build_compare
     from irqlab.reports.data import load_runs
     from irqlab.reports.select import select_runs
     from irqlab.reports.tables import json_objects
+    from irqlab.serve.charts import tail_chart
 
     with dashboard.access.open() as store:
         runs = load_runs(store, select_runs(store, refs, series_names=True))
         model = build_compare(runs, threshold_ns, seed=noise.DEFAULT_SEED,
                               resamples=noise.DEFAULT_RESAMPLES)
+        if charts is not None:
+            tail = tail_chart(runs)
+            if tail:
+                charts["tail"] = tail
     return json_objects(model)
 
 
 def page(dashboard: Dashboard, request: Request) -> HTMLResponse:
+    from irqlab.reports.tables import (HUMAN_COLUMNS, cell, differs_table, method_line,
+                                       noise_lines, warning_lines)
+
     refs = _selectors(request)
     threshold = _threshold(request)
-    objects = compare_objects(dashboard, refs, threshold) if refs else []
+    charts: dict[str, Any] = {}
+    objects = compare_objects(dashboard, refs, threshold, charts) if refs else []
     rows = [o for o in objects if o["type"] == "compare_run"]
-    ccdf = {"kind": "ccdf", "series": {f"#{r['run_id']} {r['name']}": ccdf_points(r)
-                                       for r in rows}}
+    head = objects[0] if objects else None
+    model = {"rows": rows, "differs": head["differs"] if head else []}
+    # The terminal's table (irqlab.reports.tables: its columns and cells), the verdict
+    # as compare --json words it.
+    columns = [(h, key, kind) for h, key, kind in HUMAN_COLUMNS if kind != "verdict"]
+    table = [{"run_id": r["run_id"], "baseline": r.get("baseline"),
+              "cells": [(key, cell(r, key, kind)) for _h, key, kind in columns],
+              "verdict": verdict_text(r)} for r in rows]
     return dashboard.render(
-        "compare.html", title="compare", refs=refs, threshold=threshold,
-        head=objects[0] if objects else None, rows=rows,
-        warnings=[o for o in objects if o["type"] == "compare_warning"],
-        ccdf=ccdf if rows else None)
+        "compare.html", title="compare", refs=refs, threshold=threshold, head=head,
+        columns=columns, table=table, method=method_line(model) if rows else "",
+        noise=noise_lines(model) if rows else [],
+        differs=differs_table(model) if rows else ([], []),
+        warnings=warning_lines([o for o in objects if o["type"] == "compare_warning"]),
+        charts=charts)
+
+
+def verdict_text(row: dict[str, Any]) -> str:
+    """A row's verdict as `irqlab compare` says it: 'baseline' for the baseline (or the
+    baseline series' runs), else the noise object's verdict."""
+    if row.get("baseline") or row.get("group") == 0:
+        return "baseline"
+    nz = row.get("noise") or {}
+    return str(nz.get("verdict") or "n/a")
 
 
 def api(dashboard: Dashboard, request: Request) -> Response:

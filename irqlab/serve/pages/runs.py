@@ -12,8 +12,8 @@ from irqlab.serve.web import Dashboard, json_response
 COLUMNS = (("run", "run_id", "run_id"), ("name", "name", "name"),
            ("started (UTC)", "started_at", "started_at"), ("target", "target", "target"),
            ("host", "host", None), ("tags", "tags", None), ("status", "status", "status"),
-           ("samples", "samples", "samples"), ("p50 (ns)", "p50_ns", "p50_ns"),
-           ("p99.9 (ns)", "p999_ns", "p999_ns"), ("max (ns)", "max_ns", "max_ns"))
+           ("samples", "samples", "samples"), ("p50", "p50_ns", "p50_ns"),
+           ("p99.9", "p999_ns", "p999_ns"), ("max", "max_ns", "max_ns"))
 
 
 def _query(request: Request) -> RunsQuery:

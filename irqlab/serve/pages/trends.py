@@ -40,12 +40,26 @@ def page(dashboard: Dashboard, request: Request) -> HTMLResponse:
     head = lines[0] if lines else None
     runs = [x for x in lines if x["type"] == "trend_run"]
     changes = [x for x in lines if x["type"] == "trend_change"]
+    by_id = {r["run_id"]: r for r in runs}
+    for c in changes:     # the run on each side of the change, with its date
+        c["before"] = by_id.get(c["before_run_id"])
     chart = None
     if runs:
-        chart = {"kind": "trend", "metric": head["metric"],
-                 "x": [r["index"] for r in runs], "y": [r["value_ns"] for r in runs],
-                 "marks": [c["index"] for c in changes],
-                 "labels": [f"#{r['run_id']} {r['name']}" for r in runs]}
+        # Runs at their start dates (s since the epoch, UTC): the x axis is time.
+        import datetime as dt
+
+        from irqlab.serve.charts import latency_unit
+
+        unit, scale = latency_unit(max((r["value_ns"] or 0) for r in runs))
+        chart = {"kind": "trend", "metric": head["metric"], "unit": unit,
+                 "x": [dt.datetime.fromisoformat(r["started_at"]).replace(
+                     tzinfo=dt.timezone.utc).timestamp() for r in runs],
+                 "y": [None if r["value_ns"] is None else r["value_ns"] / scale
+                       for r in runs],
+                 "marks": [c["index"] for c in changes], "dated": True}
+        if head.get("order", "started_at") != "started_at":
+            # Ordered by a tag: the runs in that order, not at their dates.
+            chart["x"], chart["dated"] = [r["index"] for r in runs], False
     return dashboard.render("trends.html", title="trends", selector=",".join(selectors),
                             metric=metric, metrics=metric_names(), head=head, runs=runs,
                             changes=changes, chart=chart)

@@ -40,7 +40,7 @@ def test_comparability_warnings_say_what_differs_and_what_to_do(store):
     kinds = {w["kind"]: w["text"] for w in m["warnings"]}
     assert set(kinds) == {"emulated", "accel", "period", "tick source",
                           "threshold", "few samples"}
-    assert "measure at least 100000 samples" in kinds["few samples"]
+    assert "measure at least 100,000 samples" in kinds["few samples"]
     # Host and kernel are facts of "what differs" (issue 31), with both runs' values.
     diff = {d["fact"]: d["values"] for d in m["differs"]}
     assert diff["host.hostname"] == ["h1", "h2"] and diff["host.kernel"] == ["6.1.0", "6.6"]
@@ -57,9 +57,9 @@ def test_markdown_is_a_table_with_notes_noise_and_escaped_names(store):
     lines = markdown_lines(_model(store, ["base", "double", "5"]))
     assert lines[0] == ("| run | samples | min | p50 | p99 | p99.9 | p99.99 | max | warm max"
                         " | above thr | above % | p50 × | p99.9 × | noise | from |")
-    assert lines[2] == ("| 1 base | 10000 | 1 ns | 5000 ns | 9900 ns | 9990 ns | 9999 ns | "
+    assert lines[2] == ("| 1 base | 10,000 | 1 ns | 5000 ns | 9900 ns | 9990 ns | 9999 ns | "
                         "10.0 us | 10.0 us | 0 | 0% | 1 | 1 | baseline | raw |")
-    assert lines[3].startswith("| 2 double | 10000 | 2 ns | 10.0 us | 19.8 us | 20.0 us |")
+    assert lines[3].startswith("| 2 double | 10,000 | 2 ns | 10.0 us | 19.8 us | 20.0 us |")
     assert "| unknown (single runs) |" in lines[3]
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in lines[4] and "<script>" not in lines[4]
     text = "\n".join(lines)

@@ -30,7 +30,8 @@ def test_run_text_is_escaped_everywhere_and_nothing_is_fetched(report):
     # Only our own script and only data: images; no URL anywhere a browser would fetch.
     assert text.count("<script>") == 1 and CSP in text
     srcs = re.findall(r'(?:src|href)="([^"]*)"', text)
-    assert len(srcs) == len(plots) == 1 + 3 * 3
+    # The overlay, then per run: histogram, exceedance, over time, heat map.
+    assert len(srcs) == len(plots) == 1 + 3 * 4
     assert all(s.startswith("data:image/png;base64,") for s in srcs)
 
 
@@ -38,8 +39,10 @@ def test_sections_metadata_windows_and_comparison(report):
     text, _ = report
     assert "<title>T &amp; &lt;T&gt;</title>" in text
     for part in ("<h2>Comparison</h2>", "<h2>Run 1 base</h2>", "<h3>Windows</h3>",
-                 "what differs (", "host.hostname (h1 | h1 | h2)", "EMULATED",
-                 "kernel 6.6", "calibrated-pit", "<h3>Configuration</h3>", "<h3>Host</h3>",
+                 "<h3>What differs (",
+                 '<td class="l">host.hostname</td><td class="l">h1</td><td class="l">h1</td>'
+                 '<td class="l">h2</td>', "EMULATED",
+                 "kernel 6.6", "calibrated-pit", "<h3>Configuration</h3>", "<h2>Host</h2>",
                  '<td class="l">clocksource</td><td class="l">unknown</td>',
                  '<td class="l">period</td>', "Overlaid CDF and exceedance curves"):
         assert part in text, part

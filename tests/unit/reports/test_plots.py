@@ -21,7 +21,8 @@ def _png_size(data: bytes) -> tuple[int, int]:
 def test_every_run_plot_renders_with_the_threshold_marked(store, tmp_path):
     run = load_run(store, store.resolve("logn-a"))
     plots = run_plots(run)
-    assert [p.name for p in plots] == ["run6-histogram", "run6-exceedance", "run6-over-time"]
+    assert [p.name for p in plots] == ["run6-histogram", "run6-exceedance", "run6-over-time",
+                                       "run6-heat-map"]
     for plot in plots:
         lines = list(threshold_artists(plot.figure))
         assert len(lines) == 1 and lines[0].get_label() == "threshold 30.0 us"

@@ -9,7 +9,8 @@ import pytest
 from irqlab.reports.check import evaluate
 from irqlab.reports.compare import build_compare
 from irqlab.reports.data import figures, load_run, load_runs
-from irqlab.reports.plots import _survival, histogram_plot, over_time_plot
+from irqlab.reports.plotdata import survival as _survival
+from irqlab.reports.plots import histogram_plot, over_time_plot
 from irqlab.reports.select import select_runs
 
 REFS = ["base", "double", "elsewhere", "summary-only", "logn-a", "logn-b"]
