@@ -49,9 +49,9 @@ def db(tmp_path_factory) -> Path:
                                   "name": "traced", "samples": s.samples,
                                   "tick_hz": tick_hz, "status": "ok"})
         # A later run of the series without a capture: `explain series:t` passes it by.
-        later = st.create_run("traced", "guest", {"window_ns": 10**9, "warmup": 1,
-                                                  "period_ns": PERIOD_NS},
-                              {"host": {"hostname": "h"}}, tags={"series": "t"})
+        later = st.create_run(NewRun("traced", "guest", {"window_ns": 10**9, "warmup": 1,
+                                                         "period_ns": PERIOD_NS},
+                                     {"host": {"hostname": "h"}}, tags={"series": "t"}))
         st.finish_run(later, "ok", {"type": "summary", "version": 1, "run_id": later,
                                     "name": "traced", "samples": 0, "status": "ok"})
     return path
