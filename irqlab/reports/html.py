@@ -268,6 +268,7 @@ def _run_section(run: RunData, plots: list[Plot],
             plots.append(cpu_plot)       # shown under Plots, written by --png/--svg
     if explained is not None:
         out += _explain_section(explained)
+    out += _tail_section(run)
     out.append("<h3>Plots</h3>")
     out += [_img(p) for p in plots] or ["<p>No data to plot.</p>"]
     out.append("<h3>Windows</h3>")
@@ -276,6 +277,23 @@ def _run_section(run: RunData, plots: list[Plot],
                + esc(json.dumps({"params": run.row.params, "metadata": run.row.metadata},
                                 indent=1, default=str)) + "</pre></details></section>")
     return out
+
+
+def _tail_section(run: RunData) -> list[str]:
+    """The tail beyond the data (irqlab tail): the extreme-value fit's checks, the
+    exceedance probabilities and pWCET, or its refusal; nothing for a run without raw
+    samples or with too few for a fit (issue 45)."""
+    from irqlab.reports.tail import build_tail, tail_lines
+    from irqlab.stats.evt import CANDIDATE_FRACTIONS, MIN_EXCEEDANCES
+
+    if not run.has_raw:
+        return []
+    count = run.stored.count if run.stored is not None else int(run.latency_tick.size)
+    if count < MIN_EXCEEDANCES / CANDIDATE_FRACTIONS[0]:
+        return []
+    model = build_tail([run])
+    return ['<h3 id="tail">Tail (extreme-value fit, as <code>irqlab tail</code>)</h3>',
+            '<pre class="tail">' + esc("\n".join(tail_lines(model))) + "</pre>"]
 
 
 def _compare_section(runs: list[RunData],

@@ -10,6 +10,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from irqlab.reports.data import NS_PER_S, RunData
+from irqlab.durations import format_latency
 from irqlab.stats import evt
 
 TAIL_VERSION = 1
@@ -120,3 +121,57 @@ def predicted_count(p: float, p_low: float, p_high: float, theta: float, samples
     low = max(0.0, lo_mu - 1.96 * math.sqrt(lo_mu)) / theta
     high = (hi_mu + 1.96 * math.sqrt(hi_mu) + 1) / theta
     return p * samples, low, high
+
+
+# --- the lines `irqlab tail`, the report and the dashboard print -----------------------
+
+def _p(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3g}"
+
+
+def tail_lines(model: dict[str, Any]) -> list[str]:
+    """The fit in a few lines: what was fitted, each check, then the figures."""
+    ids = ", ".join(f"#{i}" for i in model["run_ids"])
+    out = [f"tail of {ids} {model['name']}: {model['samples']:,} samples, max "
+           f"{format_latency(model['max_ns'])}"
+           + (" (EMULATED: not representative)" if model["emulated"] else "")]
+    if model["exceedances"]:
+        out.append(f"threshold {format_latency(model['threshold_ns'])}: "
+                   f"{model['exceedances']:,} exceedances, GPD shape xi "
+                   f"{model['xi']:.3g}, scale {format_latency(model['sigma_ns'])}, "
+                   f"extremal index {model['extremal_index']:.2f}")
+    for c in model["checks"]:
+        mark = "ok  " if c["passed"] else "FAIL"
+        detail = f" — {c['detail']}" if c["detail"] else ""
+        out.append(f"  {mark} {c['name']}: {c['test']}, p = {_p(c['p_value'])}{detail}")
+    if model["refused"]:
+        out.append(f"REFUSED: {model['refused']}; no extrapolation is defensible from "
+                   f"these samples (a longer, steadier run, or a quieter host)")
+        return out + _split_lines(model.get("split_check"))
+    for e in model["exceedance"]:
+        need = e["samples_for_width"]
+        more = (f"; ~{need:,} samples for an interval x{e['width']:g} wide"
+                if need and need > model["samples"] else "")
+        out.append(f"P(latency > {format_latency(e['latency_ns'])}) per sample: "
+                   f"{_p(e['p'])} (95% {_p(e['p_low'])}–{_p(e['p_high'])}){more}")
+    for w in model["pwcet"]:
+        hi = w["latency_high_ns"]
+        out.append(f"pWCET at {w['probability']:g} per {w['per']}: "
+                   f"{format_latency(w['latency_ns'])} (95% "
+                   f"{format_latency(w['latency_low_ns'])}–"
+                   f"{'unbounded' if hi is None else format_latency(hi)})")
+    out.append("method: " + model["method"])
+    out += _split_lines(model.get("split_check"))
+    return out
+
+
+def _split_lines(check: dict[str, Any] | None) -> list[str]:
+    """--split-check's line."""
+    if check is None:
+        return []
+    if check["refused"]:
+        return [f"split check: the first half's fit is refused ({check['refused']})"]
+    return [f"split check: the first half's p99.99 ({format_latency(check['latency_ns'])}) "
+            f"predicted {check['expected']:.1f} exceedances in the second half (95% "
+            f"{check['expected_low']:.1f}–{check['expected_high']:.1f}); counted "
+            f"{check['observed']}: {'inside' if check['inside'] else 'OUTSIDE'}"]

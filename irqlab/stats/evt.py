@@ -276,8 +276,8 @@ def _fit_at(x: np.ndarray, srt: np.ndarray, u: float, above: np.ndarray) -> Tail
     p_lb = ljung_box(above)
     checks.append(Check("independence", "Ljung-Box on the exceedance indicator, lags "
                         f"1-{LJUNG_BOX_LAGS}", p_lb, theta * k >= MIN_CLUSTERS,
-                        f"extremal index {theta:.2f}: ~{theta * k:.0f} independent "
-                        f"clusters of {k} exceedances" + (
+                        f"extremal index {theta:.2f}: ~{theta * k:,.0f} independent "
+                        f"clusters of {k:,} exceedances" + (
                             "; intervals widened by it" if theta < 1 else "")))
     half = n // 2
     k1 = int(above[:half].sum())
@@ -286,7 +286,7 @@ def _fit_at(x: np.ndarray, srt: np.ndarray, u: float, above: np.ndarray) -> Tail
     p_ks = ks_two_sample_p(y1, y2) if min(y1.size, y2.size) >= 5 else None
     checks.append(Check("identical distribution (rate)", "binomial test of the halves' "
                         "exceedance counts", p_rate, p_rate >= ALPHA_CHECK,
-                        f"{k1} and {k - k1} exceedances in the two halves"))
+                        f"{k1:,} and {k - k1:,} exceedances in the two halves"))
     checks.append(Check("identical distribution (shape)", "two-sample Kolmogorov-Smirnov "
                         "of the halves' excesses", p_ks,
                         p_ks is None or p_ks >= ALPHA_CHECK))

@@ -111,3 +111,29 @@ def test_split_check_predicts_the_second_half_of_a_steady_run(tdb):
     assert check["inside"] is True, check
     text = call_cli(["tail", "steady", "--split-check"], tdb)
     assert "split check: the first half's p99.99" in text.stdout and "inside" in text.stdout
+
+
+def test_the_dashboard_and_the_report_show_the_tail_as_the_cli_prints_it(tdb, tmp_path):
+    """Issue 45: the tail is shown in report and serve, from the one formatter."""
+    import html
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
+    from irqlab.serve.app import build_app
+
+    cli = call_cli(["tail", "1"], tdb).stdout.splitlines()
+    client = TestClient(build_app(tdb), base_url="http://127.0.0.1")
+    page = client.get("/runs/1/tail")
+    assert page.status_code == 200
+    shown = html.unescape(page.text.split('<pre id="tail">')[1].split("</pre>")[0])
+    assert shown.splitlines() == cli
+    assert 'href="/runs/1/tail"' in client.get("/runs/1").text
+    moved = html.unescape(client.get("/runs/2/tail").text)
+    assert "refused: identical distribution" in moved
+    out = tmp_path / "r.html"
+    res = call_cli(["report", "1", "-o", str(out)], tdb)
+    assert res.code == 0, res.stderr
+    text = html.unescape(out.read_text())
+    assert 'id="tail"' in text and cli[-1] in text and cli[1] in text

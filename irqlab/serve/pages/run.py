@@ -185,6 +185,23 @@ def spike_bars(sample: dict[str, Any], longest_ns: int) -> list[dict[str, Any]]:
     return bars
 
 
+def tail(dashboard: Dashboard, request: Request) -> HTMLResponse:
+    """The tail beyond the data (`irqlab tail ID`): the extreme-value fit's checks,
+    exceedance probabilities and pWCET, computed on request from the raw samples."""
+    from irqlab.reports.data import load_run
+    from irqlab.reports.tail import build_tail, tail_lines
+
+    with dashboard.access.open() as store:
+        row = store.resolve(str(request.path_params["run_id"]))
+        data = load_run(store, row)
+        if not data.has_raw:
+            raise PageError(404, f"run {row.run_id} kept no raw samples: a tail fit "
+                                 f"needs them")
+        model = build_tail([data])
+    return dashboard.render("tail.html", title=f"run {row.run_id} tail", row=row,
+                            model=model, lines=tail_lines(model))
+
+
 def explain(dashboard: Dashboard, request: Request) -> HTMLResponse:
     """Where the time goes (`irqlab explain ID --json`): the causes that took time, and
     the worst traced spikes with their path's stages as bars."""
