@@ -251,6 +251,7 @@ class Store:
         # ``_server`` when this one holds it and lends it to others.
         self.holder_pid: int | None = None
         self._server: StoreServer | None = None
+        self._in_transaction = False      # inside transaction(): a failed write is final
         self._released_at = float("-inf")
         self._memory_limit: str | None = None
         # Runs whose samples this process writes to files (store/sample_files.py).
@@ -556,15 +557,18 @@ class Store:
         are listed in it, or discarded with it."""
         self._list_files()
         self._begin()
+        self._in_transaction = True
         try:
             yield
             self._list_files()
         except BaseException:
+            self._in_transaction = False
             self._redo = None
             self._files_writer.discard()
             with contextlib.suppress(duckdb.Error, share.HolderGone):
                 self._query_raw(share.ROLLBACK)
             raise
+        self._in_transaction = False
         try:
             self._commit()
         except StoreWriteError:
@@ -625,6 +629,19 @@ class Store:
         """A write; a failure (disk full, I/O error) becomes StoreWriteError, once noted
         in ``write_failed``."""
         try:
+            try:
+                if many:
+                    self.con.executemany(sql, params or [])
+                    return _Rows([], None)
+                return self._query_raw(sql, params)
+            except duckdb.TransactionException:
+                # A peer's transaction (store/share.py) touching the same row: the
+                # holder's own write comes first (issue 47: a peer's open run_update made
+                # the run's final status fail). Outside a transaction of its own, the
+                # statement alone failed: end the peers' transactions, write again.
+                if (self._server is None or self._in_transaction
+                        or not self._server.end_transactions()):
+                    raise
             if many:
                 self.con.executemany(sql, params or [])
                 return _Rows([], None)
