@@ -239,12 +239,8 @@ class Store:
         if read_only and not self.path.exists():
             raise StoreError(f"no database at {self.path}: run `irqlab run` first or pass "
                              f"--db PATH to the database you used")
-        if not read_only:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StoreError(f"cannot create {self.path.parent}: {exc.strerror}; "
-                                 f"pass --db PATH to a writable place") from exc
+        if not read_only and str(self.path) != ":memory:":
+            self._make_parent()
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a database: pass --db FILE")
         # Set when another irqlab process holds the file and lends it (store/share.py);
@@ -451,6 +447,23 @@ class Store:
                 f"process"))
             self._server = None
         self.con.close()
+
+    def _make_parent(self) -> None:
+        """The default store's directory is made (~/.local/share/irqlab on first use);
+        a --db in a directory that does not exist is an error naming it: a typo is not
+        made into directories (as root, `--db /nonexistent/dir/x.duckdb` made
+        /nonexistent, issue 47)."""
+        parent = self.path.parent
+        if parent.is_dir():
+            return
+        if self.path != location.default_db_path():
+            raise StoreError(f"{parent} does not exist: create it first, or pass --db "
+                             f"PATH in an existing directory")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create {parent}: {exc.strerror}; pass --db PATH to "
+                             f"a writable place") from exc
 
     def __enter__(self) -> "Store":
         return self

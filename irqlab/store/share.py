@@ -61,6 +61,7 @@ import duckdb
 
 from irqlab.lazy import lazy_import
 from irqlab.store import location, sample_files
+from irqlab.store.manage import TAG_KEY_RULE, valid_tag_key
 from irqlab.store.arrow import numeric_array, numeric_view
 
 if TYPE_CHECKING:
@@ -516,9 +517,8 @@ def runs_page_where(filters: Any) -> tuple[str, list[Any]]:
         args.append(text["host"])
     if "tag_key" in text:
         key = text["tag_key"]
-        if not key or '"' in key or "\\" in key or "tag_value" not in text:
-            raise BadRequest("a tag filter is a key without quotes or backslashes, and a "
-                             "value")
+        if not valid_tag_key(key) or "tag_value" not in text:
+            raise BadRequest(f"a tag filter is a key and a value: {TAG_KEY_RULE}")
         clauses.append("json_extract_string(tags, ?) = ?")
         args += [f'$."{key}"', text["tag_value"]]
     if filters.get("since") is not None:
