@@ -138,6 +138,11 @@ def _print_store_notice(text: str) -> None:
 
 # A full disk or quota, a file over the size limit: the host's state, not a bug.
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+# A path the user gave that the system refuses (a name too long, a missing or read-only
+# directory, a file where a directory is wanted): the input's fault, exit 2 naming it
+# (issue 47: `report --svg=<300 digits>` ended "internal error: OSError").
+_BAD_PATH = {errno.ENAMETOOLONG, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES,
+             errno.EPERM, errno.EROFS, errno.ELOOP, errno.ENXIO, errno.EEXIST}
 
 
 def _no_space(command: str, exc: OSError) -> int:
@@ -167,7 +172,11 @@ def not_utf8(argv: Sequence[str]) -> str | None:
         try:
             word.encode("utf-8")
         except UnicodeEncodeError:
-            shown = word.encode("utf-8", "surrogateescape")[:40]
+            # surrogateescape gives back the bytes the OS passed; a lone surrogate no
+            # OS argv holds (main called in process: \ud800) shows as its escape.
+            shown = word.encode("utf-8", "surrogateescape" if all(
+                ord(c) < 0xd800 or 0xdc80 <= ord(c) <= 0xdcff or ord(c) > 0xdfff
+                for c in word) else "backslashreplace")[:40]
             return (f"irqlab: error: argument {i} ({shown!r}) is not UTF-8 text: names, "
                     f"tags, selectors and file names are taken as UTF-8; give it in UTF-8 "
                     f"(or rename the file)")
@@ -223,6 +232,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
             return _no_space(args.command, exc)
+        if isinstance(exc, OSError) and exc.errno in _BAD_PATH and exc.filename:
+            print(error_text(f"irqlab {args.command}: error: cannot use {exc.filename}: "
+                             f"{exc.strerror}: give another path"), file=sys.stderr)
+            return EXIT_USAGE
         # No traceback reaches a user: one line, and how to get the details.
         if os.environ.get("IRQLAB_DEBUG"):
             raise
