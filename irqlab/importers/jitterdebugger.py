@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 
-from irqlab.importers.base import (ImportFormatError, Lines, ParsedRun, ParseOptions, ParseResult, Series, Text, whole_text)
+from irqlab.importers.base import (ImportFormatError, Lines, ParsedRun, ParseOptions,
+                                   ParseResult, Series, Text, whole_text)
 from irqlab.importers.jsonpos import member_lines
 
 

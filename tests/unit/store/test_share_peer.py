@@ -81,9 +81,12 @@ def test_a_peers_transaction_is_bounded_in_time(tmp_path):
     assert "transaction open longer than 1 s" in err
 
 
+_HEX = "0123456789abcdef" * 2                     # a name's 32 hex digits
+
+
 @pytest.mark.parametrize("name", ["a'b.parquet", "../x.parquet", "x.parquet",
-                                  uuid.uuid4().hex + ".parquet'", "kept-" + "g" * 32
-                                  + ".parquet", uuid.uuid4().hex.upper() + ".parquet"])
+                                  _HEX + ".parquet'", "kept-" + "g" * 32 + ".parquet",
+                                  _HEX.upper() + ".parquet"])
 def test_files_insert_takes_only_the_stores_file_names(tmp_path, name):
     db = tmp_path / "x.duckdb"
     holder = _holder(db)
