@@ -18,7 +18,8 @@ _SELECTORS = ("run id or name (latest run of that name); tag:KEY=VALUE, suite:NA
 
 def tag_pair(text: str) -> tuple[str, str]:
     """KEY=VALUE of --tag and `irqlab tag` (argparse type)."""
-    from irqlab.store.manage import RESERVED_TAGS, TAG_KEY_RULE, valid_tag_key
+    from irqlab.store.manage import RESERVED_TAGS
+    from irqlab.store.tag_keys import TAG_KEY_RULE, valid_tag_key
 
     key, sep, value = text.partition("=")
     if not sep or not key.strip():

@@ -186,6 +186,9 @@ def not_utf8(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     bad = not_utf8(argv)
+    if bad is None and any("\0" in word for word in argv):
+        # No process's argv holds one; main called in process may (os calls refuse it).
+        bad = "irqlab: error: an argument holds a NUL character: remove it"
     if bad is not None:
         print(printable(bad, False), file=sys.stderr)
         return EXIT_USAGE

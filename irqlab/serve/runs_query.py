@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import duckdb
 
 from irqlab.reports.select import SERIES_TAG
-from irqlab.store.manage import valid_tag_key
+from irqlab.store.tag_keys import valid_tag_key
 from irqlab.stats.fields import LIST_TABLE, percentiles_from
 from irqlab.store import share
 
@@ -68,7 +68,7 @@ class RunsQuery:
         tag = None
         if params.get("tag"):
             key, sep, value = params["tag"].partition("=")
-            if not sep or not valid_tag_key(key):   # the store's rule (manage.py)
+            if not sep or not valid_tag_key(key):   # the store's rule (tag_keys.py)
                 raise BadQuery(f"tag {params['tag']!r}: write KEY=VALUE, e.g. kernel=6.1")
             tag = (key, value)
         since = None

@@ -243,6 +243,9 @@ class Store:
             self._make_parent()
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a database: pass --db FILE")
+        if self.path.exists() and not self.path.is_file():
+            raise StoreError(f"{self.path} is not a regular file (a FIFO or a device): pass "
+                             f"--db FILE")
         # Set when another irqlab process holds the file and lends it (store/share.py);
         # ``_server`` when this one holds it and lends it to others.
         self.holder_pid: int | None = None

@@ -15,16 +15,6 @@ if TYPE_CHECKING:
 # Tags irqlab itself sets and selects by: a user's value would break `series:ID` and a
 # matrix's resume (irqlab.suite, irqlab.cli.matrix).
 RESERVED_TAGS = frozenset({"series", "scenario"})
-# A tag key: what the dashboard's tag filter and the store's JSON path (`$."KEY"`,
-# store/share.py runs_page_where) can name without escaping. One rule for setting a tag
-# and for filtering by one (issue 47: `irqlab tag 2 'k"=v'` was stored, then no page
-# could filter by it).
-TAG_KEY_MAX = 200
-TAG_KEY_RULE = f"a tag key is 1-{TAG_KEY_MAX} characters without quotes or backslashes"
-
-
-def valid_tag_key(key: str) -> bool:
-    return 0 < len(key) <= TAG_KEY_MAX and '"' not in key and "\\" not in key
 # Every table that holds rows of a run, the run's own row last.
 _RUN_TABLES = ("samples", "windows", "histograms", "sample_files", "runs")
 

@@ -61,7 +61,7 @@ import duckdb
 
 from irqlab.lazy import lazy_import
 from irqlab.store import location, sample_files
-from irqlab.store.manage import TAG_KEY_RULE, valid_tag_key
+from irqlab.store.tag_keys import TAG_KEY_RULE, valid_tag_key
 from irqlab.store.arrow import numeric_array, numeric_view
 
 if TYPE_CHECKING:
