@@ -189,6 +189,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if bad is None and any("\0" in word for word in argv):
         # No process's argv holds one; main called in process may (os calls refuse it).
         bad = "irqlab: error: an argument holds a NUL character: remove it"
+    if bad is None:
+        # argparse takes "--" as the end of options even in "--opt=--", and hands the
+        # option an empty list instead of a value (a crash further on).
+        joined = next((w for w in argv if w.startswith("-") and w.endswith("=--")), None)
+        if joined is not None:
+            bad = (f"irqlab: error: {joined[:40]}: -- is the end of options, not a value: "
+                   f"give the option another value")
     if bad is not None:
         print(printable(bad, False), file=sys.stderr)
         return EXIT_USAGE
