@@ -1,4 +1,4 @@
-"""Issue 47: the hostile-input corpus (tests/fixtures/hostile_corpus.json, 455 command
+"""Issue 47: the hostile-input corpus (tests/fixtures/hostile_corpus.json, 449 command
 lines: every case of the issue and generated ones), each run as a real `irqlab` process
 in a scratch directory with a store of two runs: the exit code recorded with the case,
 no internal error, no traceback, one error line at most, within TIMEOUT_S. The cases run
