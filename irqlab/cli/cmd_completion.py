@@ -201,6 +201,9 @@ ENVIRONMENT: list[tuple[str, str]] = [
                             "stays connected (default 300)"),
     ("IRQLAB_SHARE_GRACE_S", "seconds the process holding the database lets borrowers "
                              "finish their writes when it stops (default 30)"),
+    ("IRQLAB_SHARE_TRANSACTION_S", "seconds a borrower's transaction may stay open in the "
+                                   "process holding the database; then it is rolled back "
+                                   "(default 60)"),
     ("IRQLAB_XEN", "hypervisor image for --target xen (default --xen-binary)"),
     ("IRQLAB_LINUX_KERNEL", "guest kernel for --target linux-guest and net (default: the "
                             "cached Debian vmlinuz)"),

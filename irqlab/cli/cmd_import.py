@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path, rendere
 from irqlab.cli.render import file_size, stage_progress
 from irqlab.importers import (AUTO, FORMATS, ImportFormatError, ParseOptions, sniff,
                               stream_file)
-from irqlab.importers.base import SNIFF_BYTES, read_text
+from irqlab.importers.base import SNIFF_BYTES, STDIN, TextSource
 from irqlab.importers.validate import MAX_TICK_HZ
 from irqlab.store import open_store
 
@@ -42,7 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        + "; auto: sniff each file and say which format was chosen.")
     p.add_argument("format", metavar="FORMAT", choices=[*FORMATS, AUTO],
                    help=f"one of {', '.join([*FORMATS, AUTO])}")
-    p.add_argument("files", metavar="FILE", nargs="+", type=Path)
+    p.add_argument("files", metavar="FILE", nargs="+", type=Path,
+                   help="a regular file, or - for standard input (a pipe; read as it "
+                        "comes)")
     p.add_argument("--name", default=None, help="run name (default: the file name; "
                    "several runs of one file get the source's label or #N)")
     p.add_argument("--tag", type=_tag, action="append", default=[], metavar="KEY=VALUE",
@@ -63,15 +66,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_db_json(p)
 
 
-def _choose(fmt: str, path: Path) -> tuple[str, bool]:
+def _choose(fmt: str, source: TextSource) -> tuple[str, bool]:
     if fmt != AUTO:
         return fmt, False
-    try:
-        found = sniff(read_text(path, SNIFF_BYTES, cut=True))
-    except OSError as exc:
-        raise ImportFormatError(str(path), None, f"a readable file ({exc.strerror})") from exc
+    found = sniff(source.head(SNIFF_BYTES))     # kept: the parser reads it again
     if found is None:
-        raise ImportFormatError(str(path), None, "output of one of: " + ", ".join(FORMATS)
+        raise ImportFormatError(source.name, None, "output of one of: " + ", ".join(FORMATS)
                                 + " (none matched; name the FORMAT explicitly)")
     return found[0], True
 
@@ -127,38 +127,47 @@ def _attach_xentrace(args: argparse.Namespace, store: Any, stored: list[Any],
 
 
 def run(args: argparse.Namespace) -> int:
-    from irqlab.importers.ingest import run_names, store_runs   # the store: DuckDB, Arrow
-
     _check_xentrace(args)
+    if sum(str(p) == STDIN for p in args.files) > 1:
+        raise UsageError("- (standard input) can be given once")
+    with contextlib.ExitStack() as inputs:
+        return _import(args, inputs)
 
+
+def _import(args: argparse.Namespace, inputs: contextlib.ExitStack) -> int:
+    """Read every file (each kept open: streamed samples are read while stored), store.
+    The store's side (DuckDB, Arrow: a second of imports on a busy host) loads once the
+    files were found readable: a bad input is refused before it."""
     options = ParseOptions(tick_hz=args.tick_hz, skip_bad=args.skip_bad,
                            window_samples=args.window_samples)
     files: list[dict[str, Any]] = []
-    batches = []
+    batches: list[list[Any]] = []
     progress = stage_progress(args)     # bytes read, on a terminal only
     progress.stage("reading", total=sum(file_size(p) for p in args.files), unit="bytes")
     done = 0
     try:
         for path in args.files:
-            fmt, sniffed = _choose(args.format, path)
+            source = inputs.enter_context(TextSource(path))
+            fmt, sniffed = _choose(args.format, source)
             # Raw-sample logs stream: their samples are read while they are stored.
-            result = stream_file(fmt, path, options)
+            result = stream_file(fmt, source, options)
             done += file_size(path)
             progress.update(done, f"read {path.name}")
-            names = run_names(result.runs, args.name)
-            batches.append((result.runs, names))
+            batches.append(result.runs)
             files.append({"file": str(path), "format": fmt, "sniffed": sniffed,
                           "result": result})
     except ImportFormatError as exc:
         progress.close()
         raise UsageError(str(exc)) from None
-    progress.stage(f"storing {sum(len(r) for r, _n in batches)} run(s)")
+    from irqlab.importers.ingest import run_names, store_runs
+    named = [(runs, run_names(runs, args.name)) for runs in batches]
+    progress.stage(f"storing {sum(len(r) for r in batches)} run(s)")
     params = {"format": args.format, "files": [str(p) for p in args.files],
               "skip_bad": args.skip_bad, "tick_hz": args.tick_hz,
               "window_samples": args.window_samples}
     with open_store(db_path(args)) as store:
         try:
-            stored = store_runs(store, batches, dict(args.tag), params)
+            stored = store_runs(store, named, dict(args.tag), params)
         except ImportFormatError as exc:
             raise UsageError(str(exc)) from None
         finally:
@@ -167,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
                  if args.xentrace is not None else None)
     out = renderer(args)
     k = 0
-    for info, (runs, _names) in zip(files, batches):
+    for info, runs in zip(files, batches):
         # Skipped lines are all known now: streamed files were read while storing.
         result = info.pop("result")
         info["skipped"] = len(result.skipped)

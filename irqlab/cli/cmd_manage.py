@@ -19,10 +19,14 @@ _SELECTORS = ("run id or name (latest run of that name); tag:KEY=VALUE, suite:NA
 def tag_pair(text: str) -> tuple[str, str]:
     """KEY=VALUE of --tag and `irqlab tag` (argparse type)."""
     from irqlab.store.manage import RESERVED_TAGS
+    from irqlab.store.tag_keys import TAG_KEY_RULE, valid_tag_key
 
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (e.g. kernel=rt)")
+    if not valid_tag_key(key.strip()):
+        raise argparse.ArgumentTypeError(f"tag {key.strip()[:40]!r}: {TAG_KEY_RULE}, "
+                                         f"e.g. kernel=rt")
     if key.strip() in RESERVED_TAGS:
         raise argparse.ArgumentTypeError(f"tag {key.strip()!r} is irqlab's own (--repeat "
                                          f"and matrix set it); pick another key")

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from irqlab.argtypes import count_in
 from irqlab.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, db_path
 from irqlab.cli.common import db_ref
 from irqlab.cli.cmd_run import repeat_count
@@ -20,6 +21,10 @@ from irqlab.cli.scenario import (MAX_CELLS, PAIR_SEP, ScenarioError, cell_id, lo
 from irqlab.store import open_store
 
 FORMATS = ("table", "markdown", "csv", "json")
+# --max-cells: a matrix is counted, never built, before this check (scenario.py), so the
+# bound only keeps the number printable; --parallel: one labgrid place a cell.
+MAX_CELLS_ALLOWED = 10**15
+MAX_PARALLEL = 1024
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--repeat", type=repeat_count, default=None, metavar="N",
                    help="run each cell N times, interleaved (a series per cell); "
                         "replaces the file's [run] repeat")
-    m.add_argument("--max-cells", type=repeat_count, default=MAX_CELLS, metavar="N",
+    m.add_argument("--max-cells", type=count_in(1, MAX_CELLS_ALLOWED, "cells a matrix may "
+                                                 "have; 0 would allow none"),
+                   default=MAX_CELLS, metavar="N",
                    help=f"run a matrix of up to N cells (default {MAX_CELLS:,}; a larger "
                         f"one is refused before anything runs)")
     m.add_argument("--dry-run", action="store_true",
@@ -57,7 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="spread the cells over the labgrid places matching MATCH (a name "
                         "pattern, e.g. 'rig-*', or tag=value), acquired through the "
                         "coordinator one cell at a time (the scenario's target: labgrid)")
-    m.add_argument("--parallel", type=repeat_count, default=1, metavar="N",
+    m.add_argument("--parallel", type=count_in(1, MAX_PARALLEL, "cells at once, each on a "
+                                                "labgrid place of its own"),
+                   default=1, metavar="N",
                    help="with --lg-places: run up to N cells at once, each on its own "
                         "place (default 1)")
 
@@ -212,7 +221,10 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         from irqlab.cli.matrix_plan import plan, render_plan
 
-        render_plan(scn, plan(scn), args.format, sys.stdout)
+        try:
+            render_plan(scn, plan(scn), args.format, sys.stdout)
+        except ScenarioError as exc:         # a cell checked as it is listed
+            raise UsageError(str(exc)) from None
         return EXIT_OK
     pool = None
     if args.lg_places is not None:

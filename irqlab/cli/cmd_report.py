@@ -41,6 +41,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON line of what was written")
 
 
+def _no_parent(path: Path) -> str:
+    """The error of an output whose directory does not exist. Not made for the user (as
+    root, `-o /nonexistent/x.html` made /nonexistent): a typo in a directory is the
+    user's to see (issue 47)."""
+    return (f"{path.parent} does not exist: create it first, or give -o a path in an "
+            f"existing directory")
+
+
 class _WriteError(Exception):
     """Writing one output failed; the message names the file the user asked for."""
 
@@ -51,9 +59,10 @@ def _write(path: Path, data: bytes | str) -> None:
     if path.is_dir():
         raise _WriteError(f"{path} is a directory: give a file name, e.g. "
                           f"{path / 'report.html'}")
+    if not path.parent.is_dir():
+        raise _WriteError(_no_parent(path))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(data, str):
             tmp.write_text(data, encoding="utf-8")
         else:
@@ -98,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None and args.output.is_dir():
         raise UsageError(f"-o {args.output} is a directory: give a file name, e.g. "
                          f"-o {args.output / 'report.html'}")
+    if args.output is not None and not args.output.parent.is_dir():
+        raise UsageError(_no_parent(args.output))
     for opt, folder in (("--png", args.png), ("--svg", args.svg)):
         if folder is not None and folder.exists() and not folder.is_dir():
             raise UsageError(f"{opt} {folder} is a file: give a directory")

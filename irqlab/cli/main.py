@@ -141,6 +141,11 @@ def _print_store_notice(text: str) -> None:
 
 # A full disk or quota, a file over the size limit: the host's state, not a bug.
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+# A path the user gave that the system refuses (a name too long, a missing or read-only
+# directory, a file where a directory is wanted): the input's fault, exit 2 naming it
+# (issue 47: `report --svg=<300 digits>` ended "internal error: OSError").
+_BAD_PATH = {errno.ENAMETOOLONG, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES,
+             errno.EPERM, errno.EROFS, errno.ELOOP, errno.ENXIO, errno.EEXIST}
 
 
 def _no_space(command: str, exc: OSError) -> int:
@@ -170,7 +175,11 @@ def not_utf8(argv: Sequence[str]) -> str | None:
         try:
             word.encode("utf-8")
         except UnicodeEncodeError:
-            shown = word.encode("utf-8", "surrogateescape")[:40]
+            # surrogateescape gives back the bytes the OS passed; a lone surrogate no
+            # OS argv holds (main called in process: \ud800) shows as its escape.
+            shown = word.encode("utf-8", "surrogateescape" if all(
+                ord(c) < 0xd800 or 0xdc80 <= ord(c) <= 0xdcff or ord(c) > 0xdfff
+                for c in word) else "backslashreplace")[:40]
             return (f"irqlab: error: argument {i} ({shown!r}) is not UTF-8 text: names, "
                     f"tags, selectors and file names are taken as UTF-8; give it in UTF-8 "
                     f"(or rename the file)")
@@ -180,6 +189,16 @@ def not_utf8(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     bad = not_utf8(argv)
+    if bad is None and any("\0" in word for word in argv):
+        # No process's argv holds one; main called in process may (os calls refuse it).
+        bad = "irqlab: error: an argument holds a NUL character: remove it"
+    if bad is None:
+        # argparse takes "--" as the end of options even in "--opt=--", and hands the
+        # option an empty list instead of a value (a crash further on).
+        joined = next((w for w in argv if w.startswith("-") and w.endswith("=--")), None)
+        if joined is not None:
+            bad = (f"irqlab: error: {joined[:40]}: -- is the end of options, not a value: "
+                   f"give the option another value")
     if bad is not None:
         print(printable(bad, False), file=sys.stderr)
         return EXIT_USAGE
@@ -226,6 +245,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
             return _no_space(args.command, exc)
+        if isinstance(exc, OSError) and exc.errno in _BAD_PATH and exc.filename:
+            print(error_text(f"irqlab {args.command}: error: cannot use {exc.filename}: "
+                             f"{exc.strerror}: give another path"), file=sys.stderr)
+            return EXIT_USAGE
         # No traceback reaches a user: one line, and how to get the details.
         if os.environ.get("IRQLAB_DEBUG"):
             raise

@@ -10,11 +10,12 @@ also depends on the load and on emulation speed.
 
 from __future__ import annotations
 
+import itertools
 import shlex
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Iterator
 
-from irqlab.cli.scenario import Scenario, cell_id, parse_cell_args
+from irqlab.cli.scenario import Scenario, cell_config, cell_id
 
 # Seconds from start to the first sample, per target (docs/matrix.md, "Dry run").
 BOOT_ESTIMATE_S = {"native": 1.0, "guest": 5.0, "net": 5.0, "serial": 5.0,
@@ -22,6 +23,10 @@ BOOT_ESTIMATE_S = {"native": 1.0, "guest": 5.0, "net": 5.0, "serial": 5.0,
 DEFAULT_BOOT_ESTIMATE_S = 10.0
 
 PLAN_VERSION = 1   # of the {"type": "planned_cell"} line (docs/formats.md section 5)
+# A plan of up to this many cells is listed under a header with its total estimate; a
+# bigger one streams (issue 47: 10^12 cells were built as a list, nothing printed): the
+# header gives its count (from the lists' lengths), and the total comes last.
+PLAN_WHOLE = 10_000
 
 
 @dataclass
@@ -44,23 +49,20 @@ class PlannedCell:
                 "estimated_s": self.estimated_s}
 
 
-def plan(scn: Scenario) -> list[PlannedCell]:
-    """Every (picked) cell with its run arguments and estimate; parses, runs nothing."""
-    from irqlab.cli import cmd_run
-
-    out = []
+def plan(scn: Scenario) -> Iterator[PlannedCell]:
+    """Every (picked) cell with its run arguments and estimate, one at a time; parses,
+    runs nothing. A cell whose options clash is a ScenarioError naming it."""
     for cell in scn.iter_cells():
-        cfg = cmd_run.run_config(parse_cell_args(scn, cell))
+        cfg = cell_config(scn, cell)
         if cfg.samples:
             run_s: float | None = cfg.samples * cfg.period_ns / 1e9
         elif cfg.duration_ns:
             run_s = cfg.duration_ns / 1e9
         else:
             run_s = None
-        out.append(PlannedCell(cell, scn.argv(cell), cfg.target, run_s,
-                               BOOT_ESTIMATE_S.get(cfg.target, DEFAULT_BOOT_ESTIMATE_S),
-                               scn.repeat))
-    return out
+        yield PlannedCell(cell, scn.argv(cell), cfg.target, run_s,
+                          BOOT_ESTIMATE_S.get(cfg.target, DEFAULT_BOOT_ESTIMATE_S),
+                          scn.repeat)
 
 
 def seconds_text(s: float | None) -> str:
@@ -75,23 +77,61 @@ def seconds_text(s: float | None) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
-def render_plan(scn: Scenario, cells: list[PlannedCell], fmt: str, out: IO[str]) -> None:
-    """JSON lines with --format json, else a text table: cell, estimate, arguments."""
+def _estimate_line(cells: list[PlannedCell], total_s: float | None) -> str:
+    boots = sorted({f"{c.target} {c.boot_s:g} s" for c in cells})
+    return (f"estimated {seconds_text(total_s)} run one after another (boot estimate: "
+            f"{', '.join(boots) or '-'})")
+
+
+def render_plan(scn: Scenario, cells: Iterator[PlannedCell], fmt: str,
+                out: IO[str]) -> None:
+    """JSON lines with --format json, else a text table: cell, estimate, arguments.
+    Written as the cells come (flushed): a plan's first cells show at once."""
     import json
 
     if fmt == "json":
         for c in cells:
             out.write(json.dumps(c.row(), default=str) + "\n")
+            out.flush()
         return
-    times = [c.estimated_s for c in cells]
-    total = None if any(t is None for t in times) else sum(t for t in times if t)
-    boots = sorted({f"{c.target} {c.boot_s:g} s" for c in cells})
+    count = scn.cell_count()
     runs = "" if scn.repeat == 1 else f" x {scn.repeat} runs"
-    out.write(f"{scn.name}: {len(cells)} cells{runs}, estimated {seconds_text(total)} "
-              f"run one after another (boot estimate: {', '.join(boots) or '-'})\n")
-    names = [cell_id(c.cell) or "(single cell)" for c in cells]
-    width = max([len("CELL"), *map(len, names)])
+    if count <= PLAN_WHOLE:
+        head = list(cells)
+        total = _total_s(head)
+        out.write(f"{scn.name}: {len(head)} cells{runs}, {_estimate_line(head, total)}\n")
+        width = max([len("CELL"), *(len(_name(c)) for c in head)])
+        _header(out, width)
+        for c in head:
+            _row(out, c, width)
+        return
+    out.write(f"{scn.name}: {count:,} cells{runs} (the estimate comes last)\n")
+    first = next(cells)
+    width = max(len("CELL"), len(_name(first)))
+    _header(out, width)
+    targets: dict[str, PlannedCell] = {}
+    total: float | None = 0.0
+    for c in itertools.chain([first], cells):
+        _row(out, c, width)
+        out.flush()
+        targets.setdefault(c.target, c)
+        total = None if total is None or c.estimated_s is None else total + c.estimated_s
+    out.write(f"{count:,} cells{runs}, {_estimate_line(list(targets.values()), total)}\n")
+
+
+def _total_s(cells: list[PlannedCell]) -> float | None:
+    times = [c.estimated_s for c in cells]
+    return None if any(t is None for t in times) else sum(t for t in times if t)
+
+
+def _name(c: PlannedCell) -> str:
+    return cell_id(c.cell) or "(single cell)"
+
+
+def _header(out: IO[str], width: int) -> None:
     out.write(f"{'CELL':<{width}}  {'ESTIMATE':>12}  CONFIGURATION (irqlab run ...)\n")
-    for name, c in zip(names, cells):
-        out.write(f"{name:<{width}}  {seconds_text(c.estimated_s):>12}  "
-                  f"{shlex.join(c.argv)}\n")
+
+
+def _row(out: IO[str], c: PlannedCell, width: int) -> None:
+    out.write(f"{_name(c):<{width}}  {seconds_text(c.estimated_s):>12}  "
+              f"{shlex.join(c.argv)}\n")

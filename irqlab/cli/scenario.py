@@ -15,6 +15,7 @@ exactly what the option means. Every error names the file, the line and the key.
 from __future__ import annotations
 
 import argparse
+import collections
 import fnmatch
 import functools
 import hashlib
@@ -47,6 +48,8 @@ _TABLE_RE = re.compile(r"^\s*\[\s*([A-Za-z0-9_.-]+)\s*\]")
 # a run, 100,000 cells is more than a day of runs, and a typo (one list too many) is far
 # more likely than a wish for more.
 MAX_CELLS = 100_000
+# `--set KEY=VALUE`: a longer VALUE is refused before it is read (issue 47).
+SET_VALUE_MAX = 1_000
 # Up to this many cells, every whole cell is checked before the first run (some 5 ms a
 # cell); a larger matrix checks each cell just before its run, so its first run starts
 # at once instead of after minutes of checking.
@@ -108,10 +111,11 @@ class Scenario:
 
     def iter_cells(self) -> Iterator[dict[str, Any]]:
         """The cells of cells(), one at a time (a large matrix is never held whole);
-        with ``only``, just the cells a pattern matches."""
-        for cell in self._all_cells():
-            if not self.only or picked(cell, self.only):
-                yield cell
+        with ``only``, just the cells a pattern matches (PickedCells: in the same
+        order, without trying the others)."""
+        if self.only:
+            return iter(PickedCells(self.matrix, self.only))
+        return self._all_cells()
 
     def _all_cells(self) -> Iterator[dict[str, Any]]:
         keys = list(self.matrix)
@@ -125,9 +129,10 @@ class Scenario:
             yield cell
 
     def cell_count(self) -> int:
-        """len(cells()), computed from the lists' lengths (counted, with ``only``)."""
+        """len(cells()), computed from the lists' lengths (and, with ``only``, the
+        patterns': count_picked), never by building the cells."""
         if self.only:
-            return sum(1 for _ in self.iter_cells())
+            return PickedCells(self.matrix, self.only).count()
         return cell_count(self.matrix)
 
     @property
@@ -156,6 +161,124 @@ def picked(cell: dict[str, Any], patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(name, pat) for pat in patterns)
 
 
+class _Pattern:
+    """An fnmatch pattern (fnmatch.fnmatchcase's syntax: * ? [seq] [!seq]) as a
+    nondeterministic automaton over its tokens, so that a cell name built key by key can
+    be matched key by key (count_picked)."""
+
+    def __init__(self, pattern: str) -> None:
+        self.tokens: list[re.Pattern[str] | None] = []     # None: "*"
+        i, n = 0, len(pattern)
+        while i < n:
+            c = pattern[i]
+            if c == "*":
+                if not self.tokens or self.tokens[-1] is not None:
+                    self.tokens.append(None)
+                i += 1
+                continue
+            j = i + 1
+            if c == "[":                    # fnmatch.translate's rule for a set's end
+                j = i + 1
+                if j < n and pattern[j] == "!":
+                    j += 1
+                if j < n and pattern[j] == "]":
+                    j += 1
+                while j < n and pattern[j] != "]":
+                    j += 1
+                j = j + 1 if j < n else i + 1       # no "]": a literal "["
+            self.tokens.append(re.compile(fnmatch.translate(pattern[i:j])))
+            i = j
+        self.end = len(self.tokens)
+
+    def closure(self, states: frozenset[int]) -> frozenset[int]:
+        out = set(states)
+        for s in sorted(states):
+            while s < self.end and self.tokens[s] is None:
+                s += 1
+                out.add(s)
+        return frozenset(out)
+
+    def step(self, states: frozenset[int], text: str) -> frozenset[int]:
+        for ch in text:
+            nxt = set()
+            for s in states:
+                if s < self.end:
+                    tok = self.tokens[s]
+                    if tok is None:
+                        nxt.add(s)
+                    elif tok.match(ch):
+                        nxt.add(s + 1)
+            if not nxt:
+                return frozenset()
+            states = self.closure(frozenset(nxt))
+        return states
+
+
+class PickedCells:
+    """The cells of ``matrix`` any of ``patterns`` picks (``--only``), counted and listed
+    without trying every cell: a cell's name is its keys' texts joined by ",", so each
+    pattern's automaton runs over one key's values at a time, and the number of names
+    completing from an automaton state after key j is remembered per (j, state). A
+    branch that can complete no name is never entered: 10^12 cells and ``--only zzz``
+    are answered in milliseconds, and listing costs what is listed (issue 47)."""
+
+    def __init__(self, matrix: dict[str, list[Any]], patterns: tuple[str, ...]) -> None:
+        self.autos = [_Pattern(p) for p in patterns]
+        self.keys = list(matrix)
+        self.values = list(matrix.values())
+        self.texts = [[_key_text(j, key, v) for v in vals]
+                      for j, (key, vals) in enumerate(matrix.items())]
+        self._memo: dict[tuple[int, tuple[frozenset[int], ...]], int] = {}
+        self.start = tuple(a.closure(frozenset([0])) for a in self.autos)
+
+    def _step(self, states: tuple[frozenset[int], ...], text: str
+              ) -> tuple[frozenset[int], ...]:
+        return tuple(a.step(s, text) for a, s in zip(self.autos, states))
+
+    def _count(self, j: int, states: tuple[frozenset[int], ...]) -> int:
+        """Names completing from ``states`` with keys j... (each counted once)."""
+        if not any(states):
+            return 0
+        if j == len(self.keys):
+            return int(any(a.end in s for a, s in zip(self.autos, states)))
+        memo = self._memo.get((j, states))
+        if memo is None:
+            distinct = collections.Counter(self.texts[j])
+            memo = sum(n * self._count(j + 1, self._step(states, text))
+                       for text, n in distinct.items())
+            self._memo[(j, states)] = memo
+        return memo
+
+    def count(self) -> int:
+        return self._count(0, self.start)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        def walk(j: int, states: tuple[frozenset[int], ...],
+                 cell: dict[str, Any]) -> Iterator[dict[str, Any]]:
+            if j == len(self.keys):
+                if self._count(j, states):      # accepted (checked before, but for {})
+                    yield dict(cell)
+                return
+            key = self.keys[j]
+            for val, text in zip(self.values[j], self.texts[j]):
+                nxt = self._step(states, text)
+                if not self._count(j + 1, nxt):
+                    continue
+                part = dict(zip(key.split(PAIR_SEP), val)) if PAIR_SEP in key \
+                    else {key: val}
+                yield from walk(j + 1, nxt, {**cell, **part})
+        return walk(0, self.start, {})
+
+
+def _key_text(j: int, key: str, val: Any) -> str:
+    """Key j's part of a cell's name (cell_id), with the "," before it."""
+    sep = "," if j else ""
+    if PAIR_SEP in key:
+        return sep + ",".join(f"{k}={value_text(x)}" for k, x in zip(key.split(PAIR_SEP),
+                                                                      val))
+    return sep + f"{key}={value_text(val)}"
+
+
 def parse_set(text: str) -> tuple[str, Any]:
     """``--set KEY=VALUE`` as (key, value). VALUE is read as a TOML value when it is one
     (5, true, ["cpu", "io"]), else kept as text (5s, cpu:cpus=1): what the key would
@@ -166,9 +289,13 @@ def parse_set(text: str) -> tuple[str, Any]:
         raise ValueError(f"--set {text!r}: write KEY=VALUE with a scenario key, e.g. "
                          f"--set duration=5s")
     raw = raw.strip()
+    if len(raw) > SET_VALUE_MAX:
+        # No [run] value is near this long; TOML would read 100 k digits as one integer.
+        raise ValueError(f"--set {key}=…: a value of {len(raw):,} characters: at most "
+                         f"{SET_VALUE_MAX:,}, e.g. --set duration=5s")
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, ValueError):
         value = raw
     return key, value
 
@@ -191,7 +318,10 @@ def _argv(values: dict[str, Any], options: dict[str, argparse.Action]) -> list[s
                 out.append(opt)
             continue
         for item in (val if isinstance(val, list) else [val]):
-            out += [opt, value_text(item)]
+            text = value_text(item)
+            # "--duration -5s" would read -5s as an option ("expected one argument"):
+            # joined, the value reaches the option's own check and its message.
+            out += [f"{opt}={text}"] if text.startswith("-") else [opt, text]
     return out
 
 
@@ -345,17 +475,20 @@ def load_scenario(path: str | Path, repeat: int | None = None,
                    description=str(data.get("description", "")), lines=lines,
                    digest=_digest(run, matrix), tags=_tags(data.get("tags", {}), err),
                    only=tuple(only))
-    if only and not any(True for _ in scn.iter_cells()):
+    if only and not PickedCells(matrix, tuple(only)).count():
         example = cell_id(next(scn._all_cells(), {}))
         names = f"cell names look like {example!r}" if example else \
             "its one cell has an empty name: --only '*' picks it"
         raise ScenarioError(f"--only {' '.join(only)}: matches none of the {total:,} "
                             f"cells of {path} ({names}; list them with --dry-run)")
     # Whole cells: options that are fine alone may clash together (run_config's checks).
-    # A large matrix checks each cell before its run instead (irqlab.cli.matrix).
+    # A large matrix checks each cell before its run instead (irqlab.cli.matrix), and
+    # its first cell now: a clash in [run] itself is every cell's.
     if total <= CHECK_CELLS_FIRST:
         for cell in scn.iter_cells():
             check_cell(scn, cell)
+    elif not only:
+        check_cell(scn, next(scn.iter_cells()))
     return scn
 
 
@@ -376,12 +509,17 @@ def _tags(val: Any, err: Any) -> dict[str, str]:
 
 def check_cell(scn: Scenario, cell: dict[str, Any]) -> None:
     """Raise ScenarioError if ``cell``'s options clash (run_config's checks)."""
+    cell_config(scn, cell)
+
+
+def cell_config(scn: Scenario, cell: dict[str, Any]) -> Any:
+    """The RunConfig of ``cell``; ScenarioError naming the cell if its options clash."""
     from irqlab.cli import cmd_run
     from irqlab.cli.common import UsageError
 
     parser, _options = _run_parser()
     try:
-        cmd_run.run_config(parser.parse_args(["run", *scn.argv(cell)]))
+        return cmd_run.run_config(parser.parse_args(["run", *scn.argv(cell)]))
     except (_ArgError, UsageError) as exc:
         first = next(iter(cell), None)
         where = scn.where("matrix", first) if first else str(scn.path)

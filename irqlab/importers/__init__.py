@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from irqlab.importers import (cyclictest, irqlab_console, jitterdebugger, net_rtt, rt_eval,
                               rtla, stress_ng, tbm, tscdeadline)
 from irqlab.importers.base import (PARSE_ERRORS, Format, ImportFormatError, ParsedRun,
-                                   ParseOptions, ParseResult, located_error, read_text,
-                                   reset_line)
+                                   ParseOptions, ParseResult, Text, TextSource,
+                                   located_error, reset_line)
 from irqlab.importers.validate import validate_run
 
 if TYPE_CHECKING:
@@ -67,8 +67,9 @@ def sniff(text: str) -> tuple[str, int] | None:
     return (name, score) if score > 0 else None
 
 
-def parse_text(fmt: str, path: str, text: str, options: ParseOptions) -> ParseResult:
-    """Parse text as `fmt`; raises ImportFormatError, never anything else on bad input."""
+def parse_text(fmt: str, path: str, text: Text, options: ParseOptions) -> ParseResult:
+    """Parse text (a str, or a TextSource read line by line) as `fmt`; raises
+    ImportFormatError, never anything else on bad input."""
     reset_line()
     try:
         result = FORMATS[fmt].parse(path, text, options)
@@ -81,23 +82,25 @@ def parse_text(fmt: str, path: str, text: str, options: ParseOptions) -> ParseRe
         raise located_error(fmt, path, exc) from None
 
 
-def stream_file(fmt: str, path: Path, options: ParseOptions) -> ParseResult:
+def stream_file(fmt: str, source: Path | TextSource, options: ParseOptions) -> ParseResult:
     """Like `parse_file`, but a format that streams leaves its raw samples in the file
     (ParsedRun.samples) for `store_runs` to read batch by batch: memory does not grow
-    with the file. The result's skipped lines are complete once they were stored."""
+    with the file (a TextSource given stays open until then). The result's skipped lines
+    are complete once they were stored."""
     streamer = FORMATS[fmt].stream
     if streamer is None:
-        return parse_file(fmt, path, options)
+        return parse_file(fmt, source, options)
     reset_line()
-    return streamer(path, options)
+    return streamer(source, options)
 
 
-def parse_file(fmt: str, path: Path, options: ParseOptions) -> ParseResult:
-    try:
-        text = read_text(path)
-    except OSError as exc:
-        raise ImportFormatError(str(path), None, f"a readable file ({exc.strerror})") from exc
-    return parse_text(fmt, str(path), text, options)
+def parse_file(fmt: str, source: Path | TextSource, options: ParseOptions) -> ParseResult:
+    """A file's runs, read as a stream: line by line for the formats that can be, whole
+    (bounded) for the others."""
+    if isinstance(source, TextSource):
+        return parse_text(fmt, source.name, source, options)
+    with TextSource(source) as opened:
+        return parse_text(fmt, opened.name, opened, options)
 
 
 __all__ = ["AUTO", "FORMATS", "Format", "ImportFormatError", "ParseOptions", "ParseResult",

@@ -11,14 +11,22 @@ from __future__ import annotations
 import os
 import re
 import stat
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator, Union
 
-import numpy as np
+from irqlab.stats.fields import PERCENTILE_FIELDS
+
+if TYPE_CHECKING:
+    import numpy as np
 
 NS_PER_US = 1_000
+
+# (summary key, quantile) of each percentile, as importers match a source's percentiles.
+PCT_KEYS: tuple[tuple[str, float], ...] = tuple(
+    (f.key, f.quantile) for f in PERCENTILE_FIELDS if f.quantile is not None)
 
 
 class ImportFormatError(Exception):
@@ -164,17 +172,28 @@ def at_line(line: int) -> None:
 
 
 class Lines:
-    """Numbered lines of a file with the --skip-bad bookkeeping in one place."""
+    """Numbered lines of a file with the --skip-bad bookkeeping in one place. Over a
+    TextSource, iterating reads the file line by line (memory bounded by a line);
+    ``lines`` (the list, for parsers that look ahead) reads it whole, bounded."""
 
-    def __init__(self, path: str, text: str, options: ParseOptions) -> None:
+    def __init__(self, path: str, text: Text, options: ParseOptions) -> None:
         self.path = path
-        self.lines = text.splitlines()
+        self._text = text
+        self._lines: list[str] | None = text.splitlines() if isinstance(text, str) else None
         self.options = options
         self.skipped: list[ImportFormatError] = []
 
+    @property
+    def lines(self) -> list[str]:
+        if self._lines is None:
+            self._lines = whole_text(self._text).splitlines()
+        return self._lines
+
     def __iter__(self) -> Iterator[tuple[int, str]]:
         global _CURRENT_LINE
-        for i, line in enumerate(self.lines, start=1):
+        numbered = (enumerate(self._lines, start=1) if self._lines is not None
+                    else self._text.numbered_lines())          # type: ignore[union-attr]
+        for i, line in numbered:
             _CURRENT_LINE = i
             yield i, line
 
@@ -230,18 +249,20 @@ def us_to_ns(text: str) -> int:
     return decimal_to_int(text, NS_PER_US)
 
 
-Parser = Callable[[str, str, ParseOptions], ParseResult]
+Parser = Callable[[str, "Text", ParseOptions], ParseResult]
 Sniffer = Callable[[str], int]
 
 
-# stream(path, options) -> the file's runs, raw samples left in the file (SampleStream).
-Streamer = Callable[[Path, ParseOptions], ParseResult]
+# stream(source, options) -> the file's runs, raw samples left in it (SampleStream): a
+# path is opened when they are read, a TextSource read then.
+Streamer = Callable[["Path | TextSource", ParseOptions], ParseResult]
 
 
 @dataclass(frozen=True)
 class Format:
-    """A registered import format: parse(path, text, options) and sniff(text) -> score;
-    formats of raw-sample logs also stream(path, options) big files in bounded memory."""
+    """A registered import format: parse(path, text, options) and sniff(text) -> score
+    (``text`` a str, or a TextSource read line by line); formats of raw-sample logs also
+    stream(source, options) big files in bounded memory."""
 
     name: str
     parse: Parser
@@ -250,18 +271,31 @@ class Format:
     stream: Streamer | None = None
 
 
-# A format that parses its whole text holds it in memory several times over (the text,
-# its lines, the parsed values): past this it is refused with a line saying so rather
-# than ending in MemoryError (issue 47). Raw-sample logs stream (tscdeadline): no limit.
+# A format that needs its whole text (JSON, look-ahead tables) holds it in memory several
+# times over (the text, its lines, the parsed values): past this it is refused with a
+# line saying so rather than ending in MemoryError (issue 47). Formats read line by line
+# (Lines over a TextSource) and raw-sample logs (tscdeadline) have no such limit.
 MAX_TEXT_BYTES = 256 << 20
 # What `import auto` reads to choose a format: every sniffer looks at the first 200 kB.
 SNIFF_BYTES = 1 << 20
+# A longer line is an error naming it: reading line by line holds one line at a time,
+# and no format's line is anywhere near this long (issue 47: a file of zero bytes was
+# one 1 GB "line").
+MAX_LINE_BYTES = 1 << 20
+_CHUNK_BYTES = MAX_LINE_BYTES          # so that only a line begun in a chunk before is longer
+STDIN = "-"
+
+
+def line_too_long(path: str, line: int) -> ImportFormatError:
+    """The error of a line over MAX_LINE_BYTES (the one wording, whichever reader)."""
+    return ImportFormatError(path, line, f"lines of at most {MAX_LINE_BYTES:,} bytes "
+                             f"(this one has no line end within them: not a text log?)")
 
 
 def open_regular(path: Path) -> BinaryIO:
     """``path`` opened for reading if it is a regular file; ImportFormatError otherwise.
     Opened without blocking: a FIFO's open would wait for a writer, a device (/dev/zero)
-    never ends."""
+    never ends. Piped input is read as ``-`` (standard input)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -269,25 +303,113 @@ def open_regular(path: Path) -> BinaryIO:
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise ImportFormatError(str(path), None, "a regular file (not a FIFO, device or "
-                                "directory): save the output to a file first")
-    return os.fdopen(fd, "rb")
+                                "directory): save the output to a file first, or pipe it "
+                                "in as - (standard input)")
+    f = os.fdopen(fd, "rb")
+    os.set_blocking(fd, True)
+    return f
+
+
+class TextSource:
+    """A file's text from a stream: its head (for sniffing), its numbered lines one by
+    one (memory bounded by MAX_LINE_BYTES), its raw chunks (raw-sample logs), or all of
+    it (bounded by MAX_TEXT_BYTES). ``-`` is standard input, read once: the head read
+    for sniffing is replayed before the rest. Read once in all (a stream)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.name = str(path)
+        self._stream = (sys.stdin.buffer if self.name == STDIN
+                        else open_regular(path))
+        self._head: bytes | None = None
+        self._used = False
+
+    def close(self) -> None:
+        if self._stream is not sys.stdin.buffer:
+            self._stream.close()
+
+    def __enter__(self) -> "TextSource":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _read(self, n: int) -> bytes:
+        try:
+            return self._stream.read(n)
+        except OSError as exc:
+            raise ImportFormatError(self.name, None,
+                                    f"a readable file ({exc.strerror})") from None
+
+    def head(self, n: int = SNIFF_BYTES) -> str:
+        """The first ``n`` bytes as text (what `import auto` sniffs), kept for reading."""
+        if self._head is None:
+            self._head = self._read(n)
+        return self._head[:n].decode("utf-8", errors="replace")
+
+    def chunks(self) -> Iterator[bytes]:
+        """The file's bytes, the head first, in chunks of up to 1 MiB."""
+        if self._used:
+            raise ImportFormatError(self.name, None, "input read only once (a stream)")
+        self._used = True
+        if self._head:
+            yield self._head
+        self._head = b""
+        while chunk := self._read(_CHUNK_BYTES):
+            yield chunk
+
+    def numbered_lines(self) -> Iterator[tuple[int, str]]:
+        """(number, line) as ``str.splitlines`` numbers the decoded text: each
+        newline-terminated piece decoded and split on its own (the same for UTF-8)."""
+        lineno = 0
+        rest = b""
+        for chunk in self.chunks():
+            buf = rest + chunk if rest else chunk
+            end = buf.rfind(b"\n") + 1
+            # Only the first line can be longer than a chunk (it began in ``rest``): the
+            # others lie within one chunk, which is MAX_LINE_BYTES.
+            if end and buf.find(b"\n") + 1 > MAX_LINE_BYTES:
+                raise line_too_long(self.name, lineno + 1)
+            for text in buf[:end].decode("utf-8", errors="replace").splitlines():
+                lineno += 1
+                yield lineno, text
+            rest = buf[end:]
+            if len(rest) > MAX_LINE_BYTES:
+                raise line_too_long(self.name, lineno + 1)
+        for text in rest.decode("utf-8", errors="replace").splitlines():
+            lineno += 1
+            yield lineno, text
+
+    def whole(self, limit: int = MAX_TEXT_BYTES) -> str:
+        """All of the text; over ``limit`` bytes an ImportFormatError saying so."""
+        parts, size = [], 0
+        for chunk in self.chunks():
+            size += len(chunk)
+            if size > limit:
+                raise ImportFormatError(self.name, None, f"at most {limit:,} bytes for this "
+                                        f"format (it reads its input whole: split it, or "
+                                        f"import a log read line by line)")
+            parts.append(chunk)
+        return b"".join(parts).decode("utf-8", errors="replace")
+
+
+# A parser's input: the text itself, or a TextSource (read line by line through Lines).
+Text = Union[str, TextSource]
+
+
+def whole_text(text: str | TextSource) -> str:
+    """The whole text of a parser's input (bounded by MAX_TEXT_BYTES when a stream)."""
+    return text if isinstance(text, str) else text.whole()
+
+
+def head_text(text: str | TextSource, n: int) -> str:
+    """The first ``n`` bytes of a parser's input as text, without consuming it."""
+    return text[:n] if isinstance(text, str) else text.head(n)
 
 
 def read_text(path: Path, limit: int = MAX_TEXT_BYTES, cut: bool = False) -> str:
     """A regular file's text; undecodable bytes are replaced (a log is text, a stray byte
     is noise). Over ``limit`` bytes: ImportFormatError, or with ``cut`` its first
     ``limit`` bytes (enough to sniff)."""
-    with open_regular(path) as f:
-        size = os.fstat(f.fileno()).st_size
-        if size > limit and not cut:
-            raise ImportFormatError(str(path), None, f"a file of at most {limit:,} bytes "
-                                    f"for this format (it holds {size:,}: split it, or "
-                                    f"import a raw-sample log, which streams)")
-        try:
-            # a regular file's size is known: read() sizes its buffer by it, where
-            # read(limit) would reserve the whole limit first
-            data = f.read() if size <= limit else f.read(limit)
-        except OSError as exc:
-            raise ImportFormatError(str(path), None,
-                                    f"a readable file ({exc.strerror})") from None
-    return data[:limit].decode("utf-8", errors="replace")
+    with TextSource(path) as source:
+        return source.head(limit) if cut else source.whole(limit)

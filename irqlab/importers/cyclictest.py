@@ -18,7 +18,8 @@ import re
 from typing import Any
 
 from irqlab.importers.base import (ImportFormatError, Lines, ParsedRun, ParseOptions,
-                                   ParseResult, Series, to_int)
+                                   ParseResult, Series, Text, head_text, to_int,
+                                   whole_text)
 from irqlab.importers.jsonpos import member_lines
 
 _T_LINE = re.compile(r"^T:\s*(\d+)\s*\(\s*(\d+)\)\s*P:\s*(\d+)\s*I:\s*(\d+)\s*C:\s*(\d+)\s*"
@@ -217,11 +218,11 @@ def _hist_run(src: Lines, rows: dict[int, list[int]], hdr: dict[str, list[int]],
     return run
 
 
-def parse_cyclictest(path: str, text: str, options: ParseOptions) -> ParseResult:
-    src = Lines(path, text, options)
-    if text.lstrip().startswith("{"):
-        return _parse_json(src, text)
-    return _parse_text(src)
+def parse_cyclictest(path: str, text: Text, options: ParseOptions) -> ParseResult:
+    if head_text(text, 4096).lstrip().startswith("{"):
+        text = whole_text(text)                   # one JSON document
+        return _parse_json(Lines(path, text, options), text)
+    return _parse_text(Lines(path, text, options))   # line by line
 
 
 def sniff_cyclictest(text: str) -> int:

@@ -6,13 +6,17 @@ records (seq, deadline, entry, flags) and counts damaged or missing frames as lo
 
 from __future__ import annotations
 
-from irqlab.importers.base import Lines, ParsedRun, ParseOptions, ParseResult
-from irqlab.samples.console import FRAME_MARK, ConsoleReader
+from irqlab.importers.base import (Lines, ParsedRun, ParseOptions, ParseResult, Text,
+                                   whole_text)
+from irqlab.samples.layout import FRAME_MARK
 
 FRAME_PREFIX = FRAME_MARK.decode()
 
 
-def parse_irqlab_console(path: str, text: str, options: ParseOptions) -> ParseResult:
+def parse_irqlab_console(path: str, text: Text, options: ParseOptions) -> ParseResult:
+    from irqlab.samples.console import ConsoleReader   # numpy: once there is a file
+
+    text = whole_text(text)              # its records are kept whole (ParsedRun.records)
     src = Lines(path, text, options)
     reader = ConsoleReader()
     reader.feed(text.encode("utf-8", "surrogateescape"))

@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 
 from irqlab.importers.base import (ImportFormatError, Lines, ParsedRun, ParseOptions,
-                                   ParseResult, Series)
+                                   ParseResult, Series, Text, whole_text)
 from irqlab.importers.jsonpos import member_lines
 
 
-def parse_jitterdebugger(path: str, text: str, options: ParseOptions) -> ParseResult:
+def parse_jitterdebugger(path: str, text: Text, options: ParseOptions) -> ParseResult:
+    text = whole_text(text)                     # one JSON document
     src = Lines(path, text, options)
     try:
         doc = json.loads(text)

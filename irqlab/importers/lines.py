@@ -13,11 +13,18 @@ on its own, which is the same for UTF-8), so numbering matches a parser reading
 from __future__ import annotations
 
 import ctypes
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
-import numpy as np
+from irqlab.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    # numpy on first use (irqlab/lazy.py): a refused input is refused before it loads.
+    np = lazy_import("numpy")
 
 from irqlab import native
+from irqlab.importers.base import MAX_LINE_BYTES, line_too_long
 
 DEFAULT_BATCH_SAMPLES = 1 << 20
 
@@ -28,9 +35,11 @@ SlowLine = Callable[[int, str], "int | None"]
 class LineBatches:
     """Feed bytes, get full batches; `close` gives the rest. Counts lines as it goes."""
 
-    def __init__(self, batch_samples: int, prefix: bytes, slow_line: SlowLine) -> None:
+    def __init__(self, batch_samples: int, prefix: bytes, slow_line: SlowLine,
+                 path: str = "") -> None:
         if batch_samples < 1:
             raise ValueError("batch_samples must be >= 1")
+        self.path = path              # named by a line over MAX_LINE_BYTES
         self.prefix = prefix
         self.slow_line = slow_line
         self.lineno = 0               # lines read so far
@@ -46,7 +55,11 @@ class LineBatches:
         buf = self._rest + chunk if self._rest else chunk
         end = buf.rfind(b"\n") + 1
         self._rest = buf[end:]
+        if end and buf.find(b"\n") + 1 > MAX_LINE_BYTES:
+            raise line_too_long(self.path, self.lineno + 1)
         yield from self._lines(buf, end)
+        if len(self._rest) > MAX_LINE_BYTES:
+            raise line_too_long(self.path, self.lineno + 1)
 
     def close(self) -> Iterator[np.ndarray]:
         """The last (unterminated) line and the last partial batch."""

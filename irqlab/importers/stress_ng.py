@@ -21,7 +21,7 @@ from typing import Any
 
 from irqlab.importers.base import (Lines, ParsedRun, ParseOptions, ParseResult, Series,
                                    decimal_to_int, to_int)
-from irqlab.importers.summary import PCT_KEYS
+from irqlab.importers.base import PCT_KEYS
 
 _PREFIX = re.compile(r"^stress-ng:\s*\w+:\s*\[(\d+)\]\s*cyclic:\s*(.*)$")
 _SCHED = re.compile(r"^sched (\S+): (\d+) ns delay, (\d+) samples$")

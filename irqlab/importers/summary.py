@@ -15,17 +15,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from irqlab.lazy import lazy_import
 
-from irqlab.importers.base import ParsedRun, Series
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    # numpy on first use (irqlab/lazy.py): a refused input is refused before it loads.
+    np = lazy_import("numpy")
+
+from irqlab.importers.base import PCT_KEYS, ParsedRun, Series
 from irqlab.stats import Moments, quantile_rank, ticks_to_ns
-from irqlab.stats.fields import PERCENTILE_FIELDS, field, make_summary, percentiles_from
+from irqlab.stats.fields import field, make_summary, percentiles_from
 
-# (summary key, quantile) of each percentile, as importers match a source's percentiles.
-PCT_KEYS: tuple[tuple[str, float], ...] = tuple(
-    (f.key, f.quantile) for f in PERCENTILE_FIELDS if f.quantile is not None)
 WARMUP_WINDOWS = 1   # as `irqlab run --warmup`'s default: warm max skips the first window
 
 

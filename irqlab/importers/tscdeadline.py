@@ -14,12 +14,19 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import TYPE_CHECKING, Iterator
 
-import numpy as np
+from irqlab.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    # numpy on first use (irqlab/lazy.py): a refused input is refused before it loads.
+    np = lazy_import("numpy")
 
 from irqlab.importers.base import (ImportFormatError, ParsedRun, ParseOptions, ParseResult,
-                                   SampleStream, at_line, open_regular, to_int)
+                                   SampleStream, Text, TextSource, at_line, to_int,
+                                   whole_text)
 from irqlab.importers.lines import DEFAULT_BATCH_SAMPLES, LineBatches
 
 _LAT = re.compile(r"^(?:hit max: (\d+) < )?latency: (-?\d+)\s*$")
@@ -30,7 +37,6 @@ _SCALE = {"hz": 1, "khz": 1_000, "mhz": 1_000_000}
 _BREAKMAX = re.compile(r"^breakmax=(\d+)")
 # The line almost every line of the log is, up to its number (what lines.c reads).
 _SAMPLE_PREFIX = b"latency: "
-_READ_BYTES = 8 << 20
 
 
 class _Rules:
@@ -89,7 +95,8 @@ class _Rules:
                              f"{self.log_hz} Hz")
 
 
-def parse_tscdeadline(path: str, text: str, options: ParseOptions) -> ParseResult:
+def parse_tscdeadline(path: str, text: Text, options: ParseOptions) -> ParseResult:
+    text = whole_text(text)      # `irqlab import` streams instead (stream_tscdeadline)
     rules = _Rules(path, options)
     values = [v for lineno, raw in enumerate(text.splitlines(), start=1)
               if (v := rules.line(lineno, raw)) is not None]
@@ -99,32 +106,27 @@ def parse_tscdeadline(path: str, text: str, options: ParseOptions) -> ParseResul
     return ParseResult([run], rules.skipped)
 
 
-def _opened(path: Path) -> BinaryIO:
-    return open_regular(path)
-
-
-def _read(f: BinaryIO, path: Path) -> bytes:
-    try:
-        return f.read(_READ_BYTES)
-    except OSError as exc:
-        raise ImportFormatError(str(path), None, f"a readable file ({exc.strerror})") from None
-
-
 class _FileSamples(SampleStream):
     """The samples of a tscdeadline log, batch by batch: the plain 'latency: N' lines
     through the C line reader when it is built (irqlab/native/lines.c), every other line
     (and every line without it) through `_Rules`."""
 
-    def __init__(self, path: Path, rules: _Rules, batch_samples: int) -> None:
-        self.path = path
+    def __init__(self, source: Path | TextSource, rules: _Rules,
+                 batch_samples: int) -> None:
+        self.source = source          # a path is opened when the samples are read
         self.rules = rules
         self.batch_samples = batch_samples
 
     def batches(self) -> Iterator[np.ndarray]:
-        reader = LineBatches(self.batch_samples, _SAMPLE_PREFIX, self.rules.line)
-        with _opened(self.path) as f:
-            while chunk := _read(f, self.path):
+        reader = LineBatches(self.batch_samples, _SAMPLE_PREFIX, self.rules.line,
+                             str(self.rules.path))
+        if isinstance(self.source, TextSource):
+            for chunk in self.source.chunks():
                 yield from reader.feed(chunk)
+        else:
+            with TextSource(self.source) as source:
+                for chunk in source.chunks():
+                    yield from reader.feed(chunk)
         yield from reader.close()
         # The first sample line, whichever reader took it.
         self.rules.first = min((x for x in (self.rules.first, reader.fast_first) if x),
@@ -135,13 +137,15 @@ class _FileSamples(SampleStream):
         self.rules.finish(run)
 
 
-def stream_tscdeadline(path: Path, options: ParseOptions,
+def stream_tscdeadline(source: Path | TextSource, options: ParseOptions,
                        batch_samples: int = DEFAULT_BATCH_SAMPLES) -> ParseResult:
-    """The run of a tscdeadline log with its samples left in the file (`SampleStream`);
-    the skipped lines are in the result once the samples were read."""
+    """The run of a tscdeadline log with its samples left in the file (`SampleStream`:
+    a path is opened, a TextSource read, when they are stored); the skipped lines are in
+    the result once the samples were read."""
+    path = source.path if isinstance(source, TextSource) else source
     rules = _Rules(str(path), options)
     run = ParsedRun(source="tscdeadline", path=str(path), line=0)
-    run.samples = _FileSamples(path, rules, batch_samples)
+    run.samples = _FileSamples(source, rules, batch_samples)
     return ParseResult([run], rules.skipped)
 
 

@@ -12,9 +12,15 @@ latency, far inside BIGINT, and count x value sums stay exact); counts 0..MAX_CO
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from irqlab.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    # numpy on first use (irqlab/lazy.py): a refused input is refused before it loads.
+    np = lazy_import("numpy")
 
 from irqlab.importers.base import ImportFormatError, ParsedRun
 

@@ -31,11 +31,11 @@ from typing import Any, Callable
 import numpy as np
 
 from irqlab.samples.record import RECORD_DTYPE, SampleBatch
-from irqlab.samples.layout import (ARCH_NAMES, IDLE_NAMES, STATE_NAMES, TICK_METHODS,
-                                   TIMER_MODES, RingError, RingHeader, ref_counter_name)
+from irqlab.samples.layout import (ARCH_NAMES, FRAME_MARK, IDLE_NAMES, STATE_NAMES,
+                                   TICK_METHODS, TIMER_MODES, RingError, RingHeader,
+                                   ref_counter_name)
 from irqlab.samples.source import SampleSource
 
-FRAME_MARK = b"~IQ"
 FRAME_VERSION = 1                    # the ring version the H frame echoes
 _TERMINAL = ("done", "error")
 _MAX_PARTIAL = 4096                  # a "line" longer than this is noise, not a frame

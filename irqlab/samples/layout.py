@@ -11,6 +11,10 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+# The mark that starts every framed line of the probe's console output (docs/formats.md
+# section 7; samples/console.py reads them).
+FRAME_MARK = b"~IQ"
+
 # Byte offset of the ring in the guest-RAM file, the same on every machine: x86 pc RAM
 # starts at GPA 0, so it is GPA 0x400000; arm64 virt RAM (and the file) starts at GPA
 # 0x40000000 and the probe puts the ring at RAM base + 4 MiB.

@@ -36,19 +36,45 @@ HEADERS = [(b"content-security-policy", CSP.encode()),
            (b"x-frame-options", b"DENY")]
 TOKEN_COOKIE = "irqlab_token"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
+# A bound on the work one request can ask for, checked on the event loop before any of
+# it: the longest query a page makes (20 selectors of run names, a filter) is well under
+# this, and 30 requests of 16 k characters in flight stalled every page for 33 s (issue
+# 47: each held a worker thread and the store for its selectors).
+MAX_QUERY_BYTES = 8192
+# Pages that compute over runs' samples (compare, trends, a report, a histogram) run at
+# most this many at once, in threads of their own: the runs list and a run's page keep
+# the rest of anyio's workers however many slow requests are in flight.
+SLOW_AT_ONCE = 1
 
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+class _SlowPages:
+    """The limiter the slow pages share (made on first use: it belongs to the event
+    loop that serves)."""
+
+    def __init__(self, at_once: int) -> None:
+        self.at_once = at_once
+        self._limiter: Any = None
+
+    def limiter(self) -> Any:
+        import anyio
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.at_once)
+        return self._limiter
+
+
 def _page(dashboard: Dashboard, fn: Callable[[Dashboard, Request], Response],
-          json: bool = False) -> Handler:
+          json: bool = False, slow: _SlowPages | None = None) -> Handler:
     """A route handler: the page function in a worker thread (it reads the store, which
-    blocks), a store or query problem as an error page (or JSON) naming the fix."""
-    from starlette.concurrency import run_in_threadpool
+    blocks; a ``slow`` page in one of its few), a store or query problem as an error
+    page (or JSON) naming the fix."""
+    import anyio.to_thread
 
     async def handler(request: Request) -> Response:
         try:
-            return await run_in_threadpool(fn, dashboard, request)
+            return await anyio.to_thread.run_sync(
+                fn, dashboard, request, limiter=slow.limiter() if slow else None)
         except (PageError, BadQuery, StoreError) as exc:
             status = exc.status if isinstance(exc, PageError) else (
                 400 if isinstance(exc, BadQuery) else 404 if "no run" in str(exc) else 400)
@@ -74,25 +100,26 @@ def build_app(db: str | Path, token: str | None = None,
     if warm:
         with dashboard.access.open() as store:
             runs_page(store, RunsQuery(sort="p999_ns", per_page=1), dashboard.figures)
+    slow = _SlowPages(SLOW_AT_ONCE)
     routes = [
         Route("/", _page(dashboard, runs.page)),
         Route("/runs/{run_id:int}", _page(dashboard, run.page)),
         Route("/runs/{run_id:int}/live", _page(dashboard, live.page)),
-        Route("/runs/{run_id:int}/report", _page(dashboard, run.report)),
-        Route("/runs/{run_id:int}/histogram", _page(dashboard, run.histogram)),
-        Route("/runs/{run_id:int}/spikes/{seq:int}", _page(dashboard, run.spike)),
-        Route("/runs/{run_id:int}/explain", _page(dashboard, run.explain)),
-        Route("/runs/{run_id:int}/tail", _page(dashboard, run.tail)),
-        Route("/series/{series}", _page(dashboard, series.page)),
-        Route("/compare", _page(dashboard, compare.page)),
-        Route("/trends", _page(dashboard, trends.page)),
+        Route("/runs/{run_id:int}/report", _page(dashboard, run.report, slow=slow)),
+        Route("/runs/{run_id:int}/histogram", _page(dashboard, run.histogram, slow=slow)),
+        Route("/runs/{run_id:int}/spikes/{seq:int}", _page(dashboard, run.spike, slow=slow)),
+        Route("/runs/{run_id:int}/explain", _page(dashboard, run.explain, slow=slow)),
+        Route("/runs/{run_id:int}/tail", _page(dashboard, run.tail, slow=slow)),
+        Route("/series/{series}", _page(dashboard, series.page, slow=slow)),
+        Route("/compare", _page(dashboard, compare.page, slow=slow)),
+        Route("/trends", _page(dashboard, trends.page, slow=slow)),
         Route("/api/runs", _page(dashboard, runs.api, json=True)),
         Route("/api/runs/{run_id:int}", _page(dashboard, run.api, json=True)),
         Route("/api/runs/{run_id:int}/windows", _page(dashboard, live.api, json=True)),
         Route("/api/runs/{run_id:int}/histogram",
-              _page(dashboard, run.histogram_api, json=True)),
-        Route("/api/compare", _page(dashboard, compare.api, json=True)),
-        Route("/api/trends", _page(dashboard, trends.api, json=True)),
+              _page(dashboard, run.histogram_api, json=True, slow=slow)),
+        Route("/api/compare", _page(dashboard, compare.api, json=True, slow=slow)),
+        Route("/api/trends", _page(dashboard, trends.api, json=True, slow=slow)),
         Mount("/static", StaticFiles(directory=Path(__file__).parent / "static")),
     ]
     return Guard(Starlette(routes=routes), token, allowed_hosts)
@@ -133,6 +160,14 @@ class Guard:
         await self.app(scope, receive, send_with_headers)
 
     def _refused(self, scope: dict, headers: dict[str, str]) -> Response | None:
+        query = scope.get("query_string", b"")
+        if len(query) > MAX_QUERY_BYTES:
+            text = (f"irqlab serve: a query of {len(query):,} bytes: at most "
+                    f"{MAX_QUERY_BYTES:,} (name runs by id, or by a tag:, suite: or "
+                    f"series: selector)")
+            if scope.get("path", "").startswith("/api/"):
+                return json_response({"error": text}, 414)
+            return Response(text + "\n", 414, media_type="text/plain")
         if self.allowed_hosts is not None:
             host = headers.get("host", "")
             name = host.rsplit(":", 1)[0] if not host.endswith("]") else host

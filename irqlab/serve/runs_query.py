@@ -21,13 +21,13 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
-import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import duckdb
 
 from irqlab.reports.select import SERIES_TAG
+from irqlab.store.tag_keys import valid_tag_key
 from irqlab.stats.fields import LIST_TABLE, percentiles_from
 from irqlab.store import share
 
@@ -41,8 +41,6 @@ PER_PAGE_MAX = 500
 SORT_COLUMNS = ("run_id", "name", "started_at", "target", "status")
 SORT_FIGURES = ("samples", "p50_ns", "p99_ns", "p999_ns", "max_ns")
 SORTS = SORT_COLUMNS + SORT_FIGURES
-# A tag key as the query names it (in a JSON path): no quote or backslash to escape.
-_TAG_KEY = re.compile(r"^[^\"\\]{1,200}$")
 
 
 class BadQuery(ValueError):
@@ -70,7 +68,7 @@ class RunsQuery:
         tag = None
         if params.get("tag"):
             key, sep, value = params["tag"].partition("=")
-            if not sep or not _TAG_KEY.match(key):
+            if not sep or not valid_tag_key(key):   # the store's rule (tag_keys.py)
                 raise BadQuery(f"tag {params['tag']!r}: write KEY=VALUE, e.g. kernel=6.1")
             tag = (key, value)
         since = None

@@ -203,18 +203,18 @@ class Store:
         if read_only and not self.path.exists():
             raise StoreError(f"no database at {self.path}: run `irqlab run` first or pass "
                              f"--db PATH to the database you used")
-        if not read_only:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StoreError(f"cannot create {self.path.parent}: {exc.strerror}; "
-                                 f"pass --db PATH to a writable place") from exc
+        if not read_only and str(self.path) != ":memory:":
+            self._make_parent()
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a database: pass --db FILE")
+        if self.path.exists() and not self.path.is_file():
+            raise StoreError(f"{self.path} is not a regular file (a FIFO or a device): pass "
+                             f"--db FILE")
         # Set when another irqlab process holds the file and lends it (store/share.py);
         # ``_server`` when this one holds it and lends it to others.
         self.holder_pid: int | None = None
         self._server: StoreServer | None = None
+        self._in_transaction = False      # inside transaction(): a failed write is final
         self._released_at = float("-inf")
         self._memory_limit: str | None = None
         # Runs whose samples this process writes to files (store/sample_files.py).
@@ -415,6 +415,23 @@ class Store:
             self._server = None
         self.con.close()
 
+    def _make_parent(self) -> None:
+        """The default store's directory is made (~/.local/share/irqlab on first use);
+        a --db in a directory that does not exist is an error naming it: a typo is not
+        made into directories (as root, `--db /nonexistent/dir/x.duckdb` made
+        /nonexistent, issue 47)."""
+        parent = self.path.parent
+        if parent.is_dir():
+            return
+        if self.path != location.default_db_path():
+            raise StoreError(f"{parent} does not exist: create it first, or pass --db "
+                             f"PATH in an existing directory")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create {parent}: {exc.strerror}; pass --db PATH to "
+                             f"a writable place") from exc
+
     def __enter__(self) -> "Store":
         return self
 
@@ -520,15 +537,18 @@ class Store:
         are listed in it, or discarded with it."""
         self._list_files()
         self._begin()
+        self._in_transaction = True
         try:
             yield
             self._list_files()
         except BaseException:
+            self._in_transaction = False
             self._redo = None
             self._files_writer.discard()
             with contextlib.suppress(duckdb.Error, share.HolderGone):
                 self._query_raw(share.ROLLBACK)
             raise
+        self._in_transaction = False
         try:
             self._commit()
         except StoreWriteError:
@@ -589,6 +609,19 @@ class Store:
         """A write; a failure (disk full, I/O error) becomes StoreWriteError, once noted
         in ``write_failed``."""
         try:
+            try:
+                if many:
+                    self.con.executemany(sql, params or [])
+                    return _Rows([], None)
+                return self._query_raw(sql, params)
+            except duckdb.TransactionException:
+                # A peer's transaction (store/share.py) touching the same row: the
+                # holder's own write comes first (issue 47: a peer's open run_update made
+                # the run's final status fail). Outside a transaction of its own, the
+                # statement alone failed: end the peers' transactions, write again.
+                if (self._server is None or self._in_transaction
+                        or not self._server.end_transactions()):
+                    raise
             if many:
                 self.con.executemany(sql, params or [])
                 return _Rows([], None)

@@ -64,6 +64,11 @@ _PASSWORD_PARAM = r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^&#\s'\"]*)"
 
 def redact(text: str) -> str:
     """``text`` (a URL, or a message that may quote one) with every password replaced by
-    ``***``: the one function through which irqlab shows a store's URL."""
-    text = re.sub(_USERINFO_PASSWORD, r"\1***@", text)
-    return re.sub(_PASSWORD_PARAM, r"\1***", text)
+    ``***``: the one function through which irqlab shows a store's URL. Each pattern
+    runs only over text holding what it needs (":/", "password"): linear, but from every
+    start of a 100 k-character selector the scheme's scan took 0.17 s (issue 47)."""
+    if ":/" in text:
+        text = re.sub(_USERINFO_PASSWORD, r"\1***@", text)
+    if "password" in text.lower():
+        text = re.sub(_PASSWORD_PARAM, r"\1***", text)
+    return text

@@ -188,6 +188,9 @@ class PgStore:
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to {self.path}: {_reason(exc)}"
                              f" (is the server running and the URL right?)") from None
+        except UnicodeError as exc:     # a host name IDNA refuses (a label over 63 chars)
+            raise StoreError(f"cannot connect to {self.path}: its host name: {exc}; check "
+                             f"the URL") from None
         self._init_schema(read_only)
         self.closed_dead: list[str] = []
         self._files: dict[int, SamplesFile | None] = {}

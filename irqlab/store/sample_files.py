@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, NamedTuple
@@ -50,6 +51,23 @@ FILES_MIN_SAMPLES_PER_WINDOW = 65_536
 # A file that retention (store/retention.py, `irqlab monitor --keep-raw`) wrote in place
 # of dropped files: only their samples above the threshold, kept for good, never pruned.
 KEPT_PREFIX = "kept-"
+
+# The one shape of a sample file's name (write_file makes it; the lending socket,
+# store/share.py, takes no other in a files_insert: a name is spliced into the SQL that
+# reads the files, quoted, and a stray quote made the holder fall back from exact
+# percentiles to the histogram's, issue 47).
+_FILE_NAME = re.compile(rf"(?:{re.escape(KEPT_PREFIX)})?[0-9a-f]{{32}}\.parquet")
+
+
+def new_file_name(prefix: str = "") -> str:
+    """A fresh file name: ``prefix`` (none or KEPT_PREFIX) and a uuid's hex."""
+    return f"{prefix}{uuid.uuid4().hex}.parquet"
+
+
+def is_file_name(name: str) -> bool:
+    """Whether ``name`` has the shape new_file_name gives."""
+    return _FILE_NAME.fullmatch(name) is not None
+
 
 # Files being written at once (Writer): pyarrow encodes outside the GIL, so one thread
 # writes batch k while the caller makes batch k+1; two bound the memory held in waiting.
@@ -110,7 +128,7 @@ def write_file(db_path: Path, run_id: int, batch: pa.RecordBatch, prefix: str = 
     folder.mkdir(parents=True, exist_ok=True)
     if new_dir:
         _fsync_dir(folder.parent)
-    name = f"{prefix}{uuid.uuid4().hex}.parquet"
+    name = new_file_name(prefix)
     tmp = folder / f".{name}.tmp"
     try:
         with parquet.samples_writer(tmp, parquet.RECORD_SCHEMA) as writer:

@@ -37,6 +37,7 @@ replays the log the holder left.
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import datetime as dt
 import decimal
@@ -60,6 +61,7 @@ import duckdb
 
 from irqlab.lazy import lazy_import
 from irqlab.store import location, sample_files
+from irqlab.store.tag_keys import TAG_KEY_RULE, valid_tag_key
 from irqlab.store.arrow import numeric_array, numeric_view
 
 if TYPE_CHECKING:
@@ -82,6 +84,16 @@ MAX_CLIENTS = 64
 # A connection's first request comes within this (a borrower asks at once); silent ones
 # are dropped, and when MAX_CLIENTS are connected the one idle longest makes room.
 FIRST_REQUEST_S = 10.0
+# Frame bodies the holder receives and decodes at once, over all connections
+# (FrameBudget): two whole frames (decoding one costs about its size again); a frame
+# waits at most FRAME_WAIT_S for room and arrives within FRAME_S.
+FRAMES_TOTAL_BYTES = 2 * MAX_FRAME_BYTES
+FRAME_WAIT_S = 10.0
+FRAME_S = 10.0
+# A peer's transaction lasts at most IRQLAB_SHARE_TRANSACTION_S (default below): then it
+# is rolled back and the peer disconnected. A run's borrowed transaction is one window's
+# writes (well under a second); the holder's own writes never wait on a peer's.
+TRANSACTION_S = 60.0
 _MAX_BATCH_ROWS = 1 << 20
 _ROWS_PER_REPLY = 2_000          # result rows per reply frame (~200 bytes each for runs)
 _ROWS_PER_REQUEST = 2_000        # rows of sample_files / windows / histograms per request
@@ -118,36 +130,111 @@ class ProtocolError(Exception):
     """Framing broken or a limit exceeded: the holder closes the connection."""
 
 
+class _TransactionTooLong(Exception):
+    """A peer kept a transaction open past the holder's bound: rolled back, dropped."""
+
+    def __init__(self, limit_s: float) -> None:
+        super().__init__(f"transaction open longer than {limit_s:g} s "
+                         f"(IRQLAB_SHARE_TRANSACTION_S), rolled back")
+
+
 # -- framing and values -------------------------------------------------------------------
 def _send(sock: socket.socket, body: bytes) -> None:
     sock.sendall(_LEN.pack(len(body)) + body)
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
-            raise ConnectionError("the other end closed the connection")
-        buf += chunk
-    return bytes(buf)
+class FrameBudget:
+    """Bytes of frame bodies the holder is receiving at once, over all its connections.
+
+    A frame's body is read into a buffer of its declared size; 64 connections each
+    sending an 8 MiB frame cost the holder ~524 MB (issue 47). A frame now waits for its
+    bytes to be free (at most ``wait_s``, then its connection is dropped) and hands them
+    back once read, so receiving costs at most ``total`` bytes however many peers send.
+    """
+
+    def __init__(self, total: int, wait_s: float) -> None:
+        self.total, self.wait_s = total, wait_s
+        self._free = total
+        self._cond = threading.Condition()
+
+    @contextlib.contextmanager
+    def hold(self, n: int) -> Iterator[None]:
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._free >= n, self.wait_s):
+                raise ProtocolError(f"a frame of {n} bytes waited {self.wait_s:g} s for "
+                                    f"the {self.total >> 20} MiB the holder receives at "
+                                    f"once; disconnected")
+            self._free -= n
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._free += n
+                self._cond.notify_all()
 
 
-def _recv(sock: socket.socket) -> bytes:
+def _recv_exact(sock: socket.socket, n: int, within_s: float | None = None) -> bytearray:
+    """``n`` bytes into one buffer of that size (no second copy); with ``within_s``,
+    all of them within that time (a peer trickling a frame does not hold its bytes)."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    deadline = None if within_s is None else time.monotonic() + within_s
+    timeout = sock.gettimeout()
+    try:
+        while got < n:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ProtocolError(f"a frame of {n} bytes not sent within "
+                                        f"{within_s:g} s")
+                sock.settimeout(left if timeout is None else min(left, timeout))
+            k = sock.recv_into(view[got:], min(n - got, 1 << 20))
+            if not k:
+                raise ConnectionError("the other end closed the connection")
+            got += k
+    except TimeoutError:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise ProtocolError(f"a frame of {n} bytes not sent within {within_s:g} s"
+                                ) from None
+        raise
+    finally:
+        view.release()
+        if deadline is not None:
+            sock.settimeout(timeout)
+    return buf
+
+
+@contextlib.contextmanager
+def _received(sock: socket.socket, budget: FrameBudget | None) -> Iterator[bytearray]:
+    """One frame's body, for the time of the ``with``: the holder passes its budget, and
+    a peer's frame is then received within FRAME_S and decoded (JSON, records) inside
+    the budget's bytes, the copies decoding makes included."""
     (n,) = _LEN.unpack(_recv_exact(sock, _LEN.size))
     if n > MAX_FRAME_BYTES:
         # Refused before reading: a declared 4 GiB costs nothing.
         raise ProtocolError(f"frame of {n} bytes refused (limit {MAX_FRAME_BYTES})")
-    return _recv_exact(sock, n)
+    if budget is None or n == 0:
+        yield _recv_exact(sock, n)
+        return
+    with budget.hold(n):
+        yield _recv_exact(sock, n, FRAME_S)
+
+
+def _recv(sock: socket.socket) -> bytearray:
+    """One frame's body (a borrower reading the holder's replies)."""
+    with _received(sock, None) as body:
+        return body
 
 
 def _send_json(sock: socket.socket, obj: dict[str, Any]) -> None:
     _send(sock, json.dumps(obj, default=_tag).encode())
 
 
-def _recv_json(sock: socket.socket) -> dict[str, Any]:
+def _recv_json(sock: socket.socket, budget: FrameBudget | None = None) -> dict[str, Any]:
     try:
-        obj = json.loads(_recv(sock), object_hook=_untag)
+        with _received(sock, budget) as body:
+            obj = json.loads(body, object_hook=_untag)
     except (ValueError, RecursionError, ArithmeticError, TypeError) as exc:
         raise ProtocolError(f"not a JSON request ({type(exc).__name__})") from None
     if not isinstance(obj, dict):
@@ -242,6 +329,14 @@ def _name(v: Any) -> str:
     v = _text(v, 255)
     if not v or "/" in v or "\0" in v or v in (".", ".."):
         raise BadRequest("a sample file's name is a plain file name")
+    return v
+
+
+def _file_name(v: Any) -> str:
+    """A new sample file's name: the shape the store gives them, nothing else."""
+    v = _text(v, 255)
+    if not sample_files.is_file_name(v):
+        raise BadRequest("a sample file's name is <32 hex digits>.parquet (or kept-...)")
     return v
 
 
@@ -376,7 +471,7 @@ def _build_files_insert(args: Any) -> tuple[str, list[Any]]:
         row = _list(row, 4)
         if len(row) != 4:
             raise BadRequest("a sample_files row is (run_id, first_seq, samples, name)")
-        rows.append([_int(row[0]), _int(row[1]), _int(row[2]), _name(row[3])])
+        rows.append([_int(row[0]), _int(row[1]), _int(row[2]), _file_name(row[3])])
     return "INSERT INTO sample_files VALUES (?, ?, ?, ?)", rows
 
 
@@ -424,9 +519,8 @@ def runs_page_where(filters: Any) -> tuple[str, list[Any]]:
         args.append(text["host"])
     if "tag_key" in text:
         key = text["tag_key"]
-        if not key or '"' in key or "\\" in key or "tag_value" not in text:
-            raise BadRequest("a tag filter is a key without quotes or backslashes, and a "
-                             "value")
+        if not valid_tag_key(key) or "tag_value" not in text:
+            raise BadRequest(f"a tag filter is a key and a value: {TAG_KEY_RULE}")
         clauses.append("json_extract_string(tags, ?) = ?")
         args += [f'$."{key}"', text["tag_value"]]
     if filters.get("since") is not None:
@@ -515,6 +609,27 @@ def _latency_select(run_id: int) -> str:
 
 
 # -- the holder's side --------------------------------------------------------------------
+_M_MMAP_THRESHOLD = -3          # glibc's malloc.h
+_MMAP_THRESHOLD_BYTES = 1 << 20
+
+
+def _keep_big_buffers_out_of_the_heap() -> None:
+    """Make glibc map every allocation of 1 MiB or more on its own (returned to the
+    system when freed). Its default starts at 128 KiB but rises to the size of the
+    largest block freed (up to 32 MiB), after which peers' 8 MiB frames, received by
+    up to 64 threads, stayed in per-thread heaps: measured +223 MiB of the holder's RSS
+    for 64 x 8 MiB frames with the FrameBudget alone, +26 MiB with this (mallopt(3),
+    M_MMAP_THRESHOLD: setting it turns the rise off). Not glibc: nothing to do."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
+    except (OSError, AttributeError):
+        pass
+
+
 class _Client:
     """One connection's state in the holder."""
 
@@ -522,6 +637,7 @@ class _Client:
         self.conn, self.pid = conn, pid
         self.busy = False
         self.in_transaction = False
+        self.transaction_began = 0.0
         self.last_write = float("-inf")
         self.last_request = time.monotonic()      # its connection, until it asks
 
@@ -530,10 +646,11 @@ class _Client:
         return not self.busy and not self.in_transaction
 
     def writing(self, now: float) -> bool:
-        """Whether the holder's exit waits for it: in a request or a transaction, or it
-        wrote a moment ago (a run between two batches)."""
+        """Whether the holder's exit waits for it: a writer in a request, or one that
+        wrote a moment ago (a run between two batches). A transaction left silent is not
+        waited for (issue 47): it is rolled back when the holder closes."""
         return self.last_write > float("-inf") and (
-            self.busy or self.in_transaction or now - self.last_write < _ACTIVE_WRITER_S)
+            self.busy or now - self.last_write < _ACTIVE_WRITER_S)
 
 
 class StoreServer:
@@ -545,6 +662,8 @@ class StoreServer:
         self.path = path
         self.idle_s = _env_s("IRQLAB_SHARE_IDLE_S", 300.0)
         self.grace_s = _env_s("IRQLAB_SHARE_GRACE_S", 30.0)
+        self.transaction_s = _env_s("IRQLAB_SHARE_TRANSACTION_S", TRANSACTION_S)
+        self._frames = FrameBudget(FRAMES_TOTAL_BYTES, FRAME_WAIT_S)
         self._log_window = (0.0, 0, 0)          # (start, lines shown, lines held back)
         self._log_lock = threading.Lock()
         self._clients: dict[socket.socket, _Client] = {}
@@ -561,6 +680,7 @@ class StoreServer:
             self._listener = None
             return
         self._listener.listen(64)
+        _keep_big_buffers_out_of_the_heap()
         self._thread = threading.Thread(target=self._accept, name="irqlab-store-server",
                                         daemon=True)
         self._thread.start()
@@ -643,12 +763,17 @@ class StoreServer:
             raise
 
     def _evict_idle(self) -> _Client | None:
-        """(Lock held) The idle client that asked last the longest ago, out of the
-        table (its thread still closes its socket), or None when every one is busy."""
+        """(Lock held) The idle client that asked last the longest ago among those of
+        the process with the most idle connections (one peer's flood evicts its own
+        first), out of the table (its thread still closes its socket), or None when
+        every one is busy."""
         idle = [c for c in self._clients.values() if c.idle()]
         if not idle:
             return None
-        oldest = min(idle, key=lambda c: c.last_request)
+        per_pid = collections.Counter(c.pid for c in idle)
+        most = max(per_pid.values())
+        oldest = min((c for c in idle if per_pid[c.pid] == most),
+                     key=lambda c: c.last_request)
         del self._clients[oldest.conn]
         return oldest
 
@@ -668,7 +793,19 @@ class StoreServer:
             conn.settimeout(min(FIRST_REQUEST_S, self.idle_s))
             _send_json(conn, {"ok": True, "version": PROTOCOL_VERSION, "pid": os.getpid()})
             while True:
-                req = _recv_json(conn)
+                if client.in_transaction:
+                    # Its transaction's time runs between requests too (issue 47: one
+                    # left open past the holder's end made the holder's last write fail).
+                    left = client.transaction_began + self.transaction_s - time.monotonic()
+                    if left <= 0:
+                        raise _TransactionTooLong(self.transaction_s)
+                    conn.settimeout(min(self.idle_s, left))
+                try:
+                    req = _recv_json(conn, self._frames)
+                except TimeoutError:
+                    if client.in_transaction and conn.gettimeout() < self.idle_s:
+                        raise _TransactionTooLong(self.transaction_s) from None
+                    raise
                 conn.settimeout(self.idle_s)
                 with self._lock:
                     client.busy = True
@@ -683,7 +820,7 @@ class StoreServer:
             pass                                    # the peer is done
         except TimeoutError:
             self._log(f"pid {client.pid}: idle for {conn.gettimeout():g} s, disconnected")
-        except ProtocolError as exc:
+        except (ProtocolError, _TransactionTooLong) as exc:
             self._log(f"pid {client.pid}: {exc}; disconnected")
         except OSError:
             pass                                    # the peer went away mid-reply
@@ -725,6 +862,8 @@ class StoreServer:
         sql, params = op.build(args)
         if op.write:
             self._wrote(client)
+        if op is BEGIN and not client.in_transaction:
+            client.transaction_began = time.monotonic()
         if op is BEGIN:
             client.in_transaction = True
         elif op in (COMMIT, ROLLBACK):
@@ -830,20 +969,22 @@ class StoreServer:
 
         def batches() -> Iterator[pa.RecordBatch]:
             while True:
-                body = _recv(client.conn)
-                if not body or body == _ABORT:
-                    state["ended"] = True
-                    state["aborted"] = body == _ABORT
-                    if state["aborted"]:
-                        raise ProtocolError("aborted by the borrower")
-                    return
-                if len(body) % dtype.itemsize:
-                    raise ProtocolError(f"a {kind} frame holds whole {dtype.itemsize}-byte "
-                                        f"records")
-                recs = np.frombuffer(body, dtype)
+                with _received(client.conn, self._frames) as body:
+                    if not body or body == _ABORT:
+                        state["ended"] = True
+                        state["aborted"] = body == _ABORT
+                        if state["aborted"]:
+                            raise ProtocolError("aborted by the borrower")
+                        return
+                    if len(body) % dtype.itemsize:
+                        raise ProtocolError(f"a {kind} frame holds whole "
+                                            f"{dtype.itemsize}-byte records")
+                    recs = np.frombuffer(body, dtype)
+                    batch = pa.record_batch([numeric_array(np.ascontiguousarray(recs[n]))
+                                             for n in dtype.names], names=list(dtype.names))
+                    del recs
                 self._wrote(client)
-                yield pa.record_batch([numeric_array(np.ascontiguousarray(recs[n]))
-                                       for n in dtype.names], names=list(dtype.names))
+                yield batch
 
         def guarded() -> Iterator[pa.RecordBatch]:
             try:
@@ -872,11 +1013,28 @@ class StoreServer:
         if broken is not None:
             raise broken                              # framing broken: disconnect
         while not state["ended"]:                     # failed early: skip the rest
-            body = _recv(client.conn)
-            state["ended"] = not body or body == _ABORT
+            with _received(client.conn, self._frames) as body:
+                state["ended"] = not body or body == _ABORT
         if error is not None:
             raise error
         self._send_rows(client.conn, None, [])
+
+    def end_transactions(self, wait_s: float = 10.0) -> int:
+        """Roll back every peer's open transaction (its connection is closed: its thread
+        closes its cursor, which rolls back) and wait for them, at most ``wait_s``; the
+        number ended. The holder calls this when its own write conflicts with a peer's
+        (store/db.py): the holder's run comes first."""
+        with self._lock:
+            held = [c for c in self._clients.values() if c.in_transaction]
+            for client in held:
+                with contextlib.suppress(OSError):
+                    client.conn.shutdown(socket.SHUT_RDWR)
+            self._idle.wait_for(lambda: not any(c.conn in self._clients for c in held),
+                                wait_s)
+        for client in held:
+            self._log(f"pid {client.pid}: its transaction rolled back for the holder's "
+                      f"own write; disconnected")
+        return len(held)
 
     def clients(self) -> int:
         """Processes connected now (readers and writers)."""
