@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from irqlab.samples.source import RingPeek
 from irqlab.trace.archive import spool_chunk, trace_file_for, write_archive
@@ -159,6 +159,19 @@ def buffer_kb_for(period_ns: int) -> int:
     """Per-CPU buffer: ~40 events of ~64 B per guest period for 2 s of reader stall."""
     per_s = 1e9 / max(period_ns, 1) * 40 * 64
     return int(min(65536, max(4096, per_s * 2 / 1024)))
+
+
+def ready_pages(fd: int, page_size: int) -> Iterator[bytes]:
+    """The pages a per-CPU raw trace pipe (opened non-blocking) has ready now, read one
+    by one until it has none (EAGAIN) or ends."""
+    while True:
+        try:
+            page = os.read(fd, page_size)
+        except BlockingIOError:
+            return
+        if not page:
+            return
+        yield page
 
 
 class TraceHook(CaptureHook):
@@ -309,13 +322,7 @@ class TraceHook(CaptureHook):
         got = 0
         with self._lock:
             for cpu, fd in self._fds.items():
-                while True:
-                    try:
-                        page = os.read(fd, self.page_size)
-                    except BlockingIOError:
-                        break
-                    if not page:
-                        break
+                for page in ready_pages(fd, self.page_size):
                     spool_chunk(self._spool, cpu, page)
                     got += 1
         return got

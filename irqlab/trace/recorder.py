@@ -20,7 +20,6 @@ around a sample; the CLI refuses the others.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import struct
 import tempfile
 import threading
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from irqlab.trace.archive import spike_file_for, spool_chunk, write_archive
-from irqlab.trace.capture import TraceHook, buffer_kb_for
+from irqlab.trace.capture import TraceHook, buffer_kb_for, ready_pages
 
 _POLL_S = 0.05
 _DEBUGFS_EVERY = 20
@@ -146,15 +145,7 @@ class FlightRecorder(TraceHook):
         last RECENT_S (or 2 x around, if longer) stay here, at most a ring's worth, for
         the windows cut next: a spike told late (a loaded host reads samples late, and
         cuts one window after another) has its "before" in them."""
-        pages = list(self._recent.get(cpu, []))
-        while True:
-            try:
-                page = os.read(fd, self.page_size)
-            except BlockingIOError:
-                break
-            if not page:
-                break
-            pages.append(page)
+        pages = list(self._recent.get(cpu, [])) + list(ready_pages(fd, self.page_size))
         starts = [_PAGE_TS.unpack_from(p)[0] if len(p) >= 8 else 0 for p in pages]
 
         def since(t: int) -> list[bytes]:
