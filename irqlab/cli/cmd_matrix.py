@@ -13,7 +13,7 @@ from typing import Any
 from irqlab.argtypes import count_in
 from irqlab.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, db_path
 from irqlab.cli.common import db_ref
-from irqlab.cli.cmd_run import repeat_count
+from irqlab.cli.cmd_run import repeat_arg, repeat_count
 from irqlab.cli.matrix import SUMMARY_COLUMNS, CellResult, run_matrix
 from irqlab.cli.render import json_line
 from irqlab.cli.scenario import (MAX_CELLS, PAIR_SEP, ScenarioError, cell_id, load_scenario,
@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: with units, 31.6 us)")
     m.add_argument("--resume", action="store_true",
                    help="skip cells this scenario already completed in the database")
-    m.add_argument("--repeat", type=repeat_count, default=None, metavar="N",
+    m.add_argument("--repeat", type=repeat_arg, default=None, metavar="N|auto",
                    help="run each cell N times, interleaved (a series per cell); "
                         "replaces the file's [run] repeat")
     m.add_argument("--max-cells", type=count_in(1, MAX_CELLS_ALLOWED, "cells a matrix may "
@@ -218,6 +218,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--parallel N spreads cells over labgrid places: give "
                          "--lg-places MATCH too")
     scn = load(args)
+    if scn.auto:
+        from irqlab.reports.noise import MIN_RUNS
+        if scn.cell_count() < 2:
+            raise UsageError("repeat auto compares cells: the matrix needs two or more "
+                             "(or give repeat = N)")
+        if scn.repeat < MIN_RUNS:
+            raise UsageError(f"max_repeat {scn.repeat} is too few for repeat auto: it "
+                             f"judges from {MIN_RUNS} runs a cell")
+        if args.lg_places is not None:
+            raise UsageError("repeat auto runs on this host only, not over labgrid "
+                             "places: give repeat = N with --lg-places")
     if args.dry_run:
         from irqlab.cli.matrix_plan import plan, render_plan
 
@@ -247,8 +258,12 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     keys = table_keys(scn.matrix)
-    what = (f"{len(results)} cells" if scn.repeat == 1
-            else f"{scn.cell_count()} cells x {scn.repeat} runs")
+    if scn.auto:
+        made = max((r.index or 0 for r in results), default=0)
+        what = f"{scn.cell_count()} cells x {made} runs (repeat auto, at most {scn.repeat})"
+    else:
+        what = (f"{len(results)} cells" if scn.repeat == 1
+                else f"{scn.cell_count()} cells x {scn.repeat} runs")
     render(results, keys, args.format, f"{scn.name}: {what}, "
                                        f"{time.monotonic() - started:.0f} s", raw=args.raw)
     if interrupted:

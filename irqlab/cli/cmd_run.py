@@ -386,45 +386,27 @@ def _run_suite(cfgs: list, out, args: argparse.Namespace) -> int:
             others = suite.series[:i] + suite.series[i + 1:]
             print(printable(series.line(others), False), flush=True)
     if suite.auto is not None and not args.json:
-        a = suite.auto
-        words = ", ".join(f"series:{v['series']} {v['verdict']}" for v in a["verdicts"])
-        how = ("every quantile decided" if a["decided"]
-               else f"stopped at --max-repeat {a['max_repeat']}, not every quantile decided")
-        print(printable(f"repeat auto: {a['runs']} runs each ({how}; level split over "
-                        f"{a['looks']} looks): {words}", False), flush=True)
+        from irqlab.reports.noise import auto_text
+        print(printable(auto_text(suite.auto), False), flush=True)
     if suite.status == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_OK if suite.status == "ok" else EXIT_FAIL
 
 
 def _auto_until(max_runs: int) -> Any:
-    """--repeat auto's stopping rule for run_suite: after each round from MIN_RUNS on,
-    every series against the first is judged on its runs' summaries (the per-run
-    quantiles compare uses) with the level split over the looks; stop when every
-    quantile is `different` or `same` (irqlab.reports.noise.decided)."""
+    """--repeat auto's stopping rule for run_suite: after each whole round, every series
+    against the first is judged on its runs' summaries (noise.auto_judge); stop when
+    every quantile is `different` or `same`."""
     from irqlab.reports import noise
-    from irqlab.stats.fields import RATIO_FIELDS
 
     def until(suite: Any, rounds: int) -> bool:
         if rounds < noise.MIN_RUNS or len(suite.series) < 2:
             return False
         by_id = {r.run_id: r.summary for r in suite.results}
-
-        def quantiles(series: Any) -> dict[str, list[float]]:
-            return {f.label: [float(by_id[i].get(f.key) or 0) for i in series.run_ids]
-                    for f in RATIO_FIELDS}
-        base = quantiles(suite.series[0])
-        looks = noise.auto_looks(max_runs)
-        verdicts = []
-        ok = True
-        for other in suite.series[1:]:
-            results = noise.judge_prefix(base, quantiles(other), noise.DEFAULT_MARGINS,
-                                         rounds, looks)
-            verdicts.append({"series": other.id, "verdict": noise.row_verdict(results)[0]})
-            ok = ok and noise.decided(results)
-        suite.auto = {"runs": rounds, "max_repeat": max_runs, "decided": ok,
-                      "looks": looks, "verdicts": verdicts}
-        return ok
+        suite.auto = noise.auto_judge(
+            [(s.id, [by_id[i] for i in s.run_ids]) for s in suite.series], rounds,
+            max_runs)
+        return bool(suite.auto["decided"])
     return until
 
 

@@ -220,6 +220,22 @@ def previous_series(store: Store, scn: Scenario) -> dict[str, tuple[str, dict[in
     return out
 
 
+def _auto_decided(scn: Scenario, cells: list[dict[str, Any]],
+                  results: dict[str, list[CellResult]], rounds: int,
+                  observer: MatrixObserver) -> bool:
+    """repeat = "auto": judge every cell's runs against the first cell's
+    (irqlab.reports.noise.auto_judge); say where it stands; True when decided."""
+    from irqlab.reports import noise
+
+    groups = [(cell_id(c), [r.summary for r in sorted(results[_key(c)],
+                                                       key=lambda r: r.index or 0)])
+              for c in cells]
+    auto = noise.auto_judge(groups, rounds, scn.repeat)
+    if rounds >= noise.MIN_RUNS and (auto["decided"] or rounds == scn.repeat):
+        observer.notice(noise.auto_text(auto))
+    return bool(auto["decided"])
+
+
 def run_series(scn: Scenario, store: Store, observer: MatrixObserver,
                resume: bool = False) -> tuple[list[CellResult], bool]:
     """Every cell ``scn.repeat`` times, interleaved round by round (irqlab.suite);
@@ -241,6 +257,7 @@ def run_series(scn: Scenario, store: Store, observer: MatrixObserver,
         observer.notice(f"resuming {scn.name}: {total - len(todo)} of {total} runs "
                         f"({len(cells)} cells x {scn.repeat}) already done")
     interrupted = False
+    judged = 0
     from irqlab.measure.boot import StopFlag
 
     with StopFlag() as stop:            # as in run_matrix
@@ -255,6 +272,13 @@ def run_series(scn: Scenario, store: Store, observer: MatrixObserver,
             if res.status == "interrupted" or stop.signum is not None:
                 interrupted = True
                 break
+            # repeat = "auto": after each whole round (every cell has one more run),
+            # the cells are judged against the first; decided, the matrix ends there.
+            rounds = min(len(results[_key(c)]) for c in cells)
+            if scn.auto and rounds > judged:
+                judged = rounds
+                if _auto_decided(scn, cells, results, rounds, observer):
+                    break
     ordered = [res for c in cells
                for res in sorted(results[_key(c)], key=lambda r: (r.index, r.run_id or 0))]
     return ordered, interrupted

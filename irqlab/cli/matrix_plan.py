@@ -95,7 +95,8 @@ def render_plan(scn: Scenario, cells: Iterator[PlannedCell], fmt: str,
             out.flush()
         return
     count = scn.cell_count()
-    runs = "" if scn.repeat == 1 else f" x {scn.repeat} runs"
+    runs = ("" if scn.repeat == 1 else f" x up to {scn.repeat} runs (repeat auto)"
+            if scn.auto else f" x {scn.repeat} runs")
     if count <= PLAN_WHOLE:
         head = list(cells)
         total = _total_s(head)

@@ -136,8 +136,17 @@ class Scenario:
         return cell_count(self.matrix)
 
     @property
+    def auto(self) -> bool:
+        """``repeat = "auto"``: rounds added until every cell against the first is
+        decided (irqlab.reports.noise.auto_judge), at most ``max_repeat``."""
+        return str(self.run.get("repeat", 1)).strip().lower() == "auto"
+
+    @property
     def repeat(self) -> int:
-        """Runs of each cell (``repeat = N`` in [run], checked by load_scenario)."""
+        """Runs of each cell (``repeat = N`` in [run], checked by load_scenario); with
+        ``repeat = "auto"`` the most it may make, ``max_repeat`` (default 10)."""
+        if self.auto:
+            return int(self.run.get("max_repeat", self.run.get("max-repeat", 10)))
         return int(self.run.get("repeat", 1))
 
     def argv(self, cell: dict[str, Any]) -> list[str]:

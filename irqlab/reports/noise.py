@@ -574,6 +574,38 @@ def auto_decision(base_q: dict[str, Sequence[float]], run_q: dict[str, Sequence[
                         n, False)
 
 
+def auto_judge(groups: list[tuple[str, list[dict[str, Any]]]], rounds: int,
+               max_runs: int) -> dict[str, Any]:
+    """--repeat auto's judgement after ``rounds`` whole rounds: each group (a name and
+    its runs' summaries, in run order) against the first, on the per-run quantiles
+    compare uses (RATIO_FIELDS), the level split over the looks. The `auto` object
+    run and matrix report: runs, max_repeat, decided (every quantile of every group
+    `different` or `same`), looks, verdicts."""
+    looks = auto_looks(max_runs)
+
+    def quantiles(summaries: list[dict[str, Any]]) -> dict[str, list[float]]:
+        return {f.label: [float(s.get(f.key) or 0) for s in summaries[:rounds]]
+                for f in RATIO_FIELDS}
+    base = quantiles(groups[0][1])
+    verdicts, ok = [], rounds >= MIN_RUNS and len(groups) > 1
+    for name, summaries in groups[1:]:
+        results = (judge_prefix(base, quantiles(summaries), DEFAULT_MARGINS, rounds, looks)
+                   if rounds >= MIN_RUNS else [])
+        verdicts.append({"series": name, "verdict": row_verdict(results)[0]})
+        ok = ok and decided(results)
+    return {"runs": rounds, "max_repeat": max_runs, "decided": ok, "looks": looks,
+            "verdicts": verdicts}
+
+
+def auto_text(auto: dict[str, Any]) -> str:
+    """The line run and matrix print where --repeat auto stopped."""
+    words = ", ".join(f"series:{v['series']} {v['verdict']}" for v in auto["verdicts"])
+    how = ("every quantile decided" if auto["decided"] else
+           f"stopped at --max-repeat {auto['max_repeat']}, not every quantile decided")
+    return (f"repeat auto: {auto['runs']} runs each ({how}; level split over "
+            f"{auto['looks']} looks): {words}")
+
+
 def parse_margins(text: str) -> dict[str, float]:
     """`--margin`: `10%` (every quantile) or `p50=5%,p99.9=20%` (those named; the others
     keep their defaults). A margin is a percentage in (0, 1000]."""
