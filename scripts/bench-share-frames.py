@@ -10,7 +10,8 @@ for p in db.parent.glob(db.name + "*"):
 holder = subprocess.Popen([sys.executable, "-c", f"""
 import sys
 from irqlab.store import Store
-s = Store({str(db)!r}); s.create_run('first', 'native', {{}}, {{}})
+from irqlab.store.interface import NewRun
+s = Store({str(db)!r}); s.create_run(NewRun('first', 'native', {{}}, {{}}))
 print('ready', flush=True); sys.stdin.readline(); s.close(); print('closed', flush=True)
 """], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 assert holder.stdout.readline().strip() == "ready"

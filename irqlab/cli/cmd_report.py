@@ -112,6 +112,11 @@ def run(args: argparse.Namespace) -> int:
     for opt, folder in (("--png", args.png), ("--svg", args.svg)):
         if folder is not None and folder.exists() and not folder.is_dir():
             raise UsageError(f"{opt} {folder} is a file: give a directory")
+        # The folder itself is made (it is what was asked for); a missing parent is a
+        # typo to see, not to create (issue 47).
+        if folder is not None and not folder.parent.is_dir():
+            raise UsageError(f"{folder.parent} does not exist: create it first, or give "
+                             f"{opt} a folder in an existing directory")
     started = time.monotonic()
     # Imported here: matplotlib takes ~0.5 s to import, other commands need not pay it.
     from irqlab.reports.html import build_report
@@ -133,6 +138,11 @@ def run(args: argparse.Namespace) -> int:
             if folder is None:
                 continue
             progress.stage(f"writing {ext.upper()} plots", total=len(plots))
+            try:
+                folder.mkdir(exist_ok=True)
+            except OSError as exc:
+                raise _WriteError(f"cannot make {folder}: {exc.strerror or exc}; choose "
+                                  f"another folder") from None
             for i, plot in enumerate(plots):
                 target = folder / f"{plot.name}.{ext}"
                 _write(target, plot.png() if ext == "png" else plot.svg())

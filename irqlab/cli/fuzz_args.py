@@ -133,9 +133,10 @@ class Sandbox:
             os.mkfifo(self.fifo)
         if not self.db.exists():
             from irqlab.store import Store
+            from irqlab.store.interface import NewRun
             with Store(self.db) as st:
                 for name in ("a", "b"):
-                    rid = st.create_run(name, "native", {}, {}, tags={"k": "v"})
+                    rid = st.create_run(NewRun(name, "native", {}, {}, tags={"k": "v"}))
                     st.finish_run(rid, "ok", None)
 
     def fill(self, argv: list[str]) -> list[str]:

@@ -27,6 +27,7 @@ def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rep")
     db = make_store(tmp / "r.duckdb")
     out = tmp / "out"
+    out.mkdir()          # -o's directory must exist (issue 47: a missing one is refused)
     res = call_cli(["report", "base", "double", "3", "-o", str(out / "report.html"),
                    "--png", str(out / "png"), "--svg", str(out / "svg"), "--json"], db)
     assert res.code == 0, res.stderr

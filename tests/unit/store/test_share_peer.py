@@ -27,8 +27,9 @@ def _holder(db: Path, **env: str) -> subprocess.Popen:
     proc = _child(f"""
         import sys
         from irqlab.store import Store
+        from irqlab.store.interface import NewRun
         s = Store({str(db)!r})
-        s.create_run('held', 'native', {{}}, {{}})
+        s.create_run(NewRun('held', 'native', {{}}, {{}}))
         print('ready', flush=True)
         sys.stdin.readline()
         s.finish_run(1, 'ok', {{'samples': 0}})
