@@ -98,7 +98,7 @@ def test_stages_follow_the_timer_path_and_causes_add_up(nested) -> None:
 
 def test_explain_prints_one_spikes_full_stage_list(nested) -> None:
     worst = max(nested["js"]["samples"], key=lambda s: s["latency_ns"])
-    r = call_cli(["explain", "nested", "--sample", str(worst["seq"])], nested["db"])
+    r = call_cli(["explain", "nested", "--sample", str(worst["seq"]), "--wide"], nested["db"])
     assert r.code == 0, r.stderr
     print("\n" + r.stdout)
     stages = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("stages:"))
