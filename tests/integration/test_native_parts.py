@@ -107,10 +107,6 @@ def test_on_every_split_sample_irq_plus_thread_is_the_latency(hogged):
     assert np.abs((irq - dl) + (en - irq) - (en - dl)).max() <= 1_000
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "found at the end of the 2026-11-28 session: on this host the capture held 2 of the "
-    "hog's ~20 switches onto CPU 1 (and 201 of the probe's ~3,000), also at 389b734 where "
-    "it had passed; not understood yet (issue 44)"))
 def test_a_fifo_hogs_spike_lands_in_the_thread_part(hogged):
     _summary, parts, samples, trace = hogged
     spins = _hog_spins(trace)
