@@ -276,16 +276,15 @@ class Run(MeasureState):
         thread parts (irqlab.explain.parts), stored per sample, and their two
         distributions in the summary (``irq_latency``, ``thread_latency``). A split that
         fails leaves the run as measured, said aloud and recorded."""
-        from irqlab.explain.parts import can_split, capture_parts
+        from irqlab.explain.parts import capture_parts, split_capture
         from irqlab.explain.seam import stored_samples
         from irqlab.stats.parts import PART_KEYS, part_summary, part_ticks
 
-        trace = _trace_meta(self.meta)
-        if not can_split(trace) or self.store.write_failed is not None:
+        capture = split_capture(_trace_meta(self.meta))
+        if capture is None or self.store.write_failed is not None:
             return
         try:
-            parts = capture_parts(Path(trace["file"]), stored_samples(self.store,
-                                                                      self.run_id))
+            parts = capture_parts(capture, stored_samples(self.store, self.run_id))
             self.store.add_sample_parts(self.run_id, parts.seq, parts.cpu, parts.irq_tick)
         except Exception as exc:  # noqa: BLE001 - a damaged capture, a decoder's error,
             # a store write: the run's figures stand without the split, said aloud.
