@@ -19,6 +19,7 @@ from irqlab.measure.config import Observer, RunConfig, RunContext, RunResult
 from irqlab.measure.stream import (BreakAt, DurationBound, MeasureState, OnThreshold,
                                    emit_window, stream)
 from irqlab.measure.summary import build_summary, histogram_rows, probe_meta
+from irqlab.runconfig import LiveCapture
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.hostinfo import host_info
 from irqlab.samples.layout import RingError
@@ -128,6 +129,10 @@ class Run(MeasureState):
         assert self.process is not None and self.source is not None and self.plan
         cfg, source, plan = self.cfg, self.source, self.plan
         ctx = RunContext(self.run_id, self.process, source, plan)
+        if any(isinstance(h, LiveCapture) for h in self.entered):
+            from irqlab.explain.live import LiveSplit
+            # Told before the capture starts: it keeps every page for the live columns.
+            self.live_split = LiveSplit.for_hooks(self.entered)
         for hook in self.entered:
             hook.after_start(ctx)
         hdr = self.hdr = source.header()
@@ -176,6 +181,8 @@ class Run(MeasureState):
                 self.meta["on_threshold"] = on_threshold.metadata()
             if self.invalid_kept:
                 self.meta["invalid_samples"] = self.invalid_kept
+            if self.live_split is not None:
+                self.meta["live_parts"] = self.live_split.metadata()
 
     def stop(self) -> None:
         """Read the source one last time and close it, stop the process (only the one we

@@ -82,6 +82,12 @@ class FlightRecorder(TraceHook):
                                   "due": spike["entry_tick"] + self.around_ns,
                                   "spikes": [spike]})
 
+    # -- LiveCapture: nothing to give ---------------------------------------------------
+    def live_pages(self) -> None:
+        """None: the ring is read out only around spikes (a live read would empty it of
+        the pages a later spike's window needs)."""
+        return None
+
     # -- the ring is read out only around spikes ----------------------------------------
     def _reader(self) -> None:
         rounds = 0
