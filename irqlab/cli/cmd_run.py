@@ -229,7 +229,7 @@ def build_hooks(args: argparse.Namespace, db: Path, target: Any, options: Any) -
                              "FILE, then `irqlab push` the run to the lab store")
         hook = target.trace_capture(options, db, args.period)
         if limit_ns is not None:
-            hook = recorder_hook(args, hook, args.period, limit_ns)
+            hook = recorder_hook(args, hook, args.period, limit_ns, target.name)
         hooks.append(hook)
     elif getattr(args, "trace_ring", None) is not None:
         raise UsageError("--trace-ring sizes the flight recorder: add --trace and "

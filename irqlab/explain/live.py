@@ -24,6 +24,7 @@ LIVE_MAX_BYTES (irqlab.trace.capture).
 from __future__ import annotations
 
 import struct
+import time
 from typing import Any
 
 import numpy as np
@@ -59,8 +60,10 @@ class LiveSplit:
 
     def __init__(self, capture: LiveCapture) -> None:
         self.capture = capture
-        self._before: list[tuple[int, bytes]] = []   # the previous window's pages
+        self._before: list[tuple[int, bytes]] = []   # pages kept for the next window
         self.errors: list[str] = []
+        self.windows = self.pages = 0
+        self.seconds = 0.0          # the run flow's time spent here (its cost)
 
     @classmethod
     def for_hooks(cls, hooks: list[Any]) -> LiveSplit | None:
@@ -77,11 +80,19 @@ class LiveSplit:
         """The parts of a window's samples (records with seq, cpu, deadline_tick,
         entry_tick), or None when the capture gives nothing yet; a decoder's error is
         kept (at most 5) and the window goes without columns: the run goes on."""
+        t0 = time.perf_counter()
+        try:
+            return self._window(samples)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    def _window(self, samples: np.ndarray) -> WindowParts | None:
         got = self.capture.live_pages()
         if got is None:
             return None
         header, pages = got
         both = self._before + pages
+        self.windows, self.pages = self.windows + 1, self.pages + len(both)
         # What the next window may need: a window can close late (its samples read in a
         # burst), and the pages read by then hold the next windows' events too.
         self._before = pages_from(both, int(samples["deadline_tick"].max()) - CONTEXT_NS)
@@ -101,4 +112,6 @@ class LiveSplit:
 
     def metadata(self) -> dict[str, Any]:
         """The run's metadata ``live_parts`` (docs/formats.md section 4)."""
-        return {"kind": self.capture.capture_kind(), "errors": self.errors}
+        return {"kind": self.capture.capture_kind(), "windows": self.windows,
+                "pages": self.pages, "seconds": round(self.seconds, 3),
+                "errors": self.errors}
