@@ -42,16 +42,19 @@ CONTEXT_NS = 20_000_000
 _PAGE_TIME = struct.Struct("<Q")   # a ring buffer page's first field: its base time
 
 
-def pages_from(pages: list[tuple[int, bytes]], t: int) -> list[tuple[int, bytes]]:
-    """The pages of ``pages`` (each CPU's in time order) that may hold events at or
-    after ``t``: a page ends where the CPU's next page begins, a CPU's last is kept."""
+def pages_in(pages: list[tuple[int, bytes]], lo: int, hi: int | None = None
+             ) -> list[tuple[int, bytes]]:
+    """The pages of ``pages`` (each CPU's in time order) that may hold events in [lo,
+    hi] (hi None: no end): a page begins at its base time and ends where the CPU's next
+    page begins (a CPU's last page: not before ``lo``)."""
     out: list[tuple[int, bytes]] = []
-    last: dict[int, int] = {}
+    end: dict[int, int] = {}
     for k in range(len(pages) - 1, -1, -1):
         cpu, page = pages[k]
-        if last.get(cpu, t) >= t:
+        start = _PAGE_TIME.unpack_from(page)[0]
+        if end.get(cpu, lo) >= lo and (hi is None or start <= hi):
             out.append((cpu, page))
-        last[cpu] = _PAGE_TIME.unpack_from(page)[0]
+        end[cpu] = start
     return out[::-1]
 
 
@@ -92,10 +95,14 @@ class LiveSplit:
             return None
         header, pages = got
         both = self._before + pages
+        first, last = (int(x) for x in (samples["deadline_tick"].min(),
+                                        samples["deadline_tick"].max()))
+        # What the next windows may need: a window can close late (its samples read in a
+        # burst), and the pages read by then hold the next windows' events too; this
+        # window decodes only its own span's (each page once, bar the context).
+        self._before = pages_in(both, last - CONTEXT_NS)
+        both = pages_in(both, first - CONTEXT_NS, int(samples["entry_tick"].max()))
         self.windows, self.pages = self.windows + 1, self.pages + len(both)
-        # What the next window may need: a window can close late (its samples read in a
-        # burst), and the pages read by then hold the next windows' events too.
-        self._before = pages_from(both, int(samples["deadline_tick"].max()) - CONTEXT_NS)
         per_cpu: dict[int, list[bytes]] = {}
         for cpu, page in both:
             per_cpu.setdefault(cpu, []).append(page)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from irqlab.explain.live import LiveSplit, pages_from
+from irqlab.explain.live import LiveSplit, pages_in
 from irqlab.runconfig import LiveCapture
 from irqlab.trace.synth import PageWriter, encode, header_page_text
 from tests.unit.explain.test_native_stages import PROBE, timer, waking
@@ -119,15 +119,18 @@ def test_only_a_capture_on_the_samples_clock_is_split(kernel_formats, page_heade
         is not None
 
 
-def test_pages_from_keeps_each_cpus_pages_that_reach_the_time():
+def test_pages_in_keeps_each_cpus_pages_that_reach_the_span():
     def page(t: int) -> bytes:
         return t.to_bytes(8, "little") + b"\0" * 8
+
+    def times(got):
+        return [(c, int.from_bytes(p[:8], "little")) for c, p in got]
     pages = [(0, page(100)), (1, page(150)), (0, page(200)), (0, page(300)),
              (1, page(400))]
     # CPU 0's page at 100 ends where its next begins (200): before 250, dropped; its
     # page at 200 runs to 300, kept; CPU 1's at 150 runs to 400, kept; the last kept.
-    assert [(c, int.from_bytes(p[:8], "little")) for c, p in pages_from(pages, 250)] \
-        == [(1, 150), (0, 200), (0, 300), (1, 400)]
-    assert [int.from_bytes(p[:8], "little") for _c, p in pages_from(pages, 350)] \
-        == [150, 300, 400]
-    assert pages_from(pages, 0) == pages
+    assert times(pages_in(pages, 250)) == [(1, 150), (0, 200), (0, 300), (1, 400)]
+    assert times(pages_in(pages, 350)) == [(1, 150), (0, 300), (1, 400)]
+    # A span's end drops the pages that begin after it.
+    assert times(pages_in(pages, 120, 250)) == [(0, 100), (1, 150), (0, 200)]
+    assert pages_in(pages, 0) == pages
