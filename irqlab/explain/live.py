@@ -70,12 +70,11 @@ class LiveSplit:
 
     @classmethod
     def for_hooks(cls, hooks: list[Any]) -> LiveSplit | None:
-        """The live split of the first hook with a capture on the samples' clock (it is
-        told to keep its pages from now on), or None."""
+        """The live split of the first hook with a capture on the samples' clock that
+        keeps its pages for it from now on, or None."""
         for hook in hooks:
             if isinstance(hook, LiveCapture) and \
-                    hook.capture_kind() in SAMPLES_CLOCK_CAPTURE:
-                hook.keep_live()
+                    hook.capture_kind() in SAMPLES_CLOCK_CAPTURE and hook.keep_live():
                 return cls(hook)
         return None
 

@@ -243,11 +243,12 @@ class TraceHook(CaptureHook):
     def capture_kind(self) -> str:
         return str(self.meta["kind"])
 
-    def keep_live(self) -> None:
+    def keep_live(self) -> bool:
         """From now on the pages the reader spools are also kept for live_pages."""
         with self._lock:
             if self._live is None:
                 self._live = deque()
+        return True
 
     def _keep_live_page(self, cpu: int, page: bytes) -> None:
         """Keep a page for live_pages (under the lock), the oldest dropped beyond
@@ -260,9 +261,10 @@ class TraceHook(CaptureHook):
             self.meta["live_dropped_pages"] = self.meta.get("live_dropped_pages", 0) + 1
 
     def live_pages(self) -> tuple[dict[str, Any], list[tuple[int, bytes]]] | None:
-        """The pages read since the last call (read out now first: the ring holds the
-        events of the samples just read, and its reader drains only every 50 ms), with
-        the header they decode with; None before the capture has started."""
+        """The pages the reader spooled since the last call, with the header they decode
+        with; None before the capture has started. The ring is not read here: the
+        reader thread reads it every 50 ms, and the few newest samples whose events it
+        has not read yet are left out of their window's columns (irqlab.explain.live)."""
         if self.inst is None or self._live is None:
             return None
         with self._lock:

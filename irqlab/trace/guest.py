@@ -180,9 +180,10 @@ class LinuxGuestTraceHook(TraceHook):
         return region_qemu_args(self._make_region(), "irqlab-gtrace", TRACE_SLOT)
 
     # -- LiveCapture: the guest's capture, the one on the samples' clock ------------------
-    def keep_live(self) -> None:
+    def keep_live(self) -> bool:
         if self._live_files is None:
             self._live_files, self._live_at = {}, HEADER_BYTES
+        return True
 
     def live_pages(self) -> tuple[dict[str, Any], list[tuple[int, bytes]]] | None:
         """The guest's pages gtrace has shipped since the last call (it copies its ring

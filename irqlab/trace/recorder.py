@@ -94,9 +94,12 @@ class FlightRecorder(TraceHook):
                                   "spikes": [spike]})
 
     # -- LiveCapture: nothing to give ---------------------------------------------------
-    def live_pages(self) -> None:
-        """None: the ring is read out only around spikes (a live read would empty it of
+    def keep_live(self) -> bool:
+        """False: the ring is read out only around spikes (a live read would empty it of
         the pages a later spike's window needs)."""
+        return False
+
+    def live_pages(self) -> None:
         return None
 
     # -- the ring is read out only around spikes ----------------------------------------

@@ -1,4 +1,5 @@
-"""The live IRQ/thread columns of a traced run's window lines (issue 44), judged
+"""The IRQ/thread split of a traced run's samples as stored (split_rows), and the live
+IRQ/thread columns of its window lines (issue 44), judged
 against the split the run stored at its end from the whole capture: one rule
 (irqlab.explain.parts), so where the live read split a window's samples its figures lie
 within the final split's of the same window, and equal them when it split them all."""
@@ -6,6 +7,14 @@ within the final split's of the same window, and equal them when it split them a
 from __future__ import annotations
 
 import numpy as np
+
+def split_rows(parts: dict, samples: dict) -> np.ndarray:
+    """(deadline, timer IRQ entry, entry) in ticks of every split sample, one row each."""
+    rows = [(int(d), parts[(int(q), int(c))], int(e)) for q, c, d, e in
+            zip(samples["seq"], samples["cpu"], samples["deadline_tick"],
+                samples["entry_tick"]) if (int(q), int(c)) in parts]
+    return np.array(rows, np.int64).reshape(-1, 3)
+
 
 PART_KEYS = ("split_samples", "irq_min_ns", "irq_max_ns", "thread_min_ns",
              "thread_max_ns")

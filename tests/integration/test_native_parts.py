@@ -25,7 +25,7 @@ from irqlab.explain.seam import stored_samples
 from irqlab.runner.native import NATIVE_BUILD
 from irqlab.store import Store
 from irqlab.trace.archive import read_archive
-from tests.integration._live_parts import check_live_columns
+from tests.integration._live_parts import check_live_columns, split_rows
 
 pytestmark = [pytest.mark.integration]
 XDIST_GROUP = "host"          # no guest: a native probe at SCHED_FIFO, tracefs
@@ -66,14 +66,6 @@ def hogged(tmp_path_factory, probe_built):
     return summary, parts, samples, decode_capture(header, per_cpu), windows
 
 
-def _split(parts, samples):
-    """(deadline, irq entry, entry) of every split sample."""
-    rows = [(int(d), parts[(int(q), int(c))], int(e)) for q, c, d, e in
-            zip(samples["seq"], samples["cpu"], samples["deadline_tick"],
-                samples["entry_tick"]) if (int(q), int(c)) in parts]
-    return np.array(rows, np.int64).reshape(-1, 3)
-
-
 def _hog_spins(trace) -> list[tuple[int, int]]:
     """The hog's time on CPU 1, from the capture's switches (by its name: inside a pid
     namespace Popen's pid is not the kernel's)."""
@@ -104,7 +96,7 @@ def test_the_summary_has_both_distributions_and_most_samples_split(hogged):
 
 def test_on_every_split_sample_irq_plus_thread_is_the_latency(hogged):
     _summary, parts, samples, _trace, _w = hogged
-    dl, irq, en = _split(parts, samples).T
+    dl, irq, en = split_rows(parts, samples).T
     assert dl.size > 0
     assert ((irq >= dl) & (irq <= en)).all()
     assert np.abs((irq - dl) + (en - irq) - (en - dl)).max() <= 1_000
@@ -114,7 +106,7 @@ def test_a_fifo_hogs_spike_lands_in_the_thread_part(hogged):
     _summary, parts, samples, trace, _w = hogged
     spins = _hog_spins(trace)
     assert len(spins) >= 10, spins
-    dl, irq, en = _split(parts, samples).T
+    dl, irq, en = split_rows(parts, samples).T
     judged, in_thread = 0, 0
     for a, i, b in zip(dl.tolist(), irq.tolist(), en.tolist()):
         held = sum(max(0, min(s1, b) - max(s0, a)) for s0, s1 in spins)
@@ -138,7 +130,7 @@ def test_the_split_point_is_a_traced_timer_irq_entry_or_the_deadline(hogged):
     if not len(lt):
         pytest.skip("no irq_vectors:local_timer_entry on this kernel")
     entries = set(lt["ts"][lt["cpu"] == CPU].astype(np.int64).tolist())
-    dl, irq, _en = _split(parts, samples).T
+    dl, irq, _en = split_rows(parts, samples).T
     assert all(i in entries or i == a for a, i in zip(dl.tolist(), irq.tolist()))
     assert sum(i in entries for i in irq.tolist()) >= 0.5 * irq.size
 

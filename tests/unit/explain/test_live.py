@@ -28,8 +28,9 @@ class HandedPages:
     def capture_kind(self) -> str:
         return self.kind
 
-    def keep_live(self) -> None:
+    def keep_live(self) -> bool:
         self.kept = True
+        return True
 
     def live_pages(self):
         if not self.groups:
@@ -134,3 +135,13 @@ def test_pages_in_keeps_each_cpus_pages_that_reach_the_span():
     # A span's end drops the pages that begin after it.
     assert times(pages_in(pages, 120, 250)) == [(0, 100), (1, 150), (0, 200)]
     assert pages_in(pages, 0) == pages
+
+
+def test_the_flight_recorder_gives_no_live_pages(tmp_path):
+    # Its ring is read only around spikes: a live read would empty it.
+    from irqlab.trace.recorder import FlightRecorder
+    rec = FlightRecorder(tmp_path / "x.duckdb", 1_000_000, threshold_ns=500_000,
+                         ring_kb=1024, around_ns=100_000_000, keep_per_day=10,
+                         clock="mono", kind="native")
+    assert isinstance(rec, LiveCapture) and rec.capture_kind() == "native"
+    assert LiveSplit.for_hooks([rec]) is None and rec.live_pages() is None
