@@ -2,11 +2,11 @@
 window lines' two columns, as rtla timerlat top shows IRQ and Thread beside each other.
 
 At each window the run asks its capture hook (irqlab.runconfig.LiveCapture) for the
-pages read since the window before, decodes them with the pages kept from the window before in
+pages read since the window before, puts the pages kept from the window before in
 front (those from just before its last deadline on: a window's first sample may have
 been woken by a timer IRQ entered before it, and a window that closed late, its samples
-read in a burst, left the next windows' events among the pages read by then) and
-splits the window's samples with the run's own rule (irqlab.explain.parts.split_samples:
+read in a burst, left the next windows' events among the pages read by then), decodes
+those of the window's own span and splits the window's samples with the run's own rule (irqlab.explain.parts.split_samples:
 the same timer IRQ, irqlab.explain.timer_irq). Only a capture on the samples' clock can
 be split (parts.SAMPLES_CLOCK_CAPTURE: a native run's, a Linux guest's guest-side one).
 

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from irqlab.samples.source import SampleSource
 from irqlab.stats import RunStats, WindowStats, format_window_line, ticks_to_ns
 from irqlab.stats.percpu import PerCpuStats
 from irqlab.store import Store, StoreWriteError
+
+if TYPE_CHECKING:      # imported by the run that makes one (traced runs only)
+    from irqlab.explain.live import LiveSplit
 
 _POLL_S = 0.02
 _FLUSH_RECORDS = 200_000
@@ -384,7 +387,7 @@ class MeasureState:
     bound: DurationBound | None = None        # --duration (DurationBound.for_run)
     break_at: BreakAt | None = None
     on_threshold: OnThreshold | None = None   # --on-threshold (OnThreshold.for_run)
-    live_split: Any = None          # the windows' IRQ/thread columns (explain.live)
+    live_split: LiveSplit | None = None   # the windows' IRQ/thread columns
     windows: list[dict[str, Any]] = field(default_factory=list)
     # entries before their deadline: the first INVALID_KEPT, as evidence
     invalid_kept: list[dict[str, int]] = field(default_factory=list)
