@@ -124,7 +124,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     output.add_argument("--trace", action="store_true",
                         help="capture host kernel events (private tracefs instance) for "
                              "`irqlab explain`; with --target xen --xen-dom0 linux, "
-                             "xentrace in dom0 instead")
+                             "xentrace in dom0 instead; native and linux-guest runs also "
+                             "split every sample into IRQ and thread latency (window "
+                             "lines and summary)")
     add_recorder_arguments(output)
     add_db_json(output)
 
