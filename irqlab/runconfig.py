@@ -139,3 +139,19 @@ class SpikeListener(Protocol):
     keeps_trace: bool
 
     def on_spike(self, spike: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class LiveCapture(Protocol):
+    """A capture hook a run reads while it records (the window lines' IRQ and thread
+    columns, irqlab.explain.live). ``capture_kind()``: its kind (irqlab.explain.registry's
+    keys), which says whether it has a capture on the samples' clock;
+    ``keep_live()``: from now on keep the pages it reads of that capture, until asked
+    (False: it reads none while it records, e.g. the flight recorder);
+    ``live_pages()``: (the header they decode with, the (cpu, page) read since the last
+    call), None while it has nothing to give. Called on the run flow's thread at each
+    window: it must return at once."""
+
+    def capture_kind(self) -> str: ...
+    def keep_live(self) -> bool: ...
+    def live_pages(self) -> tuple[dict[str, Any], list[tuple[int, bytes]]] | None: ...

@@ -34,7 +34,7 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
                    help="which latency: total (deadline -> probe running), irq (deadline "
                         "-> the timer's hard IRQ) or thread (hard IRQ -> probe running); "
                         "irq and thread need a split run (irqlab run --target native "
-                        "--trace)")
+                        "--trace, or linux-guest)")
 
 
 def margin_arg(text: str) -> dict[str, float]:

@@ -124,7 +124,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     output.add_argument("--trace", action="store_true",
                         help="capture host kernel events (private tracefs instance) for "
                              "`irqlab explain`; with --target xen --xen-dom0 linux, "
-                             "xentrace in dom0 instead")
+                             "xentrace in dom0 instead; native and linux-guest runs also "
+                             "split every sample into IRQ and thread latency (window "
+                             "lines and summary)")
     add_recorder_arguments(output)
     add_db_json(output)
 
@@ -229,7 +231,7 @@ def build_hooks(args: argparse.Namespace, db: Path, target: Any, options: Any) -
                              "FILE, then `irqlab push` the run to the lab store")
         hook = target.trace_capture(options, db, args.period)
         if limit_ns is not None:
-            hook = recorder_hook(args, hook, args.period, limit_ns)
+            hook = recorder_hook(args, hook, args.period, limit_ns, target.name)
         hooks.append(hook)
     elif getattr(args, "trace_ring", None) is not None:
         raise UsageError("--trace-ring sizes the flight recorder: add --trace and "

@@ -105,15 +105,19 @@ def on_threshold(args: argparse.Namespace) -> tuple[int | None, list[str], bool]
 
 
 def recorder_hook(args: argparse.Namespace, hook: Any, period_ns: int,
-                  limit_ns: int) -> Any:
-    """The target's capture made a flight recorder, or UsageError where it cannot be."""
+                  limit_ns: int, target: str) -> Any:
+    """The target's capture made a flight recorder, or UsageError where it cannot be
+    (irqlab.trace.recorder says which captures can)."""
     from irqlab.trace.capture import TraceHook
-    from irqlab.trace.recorder import FlightRecorder, default_ring_kb
+    from irqlab.trace.recorder import RECORDER_KINDS, FlightRecorder, default_ring_kb
 
-    if type(hook) is not TraceHook or hook.clock != "mono":
+    kind = hook.metadata().get("kind")
+    if type(hook) is not TraceHook or hook.clock != "mono" or kind not in RECORDER_KINDS:
         raise UsageError(f"--on-threshold with --trace keeps a ring of the host's tracefs "
-                         f"on the samples' clock, which only --target native has today: "
-                         f"drop --trace (the actions still run) or measure native")
+                         f"on the samples' clock, which only --target native has today "
+                         f"(--target {target}'s capture, kind {kind}, cannot be "
+                         f"cut around a spike): drop --trace (the actions still run) or "
+                         f"measure native")
     return FlightRecorder(hook.db_path, period_ns, threshold_ns=limit_ns,
                           ring_kb=args.trace_ring or default_ring_kb(period_ns),
                           around_ns=args.trace_around, keep_per_day=args.trace_keep,

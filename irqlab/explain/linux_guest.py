@@ -64,7 +64,7 @@ from irqlab.explain.clock import check_causality, fit_clock, refine_with_causali
 from irqlab.explain.host import tracefs_writers
 from irqlab.explain.load import Trace, decode_capture
 from irqlab.explain.native import (STAGE_ORDER, NativeAttributor, explain_native,
-                                   switch_priorities)
+                                   probe_threads_named, switch_priorities)
 from irqlab.explain.run import Explained, capture_path
 from irqlab.explain.seam import Explanation, Progress, Request, stored_samples
 from irqlab.explain.shape import attributed_json
@@ -74,7 +74,6 @@ from irqlab.store.db import RunRow
 from irqlab.trace.archive import read_archive
 from irqlab.trace.guest import guest_trace_file_for
 
-PROBE_COMM = "irqlab-native"
 # Host-side states of the vCPU thread that are the guest's own time (running guest code,
 # or halted waiting for the guest's timer): the guest side explains them.
 GUEST_TIME = (VCPU_RUNNING, VCPU_BLOCKED)
@@ -356,20 +355,6 @@ def guest_events_on(trace: Trace, cpu: int) -> np.ndarray:
     return np.sort(np.concatenate(parts)) if parts else np.empty(0, np.int64)
 
 
-def _probe_threads(trace: Trace) -> dict[str, str]:
-    """The probe's threads in the guest (by name: the guest capture has no VMM pid)."""
-    sw = trace.t("sched_switch")
-    out: dict[str, str] = {}
-    if not len(sw):
-        return out
-    for pid, comm in set(zip(sw["next_pid"].tolist(), sw["next_comm"].tolist())):
-        name = comm.split(b"\0", 1)[0].decode("utf-8", "replace") \
-            if isinstance(comm, bytes) else str(comm)
-        if name == PROBE_COMM:
-            out[str(int(pid))] = name
-    return out
-
-
 def explain_linux_guest(store: Store, run: RunRow, request: Request,
                         progress: Progress) -> tuple[dict[str, Any], Explained, int | None]:
     """(explain object, the guest side's Explained for the file writers, probe tid)."""
@@ -383,7 +368,7 @@ def explain_linux_guest(store: Store, run: RunRow, request: Request,
     progress.stage(f"decoding the guest capture ({gpath.stat().st_size / 1e6:.1f} MB gzip)")
     gheader, gpages = read_archive(gpath)
     gtrace = decode_capture(gheader, gpages)
-    gheader["vmm_threads"] = _probe_threads(gtrace)
+    gheader["vmm_threads"] = probe_threads_named(gtrace)
     prio = switch_priorities(gheader, gpages)
     del gpages
     s = stored_samples(store, run.run_id)

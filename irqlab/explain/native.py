@@ -52,6 +52,8 @@ from irqlab.trace.ringbuf import decode_tables
 
 STAGE_ORDER = ("deadline", "timer IRQ entry", "probe thread woken", "switched in",
                "handler")
+# The probe's thread name, on the host and in a Linux guest (probes/native, prctl).
+PROBE_COMM = "irqlab-native"
 PROBE_RUNNING = "probe thread running (return to user space)"
 CPU_IDLE = "CPU idle while the probe thread was runnable"
 class NativeClock:
@@ -258,6 +260,22 @@ def switch_priorities(header: dict[str, Any], per_cpu: dict[int, bytes]) -> dict
     order = np.argsort(ts, kind="stable")
     return {int(p): int(q) for p, q in zip(pid[order].tolist(), prio[order].tolist())
             if p > 0}
+
+
+def probe_threads_named(trace: Trace, comm: str = PROBE_COMM) -> dict[str, str]:
+    """The probe's threads by name alone ({tid: comm}, as a header's ``vmm_threads``):
+    a guest's capture has no VMM pid and the host's /proc cannot see inside the guest,
+    so its threads are the tasks the trace switched in under ``comm``."""
+    sw = trace.t("sched_switch")
+    out: dict[str, str] = {}
+    if not len(sw):
+        return out
+    for pid, name in set(zip(sw["next_pid"].tolist(), sw["next_comm"].tolist())):
+        text = name.split(b"\0", 1)[0].decode("utf-8", "replace") \
+            if isinstance(name, bytes) else str(name)
+        if text == comm:
+            out[str(int(pid))] = text
+    return out
 
 
 def probe_threads_by_name(trace: Trace, known: dict[int, str]) -> list[int]:

@@ -1,4 +1,5 @@
-"""IRQ latency and thread latency of every sample of a traced native run (issue 44), as
+"""IRQ latency and thread latency of every sample of a traced native or Linux-guest run
+(issue 44), as
 rtla timerlat splits its samples: the IRQ part runs from the deadline to the entry of
 the timer's hard IRQ on the sample's CPU (the one whose expiry woke the probe thread,
 irqlab.explain.timer_irq), the thread part from there to the probe thread running (the
@@ -8,8 +9,11 @@ time, the IRQ entry, given in the sample's own ticks.
 A sample is left unsplit (and counted by reason) when the capture does not show it:
 outside the capture, no wake-up of a probe thread on its CPU in its window (the
 deadline passed while the thread was awake: no timer IRQ was waited for), or no timer
-IRQ entry before that wake-up. Only captures on the samples' clock can be split (kind
-``native``: CLOCK_MONOTONIC both).
+IRQ entry before that wake-up. Only a capture on the samples' clock can split them: a
+native run's own (CLOCK_MONOTONIC both), a Linux guest's guest-side capture (the guest
+kernel's ftrace on the guest's CLOCK_MONOTONIC, the clock its probe reads:
+irqlab.trace.guest), read exactly as a native capture is; the guest's host-side capture
+(on the host's clock) plays no part.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from typing import Any
 import numpy as np
 
 from irqlab.explain.load import Trace, decode_capture
-from irqlab.explain.native import probe_threads_by_name
+from irqlab.explain.native import probe_threads_by_name, probe_threads_named
 from irqlab.explain.timer_irq import TimerIrqs
 from irqlab.trace.archive import read_archive
 
-# Capture kinds whose samples share the trace's clock (irqlab.explain.registry's keys).
-SPLIT_KINDS = ("native",)
+# Per capture kind (irqlab.explain.registry's keys), where in its trace hook's metadata
+# the capture on the samples' clock is described (its ``file`` and ``clock``): a native
+# run's is the hook's own, a Linux guest's the guest-side one (irqlab.trace.guest).
+SAMPLES_CLOCK_CAPTURE = {"native": (), "linux-guest": ("guest",)}
 OUTSIDE = "outside the capture"
 NO_WAKEUP = "no wake-up of the probe thread in the window (it was awake)"
 NO_TIMER_IRQ = "no timer IRQ entry before the wake-up"
@@ -62,7 +68,9 @@ def _wakeups(trace: Trace, tids: list[int]) -> dict[int, np.ndarray]:
 
 def split_samples(trace: Trace, samples: dict[str, np.ndarray]) -> SampleParts:
     """Every sample's timer IRQ entry, where the capture shows it (module doc)."""
-    known = {int(t): c for t, c in trace.header.get("vmm_threads", {}).items()}
+    # A guest's capture lists no threads (no VMM pid inside it): the probe's by name.
+    known = {int(t): c for t, c in (trace.header.get("vmm_threads")
+                                    or probe_threads_named(trace)).items()}
     tids = sorted(set(known) | set(probe_threads_by_name(trace, known)))
     woken_at = _wakeups(trace, tids)
     timer = TimerIrqs(trace)
@@ -102,14 +110,23 @@ def split_samples(trace: Trace, samples: dict[str, np.ndarray]) -> SampleParts:
 
 
 def capture_parts(capture: Path, samples: dict[str, np.ndarray]) -> SampleParts:
-    """The split of ``samples`` from the capture file a native run stored."""
+    """The split of ``samples`` from a capture file on their clock (split_capture)."""
     header, per_cpu = read_archive(capture)
     trace = decode_capture(header, per_cpu)
     del per_cpu
     return split_samples(trace, samples)
 
 
-def can_split(trace_meta: dict[str, Any]) -> bool:
-    """Whether a run's trace hook metadata names a capture whose samples split."""
-    return trace_meta.get("kind") in SPLIT_KINDS and bool(trace_meta.get("file")) \
-        and trace_meta.get("clock") in ("mono", "mono_raw")
+def split_capture(trace_meta: dict[str, Any]) -> Path | None:
+    """The capture a run's trace hook metadata names on its samples' clock, or None when
+    it has none (a kind whose captures are on another clock, or none was kept)."""
+    path = SAMPLES_CLOCK_CAPTURE.get(trace_meta.get("kind"))
+    if path is None:
+        return None
+    meta: Any = trace_meta
+    for key in path:
+        meta = meta.get(key) if isinstance(meta, dict) else None
+    if not isinstance(meta, dict) or not meta.get("file") \
+            or meta.get("clock") not in ("mono", "mono_raw"):
+        return None
+    return Path(meta["file"])

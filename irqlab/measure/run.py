@@ -19,6 +19,7 @@ from irqlab.measure.config import Observer, RunConfig, RunContext, RunResult
 from irqlab.measure.stream import (BreakAt, DurationBound, MeasureState, OnThreshold,
                                    emit_window, stream)
 from irqlab.measure.summary import build_summary, histogram_rows, probe_meta
+from irqlab.runconfig import LiveCapture
 from irqlab.runner.accel import AccelPlan
 from irqlab.runner.hostinfo import host_info
 from irqlab.samples.layout import RingError
@@ -128,6 +129,10 @@ class Run(MeasureState):
         assert self.process is not None and self.source is not None and self.plan
         cfg, source, plan = self.cfg, self.source, self.plan
         ctx = RunContext(self.run_id, self.process, source, plan)
+        if any(isinstance(h, LiveCapture) for h in self.entered):
+            from irqlab.explain.live import LiveSplit
+            # Told before the capture starts: it keeps every page for the live columns.
+            self.live_split = LiveSplit.for_hooks(self.entered)
         for hook in self.entered:
             hook.after_start(ctx)
         hdr = self.hdr = source.header()
@@ -176,6 +181,8 @@ class Run(MeasureState):
                 self.meta["on_threshold"] = on_threshold.metadata()
             if self.invalid_kept:
                 self.meta["invalid_samples"] = self.invalid_kept
+            if self.live_split is not None:
+                self.meta["live_parts"] = self.live_split.metadata()
 
     def stop(self) -> None:
         """Read the source one last time and close it, stop the process (only the one we
@@ -276,16 +283,15 @@ class Run(MeasureState):
         thread parts (irqlab.explain.parts), stored per sample, and their two
         distributions in the summary (``irq_latency``, ``thread_latency``). A split that
         fails leaves the run as measured, said aloud and recorded."""
-        from irqlab.explain.parts import can_split, capture_parts
+        from irqlab.explain.parts import capture_parts, split_capture
         from irqlab.explain.seam import stored_samples
         from irqlab.stats.parts import PART_KEYS, part_summary, part_ticks
 
-        trace = _trace_meta(self.meta)
-        if not can_split(trace) or self.store.write_failed is not None:
+        capture = split_capture(_trace_meta(self.meta))
+        if capture is None or self.store.write_failed is not None:
             return
         try:
-            parts = capture_parts(Path(trace["file"]), stored_samples(self.store,
-                                                                      self.run_id))
+            parts = capture_parts(capture, stored_samples(self.store, self.run_id))
             self.store.add_sample_parts(self.run_id, parts.seq, parts.cpu, parts.irq_tick)
         except Exception as exc:  # noqa: BLE001 - a damaged capture, a decoder's error,
             # a store write: the run's figures stand without the split, said aloud.

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from irqlab.samples.source import SampleSource
 from irqlab.stats import RunStats, WindowStats, format_window_line, ticks_to_ns
 from irqlab.stats.percpu import PerCpuStats
 from irqlab.store import Store, StoreWriteError
+
+if TYPE_CHECKING:      # imported by the run that makes one (traced runs only)
+    from irqlab.explain.live import LiveSplit
 
 _POLL_S = 0.02
 _FLUSH_RECORDS = 200_000
@@ -230,17 +233,20 @@ def emit_window(state: MeasureState, w: WindowStats,
                 samples: np.ndarray | None = None) -> None:
     """Store a finished window together with its raw samples not stored yet, in one
     transaction (a crash or a full disk never leaves a window without its samples), then
-    show it."""
+    show it; a run split live (``state.live_split``) shows and stores the IRQ and thread
+    parts of those samples with it."""
     assert state.hdr is not None
     store = state.store
-    wd = window_dict(w, state.hdr.tick_hz)
+    parts = state.live_split.window(samples) \
+        if state.live_split is not None and samples is not None and len(samples) else None
+    wd = window_dict(w, state.hdr.tick_hz, parts)
     with store.transaction():
         if samples is not None and len(samples):
             store.add_samples(state.run_id, samples)
         store.add_windows(state.run_id, [wd])
     store.release_memory()      # a long run's memory must not grow with its samples
     state.windows.append(wd)
-    state.observer.on_window(wd, format_window_line(w, state.hdr.tick_hz))
+    state.observer.on_window(wd, format_window_line(w, state.hdr.tick_hz, parts))
 
 
 def missing_after(recs: np.ndarray, keep_n: int) -> int:
@@ -381,6 +387,7 @@ class MeasureState:
     bound: DurationBound | None = None        # --duration (DurationBound.for_run)
     break_at: BreakAt | None = None
     on_threshold: OnThreshold | None = None   # --on-threshold (OnThreshold.for_run)
+    live_split: LiveSplit | None = None   # the windows' IRQ/thread columns
     windows: list[dict[str, Any]] = field(default_factory=list)
     # entries before their deadline: the first INVALID_KEPT, as evidence
     invalid_kept: list[dict[str, int]] = field(default_factory=list)

@@ -12,10 +12,14 @@ from irqlab.samples.layout import RingHeader
 from irqlab.stats import LogHistogram, RunSummary, WindowStats, ticks_to_ns
 # SUMMARY_VERSION is re-exported: irqlab.measure has always offered it.
 from irqlab.stats.fields import SUMMARY_VERSION, make_summary, stats_figures
+from irqlab.stats.parts import WindowParts
 
 
-def window_dict(w: WindowStats, tick_hz: int) -> dict[str, Any]:
-    """A window as its JSON keys, latencies in integer ns."""
+def window_dict(w: WindowStats, tick_hz: int, parts: WindowParts | None = None
+                ) -> dict[str, Any]:
+    """A window as its JSON keys, latencies in integer ns; with ``parts`` (a traced run
+    split live, irqlab.explain.live), its IRQ and thread keys too, kept in the stored
+    window's ``extra``."""
     def ns(v: float | int | None) -> int | None:
         return None if v is None else ticks_to_ns(v, tick_hz)
     out = {"index": w.index, "start_s": w.start_s, "samples": w.samples,
@@ -24,8 +28,14 @@ def window_dict(w: WindowStats, tick_hz: int) -> dict[str, Any]:
            "above_threshold": w.above_threshold,
            "global_min_ns": ns(w.global_min_tick), "global_max_ns": ns(w.global_max_tick),
            "invalid": w.invalid}
+    extra: dict[str, Any] = {}
     if w.invalid:
-        out["extra"] = {"invalid": w.invalid}     # the store keeps it in windows.extra
+        extra["invalid"] = w.invalid              # the store keeps it in windows.extra
+    if parts is not None:
+        out.update(parts.as_dict(tick_hz))
+        extra["parts"] = parts.as_dict(tick_hz)
+    if extra:
+        out["extra"] = extra
     return out
 
 

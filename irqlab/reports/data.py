@@ -249,12 +249,14 @@ def load_part(store: RunReader, row: RunRow, metric: str) -> RunData:
     thread running) as their latency, so every report computes its figures over that
     column as it would over the total. The stored windows, histogram and summary figures
     describe the total: they are left out (the run's own row keeps its lost count and
-    threshold). A split run is a traced native one, seconds to minutes: read whole."""
+    threshold). A split run is a traced native or Linux-guest one, seconds to minutes:
+    read whole."""
     parts = store.sample_parts(row.run_id)
     if not parts:
         raise StoreError(f"run {row.run_id} has no IRQ/thread split for --metric "
-                         f"{metric}: record it with `irqlab run --target native --trace`, "
-                         f"or compare it with --metric total")
+                         f"{metric}: record it with `irqlab run --target native --trace` "
+                         f"(or --target linux-guest --trace), or compare it with "
+                         f"--metric total")
     s = row.summary or {}
     kept = {k: s[k] for k in ("lost", "threshold_ns", "tick_hz") if k in s}
     data = RunData(row=replace(row, summary={**kept, "metric": metric}), windows=[])

@@ -4,6 +4,12 @@ One line (wrapped here):
     Mean: 306 (9180 ns) stddev: 3 (90 ns) above thr: 2 (0.20%)
     [265 (7950 ns) - 376 (11280 ns)] global [263 (7890 ns) 376 (11280 ns)]
 
+A traced run whose capture is read live (irqlab.explain.live) appends the window's IRQ
+and thread parts, as rtla timerlat top shows its IRQ and Thread columns, in the same
+bracket layout (format_parts_columns):
+    ... global [263 (7890 ns) 376 (11280 ns)] IRQ [2 (60 ns) - 9 (270 ns)]
+    Thr [260 (7800 ns) - 370 (11100 ns)]
+
 Mean and stddev are rounded to whole ticks (half away from zero) and the ns figure is
 converted from that rounded tick count, as in the seed logs (where ns is always an
 exact multiple of the tick length).
@@ -11,6 +17,7 @@ exact multiple of the tick length).
 
 from __future__ import annotations
 
+from .parts import WindowParts
 from .units import round_half_away, ticks_to_ns
 from .window import WindowStats
 
@@ -36,8 +43,27 @@ def format_percent(count: int, total: int) -> str:
     return text
 
 
-def format_window_line(window: WindowStats, tick_hz: int) -> str:
-    """Build (and return) the live line of one window."""
+def format_parts_columns(parts: WindowParts, tick_hz: int) -> str:
+    """The two columns a split window adds to its line: ' IRQ [min - max] Thr [min -
+    max]' over its split samples ('IRQ [-] Thr [-]' when none could be split yet)."""
+    def span(lo: int | None, hi: int | None) -> str:
+        if lo is None or hi is None:
+            return "[-]"
+        return f"[{format_ticks(lo, tick_hz)} - {format_ticks(hi, tick_hz)}]"
+    return (f" IRQ {span(parts.irq_min_tick, parts.irq_max_tick)} "
+            f"Thr {span(parts.thread_min_tick, parts.thread_max_tick)}")
+
+
+def format_window_line(window: WindowStats, tick_hz: int,
+                       parts: WindowParts | None = None) -> str:
+    """Build (and return) the live line of one window; with ``parts``, its IRQ and
+    thread columns after the seed layout's fields (extended, never reordered)."""
+    line = _seed_window_line(window, tick_hz)
+    return line + format_parts_columns(parts, tick_hz) if parts is not None else line
+
+
+def _seed_window_line(window: WindowStats, tick_hz: int) -> str:
+    """The seed logs' (rt_eval) line of one window."""
     if window.global_min_tick is None or window.global_max_tick is None:
         global_part = "global [-]"
     else:

@@ -5,6 +5,7 @@ summary's own, irqlab.stats.histogram.quantile_rank)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -48,3 +49,33 @@ def part_summary(latency_tick: np.ndarray, tick_hz: int, unsplit: int) -> dict[s
             out[f.key] = ticks_to_ns(int(srt[quantile_rank(f.quantile, srt.size) - 1]),
                                      tick_hz)
     return out
+
+
+@dataclass(frozen=True)
+class WindowParts:
+    """A window's IRQ and thread parts while the run records (rtla timerlat top's two
+    columns): min and max in ticks over the window's samples the live capture split
+    (``split`` of them; irqlab.explain.live says which can be)."""
+
+    split: int
+    irq_min_tick: int | None
+    irq_max_tick: int | None
+    thread_min_tick: int | None
+    thread_max_tick: int | None
+
+    @classmethod
+    def of(cls, deadline: np.ndarray, entry: np.ndarray, irq: np.ndarray) -> WindowParts:
+        """The parts of split samples (their deadline, entry and timer IRQ entry)."""
+        i, t = (part_ticks(deadline, entry, irq, m) for m in ("irq", "thread"))
+        if not i.size:
+            return cls(0, None, None, None, None)
+        return cls(int(i.size), int(i.min()), int(i.max()), int(t.min()), int(t.max()))
+
+    def as_dict(self, tick_hz: int) -> dict[str, Any]:
+        """The window record's keys (docs/formats.md section 4, ``window``), in ns."""
+        def ns(v: int | None) -> int | None:
+            return None if v is None else ticks_to_ns(v, tick_hz)
+        return {"split_samples": self.split,
+                "irq_min_ns": ns(self.irq_min_tick), "irq_max_ns": ns(self.irq_max_tick),
+                "thread_min_ns": ns(self.thread_min_tick),
+                "thread_max_ns": ns(self.thread_max_tick)}

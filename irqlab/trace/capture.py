@@ -29,6 +29,7 @@ superblock stays as it was), and unmounted at teardown.
 
 from __future__ import annotations
 
+from collections import deque
 import os
 import tempfile
 import threading
@@ -44,6 +45,10 @@ from irqlab.trace.tracefs import (WANTED_EVENTS, Instance, TraceError, Tracefs, 
 
 _READ_INTERVAL_S = 0.05
 _DEBUGFS_EVERY = 20             # reader rounds between debugfs reads (~1 s)
+# The pages kept between two windows for their live IRQ/thread columns (LiveCapture): a
+# 10 s window of a native run at 1 ms here is ~15 MB; a busy host's capture can be
+# 1 GB a minute, which the run flow must neither hold nor decode whole.
+LIVE_MAX_BYTES = 64 << 20
 _ANCHOR_INTERVAL_S = 0.01
 ANCHOR_PREFIX = "irqlab-anchor"
 START_MARK, STOP_MARK = "irqlab-trace-start", "irqlab-trace-stop"
@@ -212,6 +217,8 @@ class TraceHook(CaptureHook):
         self._debugfs: KvmDebugfs | None = None
         self._kvm_debugfs: dict[str, Any] = {}
         self._peer_pids: list[int] = []
+        self._live: deque[tuple[int, bytes]] | None = None  # LiveCapture: pages read
+        self._live_bytes = 0
 
     # -- RunHook ------------------------------------------------------------------------
     def qemu_args(self) -> list[str]:
@@ -231,6 +238,38 @@ class TraceHook(CaptureHook):
             self.meta["problems"].append(f"tracing not started: {exc}")
             self._teardown()
             raise TraceError(f"--trace: {exc}") from exc
+
+    # -- LiveCapture (irqlab.runconfig) ------------------------------------------------
+    def capture_kind(self) -> str:
+        return str(self.meta["kind"])
+
+    def keep_live(self) -> bool:
+        """From now on the pages the reader spools are also kept for live_pages."""
+        with self._lock:
+            if self._live is None:
+                self._live = deque()
+        return True
+
+    def _keep_live_page(self, cpu: int, page: bytes) -> None:
+        """Keep a page for live_pages (under the lock), the oldest dropped beyond
+        LIVE_MAX_BYTES (a window's columns then leave its first samples out)."""
+        assert self._live is not None
+        self._live.append((cpu, page))
+        self._live_bytes += len(page)
+        while self._live_bytes > LIVE_MAX_BYTES and len(self._live) > 1:
+            self._live_bytes -= len(self._live.popleft()[1])
+            self.meta["live_dropped_pages"] = self.meta.get("live_dropped_pages", 0) + 1
+
+    def live_pages(self) -> tuple[dict[str, Any], list[tuple[int, bytes]]] | None:
+        """The pages the reader spooled since the last call, with the header they decode
+        with; None before the capture has started. The ring is not read here: the
+        reader thread reads it every 50 ms, and the few newest samples whose events it
+        has not read yet are left out of their window's columns (irqlab.explain.live)."""
+        if self.inst is None or self._live is None:
+            return None
+        with self._lock:
+            pages, self._live, self._live_bytes = list(self._live), deque(), 0
+        return self._header({}, self._mono_start, 0), pages
 
     # -- start --------------------------------------------------------------------------
     def _start(self, ctx: Any) -> None:
@@ -324,6 +363,8 @@ class TraceHook(CaptureHook):
             for cpu, fd in self._fds.items():
                 for page in ready_pages(fd, self.page_size):
                     spool_chunk(self._spool, cpu, page)
+                    if self._live is not None:
+                        self._keep_live_page(cpu, page)
                     got += 1
         return got
 

@@ -49,6 +49,15 @@ def read_region(raw: bytes) -> tuple[dict[str, Any], list[tuple[int, bytes]]]:
     """(facts, [(cpu, page), ...]) of a guest trace region; ValueError when it holds
     none. Facts: state, error, dropped_pages, ncpus, the shipped tracefs files
     (``files``: name -> text) and the guest's clock anchors."""
+    facts = region_facts(raw)
+    end = HEADER_BYTES + min(facts["committed_bytes"], len(raw) - HEADER_BYTES)
+    pages, _next = region_records(raw, HEADER_BYTES, end, facts["files"])
+    return facts, pages
+
+
+def region_facts(raw: bytes) -> dict[str, Any]:
+    """The facts of a region's header (its first HEADER_BYTES; read_region), with no
+    files yet; ValueError when it holds no trace."""
     if len(raw) < HEADER_BYTES or raw[:8] != MAGIC:
         raise ValueError("the guest wrote no trace (irqlab-gtrace did not start)")
     (_m, version, state, committed, dropped, ncpus, page_bytes, _size,
@@ -56,7 +65,7 @@ def read_region(raw: bytes) -> tuple[dict[str, Any], list[tuple[int, bytes]]]:
     n_anchors, _pad, m0, t0, m1, t1 = _ANCHORS.unpack_from(raw, 256)
     counter_hz, g0, g1 = _V2.unpack_from(raw, 256 + _ANCHORS.size) if version >= 2 \
         else (0, None, None)
-    facts: dict[str, Any] = {
+    return {
         "version": version, "state": STATES.get(state, str(state)),
         "error": error.split(b"\0", 1)[0].decode("utf-8", "replace") or None,
         "dropped_pages": dropped, "ncpus": ncpus, "page_bytes": page_bytes,
@@ -66,19 +75,26 @@ def read_region(raw: bytes) -> tuple[dict[str, Any], list[tuple[int, bytes]]]:
                           for m, t, g in ((m0, t0, g0), (m1, t1, g1))]
         if n_anchors == 2 else [],
         "files": {}}
+
+
+def region_records(raw: bytes, at: int, end: int, files: dict[str, str]
+                   ) -> tuple[list[tuple[int, bytes]], int]:
+    """The pages ([(cpu, page)]) of the whole records in ``raw[at:end]`` and where the
+    next record starts; the shipped files among them go into ``files``."""
     pages: list[tuple[int, bytes]] = []
-    at, end = HEADER_BYTES, HEADER_BYTES + min(committed, len(raw) - HEADER_BYTES)
     while at + _REC.size <= end:
         kind, cpu, n, name_len = _REC.unpack_from(raw, at)
         body = at + _REC.size
+        if body + name_len + n > end:
+            break
         name = raw[body:body + name_len].decode("utf-8", "replace")
         data = raw[body + name_len:body + name_len + n]
         if kind == 1:
-            facts["files"][name] = data.decode("utf-8", "replace")
+            files[name] = data.decode("utf-8", "replace")
         elif kind == 2:
             pages.append((cpu, data))
         at += (_REC.size + name_len + n + 7) & ~7
-    return facts, pages
+    return pages, at
 
 
 def archive_header(facts: dict[str, Any], run_id: int) -> dict[str, Any]:
@@ -149,6 +165,8 @@ class LinuxGuestTraceHook(TraceHook):
         self._scratch: ScratchDir | None = None
         self._region: Path | None = None
         self.meta["guest"] = {"status": "not started"}
+        self._live_files: dict[str, str] | None = None   # LiveCapture: files shipped
+        self._live_at = HEADER_BYTES                      # and where reading goes on
 
     def _make_region(self) -> Path:
         if self._region is None:
@@ -160,6 +178,31 @@ class LinuxGuestTraceHook(TraceHook):
 
     def qemu_args(self) -> list[str]:
         return region_qemu_args(self._make_region(), "irqlab-gtrace", TRACE_SLOT)
+
+    # -- LiveCapture: the guest's capture, the one on the samples' clock ------------------
+    def keep_live(self) -> bool:
+        if self._live_files is None:
+            self._live_files, self._live_at = {}, HEADER_BYTES
+        return True
+
+    def live_pages(self) -> tuple[dict[str, Any], list[tuple[int, bytes]]] | None:
+        """The guest's pages gtrace has shipped since the last call (it copies its ring
+        every 50 ms: the newest samples' events may not be there yet), read from the
+        region as QEMU maps it, with their header; None until gtrace has started."""
+        if self._live_files is None or self._region is None:
+            return None
+        try:
+            with open(self._region, "rb") as f:
+                facts = region_facts(f.read(HEADER_BYTES))
+                end = HEADER_BYTES + facts["committed_bytes"]
+                f.seek(self._live_at)
+                raw = f.read(max(0, end - self._live_at))
+        except (OSError, ValueError):
+            return None
+        pages, used = region_records(raw, 0, len(raw), self._live_files)
+        self._live_at += used
+        facts["files"] = self._live_files
+        return archive_header(facts, getattr(self, "run_id", 0)), pages
 
     def _finish(self) -> None:
         super()._finish()

@@ -14,7 +14,13 @@ window. At most ``--trace-keep`` windows are kept a day (UTC): past that the lea
 of the day is deleted, so the worst stay.
 
 Only captures on the samples' clock (kind ``native``: CLOCK_MONOTONIC both) can be cut
-around a sample; the CLI refuses the others.
+around a sample and explained as a window (RECORDER_KINDS); the CLI refuses the others
+in one line (exit 2), naming the target and its capture's kind: a Linux guest's
+(``linux-guest``: its guest kernel's trace is copied out whole through ivshmem, no ring
+the host can cut), a guest probe's, a Xen guest's and an arm64 KVM guest's
+(``host-vcpu``, ``kvm-arm64``, ``xentrace``: host or dom0 captures, not on the guest's
+clock) and the network path's (``net-path``: on the samples' clock, but its explainer
+reads the whole run's capture only).
 """
 
 from __future__ import annotations
@@ -37,6 +43,11 @@ _PAGE_TS = struct.Struct("<Q")      # a ring buffer page starts with its time st
 RECENT_S = 5.0
 # Windows waiting to be cut at most (a storm of spikes far apart): the rest are counted.
 _MAX_PENDING = 64
+
+
+# The capture kinds a flight recorder can cut and `irqlab explain --spike` explain
+# (their explainer reads Request.capture; irqlab.explain.registry's keys).
+RECORDER_KINDS = ("native",)
 
 
 def default_ring_kb(period_ns: int) -> int:
@@ -81,6 +92,15 @@ class FlightRecorder(TraceHook):
             self._pending.append({"lo": spike["deadline_tick"] - self.around_ns,
                                   "due": spike["entry_tick"] + self.around_ns,
                                   "spikes": [spike]})
+
+    # -- LiveCapture: nothing to give ---------------------------------------------------
+    def keep_live(self) -> bool:
+        """False: the ring is read out only around spikes (a live read would empty it of
+        the pages a later spike's window needs)."""
+        return False
+
+    def live_pages(self) -> None:
+        return None
 
     # -- the ring is read out only around spikes ----------------------------------------
     def _reader(self) -> None:

@@ -39,10 +39,15 @@ stress-ng-cpu/…`, but then no spike of the hog's (2 of 68 judged, arm64 guest)
 the host capture does not cover (the first ones: the host capture starts once the probe
 runs, the guest's before it; such a sample carries the note `host: window outside the
 capture`) is not judged for the host hog: no host cause can be named there (2 of 68).
+
+The same run (`--window 1s`) checks issue 44 on a Linux guest: its samples are split
+into IRQ and thread parts from the guest's own trace (as a native run's), the guest
+hog's time lands in the thread part, and the window lines carry both parts live.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -57,11 +62,12 @@ import pytest
 from irqlab.explain.linux_guest import GuestHostClock, explain_linux_guest
 from irqlab.explain.load import decode_capture
 from irqlab.explain.run import capture_path
-from irqlab.explain.seam import Request, Silent
+from irqlab.explain.seam import Request, Silent, stored_samples
 from irqlab.runner.linux_guest import find_kernel
 from irqlab.runner.native import NATIVE_PROBE
 from irqlab.store import Store
 from irqlab.trace.archive import read_archive
+from tests.integration._live_parts import check_live_columns, split_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.emulated, pytest.mark.slow]
 
@@ -219,7 +225,8 @@ def crossed(request, tmp_path_factory):
         run = _run_with_vmm_off_cpu([sys.executable, "-m", "irqlab.cli.main", "run", "--target",
                               "linux-guest", "--arch", arch, "--accel", "tcg",
                               "--boot-timeout", "120s",
-                              "--duration", f"{RUN_S}s", "--trace", "--load", "guest-hog",
+                              "--duration", f"{RUN_S}s", "--window", "1s", "--trace",
+                              "--load", "guest-hog",
                               "--pin", str(HOST_CPU), "--prio", str(VCPU_PRIO), "--json",
                               "--name", "crossed", "--db", str(db)],
                                     240)
@@ -236,6 +243,8 @@ def crossed(request, tmp_path_factory):
         hheader, _pages = read_archive(hpath)
         guest_meta = row.metadata["hooks"]["trace"]["guest"]
         hog_meta = row.metadata["hooks"]["load:guest-hog"]
+        parts = st.sample_parts(row.run_id)
+        samples = stored_samples(st, row.run_id)
     gheader, gpages = read_archive(guest_meta["file"])
     clock = GuestHostClock(gheader["guest_anchors"], gheader.get("guest_counter_hz", 0))
     clock.offset = js["clock"]["offset_tick"]
@@ -244,7 +253,9 @@ def crossed(request, tmp_path_factory):
     return dict(js=js, res=res, guest_spins=_guest_spins(gheader, gpages),
                 host_spins=host_spins, guest_meta=guest_meta, hog_meta=hog_meta,
                 arch=arch, run=row, gheader=gheader, gpages=gpages, hpath=hpath,
-                clock=clock)
+                clock=clock, parts=parts, samples=samples,
+                windows=[w for w in map(json.loads, run.stdout.splitlines())
+                         if w.get("type") == "window"])
 
 
 def _largest(att, layer: str) -> str:
@@ -336,8 +347,26 @@ def test_every_cause_names_its_layer_and_they_add_up(crossed):
                 cause
 
 
+def _irq_part_by_seq(crossed) -> dict[int, int]:
+    """Each split sample's IRQ part (deadline -> the guest's timer IRQ entry, ns), from
+    the guest's own trace (the run's stored split), by seq."""
+    s, parts = crossed["samples"], crossed["parts"]
+    return {int(q): parts[(int(q), int(c))] - int(d) for q, c, d in
+            zip(s["seq"], s["cpu"], s["deadline_tick"]) if (int(q), int(c)) in parts}
+
+
 def test_the_guest_hog_is_named_on_its_spikes(crossed):
-    judged = _judged(crossed["res"], crossed["guest_spins"], crossed["host_spins"])
+    """Judged on the guest hog's spikes whose timer IRQ came in time: an IRQ part of a
+    quarter of the latency or more is TCG's timer path late (QEMU's main loop on a busy
+    host), which the hog's spin only overlaps. Before, such spikes failed this test in
+    the whole suite and passed alone: on a fresh-clone suite 4 of 21 and 5 of 36 had
+    "guest: IRQ latency in irqlab-hog/80 prio 95 (inferred from the gap)" (2.2 of 3.0
+    ms) or "host: QEMU main loop (TCG's timers) preempted by the CPU idle" (1.6 of 2.8
+    ms) as their largest cause, rightly: the timer IRQ itself was that late."""
+    irq_part = _irq_part_by_seq(crossed)
+    judged = [a for a in _judged(crossed["res"], crossed["guest_spins"],
+                                 crossed["host_spins"])
+              if a.seq in irq_part and irq_part[a.seq] < a.latency_tick / 4]
     assert len(judged) >= 10, (len(judged), len(crossed["guest_spins"]))
     good = [a for a in judged
             if _largest(a, "guest: ").startswith("guest: preempted by irqlab-hog/")]
@@ -373,3 +402,69 @@ def test_figures(crossed):
         print(f"\n{crossed['arch']} {name}: {good} of {len(judged)} spikes named "
               f"({len(mine)} spins); "
               f"clock error bound {crossed['js']['clock']['error_bound_ns']} ns")
+    summary = crossed["run"].summary
+    in_thread, judged = _guest_hog_in_thread(crossed)
+    print(f"{crossed['arch']} split: {crossed['run'].metadata['sample_parts']} of "
+          f"{summary['samples']} samples; irq {summary['irq_latency']}; thread "
+          f"{summary['thread_latency']}; guest hog in the thread part on {in_thread} of "
+          f"{judged} spikes")
+
+
+def test_the_guest_runs_samples_split_into_irq_and_thread_parts(crossed):
+    """Issue 44: the guest capture is on the samples' clock, so a traced Linux-guest run
+    is split as a native one (irqlab.explain.parts): both distributions in the summary,
+    one stored split point per sample, irq + thread = total within 1 us on every one."""
+    summary, parts, samples = crossed["run"].summary, crossed["parts"], crossed["samples"]
+    split = crossed["run"].metadata["sample_parts"]
+    assert split["split"] == len(parts), split
+    # The guest's capture starts before its probe: most samples split.
+    assert len(parts) >= 0.8 * summary["samples"], (split, summary["samples"])
+    dl, irq, en = split_rows(parts, samples).T
+    assert ((irq >= dl) & (irq <= en)).all()
+    assert np.abs((irq - dl) + (en - irq) - (en - dl)).max() <= 1_000
+    for key, part in (("irq_latency", irq - dl), ("thread_latency", en - irq)):
+        got = summary[key]
+        assert got["samples"] == len(parts) and got["max_ns"] == int(part.max()), got
+        assert got["unsplit"] == sum(split["unsplit"].values())
+
+
+def _guest_hog_in_thread(crossed) -> tuple[int, int]:
+    """(spikes whose thread part holds >= 90 % of the guest hog's time in them, spikes
+    judged): those the hog held for at least half their latency, the host hog not at
+    all."""
+    dl, irq, en = split_rows(crossed["parts"], crossed["samples"]).T
+    judged, in_thread = 0, 0
+    for a, i, b in zip(dl.tolist(), irq.tolist(), en.tolist()):
+        held = _overlap(a, b, crossed["guest_spins"])
+        if held < 200_000 or held < (b - a) / 2 or _overlap(a, b, crossed["host_spins"]):
+            continue
+        judged += 1
+        in_thread += (b - i) >= 0.9 * held
+    return in_thread, judged
+
+
+def test_the_guest_hogs_spikes_land_in_the_thread_part(crossed):
+    """The guest hog is a user-space SCHED_FIFO thread: it cannot hold the guest's timer
+    IRQ off, so the time it holds the probe's CPU after a deadline is thread latency.
+    Judged on the spikes it held for at least half their latency and the host hog not at
+    all (the host hog stops the whole vCPU, the timer IRQ with it). Alone, 48 of 48
+    (x86_64) and 49 of 49 (arm64) had it there; >= 75 % asked: on a busy host TCG's
+    timer path can make the guest's timer IRQ itself late during a spin (the failures of
+    test_the_guest_hog_is_named_on_its_spikes in the whole suite), and that time is
+    rightly the IRQ part's. A split at the wrong timer IRQ (after the wake-up) would put
+    the hog's time in the IRQ part on every spike."""
+    in_thread, judged = _guest_hog_in_thread(crossed)
+    assert judged >= 10, (judged, len(crossed["guest_spins"]))
+    assert in_thread >= 0.75 * judged, (in_thread, judged)
+
+
+def test_the_window_lines_show_the_parts_live(crossed):
+    """Issue 44: the guest's capture is read as gtrace ships it (every 50 ms), so each
+    window line carries its IRQ and thread parts while the guest runs; they agree with
+    the split stored at the end. The newest samples' events may not be shipped yet when
+    their window closes: those are left out of its columns."""
+    windows = crossed["windows"]
+    assert len(windows) >= RUN_S, windows
+    full, judged = check_live_columns(windows, crossed["parts"], crossed["samples"],
+                                      1_000_000_000)
+    assert full >= judged - 1, [(w["samples"], w["split_samples"]) for w in windows]

@@ -25,6 +25,7 @@ from irqlab.explain.seam import stored_samples
 from irqlab.runner.native import NATIVE_BUILD
 from irqlab.store import Store
 from irqlab.trace.archive import read_archive
+from tests.integration._live_parts import check_live_columns, split_rows
 
 pytestmark = [pytest.mark.integration]
 XDIST_GROUP = "host"          # no guest: a native probe at SCHED_FIFO, tracefs
@@ -46,29 +47,23 @@ def hogged(tmp_path_factory, probe_built):
     try:
         run = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "run", "--target",
                               "native", "--cpus", str(CPU), "--priority", str(PROBE_PRIO),
-                              "--duration", f"{RUN_S}s", "--trace", "--json", "--name",
+                              "--duration", f"{RUN_S}s", "--window", "1s", "--trace",
+                              "--json", "--name",
                               "parts", "--db", str(db)],
                              capture_output=True, text=True, timeout=180)
     finally:
         hog.kill()
         hog.wait(10)
     assert run.returncode == 0, run.stderr
-    summary = [json.loads(x) for x in run.stdout.splitlines()
-               if x.startswith('{"type": "summary"')][-1]
+    lines = [json.loads(x) for x in run.stdout.splitlines() if x.startswith("{")]
+    summary = [x for x in lines if x["type"] == "summary"][-1]
+    windows = [x for x in lines if x["type"] == "window"]
     with Store(db, read_only=True) as st:
         row = st.resolve("parts")
         parts = st.sample_parts(row.run_id)
         samples = stored_samples(st, row.run_id)
         header, per_cpu = read_archive(capture_path(st, row))
-    return summary, parts, samples, decode_capture(header, per_cpu)
-
-
-def _split(parts, samples):
-    """(deadline, irq entry, entry) of every split sample."""
-    rows = [(int(d), parts[(int(q), int(c))], int(e)) for q, c, d, e in
-            zip(samples["seq"], samples["cpu"], samples["deadline_tick"],
-                samples["entry_tick"]) if (int(q), int(c)) in parts]
-    return np.array(rows, np.int64).reshape(-1, 3)
+    return summary, parts, samples, decode_capture(header, per_cpu), windows
 
 
 def _hog_spins(trace) -> list[tuple[int, int]]:
@@ -88,7 +83,7 @@ def _hog_spins(trace) -> list[tuple[int, int]]:
 
 
 def test_the_summary_has_both_distributions_and_most_samples_split(hogged):
-    summary, parts, samples, _trace = hogged
+    summary, parts, samples, _trace, _w = hogged
     for key in ("irq_latency", "thread_latency"):
         part = summary[key]
         assert set(part) == {"samples", "unsplit", "p50_ns", "p99_ns", "p999_ns",
@@ -100,8 +95,8 @@ def test_the_summary_has_both_distributions_and_most_samples_split(hogged):
 
 
 def test_on_every_split_sample_irq_plus_thread_is_the_latency(hogged):
-    _summary, parts, samples, _trace = hogged
-    dl, irq, en = _split(parts, samples).T
+    _summary, parts, samples, _trace, _w = hogged
+    dl, irq, en = split_rows(parts, samples).T
     assert dl.size > 0
     assert ((irq >= dl) & (irq <= en)).all()
     assert np.abs((irq - dl) + (en - irq) - (en - dl)).max() <= 1_000
@@ -125,11 +120,11 @@ def _cpu_time_by_comm(trace, top: int = 6) -> list[tuple[str, float]]:
 
 
 def test_a_fifo_hogs_spike_lands_in_the_thread_part(hogged):
-    _summary, parts, samples, trace = hogged
+    _summary, parts, samples, trace, _w = hogged
     spins = _hog_spins(trace)
     assert len(spins) >= 10, (f"{len(spins)} hog spins on CPU {CPU} in the capture; "
                               f"CPU {CPU} held by (comm, ms): {_cpu_time_by_comm(trace)}")
-    dl, irq, en = _split(parts, samples).T
+    dl, irq, en = split_rows(parts, samples).T
     judged, in_thread = 0, 0
     for a, i, b in zip(dl.tolist(), irq.tolist(), en.tolist()):
         held = sum(max(0, min(s1, b) - max(s0, a)) for s0, s1 in spins)
@@ -148,11 +143,21 @@ def test_a_fifo_hogs_spike_lands_in_the_thread_part(hogged):
 def test_the_split_point_is_a_traced_timer_irq_entry_or_the_deadline(hogged):
     # Where the trace has the timer's vector (x86): every split point is one of its
     # entries on the CPU, or the deadline itself (it passed inside a running timer IRQ).
-    _summary, parts, samples, trace = hogged
+    _summary, parts, samples, trace, _w = hogged
     lt = trace.t("local_timer_entry")
     if not len(lt):
         pytest.skip("no irq_vectors:local_timer_entry on this kernel")
     entries = set(lt["ts"][lt["cpu"] == CPU].astype(np.int64).tolist())
-    dl, irq, _en = _split(parts, samples).T
+    dl, irq, _en = split_rows(parts, samples).T
     assert all(i in entries or i == a for a, i in zip(dl.tolist(), irq.tolist()))
     assert sum(i in entries for i in irq.tolist()) >= 0.5 * irq.size
+
+
+def test_the_window_lines_show_the_parts_live(hogged):
+    """Issue 44: while the run records, each window line carries its IRQ and thread
+    parts (the capture's pages split as each window closes); the last window closes
+    after the capture has stopped and carries none."""
+    _summary, parts, samples, _trace, windows = hogged
+    assert len(windows) >= RUN_S
+    full, judged = check_live_columns(windows, parts, samples, 1_000_000_000)
+    assert full >= judged - 1, [(w["samples"], w["split_samples"]) for w in windows]

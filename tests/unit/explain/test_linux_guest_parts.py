@@ -155,3 +155,28 @@ def test_the_main_loops_wait_counts_only_while_the_vcpu_ran():
     assert _outside(120, 180, off) == 0
     assert _outside(150, 320, off) == 100
     assert _outside(500, 400, off) == 0
+
+
+def test_the_guest_capture_is_read_live_as_gtrace_ships_it(tmp_path):
+    """The guest hook hands its guest-side pages to the live split while the run records
+    (irqlab.runconfig.LiveCapture): each call the pages gtrace committed since the last,
+    with the header of the files shipped first; a record not committed yet waits."""
+    from irqlab.trace.guest import LinuxGuestTraceHook
+    hook = LinuxGuestTraceHook(tmp_path / "irqlab.duckdb")
+    assert hook.capture_kind() == "linux-guest" and hook.live_pages() is None
+    hook._region = tmp_path / "region"
+    hook.keep_live()
+    assert hook.live_pages() is None                       # gtrace has not started
+    files = (_record(1, 0, b"events/sched/sched_switch/format", b"name: sched_switch\n")
+             + _record(1, 0, b"enabled", b"sched/sched_switch\n"))
+    first = files + _record(2, 0, b"", b"A" * 64)
+    later = _record(2, 1, b"", b"B" * 64) + _record(2, 0, b"", b"C" * 64)
+    hook._region.write_bytes(_region(first + later, state=1, committed=len(first)))
+    header, pages = hook.live_pages()
+    assert pages == [(0, b"A" * 64)] and header["clock"] == "mono"
+    assert header["formats"] == {"sched:sched_switch": "name: sched_switch\n"}
+    hook._region.write_bytes(_region(first + later, state=1))
+    header, pages = hook.live_pages()
+    assert pages == [(1, b"B" * 64), (0, b"C" * 64)]
+    assert header["enabled"] == ["sched:sched_switch"]     # the files read before
+    assert hook.live_pages()[1] == []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from irqlab.explain.parts import NO_TIMER_IRQ, NO_WAKEUP, OUTSIDE, split_samples
+from irqlab.explain.parts import NO_TIMER_IRQ, NO_WAKEUP, OUTSIDE, split_capture, split_samples
 from irqlab.stats.parts import part_ticks
 from tests.unit.explain.test_native_stages import PROBE, timer, trace_of, waking
 
@@ -70,3 +70,40 @@ def test_samples_the_trace_cannot_split_are_counted_by_reason(kernel_formats,
         (19_900, 20_100)]))   # ends after the capture
     assert got.seq.tolist() == [1] and got.irq_tick.tolist() == [3100]
     assert dict(got.unsplit) == {OUTSIDE: 2, NO_WAKEUP: 1}
+
+
+def test_a_guest_capture_lists_no_threads_and_splits_by_the_probes_name(kernel_formats,
+                                                                        page_header):
+    # A Linux guest's capture (irqlab.trace.guest) has no VMM pid: its header lists no
+    # threads; the probe's are the tasks switched in under its name.
+    events = [sw(100, PROBE, 0), *timer(1100, 1400), waking(1300), sw(1500, 0, PROBE),
+              sw(1700, PROBE, 0)]
+    guest = _trace(kernel_formats, page_header, events, start=None, stop=None)
+    guest.header["vmm_threads"] = {}
+    got = split_samples(guest, _samples([(1000, 1600)]))
+    assert got.seq.tolist() == [0] and got.irq_tick.tolist() == [1100]
+    # Named otherwise, no thread of the trace is the probe's: nothing splits.
+    other = _trace(kernel_formats, page_header, [
+        (ts, key, {k: ("cat" if v == "irqlab-native" else v) for k, v in vals.items()}, pid)
+        for ts, key, vals, pid in events], start=None, stop=None)
+    other.header["vmm_threads"] = {}
+    got = split_samples(other, _samples([(1000, 1600)]))
+    assert len(got) == 0 and dict(got.unsplit) == {NO_WAKEUP: 1}
+
+
+@pytest.mark.parametrize("meta, want", [
+    ({"kind": "native", "file": "/r/run-1.irqtrace.gz", "clock": "mono"},
+     "/r/run-1.irqtrace.gz"),
+    # A Linux guest's host capture is on the host's clock; its guest capture splits.
+    ({"kind": "linux-guest", "file": "/r/run-2.irqtrace.gz", "clock": "x86-tsc",
+      "guest": {"file": "/r/run-2.guest.irqtrace.gz", "clock": "mono"}},
+     "/r/run-2.guest.irqtrace.gz"),
+    # arm64: the host capture is on the host's CLOCK_MONOTONIC, still not the samples'.
+    ({"kind": "linux-guest", "file": "/r/run-3.irqtrace.gz", "clock": "mono",
+      "guest": {"status": "none", "why": "the guest wrote no trace"}}, None),
+    ({"kind": "host-vcpu", "file": "/r/run-4.irqtrace.gz", "clock": "mono"}, None),
+    ({"kind": "native", "file": "/r/run-5.irqtrace.gz", "clock": "x86-tsc"}, None),
+    ({}, None)])
+def test_the_capture_on_the_samples_clock(meta, want):
+    got = split_capture(meta)
+    assert (str(got) if got is not None else None) == want

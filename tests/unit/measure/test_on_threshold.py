@@ -131,6 +131,16 @@ def test_the_options_parse_and_refuse_in_one_line():
     (["monitor", "--trace"], "--trace needs --on-threshold LAT"),
     (["run", "--target", "guest", "--trace", "--on-threshold", "1ms"],
      "only --target native has today"),
+    # Each target whose capture cannot be cut around a spike, by its capture's kind; net's
+    # is on the samples' clock, but its explainer reads only a whole run's capture.
+    (["run", "--target", "linux-guest", "--trace", "--on-threshold", "1ms"],
+     "--target linux-guest's capture, kind linux-guest, cannot be cut"),
+    (["run", "--target", "net", "--trace", "--on-threshold", "1ms"],
+     "--target net's capture, kind net-path, cannot be cut"),
+    (["run", "--target", "kvm-arm64", "--trace", "--on-threshold", "1ms"],
+     "only --target native has today"),
+    (["run", "--target", "xen", "--trace", "--on-threshold", "1ms"],
+     "--target xen's capture, kind host-vcpu"),
     (["run", "--target", "native", "--on-threshold", "shell:true"], "need a latency"),
     (["run", "--target", "native", "--on-threshold", "1ms", "--on-threshold", "stop",
       "--break-at", "2ms"], "give one of them"),

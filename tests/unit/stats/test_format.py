@@ -48,3 +48,14 @@ def test_mean_rounds_half_away_from_zero():
 ])
 def test_percent(count, total, text):
     assert format_percent(count, total) == text
+
+
+def test_a_split_window_line_extends_the_seed_line_with_two_columns():
+    from irqlab.stats.parts import WindowParts
+    w1 = _seed_windows()[1]
+    line = format_window_line(w1, HZ, WindowParts(990, 2, 9, 260, 370))
+    assert line == SEED_LINE + " IRQ [2 (60 ns) - 9 (270 ns)] " \
+                               "Thr [260 (7800 ns) - 370 (11100 ns)]"
+    assert format_window_line(w1, HZ, WindowParts(0, None, None, None, None)) == \
+        SEED_LINE + " IRQ [-] Thr [-]"
+    assert format_window_line(w1, HZ) == SEED_LINE

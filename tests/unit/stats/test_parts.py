@@ -40,3 +40,15 @@ def test_the_parts_add_up_across_the_u64_wrap():
     assert part_ticks(dl, en, irq, "total").tolist() == [35]
     with pytest.raises(ValueError, match="not one of total, irq, thread"):
         part_ticks(dl, en, irq, "softirq")
+
+
+def test_a_windows_parts_are_the_min_and_max_of_each_part():
+    from irqlab.stats.parts import WindowParts
+    got = WindowParts.of(np.array([100, 200, 300]), np.array([150, 290, 330]),
+                         np.array([110, 260, 300]))
+    assert got == WindowParts(3, 0, 60, 30, 40)
+    assert got.as_dict(2_000_000_000) == {"split_samples": 3, "irq_min_ns": 0,
+                                          "irq_max_ns": 30, "thread_min_ns": 15,
+                                          "thread_max_ns": 20}
+    none = WindowParts.of(np.empty(0), np.empty(0), np.empty(0))
+    assert none.as_dict(1_000_000_000)["irq_max_ns"] is None and none.split == 0
