@@ -26,7 +26,7 @@ from irqlab.stats.fields import TAIL_FIELDS
 from irqlab.humanize import format_count
 
 THRESHOLD_GID = "threshold"
-_RC = {"svg.hashsalt": "irqlab", "font.size": 9,
+_RC = {"svg.hashsalt": "irqlab", "font.size": 9, "axes.titley": 1.0,
        "axes.grid": True, "grid.alpha": 0.3, "figure.dpi": 100}
 
 
