@@ -128,13 +128,14 @@ def gpd_mle(y: np.ndarray) -> tuple[float, float]:
     l(t) = -k log(xi(t) / t) - k (1 + xi(t)); a log-spaced grid on both sides of 0, then
     golden-section refinement of the best bracket."""
     k, ymax, ybar = y.size, float(y.max()), float(y.mean())
+    values, weights = distinct(y)
 
     def prof(t: float) -> float:
         if abs(t) < 1e-12 / ybar:
             return -k * math.log(ybar) - k          # the exponential limit
         if 1 + t * ymax <= 0:
             return -math.inf
-        xi = float(np.mean(np.log1p(t * y)))
+        xi = float(np.dot(weights, np.log1p(t * values))) / k
         sigma = xi / t
         if sigma <= 0:
             return -math.inf
@@ -165,8 +166,18 @@ def gpd_mle(y: np.ndarray) -> tuple[float, float]:
         t = float(ts[i])
     if abs(t) < 1e-12 / ybar:
         return 0.0, ybar
-    xi = float(np.mean(np.log1p(t * y)))
+    xi = float(np.dot(weights, np.log1p(t * values))) / k
     return xi, xi / t
+
+
+def distinct(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(values, counts) of y when it repeats values (latencies in whole ns or ticks do:
+    a 10M-sample run's 200,000 top excesses hold ~15,000 distinct values), so a sum of
+    f(y) is a weighted sum over the distinct ones (exact); else y with weights 1."""
+    values, counts = np.unique(y, return_counts=True)
+    if values.size > 0.7 * y.size:
+        return y, np.ones(y.size)
+    return values, counts.astype(np.float64)
 
 
 def gpd_sf(y: np.ndarray | float, xi: float, sigma: float) -> np.ndarray:
@@ -383,9 +394,11 @@ def _log_sum_table(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     neg = -(1 - np.logspace(-10, 0, 800, endpoint=False)[::-1]) / ymax
     pos = np.logspace(-10, 4, 1600) / ybar
     c = np.concatenate([np.sort(neg), [0.0], pos])
+    values, weights = distinct(y)
     f = np.empty(c.size)
-    for i in range(0, c.size, 500):
-        f[i:i + 500] = np.log1p(c[i:i + 500, None] * y[None, :]).sum(axis=1)
+    step = max(1, 10_000_000 // max(1, values.size))      # ~80 MB a block
+    for i in range(0, c.size, step):
+        f[i:i + step] = np.log1p(c[i:i + step, None] * values[None, :]) @ weights
     return c, f
 
 

@@ -21,6 +21,9 @@ class TopK:
         self.values = np.empty(0, np.float64)
         self.positions = np.empty(0, np.int64)
         self.seen = 0
+        self._floor = -np.inf           # a value must exceed this to be among the top
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self._pending_size = 0
 
     def add(self, values: np.ndarray) -> None:
         """The next batch of the stream (positions continue from the last batch)."""
@@ -28,21 +31,27 @@ class TopK:
         start, self.seen = self.seen, self.seen + values.size
         if not self.k or not values.size:
             return
-        if self.values.size >= self.k:
-            # Only values above the smallest kept one can enter: usually a small share.
-            idx = np.flatnonzero(values > self.values.min())
-        else:
-            idx = np.arange(values.size)
+        idx = np.flatnonzero(values > self._floor)
         if not idx.size:
             return
-        vals = np.concatenate([self.values, values[idx]])
-        pos = np.concatenate([self.positions, idx.astype(np.int64) + start])
+        self._pending.append((values[idx], idx.astype(np.int64) + start))
+        self._pending_size += idx.size
+        # Cut back to k only once k more are waiting: one partition per k candidates.
+        if self._pending_size >= max(self.k, 1 << 16):
+            self._compact()
+
+    def _compact(self) -> None:
+        vals = np.concatenate([self.values] + [v for v, _ in self._pending])
+        pos = np.concatenate([self.positions] + [p for _, p in self._pending])
+        self._pending, self._pending_size = [], 0
         if vals.size > self.k:
             keep = np.argpartition(vals, vals.size - self.k)[-self.k:]
             vals, pos = vals[keep], pos[keep]
+            self._floor = float(vals.min())
         self.values, self.positions = vals, pos
 
     def ascending(self) -> tuple[np.ndarray, np.ndarray]:
         """(values ascending, their positions)."""
+        self._compact()
         order = np.argsort(self.values, kind="stable")
         return self.values[order], self.positions[order]
