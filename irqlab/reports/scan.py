@@ -32,10 +32,11 @@ TAIL_POINTS = 3000
 @dataclass
 class TailScan:
     """What the tail fit needs of a stored run (reports/tail.py): its top
-    evt.top_count(n) samples with their positions, and its last deadline (s since the
-    first)."""
+    evt.top_count(n) samples (ns, ascending) with their positions, and its last
+    deadline (s since the first)."""
 
-    top: TopK
+    top_ns: np.ndarray
+    positions: np.ndarray
     span_s: float
 
 
@@ -89,18 +90,17 @@ def _scan(run: RunData, thresholds: set[int | None], seed: int | None, plots: bo
         hist, moments = LogHistogram(), Moments()
         above = dict.fromkeys(counted, 0)
         picked: list[np.ndarray] = []
-        top = np.empty(0, dtype=np.int64)
+        # One TopK for both the plots' TAIL_POINTS largest and the tail fit's top.
+        top_k = TopK(max(evt.top_count(n) if tail else 0, TAIL_POINTS if plots else 0))
         xs: list[np.ndarray] = []
         ys: list[np.ndarray] = []
         positive, last_s, offset = 0, 0.0, 0
-        tail_top = TopK(evt.top_count(n) if tail else 0)
         for item in batches:
             lat, sec = item if timed else (item, None)
             if not lat.size:
                 continue
             hist_and_moments(lat, hist, moments)
-            if tail:
-                tail_top.add(lat * scale)
+            top_k.add(lat)
             if sec is not None:
                 last_s = float(sec[-1])
             for t in counted:
@@ -111,12 +111,6 @@ def _scan(run: RunData, thresholds: set[int | None], seed: int | None, plots: bo
             if plots:
                 assert sec is not None
                 positive += int(np.count_nonzero(lat > 0))
-                cand = lat if top.size < TAIL_POINTS else lat[lat > top[0]]
-                if cand.size:
-                    top = np.concatenate([top, cand])
-                    if top.size > TAIL_POINTS:
-                        top = np.partition(top, top.size - TAIL_POINTS)[-TAIL_POINTS:]
-                    top.sort()
                 if plot_thr is not None:
                     mask = lat > plot_thr
                     if mask.any():
@@ -125,9 +119,8 @@ def _scan(run: RunData, thresholds: set[int | None], seed: int | None, plots: bo
             offset += lat.size
         if offset != n:
             raise RuntimeError(f"run {run.run_id}: expected {n} samples, read {offset}")
-        return {"hist": hist, "above": above, "picked": picked, "top": top,
-                "xs": xs, "ys": ys, "positive": positive, "last_s": last_s,
-                "tail": tail_top}
+        return {"hist": hist, "above": above, "picked": picked, "top": top_k,
+                "xs": xs, "ys": ys, "positive": positive, "last_s": last_s}
 
     got = stored.over_sequence(work, with_deadline=timed)
     hist = got["hist"]
@@ -142,10 +135,11 @@ def _scan(run: RunData, thresholds: set[int | None], seed: int | None, plots: bo
     if picks is not None:
         assert seed is not None
         stored.noise[seed] = noise.joined(got["picked"])     # time order (blocks)
+    top_tick, top_pos = got["top"].ascending()
     if tail:
-        stored.tail = TailScan(got["tail"], got["last_s"])
+        stored.tail = TailScan(top_tick * scale, top_pos, got["last_s"])
     if plots:
         stored.plot_data = PlotData(
-            hist, got["top"], got["positive"],
+            hist, top_tick[-TAIL_POINTS:], got["positive"],
             np.concatenate(got["xs"]) if got["xs"] else np.empty(0),
             np.concatenate(got["ys"]) if got["ys"] else np.empty(0), got["last_s"])

@@ -63,7 +63,7 @@ def tail_sample(runs: list[RunData]) -> tuple[evt.TailSample, float]:
     if len(runs) == 1 and runs[0].stored is not None:
         scan_runs(runs, set(), tail=True)       # nothing read when already scanned
         got = runs[0].stored.tail
-        top, seconds = got.top, _span_s(got.span_s, n)
+        values, positions, seconds = got.top_ns, got.positions, _span_s(got.span_s, n)
     else:
         top, seconds = TopK(evt.top_count(n)), 0.0
         for run in runs:
@@ -77,7 +77,7 @@ def tail_sample(runs: list[RunData]) -> tuple[evt.TailSample, float]:
                         last = max(last, float(np.max(deadline_s)))
                 return last
             seconds += _span_s(run.over_sequence(read, with_deadline=True), run_count(run))
-    values, positions = top.ascending()
+        values, positions = top.ascending()
     sample = evt.TailSample(n, values, positions, lambda x: _count_above(runs, x))
     return sample, (n / seconds if seconds > 0 else math.nan)
 

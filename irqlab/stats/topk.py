@@ -10,6 +10,8 @@ of the kept values.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -18,26 +20,32 @@ class TopK:
 
     def __init__(self, k: int) -> None:
         self.k = max(0, int(k))
-        self.values = np.empty(0, np.float64)
+        self.values = np.empty(0)
         self.positions = np.empty(0, np.int64)
         self.seen = 0
-        self._floor = -np.inf           # a value must exceed this to be among the top
+        self._floor: Any = None         # a value must exceed this to be among the top
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []
         self._pending_size = 0
 
     def add(self, values: np.ndarray) -> None:
-        """The next batch of the stream (positions continue from the last batch)."""
-        values = np.asarray(values, np.float64)
+        """The next batch of the stream (positions continue from the last batch); any
+        numeric dtype, kept as given (ticks need no conversion to be ranked)."""
+        values = np.asarray(values)
         start, self.seen = self.seen, self.seen + values.size
         if not self.k or not values.size:
             return
-        idx = np.flatnonzero(values > self._floor)
+        if self._floor is None:
+            idx = np.arange(values.size)
+        else:
+            idx = np.flatnonzero(values > self._floor)
+        if idx.size > self.k:           # a batch's own top k first (one partition)
+            idx = idx[np.argpartition(values[idx], idx.size - self.k)[-self.k:]]
         if not idx.size:
             return
-        self._pending.append((values[idx], idx.astype(np.int64) + start))
+        self._pending.append((values[idx], idx + start))
         self._pending_size += idx.size
         # Cut back to k only once k more are waiting: one partition per k candidates.
-        if self._pending_size >= max(self.k, 1 << 16):
+        if self._pending_size >= self.k:
             self._compact()
 
     def _compact(self) -> None:
@@ -47,7 +55,8 @@ class TopK:
         if vals.size > self.k:
             keep = np.argpartition(vals, vals.size - self.k)[-self.k:]
             vals, pos = vals[keep], pos[keep]
-            self._floor = float(vals.min())
+        if vals.size and vals.size >= self.k:
+            self._floor = vals.min()
         self.values, self.positions = vals, pos
 
     def ascending(self) -> tuple[np.ndarray, np.ndarray]:
