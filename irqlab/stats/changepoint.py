@@ -54,6 +54,8 @@ from typing import Sequence
 
 import numpy as np
 
+from irqlab.stats.special import normal_quantile
+
 # 0.01, not 0.05: a permutation test is exactly at its level, so at 0.05 one series in
 # 20 without any change shows one (measured 5.8 % of 1,000), too many false alarms for a
 # lab watching dozens of series; a +20 % step under 5 % noise still gives p = 0.005
@@ -196,19 +198,7 @@ def step_beyond_drift(series: np.ndarray, start: int, tau: int, kappa: int, lag1
     if se == 0:
         return d > 0
     positions = max(1, kappa - start - 2 * min_size + 1)
-    return d / se >= _normal_quantile(1 - p_max / (2 * positions))
-
-
-def _normal_quantile(p: float) -> float:
-    """The standard normal quantile of p (bisection on erf)."""
-    lo, hi = -40.0, 40.0
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+    return d / se >= normal_quantile(1 - p_max / (2 * positions))
 
 
 def _refined(series: np.ndarray, bounds: list[int], min_size: int) -> list[int]:

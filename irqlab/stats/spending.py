@@ -27,27 +27,12 @@ from functools import lru_cache
 
 import numpy as np
 
+from irqlab.stats.special import normal_cdf, normal_quantile
+
 OBRIEN_FLEMING = "obrien-fleming"
 POCOCK = "pocock"
 _GRID = 801                    # points of the density grid
 _GRID_HALF_WIDTH = 8.0         # +- standard deviations covered by the grid
-
-
-def _phi(x: float) -> float:
-    """The standard normal CDF."""
-    return 0.5 * (1 + math.erf(x / math.sqrt(2)))
-
-
-def _z(p: float) -> float:
-    """The standard normal quantile of p (bisection on erf: a handful of calls a run)."""
-    lo, hi = -40.0, 40.0
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if _phi(mid) < p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
 
 
 def spent(t: float, alpha: float, kind: str = OBRIEN_FLEMING) -> float:
@@ -56,7 +41,7 @@ def spent(t: float, alpha: float, kind: str = OBRIEN_FLEMING) -> float:
         return 0.0
     t = min(t, 1.0)
     if kind == OBRIEN_FLEMING:
-        return float(2 - 2 * _phi(_z(1 - alpha / 2) / math.sqrt(t)))
+        return float(2 - 2 * normal_cdf(normal_quantile(1 - alpha / 2) / math.sqrt(t)))
     if kind == POCOCK:
         return alpha * math.log(1 + (math.e - 1) * t)
     raise ValueError(f"unknown spending function {kind!r}")
@@ -105,6 +90,6 @@ def nominal_levels(information: tuple[float, ...], alpha: float,
             # Linear interpolation between the grid points around the target.
             f = (m[i - 1] - target) / (m[i - 1] - m[i]) if m[i - 1] != m[i] else 0.0
             b = float(g[i - 1] + f * (g[i] - g[i - 1]))
-        out.append(float(2 * (1 - _phi(b))))
+        out.append(float(2 * (1 - normal_cdf(b))))
         dens = np.where(np.abs(grid) >= b, 0.0, dens)
     return tuple(out)

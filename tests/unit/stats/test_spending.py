@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from irqlab.stats import spending
+from irqlab.stats.special import normal_quantile
 
 
 def _z(p: float) -> float:
-    return spending._z(p)
+    return normal_quantile(p)
 
 
 @pytest.mark.parametrize("info,alpha,kind", [
