@@ -74,3 +74,22 @@ def test_plots_from_batches(store):
                 if l.get_gid() == "above-threshold")
     assert len(line.get_xdata()) == int(np.count_nonzero(mem[0].latency_tick
                                                          > mem[0].threshold_tick(5_000)))
+
+
+def test_the_tail_model_is_the_same_from_the_store_and_from_memory(store):
+    """A stored run's tail fit reads its top samples from the scan pass (TopK) and counts
+    a latency below them with one more pass; the model equals the in-memory run's."""
+    from irqlab.reports.tail import build_tail
+
+    (mem,), (big,) = both(store, ["logn-a"])
+    below = int(np.percentile(mem.latency_ns_float(), 50))      # deep in the body
+    at = [below, int(mem.latency_ns_float().max()) * 2]
+    m, b = build_tail([mem], at), build_tail([big], at)
+    assert big.stored is not None and big.stored.tail is not None
+    for key in ("samples", "max_ns", "threshold_ns", "exceedances", "xi", "sigma_ns",
+                "extremal_index", "refused"):
+        assert m[key] == b[key], key
+    assert [c["p_value"] for c in m["checks"]] == [c["p_value"] for c in b["checks"]]
+    assert m["exceedance"] == b["exceedance"]
+    if not m["refused"]:
+        assert m["exceedance"][0]["p"] == pytest.approx(0.5, abs=0.01)
