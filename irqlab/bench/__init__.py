@@ -38,6 +38,7 @@ BENCHES: dict[str, Bench] = {
     "export": Bench("export", "bench_export", "lab"),
     "import": Bench("compare", "bench_import", "import"),
     "compare": Bench("compare", "bench_compare", "compare"),
+    "report": Bench("report", "bench_report", "report"),
     "lab-read": Bench("lab", "bench_lab_read", "lab"),
     "net": Bench("net", "bench_net", "net"),
     "xentrace": Bench("xentrace", "bench_xentrace", "xentrace"),

@@ -45,8 +45,10 @@ def _child(job: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
                        f"{proc.stderr.strip()[-400:]}")
 
 
-def _irqlab(args: list[str], in_memory: bool = False) -> dict[str, Any]:
-    got = _child(["irqlab", *args], {"IRQLAB_BENCH_IN_MEMORY": "1" if in_memory else "0"})
+def _irqlab(args: list[str], in_memory: bool = False,
+            env: dict[str, str] | None = None) -> dict[str, Any]:
+    got = _child(["irqlab", *args], {**(env or {}),
+                                     "IRQLAB_BENCH_IN_MEMORY": "1" if in_memory else "0"})
     if got["code"] not in (0, 1):
         raise RuntimeError(f"irqlab {' '.join(args)} exited {got['code']}")
     return got
@@ -93,7 +95,7 @@ def bench_import(lines: int = 10_000_000) -> list[dict[str, Any]]:
              "ratio_store": stored["seconds"] / ours["seconds"]}]
 
 
-def _synthetic_run(store: Store, name: str, n: int, seed: int) -> int:
+def synthetic_run(store: Store, name: str, n: int, seed: int) -> int:
     """A run of n 100-us samples at 1 GHz ticks, lognormal latencies, rare spikes."""
     rid = store.create_run(NewRun(name, "synthetic", {"window_ns": 1_000_000_000, "warmup": 1},
                                   {}, status="ok"))
@@ -124,8 +126,8 @@ def bench_compare(samples: int = 10_000_000) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "big.duckdb"
         with Store(db) as st:
-            a = _synthetic_run(st, "big-a", samples, 1)
-            b = _synthetic_run(st, "big-b", samples, 2)
+            a = synthetic_run(st, "big-a", samples, 1)
+            b = synthetic_run(st, "big-b", samples, 2)
         commands = {
             "compare": ["compare", str(a), str(b), "--db", str(db), "--json"],
             "report": ["report", str(a), str(b), "--db", str(db), "-o",

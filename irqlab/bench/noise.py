@@ -14,7 +14,8 @@ test should find in >= 90 % of the pairs.
 
 `--repeat auto` (`max_repeat` > runs_per_side): each pair measures max_repeat runs a
 side and the auto rule (noise.auto_decision: judge at 3 runs a side, add one a side
-until every quantile is `different` or `same`, the level split over the looks) is
+until every quantile is `different` or `same`, the level spent over the looks by
+Lan-DeMets O'Brien-Fleming spending, irqlab.stats.spending) is
 replayed on the first 3, 4, ... of them: its A/A `different` share, its A/B detection
 and the runs it used. With replicates the per-run nearest-rank
 quantiles are scaled (the quantile of scaled samples is the scaled quantile); with

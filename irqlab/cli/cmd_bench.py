@@ -25,8 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "when named: they run rounds x 2 (net: 3) x "
                                     "--round-duration; noise: pairs x 2 x K runs)")
     b.add_argument("--rounds", type=count, default=5, metavar="N",
-                   help="cyclictest, net, startup: rounds of (ours, the baseline) "
-                        "(default 5)")
+                   help="cyclictest, net, startup, report: rounds of (ours, the "
+                        "baseline) (default 5)")
     b.add_argument("--round-duration", type=duration, default=10_000_000_000, metavar="DUR",
                    help="cyclictest, net: length of each side of a round (default 10s)")
     b.add_argument("--bench-cpu", type=count, default=None, metavar="CPU",
@@ -44,8 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--import-lines", type=at_least_one, default=10_000_000, metavar="N",
                    help="import: lines of the generated raw-sample log (default 10 M)")
     b.add_argument("--compare-samples", type=at_least_one, default=10_000_000, metavar="N",
-                   help="compare: samples of each of the two runs (default 10 M; the "
-                        "in-memory baseline runs only up to 30 M)")
+                   help="compare, report: samples of each of the two runs (default 10 M; "
+                        "compare's in-memory baseline runs only up to 30 M)")
     b.add_argument("--xentrace-minutes", type=float, default=10.0, metavar="MIN",
                    help="xentrace: trace time of the input, a real TCG capture laid end to "
                         "end (default 10)")
@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
             "lab": {"samples": max(1, args.lab_samples)},
             "import": {"lines": max(1, args.import_lines)},
             "compare": {"samples": max(1, args.compare_samples)},
+            "report": {"samples": max(1, args.compare_samples), "rounds": max(1, args.rounds)},
             "xentrace": {"minutes": args.xentrace_minutes, "rounds": max(1, args.rounds // 2),
                          "source": args.xentrace_file},
             "net": {"rounds": max(1, args.rounds), "duration_s": args.round_duration / 1e9},

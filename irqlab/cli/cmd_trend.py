@@ -120,7 +120,11 @@ def human_lines(trend: Trend) -> list[str]:
                    f"{format_latency(_ns(c.mean_after))} "
                    f"({ratio}, segment means), p = {c.p_value:.3g}")
     ex = trend.exchangeability
-    if ex is not None and ex.drift:
+    if ex is not None and ex.step_within_drift:
+        out.append(f"drift: no verdict — the largest step is within what the runs' drift "
+                   f"explains (lag-1 autocorrelation {ex.lag1:.2f}); measure more runs or "
+                   f"steady the host")
+    elif ex is not None and ex.drift:
         out.append(f"drift: no verdict — the runs drift (lag-1 autocorrelation "
                    f"{ex.lag1:.2f} > {ex.bound:.2f}): too few blocks of {ex.block_len} "
                    f"runs to test a change; measure more runs or steady the host")

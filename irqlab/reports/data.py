@@ -59,6 +59,7 @@ class StoredSamples:
         self._figures: dict[int | None, StoredFigures] = {}
         self.noise: dict[int, np.ndarray] = {}    # seed -> the noise test's sample
         self.plot_data: Any = None                # reports/scan.py's PlotData
+        self.tail: Any = None                     # reports/scan.py's TailScan
 
     def cache_figures(self, threshold_tick: int | None, figures: StoredFigures) -> None:
         """Figures computed elsewhere (reports/scan.py reads the run once for many)."""

@@ -283,13 +283,12 @@ def _tail_section(run: RunData) -> list[str]:
     """The tail beyond the data (irqlab tail): the extreme-value fit's checks, the
     exceedance probabilities and pWCET, or its refusal; nothing for a run without raw
     samples or with too few for a fit (issue 45)."""
-    from irqlab.reports.tail import build_tail, tail_lines
+    from irqlab.reports.tail import build_tail, run_count, tail_lines
     from irqlab.stats.evt import CANDIDATE_FRACTIONS, MIN_EXCEEDANCES
 
     if not run.has_raw:
         return []
-    count = run.stored.count if run.stored is not None else int(run.latency_tick.size)
-    if count < MIN_EXCEEDANCES / CANDIDATE_FRACTIONS[0]:
+    if run_count(run) < MIN_EXCEEDANCES / CANDIDATE_FRACTIONS[0]:
         return []
     model = build_tail([run])
     return ['<h3 id="tail">Tail (extreme-value fit, as <code>irqlab tail</code>)</h3>',
@@ -338,7 +337,8 @@ def build_report(runs: list[RunData], threshold_ns: int | None = None,
     body: list[str] = []
     # Runs kept in the store are read once for the comparison, the tables and the plots.
     scan_runs(runs, {threshold_ns, None},
-              noise_seeds(runs, noise.DEFAULT_SEED) if len(runs) > 1 else None, plots=True)
+              noise_seeds(runs, noise.DEFAULT_SEED) if len(runs) > 1 else None, plots=True,
+              tail=True)
     if len(runs) > 1:
         section, overlay = _compare_section(runs, threshold_ns)
         body += section + _host_section(runs)

@@ -36,8 +36,15 @@ is shown. An interval that excludes 1 but lies inside the margin is `same` (a sh
 smaller than what the user said matters). Two quantiles are tested per row, so each
 interval is a Bonferroni (Dunn 1961) simultaneous one at 1 - 0.05/2 and each p-value is
 Bonferroni-adjusted: the row's `different` has a family-wise error rate <= 5 %.
-`--repeat auto` judges the groups after each added pair of runs: the level is split
-over those looks (Bonferroni), so stopping early does not inflate it.
+`--repeat auto` judges the groups after each added pair of runs, from MIN_RUNS to
+--max-repeat a side: each quantile's level is spent over those looks by Lan & DeMets'
+O'Brien-Fleming-type function (Biometrika 70, 1983; irqlab.stats.spending), so stopping
+early does not inflate it and the last look keeps nearly the whole level (an equal
+Bonferroni split gave every look 1/8 of it at the default cap: x1.3 found in 78 % of
+pairs). The same nominal level makes the look's interval, so `same` (its two one-sided
+tests) is judged at the spent level too. That the levels hold for these t-tests on a few
+runs, and the power they keep, are measured by simulation (reports/noise_sim.py,
+docs/figures.md).
 
 **Single runs** (either group one run): run-to-run variation cannot be known, so the
 verdict never says "beyond noise". What can be judged is whether even the within-run
@@ -71,7 +78,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from irqlab.stats import quantile_rank
+from irqlab.stats import quantile_rank, spending
 from irqlab.stats.fields import RATIO_FIELDS
 from irqlab.stats.special import wilson_interval  # noqa: F401  (noise.wilson_interval)
 
@@ -224,14 +231,15 @@ def rounding_step(values: Sequence[float]) -> float:
 
 def run_level_ratio(base_q: Sequence[float], run_q: Sequence[float], label: str,
                     m: int = len(QUANTILES), samples: tuple[int, int] = (0, 0),
-                    margin: float | None = None, looks: int = 1) -> NoiseResult:
+                    margin: float | None = None, alpha: float | None = None
+                    ) -> NoiseResult:
     """One quantile: per-run values of the baseline group and of the other group (>= 2
     each), compared on their logs (see the module doc for the test). ``margin`` (a
-    fraction, 0.10 for 10 %) is the equivalence margin of the `same` verdict; ``looks``
-    how many times a sequential procedure (--repeat auto) has judged these groups, its
-    level split over them (Bonferroni). A value <= 0 has no log: no ratio, `unknown`."""
-    alpha = FAMILY_ALPHA / looks
-    conf = 1 - alpha / m
+    fraction, 0.10 for 10 %) is the equivalence margin of the `same` verdict; ``alpha``
+    the two-sided level of this quantile's test (default the family's 5 % split over the m
+    quantiles; a look of --repeat auto passes the level spent at it, look_levels). A
+    value <= 0 has no log: no ratio, `unknown`."""
+    conf = 1 - (FAMILY_ALPHA / m if alpha is None else alpha)
     if min(base_q) <= 0 or min(run_q) <= 0:
         return NoiseResult(label, None, None, None, None, None, samples, None, conf,
                            verdict=VERDICT_UNKNOWN, margin=margin,
@@ -544,11 +552,27 @@ def auto_looks(max_runs: int) -> int:
     return max(1, max_runs - MIN_RUNS + 1)
 
 
+SPENDING = spending.OBRIEN_FLEMING     # chosen by simulation (docs/figures.md)
+
+
+def look_levels(max_runs: int) -> dict[int, float]:
+    """Runs a side -> the two-sided level of each quantile's test when --repeat auto
+    judges at that many (MIN_RUNS..max_runs): the family's 5 % split over the quantiles
+    (Bonferroni) and each quantile's share spent over the looks (irqlab.stats.spending;
+    information grows with the runs a side)."""
+    counts = tuple(range(MIN_RUNS, max(MIN_RUNS, max_runs) + 1))
+    levels = spending.nominal_levels(tuple(float(n) for n in counts),
+                                     FAMILY_ALPHA / len(QUANTILES), SPENDING)
+    return dict(zip(counts, levels))
+
+
 def judge_prefix(base_q: dict[str, Sequence[float]], run_q: dict[str, Sequence[float]],
-                 margins: dict[str, float], n: int, looks: int) -> list[NoiseResult]:
-    """Every quantile judged on the first n runs a side, the level split over `looks`."""
+                 margins: dict[str, float], n: int, max_runs: int) -> list[NoiseResult]:
+    """Every quantile judged on the first n runs a side, at the level --repeat auto
+    spends at that look (look_levels(max_runs))."""
+    alpha = look_levels(max_runs)[n]
     return [run_level_ratio(base_q[label][:n], run_q[label][:n], label,
-                            margin=margins.get(label), looks=looks)
+                            margin=margins.get(label), alpha=alpha)
             for _q, label in QUANTILES if label in base_q and label in run_q]
 
 
@@ -561,13 +585,12 @@ def auto_decision(base_q: dict[str, Sequence[float]], run_q: dict[str, Sequence[
                   margins: dict[str, float], max_runs: int) -> AutoDecision:
     """The --repeat auto rule replayed on runs already measured (per-run quantiles in
     run order, at least max_runs a side): judge at MIN_RUNS a side, then one more a side
-    at a time, until decided or max_runs (irqlab bench noise replays it this way; the
-    run flow applies the same rule as the runs arrive, irqlab.suite)."""
-    looks = auto_looks(max_runs)
+    at a time, until decided or max_runs (irqlab bench noise and noise_sim replay it
+    this way; the run flow applies the same rule as the runs arrive, irqlab.suite)."""
     results: list[NoiseResult] = []
     n = MIN_RUNS
     for n in range(MIN_RUNS, max_runs + 1):
-        results = judge_prefix(base_q, run_q, margins, n, looks)
+        results = judge_prefix(base_q, run_q, margins, n, max_runs)
         if decided(results):
             return AutoDecision(row_verdict(results)[0], n, True)
     return AutoDecision(row_verdict(results)[0] if results else VERDICT_UNKNOWN,
@@ -580,8 +603,7 @@ def auto_judge(groups: list[tuple[str, list[dict[str, Any]]]], rounds: int,
     its runs' summaries, in run order) against the first, on the per-run quantiles
     compare uses (RATIO_FIELDS), the level split over the looks. The `auto` object
     run and matrix report: runs, max_repeat, decided (every quantile of every group
-    `different` or `same`), looks, verdicts."""
-    looks = auto_looks(max_runs)
+    `different` or `same`), looks, spending, verdicts."""
 
     def quantiles(summaries: list[dict[str, Any]]) -> dict[str, list[float]]:
         return {f.label: [float(s.get(f.key) or 0) for s in summaries[:rounds]]
@@ -589,12 +611,13 @@ def auto_judge(groups: list[tuple[str, list[dict[str, Any]]]], rounds: int,
     base = quantiles(groups[0][1])
     verdicts, ok = [], rounds >= MIN_RUNS and len(groups) > 1
     for name, summaries in groups[1:]:
-        results = (judge_prefix(base, quantiles(summaries), DEFAULT_MARGINS, rounds, looks)
+        results = (judge_prefix(base, quantiles(summaries), DEFAULT_MARGINS, rounds,
+                                max_runs)
                    if rounds >= MIN_RUNS else [])
         verdicts.append({"series": name, "verdict": row_verdict(results)[0]})
         ok = ok and decided(results)
-    return {"runs": rounds, "max_repeat": max_runs, "decided": ok, "looks": looks,
-            "verdicts": verdicts}
+    return {"runs": rounds, "max_repeat": max_runs, "decided": ok,
+            "looks": auto_looks(max_runs), "spending": SPENDING, "verdicts": verdicts}
 
 
 def auto_text(auto: dict[str, Any]) -> str:
@@ -602,8 +625,8 @@ def auto_text(auto: dict[str, Any]) -> str:
     words = ", ".join(f"series:{v['series']} {v['verdict']}" for v in auto["verdicts"])
     how = ("every quantile decided" if auto["decided"] else
            f"stopped at --max-repeat {auto['max_repeat']}, not every quantile decided")
-    return (f"repeat auto: {auto['runs']} runs each ({how}; level split over "
-            f"{auto['looks']} looks): {words}")
+    return (f"repeat auto: {auto['runs']} runs each ({how}; level spent over "
+            f"{auto['looks']} looks, {auto['spending']}): {words}")
 
 
 def parse_margins(text: str) -> dict[str, float]:

@@ -83,3 +83,23 @@ def verdict_shares(rng: np.random.Generator, pairs: int, runs_a: int, runs_b: in
                    for _q, label in noise.QUANTILES]
         counts[noise.row_verdict(results)[0]] += 1
     return counts
+
+
+def auto_shares(rng: np.random.Generator, pairs: int, max_runs: int, a: SimConfig,
+                b: SimConfig, margins: dict[str, float] | None = None
+                ) -> tuple[dict[str, int], list[int]]:
+    """`--repeat auto` replayed on `pairs` simulated comparisons of up to max_runs runs
+    a side (noise.auto_decision, the rule run and matrix apply): how many end
+    different, same and unknown, and the runs a side each used."""
+    margins = {**noise.DEFAULT_MARGINS, **(margins or {})}
+    qa = run_quantiles(rng, pairs * max_runs, a)
+    qb = run_quantiles(rng, pairs * max_runs, b)
+    counts = {v: 0 for v in noise.VERDICTS}
+    used = []
+    for i in range(pairs):
+        part = slice(i * max_runs, (i + 1) * max_runs)
+        got = noise.auto_decision({k: v[part] for k, v in qa.items()},
+                                  {k: v[part] for k, v in qb.items()}, margins, max_runs)
+        counts[got.verdict] += 1
+        used.append(got.runs)
+    return counts, used

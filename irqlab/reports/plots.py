@@ -26,7 +26,7 @@ from irqlab.stats.fields import TAIL_FIELDS
 from irqlab.humanize import format_count
 
 THRESHOLD_GID = "threshold"
-_RC = {"svg.hashsalt": "irqlab", "font.size": 9,
+_RC = {"svg.hashsalt": "irqlab", "font.size": 9, "axes.titley": 1.0,
        "axes.grid": True, "grid.alpha": 0.3, "figure.dpi": 100}
 
 
@@ -78,18 +78,43 @@ def _mark_threshold(ax: Axes, threshold_ns: int | None, vertical: bool = True) -
          label=f"threshold {format_ns(threshold_ns, 'sig3')}")
 
 
-def _log(ax: Axes, axis: str) -> None:
-    """Log scale with minor ticks at 2 and 5 only: matplotlib's default 8 per decade made
-    tick creation the largest cost of drawing a figure."""
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _power_of_ten(value: float, _pos: Any = None) -> str:
+    """A log axis's label as plain text, 10⁻⁴: matplotlib's default wrote $10^{-4}$
+    and parsed it as mathtext, a third of drawing an exceedance plot."""
+    if value <= 0:
+        return ""
+    exp = round(float(np.log10(value)))
+    return f"10{str(exp).translate(_SUPERSCRIPT)}" if exp not in (0, 1) else f"{10 ** exp}"
+
+
+def _log(ax: Axes, axis: str, minor: bool = False) -> None:
+    """Log scale; with ``minor`` (latency axes, read against values) minor ticks at 2
+    and 5 only, else none (counts and probabilities spanning 5-10 decades): matplotlib's
+    default 8 per decade made tick creation the largest cost of drawing a figure, and
+    the minor ticks of the probability axes still took a quarter of it."""
     getattr(ax, f"set_{axis}scale")("log")
+    getattr(ax, f"{axis}axis").set_major_formatter(
+        matplotlib.ticker.FuncFormatter(_power_of_ten))
     getattr(ax, f"{axis}axis").set_minor_locator(
-        matplotlib.ticker.LogLocator(base=10, subs=(2.0, 5.0)))
+        matplotlib.ticker.LogLocator(base=10, subs=(2.0, 5.0)) if minor
+        else matplotlib.ticker.NullLocator())
     getattr(ax, f"{axis}axis").set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+def _merged_bins(counts: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Runs of equal neighbouring counts as one bin each: the same stairs with far fewer
+    vertices (a run's tail is thousands of empty 1 us bins; matplotlib walked every
+    vertex of the patch to find the axes' limits)."""
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(counts)) + 1])
+    return counts[starts], np.append(edges[starts], edges[-1])
 
 
 def _ns_axis(ax: Axes, axis: str = "x") -> None:
     """Log scale with ns/us/ms tick labels."""
-    _log(ax, axis)
+    _log(ax, axis, minor=True)
     # Axis labels without trailing zeros: "1 us", "10 us" (tables keep "1.00 us").
     fmt = matplotlib.ticker.FuncFormatter(
         lambda v, _pos: format_ns(v, "sig3").replace(".00 ", " ").replace(".0 ", " "))
@@ -113,7 +138,7 @@ def histogram_plot(run: RunData) -> Plot | None:
         return None
     fig, ax = _figure()
     with matplotlib.rc_context(_RC):
-        ax.stairs(hist.counts, hist.edges_ns, fill=True, alpha=0.6,
+        ax.stairs(*_merged_bins(hist.counts, hist.edges_ns), fill=True, alpha=0.6,
                   label="samples per bin")
         note = (f"{format_count(int(hist.counts.sum()))} samples in "
                 f"{format_ns(hist.bin_ns, 'exact')} bins (from the {hist.source})")

@@ -5,7 +5,7 @@ samples costs seconds; so compare and report say up front what they need, and
 `scan_runs` reads each such run once for all of it: the log histogram (which locates
 every percentile), the count above each threshold, the noise test's subsample for each
 seed, and the plots' data (survival tail, every sample above the run's threshold, the
-last deadline). Exact percentiles then take one more pass over the few histogram
+last deadline) and the tail fit's top samples with their positions. Exact percentiles then take one more pass over the few histogram
 buckets that hold them (irqlab.stats.select). Results land in the StoredSamples caches
 that figures(), the noise test and the plots read.
 """
@@ -19,13 +19,25 @@ import numpy as np
 
 from irqlab.reports import noise
 from irqlab.reports.data import NS_PER_S, PERCENTILES, RunData
-from irqlab.stats import LogHistogram, Moments
+from irqlab.stats import LogHistogram, Moments, evt
 from irqlab.stats.histogram import hist_and_moments
 from irqlab.stats.select import exact_figures
+from irqlab.stats.topk import TopK
 from irqlab.store.quantiles import StoredFigures
 
 # The survival curve's tail: this many largest samples, exact (in memory and stored).
 TAIL_POINTS = 3000
+
+
+@dataclass
+class TailScan:
+    """What the tail fit needs of a stored run (reports/tail.py): its top
+    evt.top_count(n) samples (ns, ascending) with their positions, and its last
+    deadline (s since the first)."""
+
+    top_ns: np.ndarray
+    positions: np.ndarray
+    span_s: float
 
 
 @dataclass
@@ -41,10 +53,11 @@ class PlotData:
 
 
 def scan_runs(runs: list[RunData], thresholds_ns: set[int | None],
-              noise_seeds: dict[int, int] | None = None, plots: bool = False) -> None:
+              noise_seeds: dict[int, int] | None = None, plots: bool = False,
+              tail: bool = False) -> None:
     """Read each stored run once for figures at every threshold (None: the run's own),
-    the noise subsample of its seed in `noise_seeds` (run_id -> seed) and, with `plots`,
-    its plot data."""
+    the noise subsample of its seed in `noise_seeds` (run_id -> seed), with `plots` its
+    plot data and with `tail` what its tail fit reads (TailScan)."""
     for run in runs:
         if run.stored is None:
             continue
@@ -56,12 +69,14 @@ def scan_runs(runs: list[RunData], thresholds_ns: set[int | None],
         # Only what is not known yet (build_report scans for more than build_compare).
         ticks = {t for t in ticks if not stored.has_figures(t)}
         seed = None if seed is None or seed in stored.noise else seed
-        plots = plots and stored.plot_data is None
-        if ticks or seed is not None or plots:
-            _scan(run, ticks, seed, plots)
+        want_plots = plots and stored.plot_data is None
+        want_tail = tail and stored.tail is None
+        if ticks or seed is not None or want_plots or want_tail:
+            _scan(run, ticks, seed, want_plots, want_tail)
 
 
-def _scan(run: RunData, thresholds: set[int | None], seed: int | None, plots: bool) -> None:
+def _scan(run: RunData, thresholds: set[int | None], seed: int | None, plots: bool,
+          tail: bool) -> None:
     stored = run.stored
     assert stored is not None
     n, scale = stored.count, NS_PER_S / run.tick_hz
@@ -69,20 +84,25 @@ def _scan(run: RunData, thresholds: set[int | None], seed: int | None, plots: bo
     plot_thr = (None if run.threshold_ns is None
                 else run.threshold_tick(run.threshold_ns))
     counted = [t for t in thresholds if t is not None]
+    timed = plots or tail          # deadlines read too
 
     def work(batches: Iterator[Any]) -> dict[str, Any]:
         hist, moments = LogHistogram(), Moments()
         above = dict.fromkeys(counted, 0)
         picked: list[np.ndarray] = []
-        top = np.empty(0, dtype=np.int64)
+        # One TopK for both the plots' TAIL_POINTS largest and the tail fit's top.
+        top_k = TopK(max(evt.top_count(n) if tail else 0, TAIL_POINTS if plots else 0))
         xs: list[np.ndarray] = []
         ys: list[np.ndarray] = []
         positive, last_s, offset = 0, 0.0, 0
         for item in batches:
-            lat, sec = item if plots else (item, None)
+            lat, sec = item if timed else (item, None)
             if not lat.size:
                 continue
             hist_and_moments(lat, hist, moments)
+            top_k.add(lat)
+            if sec is not None:
+                last_s = float(sec[-1])
             for t in counted:
                 above[t] += int(np.count_nonzero(lat > t))
             if picks is not None:
@@ -90,14 +110,7 @@ def _scan(run: RunData, thresholds: set[int | None], seed: int | None, plots: bo
                 picked.append(lat[picks[lo:hi] - offset] * scale)
             if plots:
                 assert sec is not None
-                last_s = float(sec[-1])
                 positive += int(np.count_nonzero(lat > 0))
-                cand = lat if top.size < TAIL_POINTS else lat[lat > top[0]]
-                if cand.size:
-                    top = np.concatenate([top, cand])
-                    if top.size > TAIL_POINTS:
-                        top = np.partition(top, top.size - TAIL_POINTS)[-TAIL_POINTS:]
-                    top.sort()
                 if plot_thr is not None:
                     mask = lat > plot_thr
                     if mask.any():
@@ -106,10 +119,10 @@ def _scan(run: RunData, thresholds: set[int | None], seed: int | None, plots: bo
             offset += lat.size
         if offset != n:
             raise RuntimeError(f"run {run.run_id}: expected {n} samples, read {offset}")
-        return {"hist": hist, "above": above, "picked": picked, "top": top, "xs": xs,
-                "ys": ys, "positive": positive, "last_s": last_s}
+        return {"hist": hist, "above": above, "picked": picked, "top": top_k,
+                "xs": xs, "ys": ys, "positive": positive, "last_s": last_s}
 
-    got = stored.over_sequence(work, with_deadline=plots)
+    got = stored.over_sequence(work, with_deadline=timed)
     hist = got["hist"]
     if thresholds:
         # The exact percentiles: one more pass over the buckets that hold them.
@@ -122,8 +135,11 @@ def _scan(run: RunData, thresholds: set[int | None], seed: int | None, plots: bo
     if picks is not None:
         assert seed is not None
         stored.noise[seed] = noise.joined(got["picked"])     # time order (blocks)
+    top_tick, top_pos = got["top"].ascending()
+    if tail:
+        stored.tail = TailScan(top_tick * scale, top_pos, got["last_s"])
     if plots:
         stored.plot_data = PlotData(
-            hist, got["top"], got["positive"],
+            hist, top_tick[-TAIL_POINTS:], got["positive"],
             np.concatenate(got["xs"]) if got["xs"] else np.empty(0),
             np.concatenate(got["ys"]) if got["ys"] else np.empty(0), got["last_s"])

@@ -10,6 +10,8 @@ from typing import Any, Iterator
 import numpy as np
 
 from irqlab.reports.data import NS_PER_S, RunData
+from irqlab.reports.scan import scan_runs
+from irqlab.stats.topk import TopK
 from irqlab.durations import format_latency
 from irqlab.stats import evt
 
@@ -19,27 +21,65 @@ PER_HOUR = (1e-6, 1e-9)          # ... and per hour at the run's sample rate
 DEFAULT_WIDTH = 10.0             # the interval width (high / low) samples_needed aims at
 
 
-def latencies_in_order(runs: list[RunData]) -> tuple[np.ndarray, float]:
-    """Every sample of the runs in ns, run after run in sequence order, and the sample
-    rate (samples per second of measurement, from the deadlines' span)."""
-    parts, seconds = [], 0.0
+def latencies_in_order(runs: list[RunData]) -> np.ndarray:
+    """Every sample of the runs in ns, run after run in sequence order."""
+    parts = []
     for run in runs:
         scale = NS_PER_S / run.tick_hz
+        parts.append(run.over_sequence(lambda batches: np.concatenate(
+            [np.asarray(b, np.float64) * scale for b in batches] or [np.empty(0)])))
+    return np.concatenate(parts) if parts else np.empty(0)
 
-        def read(batches: Iterator[Any]) -> tuple[np.ndarray, float]:
-            lat, last = [], 0.0
-            for tick, deadline_s in batches:
-                lat.append(np.asarray(tick, np.float64) * scale)
-                if len(deadline_s):
-                    last = max(last, float(np.max(deadline_s)))
-            return (np.concatenate(lat) if lat else np.empty(0)), last
-        lat, span = run.over_sequence(read, with_deadline=True)
-        parts.append(lat)
-        # A run's span is its last deadline after its first; one period is added
-        # (n samples cover n periods, not n - 1).
-        seconds += span + (span / max(1, lat.size - 1))
-    all_ns = np.concatenate(parts) if parts else np.empty(0)
-    return all_ns, (all_ns.size / seconds if seconds > 0 else math.nan)
+
+def run_count(run: RunData) -> int:
+    """How many raw samples a run has (in memory or in the store)."""
+    return run.stored.count if run.stored is not None else int(run.latency_tick.size)
+
+
+def _span_s(span: float, n: int) -> float:
+    """A run's measured time: its last deadline after its first, plus one period (n
+    samples cover n periods, not n - 1)."""
+    return span + span / max(1, n - 1)
+
+
+def _count_above(runs: list[RunData], x_ns: float) -> int:
+    """Samples of the runs above x_ns: one more pass, asked only for a latency below the
+    fit's kept top values (irqlab tail --at deep in the body)."""
+    total = 0
+    for run in runs:
+        scale = NS_PER_S / run.tick_hz
+        total += run.over_sequence(lambda batches: sum(
+            int(np.count_nonzero(np.asarray(b, np.float64) * scale > x_ns))
+            for b in batches))
+    return total
+
+
+def tail_sample(runs: list[RunData]) -> tuple[evt.TailSample, float]:
+    """What the fit reads of the runs' samples (run after run, in sequence order) and
+    their sample rate (samples per second of measurement). A single stored run's top
+    values come from reports/scan.py's pass (shared with the report's other figures);
+    otherwise one pass over the runs keeps them."""
+    n = sum(run_count(r) for r in runs)
+    if len(runs) == 1 and runs[0].stored is not None:
+        scan_runs(runs, set(), tail=True)       # nothing read when already scanned
+        got = runs[0].stored.tail
+        values, positions, seconds = got.top_ns, got.positions, _span_s(got.span_s, n)
+    else:
+        top, seconds = TopK(evt.top_count(n)), 0.0
+        for run in runs:
+            scale = NS_PER_S / run.tick_hz
+
+            def read(batches: Iterator[Any]) -> float:
+                last = 0.0
+                for tick, deadline_s in batches:
+                    top.add(np.asarray(tick, np.float64) * scale)
+                    if len(deadline_s):
+                        last = max(last, float(np.max(deadline_s)))
+                return last
+            seconds += _span_s(run.over_sequence(read, with_deadline=True), run_count(run))
+        values, positions = top.ascending()
+    sample = evt.TailSample(n, values, positions, lambda x: _count_above(runs, x))
+    return sample, (n / seconds if seconds > 0 else math.nan)
 
 
 def build_tail(runs: list[RunData], at_ns: list[int] | None = None,
@@ -47,19 +87,20 @@ def build_tail(runs: list[RunData], at_ns: list[int] | None = None,
     """The tail model (docs/formats.md, `tail`). ``at_ns``: latencies whose exceedance
     probability is wanted (default: the data's maximum and 10 times beyond it in
     probability: twice the maximum)."""
-    lat, rate = latencies_in_order(runs)
-    fit = evt.fit_tail(lat)
+    sample, rate = tail_sample(runs)
+    fit = evt.fit_sample(sample)
+    top = float(sample.top_ns[-1]) if sample.top_ns.size else None
     head: dict[str, Any] = {
         "type": "tail", "version": TAIL_VERSION,
         "run_ids": [r.run_id for r in runs], "name": runs[0].row.name,
         "emulated": any(bool(r.row.emulated) for r in runs),
-        "method": evt.METHOD, "samples": int(lat.size), "rate_per_s": rate,
-        "max_ns": float(lat.max()) if lat.size else None,
+        "method": evt.METHOD, "samples": sample.n, "rate_per_s": rate,
+        "max_ns": top,
         **fit.to_dict(), "checks": [c.to_dict() for c in fit.checks],
         "exceedance": [], "pwcet": []}
     if fit.refused is not None:
         return head
-    wanted = list(at_ns) if at_ns else [int(lat.max()), int(2 * lat.max())]
+    wanted = list(at_ns) if at_ns else [int(top), int(2 * top)]
     for x in wanted:
         p, lo, hi = evt.exceedance(fit, float(x))
         head["exceedance"].append({
@@ -92,7 +133,7 @@ def split_check(runs: list[RunData]) -> dict[str, Any]:
     number of samples of the second half above the first half's p99.99 is predicted
     with an interval (predicted_count) and counted. A fit that describes the run puts
     the count inside the interval; a refused first half predicts nothing."""
-    lat, _rate = latencies_in_order(runs)
+    lat = latencies_in_order(runs)
     half = lat.size // 2
     first, second = lat[:half], lat[half:]
     fit = evt.fit_tail(first)

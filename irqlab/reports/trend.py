@@ -92,7 +92,7 @@ class Trend:
             # Issue 45: runs that drift are not exchangeable; blocks of runs were
             # permuted, or with too few blocks there is no verdict.
             head.update(lag1_autocorrelation=ex.lag1, block_len=ex.block_len,
-                        drift=ex.drift)
+                        drift=ex.drift, step_within_drift=ex.step_within_drift)
         runs = [{"type": "trend_run", "version": TREND_VERSION, "index": i,
                  "run_id": p.run_id, "name": p.name, "started_at": p.started_at.isoformat(),
                  "status": p.status, "value_ns": p.value_ns, "change_point": i in self.starts,

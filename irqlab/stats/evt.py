@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -90,7 +90,7 @@ class TailFit:
     sigma_ns: float
     theta: float                    # extremal index (1: no clustering)
     excesses: np.ndarray = field(repr=False)
-    sorted_ns: np.ndarray = field(repr=False)
+    sample: TailSample = field(repr=False)     # what was fitted
     checks: list[Check] = field(default_factory=list)
     refused: str | None = None
     table: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
@@ -128,13 +128,14 @@ def gpd_mle(y: np.ndarray) -> tuple[float, float]:
     l(t) = -k log(xi(t) / t) - k (1 + xi(t)); a log-spaced grid on both sides of 0, then
     golden-section refinement of the best bracket."""
     k, ymax, ybar = y.size, float(y.max()), float(y.mean())
+    values, weights = distinct(y)
 
     def prof(t: float) -> float:
         if abs(t) < 1e-12 / ybar:
             return -k * math.log(ybar) - k          # the exponential limit
         if 1 + t * ymax <= 0:
             return -math.inf
-        xi = float(np.mean(np.log1p(t * y)))
+        xi = float(np.dot(weights, np.log1p(t * values))) / k
         sigma = xi / t
         if sigma <= 0:
             return -math.inf
@@ -165,8 +166,18 @@ def gpd_mle(y: np.ndarray) -> tuple[float, float]:
         t = float(ts[i])
     if abs(t) < 1e-12 / ybar:
         return 0.0, ybar
-    xi = float(np.mean(np.log1p(t * y)))
+    xi = float(np.dot(weights, np.log1p(t * values))) / k
     return xi, xi / t
+
+
+def distinct(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(values, counts) of y when it repeats values (latencies in whole ns or ticks do:
+    a 10M-sample run's 200,000 top excesses hold ~15,000 distinct values), so a sum of
+    f(y) is a weighted sum over the distinct ones (exact); else y with weights 1."""
+    values, counts = np.unique(y, return_counts=True)
+    if values.size > 0.7 * y.size:
+        return y, np.ones(y.size)
+    return values, counts.astype(np.float64)
 
 
 def gpd_sf(y: np.ndarray | float, xi: float, sigma: float) -> np.ndarray:
@@ -188,12 +199,10 @@ def gpd_isf(s: float, xi: float, sigma: float) -> float:
 
 # --- the checks -------------------------------------------------------------------------
 
-def ljung_box(indicator: np.ndarray, lags: int = LJUNG_BOX_LAGS) -> float:
-    """p-value of the Ljung-Box Q over lags 1..lags of a 0/1 series (chi-square, lags df).
+def ljung_box_times(times: np.ndarray, n: int, lags: int = LJUNG_BOX_LAGS) -> float:
+    """p-value of the Ljung-Box Q over lags 1..lags (chi-square, lags df) of the 0/1 series of length n whose ones are at ``times`` (ascending).
     The autocovariance of an indicator at lag h comes from its ones alone: the pairs of
     ones h apart (k log k for k ones, not a pass over all n samples a lag)."""
-    n = indicator.size
-    times = np.flatnonzero(indicator)
     k = times.size
     if k == 0 or k == n or n <= lags + 1:
         return 1.0
@@ -239,13 +248,64 @@ def _chi2_gof(y: np.ndarray, xi: float, sigma: float) -> float:
 
 # --- fitting ---------------------------------------------------------------------------
 
+def top_count(n: int) -> int:
+    """How many of n samples a fit looks at: those above the highest candidate
+    threshold and that threshold itself."""
+    return int(round(CANDIDATE_FRACTIONS[0] * n)) + 1
+
+
+@dataclass
+class TailSample:
+    """What a fit reads of n latencies in time order: the top_count(n) largest (ascending)
+    with their positions, and the count above a lower latency (``count_above``: asked
+    only for an exceedance below the kept values, e.g. `irqlab tail --at` deep in the
+    body)."""
+
+    n: int
+    top_ns: np.ndarray              # float64, ascending
+    positions: np.ndarray           # int64, each top value's index in the sequence
+    count_above: Callable[[float], int] = field(repr=False)
+
+    @classmethod
+    def of(cls, latency_ns: np.ndarray) -> "TailSample":
+        """The sample of latencies in memory (time order)."""
+        x = np.asarray(latency_ns, float)
+        k = min(x.size, top_count(x.size))
+        idx = np.argpartition(x, x.size - k)[x.size - k:] if k else np.empty(0, int)
+        idx = idx[np.argsort(x[idx], kind="stable")]
+        srt: list[np.ndarray] = []
+
+        def count_above(v: float) -> int:
+            if not srt:
+                srt.append(np.sort(x))
+            return int(x.size - np.searchsorted(srt[0], v, "right"))
+        return cls(x.size, x[idx], idx.astype(np.int64), count_above)
+
+    def above(self, v: float) -> int:
+        """How many of the n samples are above v (exact)."""
+        if self.top_ns.size and v >= self.top_ns[0]:
+            return int(self.top_ns.size - np.searchsorted(self.top_ns, v, "right"))
+        return self.count_above(v)
+
+    def quantile(self, q: float) -> float:
+        """The nearest-rank q quantile (from the kept values when it is among them)."""
+        rank = min(self.n - 1, int(math.ceil(q * self.n)) - 1)
+        i = rank - (self.n - self.top_ns.size)
+        if i < 0:
+            raise ValueError(f"quantile {q} is below the {self.top_ns.size} kept values")
+        return float(self.top_ns[i])
+
+
 def fit_tail(latency_ns: np.ndarray) -> TailFit:
     """The tail fit of one run's latencies (time order) with its checks (module doc)."""
-    x = np.asarray(latency_ns, float)
-    n = x.size
-    srt = np.sort(x)
+    return fit_sample(TailSample.of(latency_ns))
+
+
+def fit_sample(sample: TailSample) -> TailFit:
+    """The tail fit of a TailSample with its checks (module doc)."""
+    n, top = sample.n, sample.top_ns
     if n < MIN_EXCEEDANCES / CANDIDATE_FRACTIONS[0]:
-        return _refusal(n, srt, f"{n} samples: a tail fit needs at least "
+        return _refusal(sample, f"{n} samples: a tail fit needs at least "
                                 f"{int(MIN_EXCEEDANCES / CANDIDATE_FRACTIONS[0]):,}")
     tried: list[TailFit] = []
     passing: list[TailFit] = []
@@ -253,12 +313,12 @@ def fit_tail(latency_ns: np.ndarray) -> TailFit:
         k_target = int(round(frac * n))
         if k_target < MIN_EXCEEDANCES:
             break
-        u = float(srt[n - k_target - 1])
-        above = x > u
+        u = float(top[top.size - k_target - 1])      # the sorted sample's [n - k - 1]
+        above = top > u
         k = int(above.sum())
         if k < MIN_EXCEEDANCES or u <= 0:
             continue
-        fit = _fit_at(x, srt, u, above)
+        fit = _fit_at(sample, u, above)
         tried.append(fit)
         if fit.refused is None:
             if fit.checks[-1].p_value is not None and fit.checks[-1].p_value >= SELECT_P:
@@ -267,33 +327,36 @@ def fit_tail(latency_ns: np.ndarray) -> TailFit:
     if passing:
         return max(passing, key=lambda f: f.checks[-1].p_value or 0.0)
     if not tried:
-        return _refusal(n, srt, "too many equal values at the top to place a threshold")
+        return _refusal(sample, "too many equal values at the top to place a threshold")
     return tried[0]
 
 
-def _refusal(n: int, srt: np.ndarray, why: str) -> TailFit:
-    return TailFit(n, math.nan, 0, math.nan, math.nan, 1.0, np.empty(0), srt, [], why)
+def _refusal(sample: TailSample, why: str) -> TailFit:
+    return TailFit(sample.n, math.nan, 0, math.nan, math.nan, 1.0, np.empty(0), sample,
+                   [], why)
 
 
-def _fit_at(x: np.ndarray, srt: np.ndarray, u: float, above: np.ndarray) -> TailFit:
-    """The fit and checks at threshold u."""
-    n = x.size
-    y = x[above] - u
+def _fit_at(sample: TailSample, u: float, above: np.ndarray) -> TailFit:
+    """The fit and checks at threshold u (``above``: which kept values exceed it)."""
+    n = sample.n
+    order = np.argsort(sample.positions[above], kind="stable")
+    times = sample.positions[above][order]          # exceedances in time order
+    y = sample.top_ns[above][order] - u
     k = y.size
     xi, sigma = gpd_mle(y)
-    times = np.flatnonzero(above)
     theta = extremal_index(times)
     checks = []
-    p_lb = ljung_box(above)
+    p_lb = ljung_box_times(times, n)
     checks.append(Check("independence", "Ljung-Box on the exceedance indicator, lags "
                         f"1-{LJUNG_BOX_LAGS}", p_lb, theta * k >= MIN_CLUSTERS,
                         f"extremal index {theta:.2f}: ~{theta * k:,.0f} independent "
                         f"clusters of {k:,} exceedances" + (
                             "; intervals widened by it" if theta < 1 else "")))
     half = n // 2
-    k1 = int(above[:half].sum())
+    first = times < half
+    k1 = int(first.sum())
     p_rate = binom_two_sided_p(k1, k, half / n)
-    y1, y2 = x[:half][above[:half]] - u, x[half:][above[half:]] - u
+    y1, y2 = y[first], y[~first]
     p_ks = ks_two_sample_p(y1, y2) if min(y1.size, y2.size) >= 5 else None
     checks.append(Check("identical distribution (rate)", "binomial test of the halves' "
                         "exceedance counts", p_rate, p_rate >= ALPHA_CHECK,
@@ -307,7 +370,7 @@ def _fit_at(x: np.ndarray, srt: np.ndarray, u: float, above: np.ndarray) -> Tail
                         p_gof >= ALPHA_CHECK))
     failed = [c.name for c in checks if not c.passed]
     refused = f"{', '.join(failed)} failed" if failed else None
-    return TailFit(n, u, k, xi, sigma, theta, y, srt, checks, refused)
+    return TailFit(n, u, k, xi, sigma, theta, y, sample, checks, refused)
 
 
 # --- profile likelihood intervals -------------------------------------------------------
@@ -331,9 +394,11 @@ def _log_sum_table(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     neg = -(1 - np.logspace(-10, 0, 800, endpoint=False)[::-1]) / ymax
     pos = np.logspace(-10, 4, 1600) / ybar
     c = np.concatenate([np.sort(neg), [0.0], pos])
+    values, weights = distinct(y)
     f = np.empty(c.size)
-    for i in range(0, c.size, 500):
-        f[i:i + 500] = np.log1p(c[i:i + 500, None] * y[None, :]).sum(axis=1)
+    step = max(1, 10_000_000 // max(1, values.size))      # ~80 MB a block
+    for i in range(0, c.size, step):
+        f[i:i + step] = np.log1p(c[i:i + step, None] * values[None, :]) @ weights
     return c, f
 
 
@@ -381,7 +446,7 @@ def exceedance(fit: TailFit, x_ns: float) -> tuple[float, float, float]:
     profile-likelihood interval (x_ns <= the threshold: the empirical share, Wilson)."""
     n = fit.n
     if x_ns <= fit.threshold_ns:
-        c = int(n - np.searchsorted(fit.sorted_ns, x_ns, "right"))
+        c = fit.sample.above(x_ns)
         return (c / n, *wilson_interval(c * fit.theta, n * fit.theta))
     y0 = x_ns - fit.threshold_ns
     s_hat = float(gpd_sf(y0, fit.xi, fit.sigma_ns))
@@ -406,7 +471,7 @@ def pwcet(fit: TailFit, p: float) -> tuple[float, float, float]:
     """(latency, low, high) in ns exceeded with per-sample probability p: the estimate
     from the fit, the interval where the exceedance interval's ends cross p."""
     if p >= fit.zeta:
-        q = float(fit.sorted_ns[min(fit.n - 1, int(math.ceil((1 - p) * fit.n)) - 1)])
+        q = fit.sample.quantile(1 - p)
         return q, q, q
     est = fit.threshold_ns + gpd_isf(p / fit.zeta, fit.xi, fit.sigma_ns)
     lo = _solve(fit, p, est, upper_end=False)

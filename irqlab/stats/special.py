@@ -1,6 +1,7 @@
 """Distribution functions the statistics need, without scipy (a dependency of 40 MB for
 four functions): chi-square tails, the two-sample Kolmogorov-Smirnov p-value, the exact
-binomial test and Wilson's interval of a proportion."""
+binomial test, Wilson's interval of a proportion and the standard normal CDF and
+quantile."""
 
 from __future__ import annotations
 
@@ -103,3 +104,21 @@ def wilson_interval(successes: float, trials: float,
     centre = (p + z * z / (2 * trials)) / denom
     half = z * math.sqrt(max(0.0, p * (1 - p) / trials + z * z / (4 * trials * trials))) / denom
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def normal_cdf(x: float) -> float:
+    """The standard normal CDF, from erf."""
+    return 0.5 * (1 + math.erf(x / math.sqrt(2)))
+
+
+def normal_quantile(p: float) -> float:
+    """The standard normal quantile of p (0 < p < 1): bisection on normal_cdf, to the
+    last bit within 200 halvings of [-40, 40] (a few calls a look or a test)."""
+    lo, hi = -40.0, 40.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if normal_cdf(mid) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2

@@ -9,6 +9,7 @@ import pytest
 from irqlab.reports.check import evaluate
 from irqlab.reports.compare import build_compare
 from irqlab.reports.data import figures, load_run, load_runs
+from irqlab.reports.plotdata import fine_histogram
 from irqlab.reports.plotdata import survival as _survival
 from irqlab.reports.plots import histogram_plot, over_time_plot
 from irqlab.reports.select import select_runs
@@ -16,11 +17,16 @@ from irqlab.reports.select import select_runs
 REFS = ["base", "double", "elsewhere", "summary-only", "logn-a", "logn-b"]
 
 
-def _stairs(plot) -> tuple[np.ndarray, np.ndarray]:
-    """(edges, heights) of a histogram plot's stairs."""
-    patch = plot.figure.axes[0].patches[0]
-    verts = patch.get_path().vertices
-    return np.unique(verts[:, 0]), verts[1:-1:2, 1]
+def _stairs(plot, run) -> tuple[np.ndarray, np.ndarray]:
+    """(edges, heights) of a histogram plot's stairs, in the run's fine bins: the plot
+    draws runs of equal bins as one step (plots._merged_bins), which must expand back to
+    the same heights as plotdata.fine_histogram's."""
+    drawn = plot.figure.axes[0].patches[0].get_data()
+    fine = fine_histogram(run)
+    heights = drawn.values[np.searchsorted(drawn.edges, fine.edges_ns[:-1], "right") - 1]
+    assert drawn.edges[0] == fine.edges_ns[0] and drawn.edges[-1] == fine.edges_ns[-1]
+    assert np.array_equal(heights, fine.counts)
+    return fine.edges_ns, heights
 
 
 def both(store, refs):
@@ -56,7 +62,7 @@ def test_plots_from_batches(store):
         hm, hb = histogram_plot(m), histogram_plot(b)
         # Same bins; counts from the log histogram (1/128 resolution): each sample lands
         # in its bin or a neighbour, none is lost.
-        (em, cm), (eb, cb) = (_stairs(p) for p in (hm, hb))
+        (em, cm), (eb, cb) = _stairs(hm, m), _stairs(hb, b)
         assert np.allclose(em, eb) and cm.sum() == cb.sum() == m.latency_tick.size
         assert np.abs(cm - cb).sum() <= 0.2 * cm.sum()
         # The survival curve's exact tail: the largest samples themselves.
@@ -68,3 +74,22 @@ def test_plots_from_batches(store):
                 if l.get_gid() == "above-threshold")
     assert len(line.get_xdata()) == int(np.count_nonzero(mem[0].latency_tick
                                                          > mem[0].threshold_tick(5_000)))
+
+
+def test_the_tail_model_is_the_same_from_the_store_and_from_memory(store):
+    """A stored run's tail fit reads its top samples from the scan pass (TopK) and counts
+    a latency below them with one more pass; the model equals the in-memory run's."""
+    from irqlab.reports.tail import build_tail
+
+    (mem,), (big,) = both(store, ["logn-a"])
+    below = int(np.percentile(mem.latency_ns_float(), 50))      # deep in the body
+    at = [below, int(mem.latency_ns_float().max()) * 2]
+    m, b = build_tail([mem], at), build_tail([big], at)
+    assert big.stored is not None and big.stored.tail is not None
+    for key in ("samples", "max_ns", "threshold_ns", "exceedances", "xi", "sigma_ns",
+                "extremal_index", "refused"):
+        assert m[key] == b[key], key
+    assert [c["p_value"] for c in m["checks"]] == [c["p_value"] for c in b["checks"]]
+    assert m["exceedance"] == b["exceedance"]
+    if not m["refused"]:
+        assert m["exceedance"][0]["p"] == pytest.approx(0.5, abs=0.01)
