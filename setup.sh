@@ -56,9 +56,11 @@ fi
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
 	log "installing Python dependencies into .venv"
 	# uv (from PyPI) resolves and installs the same packages in ~5 s where pip took ~68 s
-	# on a fresh clone (a third of the suite's set-up); pip stays the fallback.
-	if .venv/bin/pip install -q uv && .venv/bin/uv pip install -q --python .venv/bin/python \
-		-e '.[test,labgrid]'; then
+	# on a fresh clone (a third of the suite's set-up); pip stays the fallback. Bytecode
+	# compiled at install: uv writes none by default, and where PYTHONDONTWRITEBYTECODE is
+	# set (this lab's machines) every `irqlab report` compiled matplotlib again (1-3.5 s).
+	if .venv/bin/pip install -q uv && .venv/bin/uv pip install -q --compile-bytecode \
+		--python .venv/bin/python -e '.[test,labgrid]'; then
 		:
 	else
 		log "uv unavailable or failed: installing with pip"
