@@ -223,7 +223,8 @@ def over_time_plot(run: RunData) -> Plot | None:
         ax.set_xlabel("time since the first deadline (s)")
         ax.set_ylabel("latency (log)")
         ax.set_title(_lit(f"Latency over time — {run.label}"))
-        ax.legend(loc="upper right", fontsize=8)
+        if ax.get_legend_handles_labels()[0]:      # no threshold and nothing above it
+            ax.legend(loc="upper right", fontsize=8)
     return Plot(f"run{run.run_id}-over-time", f"Latency over time of {run.label}", fig)
 
 
