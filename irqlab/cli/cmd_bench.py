@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from irqlab.argtypes import count_in, run_length
-from irqlab.cli.common import EXIT_OK, count, duration, renderer
+from irqlab.cli.common import EXIT_OK, count, duration
+from irqlab.cli.output import json_or_text, show
 
 NAME = "bench"
 # Sizes of a benchmark's synthetic input: at least one (0 divided by 0, or measured
@@ -116,5 +117,5 @@ def run(args: argparse.Namespace) -> int:
             "startup": {"rounds": max(1, args.rounds)},
             "serve": {"runs": max(2, args.serve_runs), "rounds": max(1, args.rounds)}}
     figures = run_benchmarks(args.what or list(DEFAULT_BENCHES), opts)
-    renderer(args).bench(figures)
+    show({"type": "bench_figures", "figures": figures}, json_or_text(args))
     return EXIT_OK

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from typing import Callable
 
 from irqlab.cli.common import EXIT_FAIL, EXIT_OK
-from irqlab.cli.render import OUTPUT_WIDTH
+from irqlab.cli.output import OUTPUT_WIDTH
 from irqlab.doctor import NEEDED, NOT_YET, SETUP, Check
 
 DOCTOR_VERSION = 1

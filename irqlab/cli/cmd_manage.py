@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path
-from irqlab.cli.render import json_line
+from irqlab.cli.output.json_lines import json_line
 from irqlab.cli.safe_text import printable
 
 _SELECTORS = ("run id or name (latest run of that name); tag:KEY=VALUE, suite:NAME or "

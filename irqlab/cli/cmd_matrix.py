@@ -15,7 +15,7 @@ from irqlab.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, 
 from irqlab.cli.common import db_ref
 from irqlab.cli.cmd_run import repeat_arg, repeat_count
 from irqlab.cli.matrix import SUMMARY_COLUMNS, CellResult, run_matrix
-from irqlab.cli.render import json_line
+from irqlab.cli.output.json_lines import json_line
 from irqlab.cli.scenario import (MAX_CELLS, PAIR_SEP, ScenarioError, cell_id, load_scenario,
                                  value_text)
 from irqlab.store import open_store
@@ -189,7 +189,7 @@ def render(results: list[CellResult], keys: list[str], fmt: str, title: str,
     from rich.console import Console
     from rich.table import Table
 
-    from irqlab.cli.render import OUTPUT_WIDTH
+    from irqlab.cli.output import OUTPUT_WIDTH
 
     table = Table(title=f"{title}" + (" (latencies in ns)" if raw else ""))
     for i, col in enumerate(header):

@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 
 from irqlab.cli.common import EXIT_OK, UsageError
-from irqlab.cli.render import json_line
+from irqlab.cli.output.json_lines import json_line
 
 NAME = "xentrace"
 USAGE = ("%(prog)s [-h] [--json] [--tsc-hz HZ] CAPTURE   (a run's capture: its rate is "

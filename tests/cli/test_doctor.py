@@ -70,6 +70,6 @@ def test_human_lines_fit_120_columns(tmp_path):
 
 
 def test_the_emulated_banner_fits_120_columns():
-    from irqlab.cli.render import EMULATED_BANNER
+    from irqlab.cli.output.lines import EMULATED_BANNER
 
     assert len(EMULATED_BANNER.format(accel="tcg")) <= 120

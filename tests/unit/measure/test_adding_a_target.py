@@ -56,7 +56,7 @@ def test_a_matrix_plans_it_with_its_own_boot_estimate(registered, tmp_path, monk
     monkeypatch.setattr(type(registered), "boot_estimate_s", 7.0)
     toml = tmp_path / "fake.toml"
     toml.write_text('name = "fake"\n[run]\ntarget = "fake"\nperiod = "1ms"\n'
-                    'duration = "3s"\n[matrix]\nfake_behaviour = ["ok"]\n')
+                    'duration = "3s"\n[matrix]\nwarmup = [0]\n')
     code = main(["matrix", str(toml), "--dry-run", "--format", "json"])
     assert code == 0, capsys.readouterr().err
     (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

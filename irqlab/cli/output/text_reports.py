@@ -1,0 +1,122 @@
+"""Text formatters of the analyses: `explain` (the explain object and the files written),
+`tail` (the extreme-value fit), `trend` (change points), `show --hist`. Each takes its
+model and the View and returns lines already made printable (written as they are)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from irqlab.cli.safe_text import printable
+from irqlab.durations import format_latency
+
+if TYPE_CHECKING:
+    from irqlab.cli.output.seam import View
+    from irqlab.cli.output.screen import Block
+    from irqlab.reports.trend import Trend
+
+# The file outputs of `irqlab explain` (their keys in the explain object).
+EXPLAIN_FILES = ("dat", "text", "perfetto", "chrome_json")
+
+
+def explain_text(model: dict[str, Any], view: View) -> list[Block]:
+    """The explain object for people (irqlab.explain.report.render_json), then one line
+    per file written (model: the explain object with the files' keys)."""
+    from irqlab.explain.report import render_json
+
+    js = {k: v for k, v in model.items() if k not in EXPLAIN_FILES}
+    files = {k: model[k] for k in EXPLAIN_FILES if k in model}
+    return [render_json(js, show_all=view.show_all, width=view.width),
+            *written_lines(files)]
+
+
+def written_lines(files: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per file written (the human output's last lines)."""
+    out = []
+    if "dat" in files:
+        d = files["dat"]
+        out.append(f"wrote {d['file']}: trace.dat v6, {d['events']} events, "
+                   f"{d['pages']} pages, {d['bytes']} bytes")
+    if "text" in files:
+        t = files["text"]
+        out.append(f"wrote {t['file']}: ftrace text, {t['events']} events, "
+                   f"{t['bytes']} bytes")
+    if "perfetto" in files:
+        p = files["perfetto"]
+        out.append(f"wrote {p['file']}: Perfetto protobuf trace, {p['events']} host events, "
+                   f"{p['samples']} samples, {p['spikes']} spikes, {p['bytes']} bytes")
+    if "chrome_json" in files:
+        c = files["chrome_json"]
+        out.append(f"wrote {c['file']}: Chrome trace JSON, {c['events']} events")
+    return out
+
+
+def tail_text(model: dict[str, Any], view: View) -> list[Block]:
+    """`irqlab tail`: the fit, its checks and figures (irqlab.reports.tail.tail_lines)."""
+    from irqlab.reports.tail import tail_lines
+
+    return [printable(text, False) for text in tail_lines(model)]
+
+
+def run_histograms_text(model: dict[str, Any], view: View) -> list[Block]:
+    """`irqlab show --hist`: each run's histogram, a blank line between runs (model:
+    {"type": "run_histograms", "runs": [...]})."""
+    from irqlab.reports.termhist import histogram_lines
+
+    out: list[Block] = []
+    for i, run in enumerate(model["runs"]):
+        out += ([""] if i else []) + histogram_lines(run)
+    return out
+
+
+def trend_text(model: dict[str, Any], view: View) -> list[Block]:
+    """`irqlab trend` (model: {"type": "trend_result", "trend": a reports.trend.Trend})."""
+    return [printable(text, False) for text in trend_lines(model["trend"])]
+
+
+def trend_lines(trend: Trend) -> list[str]:
+    """One line per run (date, run, value; change points marked), then one per change."""
+    label = trend.metric.label
+    scale = "log scale" if trend.log_scale else "linear scale: a value is 0"
+    order = f"tag {trend.by_tag}, then start time" if trend.by_tag else "start time"
+    out = [f"{label} of {len(trend.points)} runs ({' '.join(trend.selectors)}) by {order}; "
+           f"change points: E-divisive means, p <= {trend.p_max:g}, "
+           f"{trend.permutations} permutations, >= {trend.min_size} runs a segment, {scale}"]
+    width = max(len(str(p.run_id)) for p in trend.points)
+    tag_width = max(len(p.tag_value or "") for p in trend.points)
+    for i, p in enumerate(trend.points):
+        mark = "*" if i in trend.starts else " "
+        status = "" if p.status == "ok" else f" ({p.status})"
+        tag = f"{trend.by_tag}={p.tag_value:<{tag_width}}  " if trend.by_tag else ""
+        out.append(f"{mark} {p.started_at:%Y-%m-%d %H:%M:%S}  #{p.run_id:<{width}}  {tag}"
+                   f"{format_latency(_ns(p.value_ns)):>10}  {p.name}{status}"
+                   + ("   <- change point" if mark == "*" else ""))
+    if trend.skipped:
+        why = f"no {label} in the summary" + (f" or no tag {trend.by_tag}"
+                                               if trend.by_tag else "")
+        out.append(f"({why}: run(s) {', '.join(f'#{p.run_id}' for p in trend.skipped)} "
+                   f"left out)")
+    for c in trend.change_points:
+        p = trend.points[c.index]
+        ratio = "—" if math.isnan(c.ratio) else f"x{c.ratio:.3g}"
+        out.append(f"change at run #{p.run_id} {p.name} ({p.started_at:%Y-%m-%d %H:%M:%S}): "
+                   f"{label} {format_latency(_ns(c.mean_before))} -> "
+                   f"{format_latency(_ns(c.mean_after))} "
+                   f"({ratio}, segment means), p = {c.p_value:.3g}")
+    ex = trend.exchangeability
+    if ex is not None and ex.drift:
+        out.append(f"drift: no verdict — the runs drift (lag-1 autocorrelation "
+                   f"{ex.lag1:.2f} > {ex.bound:.2f}): too few blocks of {ex.block_len} "
+                   f"runs to test a change; measure more runs or steady the host")
+    elif not trend.change_points:
+        out.append(f"no change point with p <= {trend.p_max:g} in {len(trend.points)} runs")
+    if ex is not None and ex.block_len > 1 and not ex.drift:
+        out.append(f"runs autocorrelated (lag-1 {ex.lag1:.2f} > {ex.bound:.2f}): tested "
+                   f"by permuting blocks of {ex.block_len} runs")
+    return out
+
+
+def _ns(value: float | None) -> int | None:
+    """A figure to the ns, as the JSON has means (format_latency prints ns as given: a
+    float, e.g. a segment mean, would show all its digits)."""
+    return None if value is None else round(value)
