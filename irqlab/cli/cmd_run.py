@@ -15,8 +15,6 @@ from irqlab.cli.recorder_options import on_threshold, recorder_hook
 from irqlab.cli.cmd_manage import tag_pair
 from irqlab.argtypes import period, run_length
 from irqlab.cli.output import json_or_text, show
-from irqlab.cli.output.json_lines import json_line
-from irqlab.cli.safe_text import printable
 from irqlab.store import keeps_files, open_store
 
 NAME = "run"
@@ -382,14 +380,10 @@ def _run_suite(cfgs: list, out, args: argparse.Namespace) -> int:
     if not single:
         show(suite.json_object(), json_or_text(args), out.screen)
     for i, series in enumerate(suite.series):
-        if args.json:
-            print(json_line(series.json_object()), flush=True)
-        else:
-            others = suite.series[:i] + suite.series[i + 1:]
-            print(printable(series.line(others), False), flush=True)
-    if suite.auto is not None and not args.json:
-        from irqlab.reports.noise import auto_text
-        print(printable(auto_text(suite.auto), False), flush=True)
+        show({"type": "series_result", "series": series,
+              "others": suite.series[:i] + suite.series[i + 1:]}, json_or_text(args))
+    if suite.auto is not None:
+        show({"type": "auto_result", "auto": suite.auto}, json_or_text(args))
     if suite.status == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_OK if suite.status == "ok" else EXIT_FAIL

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import io
 import shutil
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import sys
 import pytest
 
 from irqlab.cli.cmd_completion import completion_script, man_lines, _parser
-from irqlab.cli.cmd_matrix import render
+from irqlab.cli.output.text_matrix import matrix_markdown
 from irqlab.cli.matrix import CellResult
 
 
@@ -87,11 +86,11 @@ def test_man_page_renders_and_documents_every_option(tmp_path):
 def test_matrix_markdown_escapes_pipes_in_cells():
     res = CellResult({"load": "cpu:cpus=1|2", "knob": "a<b>"}, 7, "ok",
                      {"mean_ns": 10, "max_ns": 20}, ["pin=1: not applicable | here"])
-    out = io.StringIO()
-    render([res], ["load", "knob"], "markdown", "t|x", out)
-    rows = [x for x in out.getvalue().splitlines() if x.startswith("| ")]
+    lines = matrix_markdown({"type": "matrix_results", "results": [res],
+                             "keys": ["load", "knob"], "title": "t|x", "raw": False})
+    rows = [x for x in lines if x.startswith("| ")]
     header, row = rows[0], rows[1]
     assert row.startswith("| cpu:cpus=1\\|2 | a&lt;b&gt; | 7 | ok |")
     # Unescaped pipes split the row into as many cells as the header has, no more.
     assert row.replace("\\|", "").count("|") == header.count("|")
-    assert "not applicable \\| here" in out.getvalue()
+    assert "not applicable \\| here" in "\n".join(lines)

@@ -19,6 +19,16 @@ def _compare_csv(model: dict[str, Any]) -> list[str]:
     return csv_lines(model)
 
 
+def _matrix_markdown(model: dict[str, Any]) -> list[str]:
+    from irqlab.cli.output.text_matrix import matrix_markdown
+    return matrix_markdown(model)
+
+
+def _matrix_csv(model: dict[str, Any]) -> list[str]:
+    from irqlab.cli.output.text_matrix import matrix_csv
+    return matrix_csv(model)
+
+
 def _histograms_markdown(model: dict[str, Any]) -> list[str]:
     from irqlab.cli.output.text_compare import histograms_markdown
     return histograms_markdown(model)
@@ -26,8 +36,9 @@ def _histograms_markdown(model: dict[str, Any]) -> list[str]:
 
 # Format -> model type -> its lines: a model's markdown or csv form is one line here.
 DOCUMENTS: dict[str, dict[str, Callable[[dict[str, Any]], list[str]]]] = {
-    "markdown": {"compare": _compare_markdown, "compare_histograms": _histograms_markdown},
-    "csv": {"compare": _compare_csv},
+    "markdown": {"compare": _compare_markdown, "compare_histograms": _histograms_markdown,
+                 "matrix_results": _matrix_markdown},
+    "csv": {"compare": _compare_csv, "matrix_results": _matrix_csv},
 }
 
 

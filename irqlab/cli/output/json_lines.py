@@ -4,6 +4,7 @@ each line a versioned object; ``JsonLines`` is its exporter on the output seam."
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any, Callable
 
 # Version of each JSON line type (docs/formats.md section 4; schemas in docs/schema/).
@@ -49,6 +50,15 @@ OBJECTS: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
     "compare_histograms": lambda m: list(m["runs"]),
     "run_histograms": lambda m: list(m["runs"]),
     "trend_result": lambda m: m["trend"].lines(),
+    "export_result": lambda m: [m["line"]],
+    "push_result": lambda m: [m["line"]],
+    "xentrace_summary": lambda m: list(m["lines"]),
+    # irqlab.doctor.Check objects, a line each: {"type": "doctor", "version", **fields}.
+    "doctor_checks": lambda m: [{"type": "doctor", "version": m["version"], **asdict(c)}
+                                for _heading, checks in m["groups"] for c in checks],
+    "series_result": lambda m: [m["series"].json_object()],
+    "auto_result": lambda m: [],
+    "matrix_results": lambda m: [r.row() for r in m["results"]],
 }
 
 

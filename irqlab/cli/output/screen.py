@@ -216,7 +216,18 @@ class Rich:
     max_width: int | None = None
 
 
-Block = Union[str, Line, PlainTable, Rich]
+@dataclass(frozen=True)
+class Fixed:
+    """Renderables printed by a console of their own, ``width`` columns wide, long lines
+    wrapped (not the screen's console: matrix's results keep their 120 columns on any
+    terminal); a string is printed as ``console.print(text, markup=False)``, anything
+    else as ``console.print(renderable)``."""
+
+    renderables: tuple[Any, ...]
+    width: int
+
+
+Block = Union[str, Line, PlainTable, Rich, Fixed]
 
 
 class Screen:
@@ -257,6 +268,8 @@ class Screen:
                 self._print(block.text, block.style, block.markup)
             elif isinstance(block, PlainTable):
                 self._print_table(block)
+            elif isinstance(block, Fixed):
+                _print_fixed(block)
             else:
                 self._print_rich(block)
         if verbatim:
@@ -298,3 +311,14 @@ class Screen:
             c.print(block.renderable)
         finally:
             c.width = width
+
+
+def _print_fixed(block: Fixed) -> None:
+    from rich.console import Console
+
+    console = Console(highlight=False, soft_wrap=False, width=block.width)
+    for renderable in block.renderables:
+        if isinstance(renderable, str):
+            console.print(renderable, markup=False)
+        else:
+            console.print(renderable)

@@ -7,11 +7,14 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from irqlab.cli.output.seam import UnknownFormat, View
 from irqlab.cli.output.text_compare import compare_text, histograms_text
+from irqlab.cli.output.text_matrix import matrix_text
 from irqlab.cli.output.text_reports import (explain_text, run_histograms_text, tail_text,
                                             trend_text)
-from irqlab.cli.output.text_runs import (bench_text, check_text, import_text,
+from irqlab.cli.output.text_runs import (auto_text, bench_text, check_text, import_text,
                                          report_text, run_detail_text, run_list_text,
-                                         suite_text, summary_text)
+                                         series_text, suite_text, summary_text)
+from irqlab.cli.output.text_store import export_text, push_text, rm_text, tag_text
+from irqlab.cli.output.text_tools import doctor_text, rtds_text, xentrace_text
 
 if TYPE_CHECKING:
     from irqlab.cli.output.screen import Block
@@ -32,6 +35,16 @@ TEXT: dict[str, Callable[[dict[str, Any], View], list[Block]]] = {
     "tail": tail_text,
     "trend_result": trend_text,
     "run_histograms": run_histograms_text,
+    "series_result": series_text,
+    "auto_result": auto_text,
+    "tag": tag_text,
+    "rm": rm_text,
+    "export_result": export_text,
+    "push_result": push_text,
+    "model": rtds_text,
+    "xentrace_summary": xentrace_text,
+    "doctor_checks": doctor_text,
+    "matrix_results": matrix_text,
 }
 
 

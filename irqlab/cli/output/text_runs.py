@@ -11,6 +11,7 @@ from irqlab.cli.output.lines import (EMULATED_BANNER, SUITE_COLUMNS, _value_text
                                      part_lines, per_cpu_lines, start_cell, suite_rows,
                                      summary_lines)
 from irqlab.cli.output.screen import Block, Data, Line, PlainTable, Rich
+from irqlab.cli.safe_text import printable
 from irqlab.durations import format_latency, format_ns
 from irqlab.humanize import format_when
 from irqlab.stats.fields import LIST_TABLE, WINDOW_TABLE
@@ -153,3 +154,17 @@ def report_text(info: dict[str, Any], view: View) -> list[Block]:
                         f"{info['seconds']:.2f} s", ""))
     out += [Line(f"wrote {path}", "") for path in info.get("plot_files", [])]
     return out
+
+
+def series_text(model: dict[str, Any], view: View) -> list[Block]:
+    """A --repeat series' line, against the suite's other series (model: {"type":
+    "series_result", "series": an irqlab.suite series, "others": the others})."""
+    return [printable(model["series"].line(model["others"]), False)]
+
+
+def auto_text(model: dict[str, Any], view: View) -> list[Block]:
+    """--repeat auto's verdict (model: {"type": "auto_result", "auto": suite.auto});
+    JSON lines have it in the suite line."""
+    from irqlab.reports.noise import auto_text as verdict_text
+
+    return [printable(verdict_text(model["auto"]), False)]
