@@ -25,8 +25,8 @@ CLI = Path(__file__).parents[2] / "irqlab" / "cli"
 WRITES_ITS_OWN = {
     "cmd_completion.py": "shell completion scripts and the man page (roff): files",
     "cmd_serve.py": "the server's address and token as it starts, before serving",
-    "matrix_plan.py": "a dry run streams its plan, up to 10^12 cells, row by row",
-    "cmd_matrix.py": "hands that stream stdout (--dry-run)",
+    "cmd_matrix.py": "--dry-run streams its plan (matrix_plan.py) to stdout, up to "
+                     "10^12 cells, row by row",
     "render.py": "a run's live window lines, as each window ends (not a model)",
     "main.py": "flushes stdout, and points it at /dev/null once broken (full, closed)",
     "matrix_pool.py": "a pool worker's results to its parent over a pipe: a protocol",
