@@ -15,8 +15,6 @@ if TYPE_CHECKING:
     from irqlab.cli.output.screen import Block
     from irqlab.reports.trend import Trend
 
-# The file outputs of `irqlab explain` (their keys in the explain object).
-EXPLAIN_FILES = ("dat", "text", "perfetto", "chrome_json")
 
 
 def explain_text(model: dict[str, Any], view: View) -> list[Block]:
@@ -24,31 +22,29 @@ def explain_text(model: dict[str, Any], view: View) -> list[Block]:
     per file written (model: the explain object with the files' keys)."""
     from irqlab.explain.report import render_json
 
-    js = {k: v for k, v in model.items() if k not in EXPLAIN_FILES}
-    files = {k: model[k] for k in EXPLAIN_FILES if k in model}
+    keys = [key for key, _what, _figures in _WRITTEN]
+    js = {k: v for k, v in model.items() if k not in keys}
+    files = {k: model[k] for k in keys if k in model}
     return [render_json(js, show_all=view.show_all, width=view.width),
             *written_lines(files)]
 
 
+# Each file explain writes: (key, what it is, (figure key, its label) ...), in order.
+_WRITTEN = (
+    ("dat", "trace.dat v6", (("events", "events"), ("pages", "pages"), ("bytes", "bytes"))),
+    ("text", "ftrace text", (("events", "events"), ("bytes", "bytes"))),
+    ("perfetto", "Perfetto protobuf trace", (("events", "host events"), ("samples", "samples"),
+                                             ("spikes", "spikes"), ("bytes", "bytes"))),
+    ("chrome_json", "Chrome trace JSON", (("events", "events"),)),
+)
+
+
 def written_lines(files: dict[str, dict[str, Any]]) -> list[str]:
-    """One line per file written (the human output's last lines)."""
-    out = []
-    if "dat" in files:
-        d = files["dat"]
-        out.append(f"wrote {d['file']}: trace.dat v6, {d['events']} events, "
-                   f"{d['pages']} pages, {d['bytes']} bytes")
-    if "text" in files:
-        t = files["text"]
-        out.append(f"wrote {t['file']}: ftrace text, {t['events']} events, "
-                   f"{t['bytes']} bytes")
-    if "perfetto" in files:
-        p = files["perfetto"]
-        out.append(f"wrote {p['file']}: Perfetto protobuf trace, {p['events']} host events, "
-                   f"{p['samples']} samples, {p['spikes']} spikes, {p['bytes']} bytes")
-    if "chrome_json" in files:
-        c = files["chrome_json"]
-        out.append(f"wrote {c['file']}: Chrome trace JSON, {c['events']} events")
-    return out
+    """One line per file written (the human output's last lines): 'wrote FILE: what it
+    is, N events, ...'."""
+    return [f"wrote {files[key]['file']}: {what}, "
+            + ", ".join(f"{files[key][fig]} {label}" for fig, label in figures)
+            for key, what, figures in _WRITTEN if key in files]
 
 
 def tail_text(model: dict[str, Any], view: View) -> list[Block]:
