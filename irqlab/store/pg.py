@@ -736,25 +736,29 @@ class TableSamples:
         return stored_figures(self.store._sample_query, postgres_quantiles, self.run_id,
                               quantiles, threshold_tick)
 
-    def iter_samples(self, batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
+    def _columns(self, cursor: str, columns: str, order: str, batch: int
+                 ) -> Iterator[np.ndarray]:
+        """The run's ``columns`` in ``order``, ``batch`` rows at a time, as int64
+        columns (rows transposed), through a named (server-side) cursor."""
         con = self.store.con
-        with con.cursor(name=f"irqlab_samples_{self.run_id}") as cur:
+        with con.cursor(name=f"irqlab_{cursor}_{self.run_id}") as cur:
             cur.itersize = batch
-            cur.execute("SELECT seq, deadline_tick, entry_tick, flags, cpu FROM samples "
-                        "WHERE run_id = %s ORDER BY seq", (self.run_id,))
-            while True:
-                rows = cur.fetchmany(batch)
-                if not rows:
-                    break
-                cols = np.array(rows, dtype=np.int64).T
-                yield pa.record_batch(
-                    [numeric_array(cols[0].view(np.uint64)),
-                     numeric_array(cols[1].view(np.uint64)),
-                     numeric_array(cols[2].view(np.uint64)),
-                     numeric_array(cols[3].astype(np.uint32)),
-                     numeric_array(cols[4].astype(np.uint32))],
-                    names=["seq", "deadline_tick", "entry_tick", "flags", "cpu"])
+            cur.execute(f"SELECT {columns} FROM samples WHERE run_id = %s ORDER BY {order}",
+                        (self.run_id,))
+            while rows := cur.fetchmany(batch):
+                yield np.array(rows, dtype=np.int64).T
         con.rollback()
+
+    def iter_samples(self, batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
+        for cols in self._columns("samples", "seq, deadline_tick, entry_tick, flags, cpu",
+                                  "seq", batch):
+            yield pa.record_batch(
+                [numeric_array(cols[0].view(np.uint64)),
+                 numeric_array(cols[1].view(np.uint64)),
+                 numeric_array(cols[2].view(np.uint64)),
+                 numeric_array(cols[3].astype(np.uint32)),
+                 numeric_array(cols[4].astype(np.uint32))],
+                names=["seq", "deadline_tick", "entry_tick", "flags", "cpu"])
 
     def iter_latency(self, batch: int = 1 << 20, with_deadline: bool = False
                      ) -> Iterator[Any]:
@@ -766,15 +770,6 @@ class TableSamples:
 
     def iter_by_deadline(self, batch: int = 1_000_000
                          ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        con = self.store.con
-        with con.cursor(name=f"irqlab_by_deadline_{self.run_id}") as cur:
-            cur.itersize = batch
-            cur.execute("SELECT deadline_tick, entry_tick, flags FROM samples "
-                        "WHERE run_id = %s ORDER BY deadline_tick, seq", (self.run_id,))
-            while True:
-                rows = cur.fetchmany(batch)
-                if not rows:
-                    break
-                cols = np.array(rows, dtype=np.int64).T
-                yield cols[0], cols[1], cols[2]
-        con.rollback()
+        for cols in self._columns("by_deadline", "deadline_tick, entry_tick, flags",
+                                  "deadline_tick, seq", batch):
+            yield cols[0], cols[1], cols[2]
