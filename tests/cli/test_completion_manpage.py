@@ -6,13 +6,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import subprocess
-import sys
 
 import pytest
 
 from irqlab.cli.cmd_completion import completion_script, man_lines, _parser
 from irqlab.cli.output.text_matrix import matrix_markdown
 from irqlab.cli.matrix import CellResult
+from tests.conftest import call_argv
 
 
 def _bash_complete(script: str, words: list[str]) -> list[str]:
@@ -51,12 +51,13 @@ def test_zsh_completion_names_every_command():
 
 
 def test_cli_prints_them(tmp_path):
+    # In this interpreter (call_argv): what is printed is the point, not the process
+    # (4 children cost ~8 s of the quick set; start-up has tests/cli/test_startup.py).
     for args in (["completion", "bash"], ["completion", "zsh"], ["manpage"]):
-        proc = subprocess.run([sys.executable, "-m", "irqlab.cli.main", *args],
-                              capture_output=True, text=True, timeout=60)
+        proc = call_argv(args)
         assert proc.returncode == 0 and len(proc.stdout) > 1000, proc.stderr
-    bad = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "completion", "fish"],
-                         capture_output=True, text=True, timeout=60)
+    assert call_argv(["completion", "bash"]).stdout == completion_script("bash")
+    bad = call_argv(["completion", "fish"])
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 
 
