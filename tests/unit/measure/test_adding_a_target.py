@@ -12,6 +12,7 @@ import pytest
 
 from irqlab.cli import cmd_doctor
 from irqlab.cli.main import main
+from irqlab.cli.scenario import _run_parser
 from irqlab.store import Store
 from irqlab.targets import TARGETS, all_options
 
@@ -57,7 +58,13 @@ def test_a_matrix_plans_it_with_its_own_boot_estimate(registered, tmp_path, monk
     toml = tmp_path / "fake.toml"
     toml.write_text('name = "fake"\n[run]\ntarget = "fake"\nperiod = "1ms"\n'
                     'duration = "3s"\n[matrix]\nwarmup = [0]\n')
-    code = main(["matrix", str(toml), "--dry-run", "--format", "json"])
+    # The matrix's `irqlab run` parser is built once a process: built before the fake
+    # was registered (another test on this worker), it would lack the fake's options.
+    _run_parser.cache_clear()
+    try:
+        code = main(["matrix", str(toml), "--dry-run", "--format", "json"])
+    finally:
+        _run_parser.cache_clear()
     assert code == 0, capsys.readouterr().err
     (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert (row["target"], row["boot_estimate_s"], row["estimated_s"]) == ("fake", 7.0, 10.0)
