@@ -21,7 +21,7 @@ run's Renderer (cli/render.py), and its summary then comes here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from irqlab.cli.output.seam import OUTPUT_WIDTH, Exporter, UnknownFormat, View
 
@@ -32,21 +32,38 @@ __all__ = ["FORMATS", "OUTPUT_WIDTH", "Exporter", "UnknownFormat", "View", "expo
            "json_or_text", "show"]
 
 
-def exporter_for(fmt: str, view: View | None = None) -> Exporter:
-    """The exporter of format ``fmt`` (one of FORMATS)."""
-    if fmt == "json":
-        from irqlab.cli.output.json_lines import JsonLines
-        return JsonLines()
-    if fmt in ("markdown", "csv"):
+def _text(view: View) -> Exporter:
+    # Each format's module imported when asked for (a --json command loads no rich).
+    from irqlab.cli.output.text import Text
+    return Text(view)
+
+
+def _json(view: View) -> Exporter:
+    from irqlab.cli.output.json_lines import JsonLines
+    return JsonLines()
+
+
+def _document(fmt: str) -> Callable[[View], Exporter]:
+    def make(view: View) -> Exporter:
         from irqlab.cli.output.documents import Document
         return Document(fmt)
-    if fmt == "text":
-        from irqlab.cli.output.text import Text
-        return Text(view or View())
-    raise UnknownFormat(f"no output format {fmt!r}: choose from {', '.join(FORMATS)}")
+    return make
 
 
-FORMATS = ("text", "json", "markdown", "csv")
+# Format name -> its exporter, made for a View: a new format is one line here.
+FORMATS: dict[str, Callable[[View], Exporter]] = {
+    "text": _text, "json": _json, "markdown": _document("markdown"), "csv": _document("csv"),
+}
+
+
+def exporter_for(fmt: str, view: View | None = None) -> Exporter:
+    """The exporter of format ``fmt`` (one of FORMATS)."""
+    try:
+        make = FORMATS[fmt]
+    except KeyError:
+        raise UnknownFormat(f"no output format {fmt!r}: choose from "
+                            f"{', '.join(FORMATS)}") from None
+    return make(view or View())
 
 
 def json_or_text(args: Any, view: View | None = None) -> Exporter:
