@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from irqlab.argtypes import count_in, run_length
-from irqlab.cli.common import EXIT_OK, count, duration, renderer
+from irqlab.cli.common import EXIT_OK, count, duration
+from irqlab.cli.output import json_or_text, show
 
 NAME = "bench"
 # Sizes of a benchmark's synthetic input: at least one (0 divided by 0, or measured
@@ -17,6 +18,7 @@ at_least_one = count_in(1, 10**12, "a benchmark needs something to measure")
 def register(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("bench", help="print performance figures (a benchmark, not a test)")
     from irqlab.bench import BENCHES, DEFAULT_BENCHES
+    from irqlab.targets import TARGETS
 
     # metavar keeps the usage line short enough for man(1) to set; the names are in help.
     b.add_argument("what", nargs="*", choices=[*BENCHES, []], metavar="BENCH",
@@ -71,9 +73,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--b-period", type=duration, default=None, metavar="DUR",
                    help="noise: also a real A/B: each pair measures a third series at "
                         "this period (a configuration that differs), judged against A")
-    b.add_argument("--target", choices=("native", "guest"), default="native",
-                   help="noise: what the runs measure (default native: this host, no VM "
-                        "to boot; guest boots QEMU for every run)")
+    # The targets declare which suit it (Target.noise_bench); the default is the one
+    # quickest to start.
+    noise_targets = [t for t in TARGETS.values() if t.noise_bench]
+    b.add_argument("--target", choices=[t.name for t in noise_targets],
+                   default=min(noise_targets, key=lambda t: t.boot_estimate_s).name,
+                   help="noise: what the runs measure, a target cheap enough for hundreds "
+                        "of runs (default %(default)s)")
     b.add_argument("--serve-runs", type=count, default=100_000, metavar="N",
                    help="serve: runs in the store the runs page is served from (default "
                         "100,000)")
@@ -112,5 +118,5 @@ def run(args: argparse.Namespace) -> int:
             "startup": {"rounds": max(1, args.rounds)},
             "serve": {"runs": max(2, args.serve_runs), "rounds": max(1, args.rounds)}}
     figures = run_benchmarks(args.what or list(DEFAULT_BENCHES), opts)
-    renderer(args).bench(figures)
+    show({"type": "bench_figures", "figures": figures}, json_or_text(args))
     return EXIT_OK

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from irqlab.cli.cmd_compare import add_run_args
 from irqlab.stats.fields import METRICS
 from irqlab.cli.common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, count, db_path,
-                               duration, renderer)
+                               duration)
+from irqlab.cli.output import json_or_text, show
 from irqlab.reports.select import select_runs
 from irqlab.stats.fields import CHECK_LIMITS
 from irqlab.store import StoreError, open_store
@@ -128,9 +129,10 @@ def run(args: argparse.Namespace) -> int:
         _write_junit(args.junit, [failed], time.monotonic() - started)
         raise
     _write_junit(args.junit, results, time.monotonic() - started)
-    out = renderer(args)
+    out = json_or_text(args)
     for res in results:
-        out.check({**res.to_dict(), "metric": args.metric}, result_lines(res))
+        show({"type": "check_result", "result": {**res.to_dict(), "metric": args.metric},
+              "lines": result_lines(res)}, out)
     # A run that cannot be judged is a data error (2), unless a gate already failed it:
     # a failed run without samples is a failed check, as CI should see it.
     if any(r.error and not r.gate_failed for r in results):

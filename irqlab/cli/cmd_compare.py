@@ -8,7 +8,7 @@ from typing import Any
 from irqlab.cli.common import EXIT_OK, UsageError, count, db_path, duration
 from irqlab.cli.common import db_ref
 from irqlab.argtypes import count_in
-from irqlab.cli.render import HumanRenderer, JsonRenderer, LinesRenderer, Renderer
+from irqlab.cli.output import View, exporter_for, show
 from irqlab.reports import noise
 from irqlab.reports.select import select_runs
 from irqlab.stats.fields import METRICS
@@ -88,20 +88,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "each compare_run gains per_cpu {\"0\": figures, ...}")
 
 
-def choose_renderer(fmt: str) -> Renderer:
-    # The report modules read the store (DuckDB, Arrow): imported when used, not when
-    # the parser is built (docs/design.md, "Start-up").
-    from irqlab.reports.tables import csv_lines, markdown_lines
-
-    if fmt == "json":
-        return JsonRenderer()
-    if fmt == "markdown":
-        return LinesRenderer(markdown_lines)
-    if fmt == "csv":
-        return LinesRenderer(csv_lines)
-    return HumanRenderer()
-
-
 def run(args: argparse.Namespace) -> int:
     from irqlab.reports.compare import build_compare
     from irqlab.reports.data import load_runs
@@ -119,10 +105,11 @@ def run(args: argparse.Namespace) -> int:
                               margins=args.margin)
         model["metric"] = args.metric
         hists = _histograms(store, runs) if args.hist else []
-    out = choose_renderer(fmt)
-    out.verbose = args.verbose
-    out.compare(model)
-    _print_histograms(hists, fmt)
+    # --format human is the text exporter (the option's spelling is the user's contract).
+    out = exporter_for("text" if fmt == "human" else fmt, View(verbose=args.verbose))
+    show(model, out)
+    if hists:
+        show({"type": "compare_histograms", "runs": hists}, out)
     return EXIT_OK
 
 
@@ -133,19 +120,3 @@ def _histograms(store: Any, runs: list[Any]) -> list[dict[str, Any]]:
         return run_histograms(store, runs)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-
-
-def _print_histograms(models: list[dict[str, Any]], fmt: str) -> None:
-    """compare --hist: after the comparison, the runs' histograms (JSON: a line each)."""
-    if not models:
-        return
-    from irqlab.cli.render import json_line
-    from irqlab.reports.termhist import side_by_side_lines
-
-    if fmt == "json":
-        lines = [json_line(m) for m in models]
-    else:
-        lines = ["", "histogram (latency, then per run: count and log10 bar)"]
-        body = side_by_side_lines(models)
-        lines += ["```", *body, "```"] if fmt == "markdown" else body
-    print("\n".join(lines), flush=True)

@@ -9,14 +9,12 @@ though some answers are "needs root".
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-from dataclasses import asdict
 from typing import Callable
 
 from irqlab.cli.common import EXIT_FAIL, EXIT_OK
-from irqlab.cli.render import OUTPUT_WIDTH
+from irqlab.cli.output import json_or_text, show
 from irqlab.doctor import NEEDED, NOT_YET, SETUP, Check
 
 DOCTOR_VERSION = 1
@@ -154,15 +152,9 @@ def run(args: argparse.Namespace) -> int:
     results = [c() for c in host] + _targets() + [_store(args.db)()]
     # Two groups, in this order: what a run needs (a NO fails: exit 1), then what irqlab
     # creates when first needed (informational).
-    for group in (NEEDED, NOT_YET):
-        mine = [r for r in results if r.group == group]
-        if mine and not args.json:
-            print(f"{group}:" if group == NEEDED
-                  else f"{group} (irqlab makes it on first use; not a failure):")
-        for r in mine:
-            if args.json:
-                print(json.dumps({"type": "doctor", "version": DOCTOR_VERSION,
-                                  **asdict(r)}))
-            else:
-                print("\n".join(r.lines(OUTPUT_WIDTH)))
+    groups = [(NEEDED, [r for r in results if r.group == NEEDED]),
+              (f"{NOT_YET} (irqlab makes it on first use; not a failure)",
+               [r for r in results if r.group == NOT_YET])]
+    show({"type": "doctor_checks", "version": DOCTOR_VERSION, "groups": groups},
+         json_or_text(args))
     return EXIT_OK if all(r.ok for r in results if r.group == NEEDED) else EXIT_FAIL

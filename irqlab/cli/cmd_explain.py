@@ -8,7 +8,8 @@ from typing import Any
 
 from irqlab.cli.common import EXIT_OK, UsageError, count, db_path, duration
 from irqlab.cli.common import db_ref
-from irqlab.cli.render import json_line, stage_progress
+from irqlab.cli.output import View, json_or_text, show
+from irqlab.cli.render import stage_progress
 from irqlab.store import open_store
 
 NAME = "explain"
@@ -61,7 +62,7 @@ OUTPUTS = (("--dat", "dat"), ("--text", "text"), ("--perfetto", "perfetto"),
 def run(args: argparse.Namespace) -> int:
     from irqlab.explain.registry import EXPLAINERS, explainer_for
     from irqlab.explain.spikes import spike_capture
-    from irqlab.explain.report import WIDTH, render_json
+    from irqlab.explain.report import WIDTH
     from irqlab.explain.seam import Request
 
     if args.top == 0:
@@ -90,14 +91,9 @@ def run(args: argparse.Namespace) -> int:
         for _opt, dest in asked:
             path = getattr(args, dest)
             files[dest] = _writing(path, lambda: res.writers[dest](path, progress))
-    js = res.js
-    if args.json:
-        js.update(files)
-        print(json_line(js))
-    else:
-        print(render_json(js, show_all=args.all, width=None if args.wide else WIDTH))
-        for line in written_lines(files):
-            print(line)
+    # The explain object with the files written (text: their lines after it).
+    show({**res.js, **files},
+         json_or_text(args, View(show_all=args.all, width=None if args.wide else WIDTH)))
     return EXIT_OK
 
 
@@ -116,27 +112,6 @@ def traced_run(store: Any, ref: str) -> Any:
                          f"capture: record one with `irqlab run --trace`, or name a run "
                          f"by id")
     return max(traced, key=lambda r: r.run_id)
-
-
-def written_lines(files: dict[str, dict[str, Any]]) -> list[str]:
-    """One line per file written (the human output's last lines)."""
-    out = []
-    if "dat" in files:
-        d = files["dat"]
-        out.append(f"wrote {d['file']}: trace.dat v6, {d['events']} events, "
-                   f"{d['pages']} pages, {d['bytes']} bytes")
-    if "text" in files:
-        t = files["text"]
-        out.append(f"wrote {t['file']}: ftrace text, {t['events']} events, "
-                   f"{t['bytes']} bytes")
-    if "perfetto" in files:
-        p = files["perfetto"]
-        out.append(f"wrote {p['file']}: Perfetto protobuf trace, {p['events']} host events, "
-                   f"{p['samples']} samples, {p['spikes']} spikes, {p['bytes']} bytes")
-    if "chrome_json" in files:
-        c = files["chrome_json"]
-        out.append(f"wrote {c['file']}: Chrome trace JSON, {c['events']} events")
-    return out
 
 
 def _check_output_paths(args: argparse.Namespace) -> None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 from pathlib import Path
 
 from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path
+from irqlab.cli.output import json_or_text, show
 from irqlab.store import open_store
 
 
@@ -85,8 +85,6 @@ def _check_writable(out: Path, tmp: Path) -> None:
 
 
 def _report(args: argparse.Namespace, run_id: int, name: str, samples: int) -> None:
-    if args.json:
-        print(json.dumps({"type": "export", "version": 1, "run_id": run_id,
-                          "samples": samples, "path": str(args.parquet)}))
-    else:
-        print(f"run {run_id} {name}: {samples} samples")
+    line = {"type": "export", "version": 1, "run_id": run_id, "samples": samples,
+            "path": str(args.parquet)}
+    show({"type": "export_result", "line": line, "name": name}, json_or_text(args))

@@ -7,7 +7,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path, renderer
+from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path
+from irqlab.cli.output import json_or_text, show
 from irqlab.cli.render import file_size, stage_progress
 from irqlab.importers import (AUTO, FORMATS, ImportFormatError, ParseOptions, sniff,
                               stream_file)
@@ -174,7 +175,7 @@ def _import(args: argparse.Namespace, inputs: contextlib.ExitStack) -> int:
             progress.close()
         trace = (_attach_xentrace(args, store, stored, files[0]["format"])
                  if args.xentrace is not None else None)
-    out = renderer(args)
+    out = json_or_text(args)
     k = 0
     for info, runs in zip(files, batches):
         # Skipped lines are all known now: streamed files were read while storing.
@@ -189,6 +190,6 @@ def _import(args: argparse.Namespace, inputs: contextlib.ExitStack) -> int:
                          "samples": s.summary.get("samples")} for s in mine]
         if trace is not None:
             info["xentrace"] = trace
-        out.imported(info)
+        show({"type": "import", **info}, out)
     return EXIT_OK
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path
-from irqlab.cli.render import json_line
+from irqlab.cli.output import json_or_text, show
 from irqlab.cli.safe_text import printable
 
 _SELECTORS = ("run id or name (latest run of that name); tag:KEY=VALUE, suite:NAME or "
@@ -58,11 +58,8 @@ def run_tag(args: argparse.Namespace) -> int:
         rows = select_runs(store, [args.run])
         done = [(row, set_tags(store, row, dict(args.tags))) for row in rows]
     for row, tags in done:
-        obj = {"type": "tag", "version": 1, "run_id": row.run_id, "name": row.name,
-               "tags": tags}
-        print(json_line(obj) if args.json else printable(
-            f"{row.run_id} {row.name}: " + (", ".join(f"{k}={v}" for k, v in tags.items())
-                                            or "no tags"), False))
+        show({"type": "tag", "version": 1, "run_id": row.run_id, "name": row.name,
+              "tags": tags}, json_or_text(args))
     return EXIT_OK
 
 
@@ -85,10 +82,7 @@ def run_rm(args: argparse.Namespace) -> int:
         removed = [remove_run(store, row) for row in rows]
     for info in removed:
         info["captures"] = _remove(captures[info["run_id"]])
-        print(json_line({"type": "rm", "version": 1, **info}) if args.json else printable(
-            f"removed run {info['run_id']} {info['name']}: {info['rows']['samples'] or 0} "
-            f"stored samples, {info['sample_files']} sample files, "
-            f"{len(info['captures'])} captures", False))
+        show({"type": "rm", "version": 1, **info}, json_or_text(args))
     return EXIT_OK
 
 

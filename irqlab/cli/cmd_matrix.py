@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import sys
 import time
 from pathlib import Path
@@ -14,10 +12,9 @@ from irqlab.argtypes import count_in
 from irqlab.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, db_path
 from irqlab.cli.common import db_ref
 from irqlab.cli.cmd_run import repeat_arg, repeat_count
-from irqlab.cli.matrix import SUMMARY_COLUMNS, CellResult, run_matrix
-from irqlab.cli.render import json_line
-from irqlab.cli.scenario import (MAX_CELLS, PAIR_SEP, ScenarioError, cell_id, load_scenario,
-                                 value_text)
+from irqlab.cli.matrix import CellResult, run_matrix
+from irqlab.cli.output import exporter_for, show
+from irqlab.cli.scenario import MAX_CELLS, PAIR_SEP, ScenarioError, cell_id, load_scenario
 from irqlab.store import open_store
 
 FORMATS = ("table", "markdown", "csv", "json")
@@ -131,79 +128,6 @@ def table_keys(matrix: dict[str, Any]) -> list[str]:
     return [k for key in matrix for k in key.split(PAIR_SEP)]
 
 
-def _header(keys: list[str]) -> list[str]:
-    return [k.upper() for k in keys] + ["RUN", "STATUS"] + [c for c, _ in SUMMARY_COLUMNS]
-
-
-def _cells(res: CellResult, keys: list[str], units: bool = False) -> list[str]:
-    """A result's cells; latencies in ns (csv, markdown, --raw) or, with ``units``, as
-    every command prints them (durations.format_latency: '31.6 us')."""
-    from irqlab.durations import format_latency
-
-    s = res.summary
-    vals = [value_text(res.cell.get(k, "")) for k in keys]
-    vals += [str(res.run_id), res.status + (" (resumed)" if res.resumed else "")]
-    vals += ["—" if s.get(key) is None
-             else format_latency(s[key]) if units and key.endswith("_ns") else str(s[key])
-             for _c, key in SUMMARY_COLUMNS]
-    return vals
-
-
-def markdown_lines(header: list[str], rows: list[list[str]], notes: list[str], title: str,
-                   text_columns: int) -> list[str]:
-    """The results as a markdown table. Cells are escaped as compare's are: a cell value
-    (a load spec, a knob value, a note) may hold '|', which would split the row."""
-    from irqlab.reports.tables import _md as md_cell   # the one markdown cell escaper
-
-    lines = [f"### {md_cell(title)}", "", "latencies in ns", "",
-             "| " + " | ".join(md_cell(h) for h in header) + " |",
-             "|" + "|".join("---" if i < text_columns + 2 else "---:"
-                            for i in range(len(header))) + "|"]
-    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
-    if notes:
-        lines.append("")
-        lines += [f"- {md_cell(n)}" for n in notes]
-    return lines
-
-
-def render(results: list[CellResult], keys: list[str], fmt: str, title: str,
-           out=None, raw: bool = False) -> None:
-    out = out or sys.stdout
-    if fmt == "json":
-        for res in results:
-            out.write(json_line(res.row()) + "\n")
-        return
-    header, rows = _header(keys), [_cells(r, keys) for r in results]
-    notes = [f"{cell_id(r.cell)}: {n}" for r in results for n in r.notes]
-    if fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(header)
-        w.writerows(rows)
-        out.write(buf.getvalue())
-        return
-    if fmt == "markdown":
-        lines = markdown_lines(header, rows, notes, title, len(keys))
-        out.write("".join(line + "\n" for line in lines))
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    from irqlab.cli.render import OUTPUT_WIDTH
-
-    table = Table(title=f"{title}" + (" (latencies in ns)" if raw else ""))
-    for i, col in enumerate(header):
-        # Figures never wrap; the cell's keys (load specs ...) wrap to fit OUTPUT_WIDTH.
-        table.add_column(col, justify="left" if i < len(keys) + 2 else "right",
-                         no_wrap=i >= len(keys))
-    for res in results:
-        table.add_row(*_cells(res, keys, units=not raw))
-    console = Console(file=out, highlight=False, soft_wrap=False, width=OUTPUT_WIDTH)
-    console.print(table)
-    for n in notes:
-        console.print(f"note: {n}", markup=False)
-
-
 def load(args: argparse.Namespace) -> Any:
     """The scenario with --repeat, --set and --only applied; bad input is exit 2."""
     try:
@@ -264,8 +188,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         what = (f"{len(results)} cells" if scn.repeat == 1
                 else f"{scn.cell_count()} cells x {scn.repeat} runs")
-    render(results, keys, args.format, f"{scn.name}: {what}, "
-                                       f"{time.monotonic() - started:.0f} s", raw=args.raw)
+    show({"type": "matrix_results", "results": results, "keys": keys, "raw": args.raw,
+          "title": f"{scn.name}: {what}, {time.monotonic() - started:.0f} s"},
+         exporter_for("text" if args.format == "table" else args.format))
     if interrupted:
         print(f"irqlab matrix: interrupted; continue with `irqlab matrix {args.file} "
               f"--resume`", file=sys.stderr)

@@ -6,10 +6,9 @@ The figures measured runs are compared against (irqlab.models); no run, no store
 from __future__ import annotations
 
 import argparse
-import json
 
 from irqlab.cli.common import EXIT_OK, UsageError, duration
-from irqlab.durations import format_ns
+from irqlab.cli.output import json_or_text, show
 from irqlab.models.rtds import SOURCE, rtds_bound
 
 
@@ -32,14 +31,5 @@ def run(args: argparse.Namespace) -> int:
         b = rtds_bound(args.period, args.budget, args.handler)
     except ValueError as exc:
         raise UsageError(f"model rtds: {exc}") from None
-    if args.json:
-        print(json.dumps(b.as_dict()))
-        return EXIT_OK
-    print(f"RTDS periodic server: period {format_ns(b.period_ns)}, budget "
-          f"{format_ns(b.budget_ns)}, bandwidth {b.bandwidth:.1%} of one pCPU")
-    print(f"worst-case wait before the vCPU runs: 2(P-B) = {format_ns(b.bound_ns)}")
-    if b.handler_ns is not None:
-        print(f"handler of {format_ns(b.handler_ns)} done within "
-              f"{format_ns(b.response_bound_ns)} ({b.periods_for_handler} budget(s))")
-    print(f"source: {SOURCE}")
+    show(b.as_dict(), json_or_text(args))
     return EXIT_OK

@@ -10,6 +10,7 @@ from typing import Any
 
 from irqlab.cli.common import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, add_db_json,
                                count, db_path, duration, renderer)
+from irqlab.cli.output import json_or_text, show
 
 NAME = "monitor"
 
@@ -163,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if metrics is not None:
             metrics.close()
-    out.summary(result.summary)
+    show(result.summary, json_or_text(args), out.screen)
     if result.status == "interrupted":
         # SIGTERM is how a service is stopped: a clean end (systemd sees success).
         stopped_by = str(result.summary.get("message") or "")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
 
 from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path
+from irqlab.cli.output import json_or_text, show
 from irqlab.store.location import is_url, redact
 
 
@@ -48,19 +48,12 @@ def run(args: argparse.Namespace) -> int:
             samples = src.sample_count(row.run_id)
             lab_id, added = lab.push(src, row, str(src.path.resolve()), samples_dir)
             took_s = time.monotonic() - t0
-            if args.json:
-                print(json.dumps({"type": "push", "version": 1, "run_id": row.run_id,
-                                  "lab_run_id": lab_id, "added": added,
-                                  "samples": samples if added else 0,
-                                  "seconds": round(took_s, 3),
-                                  "samples_file": lab.samples_uri(lab_id),
-                                  "concurrent": lab.raced}))
-            else:
-                what = (f"pushed as run {lab_id} ({samples} samples, {took_s:.1f} s)"
-                        if added else f"already in the lab store as run {lab_id}")
-                if lab.raced:      # exit 0 all the same: the run is there, stored once
-                    what += " (another push of it committed first; this one kept nothing)"
-                print(f"run {row.run_id} {row.name}: {what}")
+            line = {"type": "push", "version": 1, "run_id": row.run_id,
+                    "lab_run_id": lab_id, "added": added,
+                    "samples": samples if added else 0, "seconds": round(took_s, 3),
+                    "samples_file": lab.samples_uri(lab_id), "concurrent": lab.raced}
+            show({"type": "push_result", "line": line, "name": row.name,
+                  "seconds": took_s}, json_or_text(args))
     return EXIT_OK
 
 

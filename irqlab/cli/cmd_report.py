@@ -10,7 +10,8 @@ from typing import Any
 
 from irqlab.cli.cmd_compare import add_run_args
 from irqlab.stats.fields import METRICS
-from irqlab.cli.common import EXIT_OK, UsageError, db_path, renderer
+from irqlab.cli.common import EXIT_OK, UsageError, db_path
+from irqlab.cli.output import json_or_text, show
 from irqlab.cli.render import stage_progress
 from irqlab.reports.select import select_runs
 from irqlab.store import open_store
@@ -156,9 +157,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     finally:
         progress.close()
-    renderer(args).report({"type": "report", "version": REPORT_VERSION,
-                           "path": str(args.output) if args.output else None,
-                           "bytes": size, "plots": len(plots),
-                           "runs": [r.run_id for r in runs], "plot_files": written,
-                           "seconds": round(time.monotonic() - started, 3)})
+    show({"type": "report", "version": REPORT_VERSION,
+          "path": str(args.output) if args.output else None,
+          "bytes": size, "plots": len(plots), "runs": [r.run_id for r in runs],
+          "plot_files": written, "seconds": round(time.monotonic() - started, 3)},
+         json_or_text(args))
     return EXIT_OK

@@ -14,8 +14,7 @@ from irqlab.cli.recorder_options import add_arguments as add_recorder_arguments
 from irqlab.cli.recorder_options import on_threshold, recorder_hook
 from irqlab.cli.cmd_manage import tag_pair
 from irqlab.argtypes import period, run_length
-from irqlab.cli.render import json_line
-from irqlab.cli.safe_text import printable
+from irqlab.cli.output import json_or_text, show
 from irqlab.store import keeps_files, open_store
 
 NAME = "run"
@@ -336,7 +335,7 @@ def run(args: argparse.Namespace) -> int:
             result = measure(cfgs[0], store, out)
         finally:
             out.close()
-    out.summary(result.summary)
+    show(result.summary, json_or_text(args), out.screen)
     if result.status == "interrupted":
         return EXIT_INTERRUPTED
     if not (result.summary.get("self_check") or {}).get("passed", True):
@@ -369,7 +368,8 @@ def _run_suite(cfgs: list, out, args: argparse.Namespace) -> int:
     def after_run(result) -> None:
         out.close()                      # ends this run's progress bar
         if args.json or single:
-            out.summary(result.summary)  # one summary per run (a suite: a table at the end)
+            # One summary per run (a suite: a table at the end).
+            show(result.summary, json_or_text(args), out.screen)
 
     db = db_path(args)
     with open_store(db) as store:
@@ -380,16 +380,12 @@ def _run_suite(cfgs: list, out, args: argparse.Namespace) -> int:
         finally:
             out.close()
     if not single:
-        out.suite(suite.json_object())
+        show(suite.json_object(), json_or_text(args), out.screen)
     for i, series in enumerate(suite.series):
-        if args.json:
-            print(json_line(series.json_object()), flush=True)
-        else:
-            others = suite.series[:i] + suite.series[i + 1:]
-            print(printable(series.line(others), False), flush=True)
-    if suite.auto is not None and not args.json:
-        from irqlab.reports.noise import auto_text
-        print(printable(auto_text(suite.auto), False), flush=True)
+        show({"type": "series_result", "series": series,
+              "others": suite.series[:i] + suite.series[i + 1:]}, json_or_text(args))
+    if suite.auto is not None:
+        show({"type": "auto_result", "auto": suite.auto}, json_or_text(args))
     if suite.status == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_OK if suite.status == "ok" else EXIT_FAIL

@@ -7,7 +7,8 @@ import datetime as dt
 from typing import Any
 
 from irqlab.argtypes import count_in
-from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path, duration, renderer
+from irqlab.cli.common import EXIT_OK, UsageError, add_db_json, db_path, duration
+from irqlab.cli.output import json_or_text, show
 from irqlab.reports.provenance import configuration_lines, host_lines
 from irqlab.reports.select import SERIES_TAG, select_runs
 from irqlab.stats.fields import LIST_TABLE, percentiles_from
@@ -103,7 +104,7 @@ def run_list(args: argparse.Namespace) -> int:
         rows = [_list_row(r) for r in store.runs() if _wanted(r, args)]
     if args.limit is not None:
         rows = sorted(rows, key=lambda r: r["run_id"])[-args.limit:]
-    renderer(args).run_list(rows)
+    show({"type": "run_list", "rows": rows}, json_or_text(args))
     return EXIT_OK
 
 def run_show(args: argparse.Namespace) -> int:
@@ -113,9 +114,9 @@ def run_show(args: argparse.Namespace) -> int:
     with open_store(db_path(args), read_only=True) as store:
         # A selector of several runs (series:ID …) shows each, in run-id order.
         shown = [(row, store.windows(row.run_id)) for row in select_runs(store, [args.run])]
-    out = renderer(args)
+    out = json_or_text(args)
     for row, windows in shown:
-        _show(out, row, windows)
+        show(_detail_model(row, windows), out)
     return EXIT_OK
 
 
@@ -128,9 +129,8 @@ def _check_bucket(args: argparse.Namespace) -> None:
 
 def _show_hist(args: argparse.Namespace) -> int:
     """show --hist: each selected run's terminal histogram (irqlab.reports.termhist)."""
-    from irqlab.cli.render import json_line
     from irqlab.reports.data import load_run
-    from irqlab.reports.termhist import histogram_lines, run_histograms
+    from irqlab.reports.termhist import run_histograms
 
     with open_store(db_path(args), read_only=True) as store:
         models = []
@@ -140,17 +140,12 @@ def _show_hist(args: argparse.Namespace) -> int:
                 models += run_histograms(store, [load_run(store, row)], args.bucket)
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
-    for i, model in enumerate(models):
-        if args.json:
-            print(json_line(model))
-            continue
-        if i:
-            print()
-        print("\n".join(histogram_lines(model)))
+    show({"type": "run_histograms", "runs": models}, json_or_text(args))
     return EXIT_OK
 
 
-def _show(out, row, windows: list[dict[str, Any]]) -> None:
+def _detail_model(row, windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """`show`'s model of one run: its detail lines, windows and summary."""
     # A run without a summary (still running) shows every summary key, unknown ones None.
     summary = row.shown_summary()
     meta = row.metadata
@@ -186,7 +181,8 @@ def _show(out, row, windows: list[dict[str, Any]]) -> None:
     detail["host"] = f"{detail.get('host', '')}{_block(host_lines(record))}"
     summary = {**summary, "provenance_version": record["version"],
                "configuration": record["configuration"], "host": record["host"]}
-    out.run_detail(summary, detail, windows)
+    return {"type": "run_detail", "summary": summary, "detail": detail,
+            "windows": windows}
 
 
 def _block(lines: list[str]) -> str:

@@ -8,7 +8,7 @@ import argparse
 import math
 
 from irqlab.cli.common import EXIT_FAIL, EXIT_OK, UsageError, add_db_json, db_path, duration
-from irqlab.cli.safe_text import printable
+from irqlab.cli.output import json_or_text, show
 
 HELP = ("how often a latency beyond the data would occur: an extreme-value fit of the "
         "tail with its checks (pWCET)")
@@ -68,7 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from irqlab.reports.data import load_runs
     from irqlab.reports.select import select_runs
-    from irqlab.reports.tail import build_tail, tail_lines
+    from irqlab.reports.tail import build_tail
     from irqlab.store import open_store
 
     with open_store(db_path(args), read_only=True) as store:
@@ -81,10 +81,5 @@ def run(args: argparse.Namespace) -> int:
         if args.split_check:
             from irqlab.reports.tail import split_check
             model["split_check"] = split_check(runs)
-    if args.json:
-        from irqlab.cli.render import json_line
-        print(json_line(model))
-    else:
-        for text in tail_lines(model):
-            print(printable(text, False))
+    show(model, json_or_text(args))
     return EXIT_FAIL if model["refused"] else EXIT_OK

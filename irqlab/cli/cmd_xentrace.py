@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 
 from irqlab.cli.common import EXIT_OK, UsageError
-from irqlab.cli.render import json_line
+from irqlab.cli.output import json_or_text, show
 
 NAME = "xentrace"
 USAGE = ("%(prog)s [-h] [--json] [--tsc-hz HZ] CAPTURE   (a run's capture: its rate is "
@@ -103,26 +103,11 @@ def run(args: argparse.Namespace) -> int:
     if summary.first_tsc is None:
         raise UsageError(f"{path} has no timed xentrace record: not a xentrace file, or "
                          f"an empty capture")
-    lines = summary.lines(int(hz))
-    if args.json:
-        for line in lines:
-            print(json_line(line))
-        return EXIT_OK
-    span_s = (summary.last_tsc - summary.first_tsc) / hz
-    print(f"{path}: {summary.records:,} records, {span_s:.3f} s at {hz / 1e6:.3f} MHz, "
-          f"pCPUs {','.join(map(str, summary.cpus))}, {summary.lost_records} lost records")
-    print()
-    print(f"{'vCPU':<10} {'state':<9} {'count':>8} {'total':>12} {'mean':>12}")
-    for ln in (x for x in lines if x["type"] == "runstate" and x["count"]):
-        mean = ln["total_ns"] / ln["count"] / 1e3
-        print(f"{_vcpu(ln):<10} {ln['state']:<9} {ln['count']:>8} "
-              f"{ln['total_ns'] / 1e6:>9.3f} ms {mean:>9.1f} us")
-    calls = [x for x in lines if x["type"] == "hypercall"]
-    if calls:
-        print()
-        print(f"{'vCPU':<10} {'hypercall':<30} {'count':>8}")
-        for ln in calls:
-            print(f"{_vcpu(ln):<10} {ln['name']:<30} {ln['count']:>8}")
+    head = {"path": str(path), "records": summary.records, "hz": hz,
+            "span_s": (summary.last_tsc - summary.first_tsc) / hz, "cpus": summary.cpus,
+            "lost_records": summary.lost_records}
+    show({"type": "xentrace_summary", "lines": summary.lines(int(hz)), "head": head},
+         json_or_text(args))
     return EXIT_OK
 
 
@@ -137,7 +122,3 @@ def _check_regular(path: Path) -> None:
         raise UsageError(f"{path} is not a regular file: give a xentrace file (e.g. "
                          f"<db>.traces/run-N.xentrace.gz)")
 
-
-def _vcpu(line: dict) -> str:
-    dom = "idle" if line["domain"] == 32767 else f"d{line['domain']}"
-    return f"{dom}v{line['vcpu']}"

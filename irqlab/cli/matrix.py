@@ -19,14 +19,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from irqlab.cli.scenario import (CHECK_CELLS_FIRST, Scenario, ScenarioError, cell_id,
                                  check_cell, parse_cell_args, value_text)
-from irqlab.stats.fields import MATRIX_TABLE
 from irqlab.reports.select import SERIES_TAG
 
 if TYPE_CHECKING:       # the store is opened by the command, not at import (design.md)
     from irqlab.store import Store
-
-# (heading, summary key) of the results table, from the catalog (irqlab.stats.fields).
-SUMMARY_COLUMNS = [(c.heading, c.key) for c in MATRIX_TABLE]
 
 CELL_VERSION = 1   # of the {"type": "cell"} line (docs/formats.md section 5)
 # The tag naming the labgrid place a pooled cell ran on: `compare tag:board=NAME`.

@@ -2,8 +2,8 @@
 run`` arguments and an estimated time, without opening the store or touching the host.
 
 The estimate of a run is its length (``samples`` x ``period`` when samples are given,
-else ``duration``) plus a boot estimate per target (BOOT_ESTIMATE_S); a cell takes that
-times ``repeat``. The boot figures are rough planning guesses (a TCG guest boots in a
+else ``duration``) plus the target's boot estimate (``Target.boot_estimate_s``, declared by
+each target in irqlab/targets/); a cell takes that times ``repeat``. The boot figures are rough planning guesses (a TCG guest boots in a
 few seconds, Xen and a Linux guest in tens), not measured on this host: the real time
 also depends on the load and on emulation speed.
 """
@@ -16,11 +16,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Iterator
 
 from irqlab.cli.scenario import Scenario, cell_config, cell_id
-
-# Seconds from start to the first sample, per target (docs/matrix.md, "Dry run").
-BOOT_ESTIMATE_S = {"native": 1.0, "guest": 5.0, "net": 5.0, "serial": 5.0,
-                   "labgrid": 10.0, "linux-guest": 30.0, "xen": 30.0}
-DEFAULT_BOOT_ESTIMATE_S = 10.0
+from irqlab.targets import get_target
 
 PLAN_VERSION = 1   # of the {"type": "planned_cell"} line (docs/formats.md section 5)
 # A plan of up to this many cells is listed under a header with its total estimate; a
@@ -61,7 +57,7 @@ def plan(scn: Scenario) -> Iterator[PlannedCell]:
         else:
             run_s = None
         yield PlannedCell(cell, scn.argv(cell), cfg.target, run_s,
-                          BOOT_ESTIMATE_S.get(cfg.target, DEFAULT_BOOT_ESTIMATE_S),
+                          get_target(cfg.target).boot_estimate_s,
                           scn.repeat)
 
 

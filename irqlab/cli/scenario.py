@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from irqlab.cli.cell_names import cell_id, value_text
 from irqlab.config_files import MAX_NESTING, ConfigFileError, nesting_depth, read_regular_text
 
 TOP_KEYS = ("name", "description", "run", "matrix", "tags")
@@ -157,11 +158,6 @@ class Scenario:
     def where(self, table: str, key: str) -> str:
         line = self.lines.get((table, key))
         return f"{self.path}:{line}" if line else f"{self.path}"
-
-
-def cell_id(cell: dict[str, Any]) -> str:
-    """Stable text for a cell: 'idle=hlt,load=cpu'."""
-    return ",".join(f"{k}={value_text(v)}" for k, v in cell.items())
 
 
 def picked(cell: dict[str, Any], patterns: tuple[str, ...]) -> bool:
@@ -307,14 +303,6 @@ def parse_set(text: str) -> tuple[str, Any]:
     except (tomllib.TOMLDecodeError, ValueError):
         value = raw
     return key, value
-
-
-def value_text(v: Any) -> str:
-    if isinstance(v, list):
-        return "+".join(value_text(x) for x in v)
-    if isinstance(v, bool):
-        return "on" if v else "off"
-    return str(v)
 
 
 def _argv(values: dict[str, Any], options: dict[str, argparse.Action]) -> list[str]:

@@ -91,6 +91,7 @@ class Dashboard:
 
 
 def json_response(obj: Any, status: int = 200) -> Response:
-    """JSON as the CLI writes its lines (irqlab/cli/render.py json_line: datetimes and
-    other non-JSON values as text), so an endpoint and `--json` agree to the byte."""
+    """JSON as the CLI writes its lines (irqlab/cli/output/json_lines.py json_line:
+    datetimes and other non-JSON values as text), so an endpoint and `--json` agree to
+    the byte."""
     return Response(json.dumps(obj, default=str), status, media_type="application/json")

@@ -6,7 +6,10 @@ directory is read-only).
 Implemented by irqlab.store.db.Store (both), irqlab.store.pg.PgStore (the lab store),
 irqlab.store.export_dir.ExportStore (an `irqlab export` directory) and, through the
 DuckDB store, the lending socket's proxy (irqlab.store.share): a borrowed store reads
-through its holder. Callers are typed against these and never ask which backend they
+through its holder. One run's raw samples, wherever they lie, are a RunSamples: a pushed
+run's Parquet file (irqlab.store.samples_file.SamplesFile) or the lab store's table
+(irqlab.store.pg.TableSamples); the lab store reads every run through one, never asking
+which. Callers are typed against these and never ask which backend they
 hold (hyperfine's exporters are one trait; rtla's tools one struct). A new backend is
 one module and one line of irqlab.store.BACKENDS.
 
@@ -105,6 +108,30 @@ class RunReader(Protocol):
 
     def iter_latency(self, run_id: int, batch: int = 1 << 20, with_deadline: bool = False,
                      in_sequence: bool = False) -> Iterator[Any]: ...
+
+
+class RunSamples(Protocol):
+    """One run's raw samples and their exact figures, in ticks."""
+
+    def count(self) -> int: ...
+
+    def figures(self, quantiles: list[float], threshold_tick: int | None = None,
+                histogram: LogHistogram | None = None) -> StoredFigures: ...
+
+    def iter_samples(self, batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
+        """Records in sequence order (seq, deadline_tick, entry_tick, flags, cpu)."""
+        ...
+
+    def iter_latency(self, batch: int = 1 << 20, with_deadline: bool = False
+                     ) -> Iterator[Any]:
+        """Latencies in ticks (int64) in sequence order; with ``with_deadline``,
+        (latency, deadline) pairs."""
+        ...
+
+    def iter_by_deadline(self, batch: int = 1_000_000
+                         ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(deadline_tick, entry_tick, flags) as int64 in deadline order (then seq)."""
+        ...
 
 
 @dataclass

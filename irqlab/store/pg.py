@@ -35,10 +35,9 @@ import pyarrow.csv as pa_csv
 
 from irqlab.store.arrow import numeric_array, numeric_view
 from irqlab.store.db import RunRow, Store, StoreError, StoreWriteError
-from irqlab.store.interface import NewRun
+from irqlab.store.interface import NewRun, RunSamples
 # is_url and URL_PREFIXES live in the light irqlab.store.location (kept importable here).
 from irqlab.store.location import URL_PREFIXES, is_url, redact  # noqa: F401
-from irqlab.stats.select import exact_figures
 from irqlab.store.quantiles import (LATENCY_SQL, StoredFigures, postgres_quantiles,
                                     stored_figures)
 from irqlab.store.samples_file import (SamplesFile, remove_unpublished, samples_path,
@@ -224,20 +223,7 @@ class PgStore:
                                  ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """(deadline_tick, entry_tick, flags) in deadline order, batch by batch (as
         Store.iter_samples_by_deadline)."""
-        if (f := self._samples_file(run_id)) is not None:
-            yield from f.iter_by_deadline(batch)
-            return
-        with self.con.cursor(name=f"irqlab_by_deadline_{run_id}") as cur:
-            cur.itersize = batch
-            cur.execute("SELECT deadline_tick, entry_tick, flags FROM samples "
-                        "WHERE run_id = %s ORDER BY deadline_tick, seq", (run_id,))
-            while True:
-                rows = cur.fetchmany(batch)
-                if not rows:
-                    break
-                cols = np.array(rows, dtype=np.int64).T
-                yield cols[0], cols[1], cols[2]
-        self.con.rollback()
+        yield from self._samples(run_id).iter_by_deadline(batch)
 
     def _init_schema(self, read_only: bool) -> None:
         with self.con.cursor() as cur:
@@ -353,6 +339,12 @@ class PgStore:
             out.setdefault(series, []).append((lo, hi, int(n)))
         return out
 
+    def _samples(self, run_id: int) -> RunSamples:
+        """The run's samples, in its file or in the table: every sample reader below
+        reads through this, never asking which."""
+        f = self._samples_file(run_id)
+        return f if f is not None else TableSamples(self, run_id)
+
     def _samples_file(self, run_id: int) -> SamplesFile | None:
         """The run's samples file when push put its samples in one (runs.samples_uri)."""
         if run_id not in self._files:
@@ -371,13 +363,7 @@ class PgStore:
         return str(f.path) if f is not None else None
 
     def sample_count(self, run_id: int) -> int:
-        if (f := self._samples_file(run_id)) is not None:
-            return f.count()
-        with self.con.cursor() as cur:
-            cur.execute("SELECT count(*) FROM samples WHERE run_id = %s", (run_id,))
-            n = int(cur.fetchone()[0])
-        self.con.rollback()
-        return n
+        return self._samples(run_id).count()
 
     def sample_figures(self, run_id: int, quantiles: list[float],
                        threshold_tick: int | None = None,
@@ -386,13 +372,7 @@ class PgStore:
         of a run's stored latencies, computed by the server (as Store.sample_figures;
         `histogram` is not needed here); from a samples file, by the same bounded-memory
         selection as the DuckDB store."""
-        if (f := self._samples_file(run_id)) is not None:
-            got = exact_figures(lambda: f.iter_latency(), quantiles, threshold_tick,
-                                histogram)
-            return StoredFigures(got.count, got.min_tick, got.max_tick, got.above,
-                                 got.quantile_tick)
-        return stored_figures(self._sample_query, postgres_quantiles, run_id, quantiles,
-                              threshold_tick)
+        return self._samples(run_id).figures(quantiles, threshold_tick, histogram)
 
     def _sample_query(self, select: str, run_id: int, tail: str = "") -> list[tuple]:
         """``SELECT {select} FROM (latency AS lat of the run's samples) {tail}``."""
@@ -407,14 +387,7 @@ class PgStore:
     def iter_latency(self, run_id: int, batch: int = 1 << 20, with_deadline: bool = False,
                      in_sequence: bool = False) -> Iterator[Any]:
         """As Store.iter_latency; always in sequence order (the samples_run index)."""
-        if (f := self._samples_file(run_id)) is not None:
-            yield from f.iter_latency(batch, with_deadline)
-            return
-        for rb in self.iter_samples(run_id, batch):
-            entry = numeric_view(rb.column("entry_tick")).view(np.int64)
-            deadline = numeric_view(rb.column("deadline_tick")).view(np.int64)
-            lat = entry - deadline
-            yield (lat, deadline) if with_deadline else lat
+        yield from self._samples(run_id).iter_latency(batch, with_deadline)
 
     iter_latency_sorted = iter_latency
 
@@ -456,26 +429,7 @@ class PgStore:
 
     def iter_samples(self, run_id: int, batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
         """Raw records of a run in sequence order, typed as the DuckDB store gives them."""
-        if (f := self._samples_file(run_id)) is not None:
-            yield from f.iter_samples(batch)
-            return
-        with self.con.cursor(name=f"irqlab_samples_{run_id}") as cur:
-            cur.itersize = batch
-            cur.execute("SELECT seq, deadline_tick, entry_tick, flags, cpu FROM samples "
-                        "WHERE run_id = %s ORDER BY seq", (run_id,))
-            while True:
-                rows = cur.fetchmany(batch)
-                if not rows:
-                    break
-                cols = np.array(rows, dtype=np.int64).T
-                yield pa.record_batch(
-                    [numeric_array(cols[0].view(np.uint64)),
-                     numeric_array(cols[1].view(np.uint64)),
-                     numeric_array(cols[2].view(np.uint64)),
-                     numeric_array(cols[3].astype(np.uint32)),
-                     numeric_array(cols[4].astype(np.uint32))],
-                    names=["seq", "deadline_tick", "entry_tick", "flags", "cpu"])
-        self.con.rollback()
+        yield from self._samples(run_id).iter_samples(batch)
 
     # -- writing (what a run or an import does, straight into the lab store) ------------
     # Each call commits at once, as the DuckDB store's autocommit does, so a run that
@@ -759,3 +713,63 @@ class PgStore:
         for batch in src.iter_samples(run_id):
             self._copy_arrays(cur, lab_id, [numeric_view(batch.column(k))
                                             for k in _SAMPLE_COLUMNS])
+
+
+class TableSamples:
+    """One run's samples in the lab store's ``samples`` table (RunSamples): the server
+    computes the figures; records are read through a named (server-side) cursor."""
+
+    def __init__(self, store: PgStore, run_id: int) -> None:
+        self.store = store
+        self.run_id = run_id
+
+    def count(self) -> int:
+        con = self.store.con
+        with con.cursor() as cur:
+            cur.execute("SELECT count(*) FROM samples WHERE run_id = %s", (self.run_id,))
+            n = int(cur.fetchone()[0])
+        con.rollback()
+        return n
+
+    def figures(self, quantiles: list[float], threshold_tick: int | None = None,
+                histogram: Any = None) -> StoredFigures:
+        return stored_figures(self.store._sample_query, postgres_quantiles, self.run_id,
+                              quantiles, threshold_tick)
+
+    def _columns(self, cursor: str, columns: str, order: str, batch: int
+                 ) -> Iterator[np.ndarray]:
+        """The run's ``columns`` in ``order``, ``batch`` rows at a time, as int64
+        columns (rows transposed), through a named (server-side) cursor."""
+        con = self.store.con
+        with con.cursor(name=f"irqlab_{cursor}_{self.run_id}") as cur:
+            cur.itersize = batch
+            cur.execute(f"SELECT {columns} FROM samples WHERE run_id = %s ORDER BY {order}",
+                        (self.run_id,))
+            while rows := cur.fetchmany(batch):
+                yield np.array(rows, dtype=np.int64).T
+        con.rollback()
+
+    def iter_samples(self, batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
+        for cols in self._columns("samples", "seq, deadline_tick, entry_tick, flags, cpu",
+                                  "seq", batch):
+            yield pa.record_batch(
+                [numeric_array(cols[0].view(np.uint64)),
+                 numeric_array(cols[1].view(np.uint64)),
+                 numeric_array(cols[2].view(np.uint64)),
+                 numeric_array(cols[3].astype(np.uint32)),
+                 numeric_array(cols[4].astype(np.uint32))],
+                names=["seq", "deadline_tick", "entry_tick", "flags", "cpu"])
+
+    def iter_latency(self, batch: int = 1 << 20, with_deadline: bool = False
+                     ) -> Iterator[Any]:
+        for rb in self.iter_samples(batch):
+            entry = numeric_view(rb.column("entry_tick")).view(np.int64)
+            deadline = numeric_view(rb.column("deadline_tick")).view(np.int64)
+            lat = entry - deadline
+            yield (lat, deadline) if with_deadline else lat
+
+    def iter_by_deadline(self, batch: int = 1_000_000
+                         ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        for cols in self._columns("by_deadline", "deadline_tick, entry_tick, flags",
+                                  "deadline_tick, seq", batch):
+            yield cols[0], cols[1], cols[2]

@@ -30,6 +30,8 @@ from irqlab.store.db import StoreError
 from irqlab.store.location import redact
 from irqlab.store.arrow import numeric_view
 from irqlab.store.parquet import RECORD_SCHEMA, samples_writer
+from irqlab.store.quantiles import StoredFigures
+from irqlab.stats.select import exact_figures
 
 # Row groups of 1 M samples: a reader holds one at a time (bounded memory).
 ROW_GROUP_SAMPLES = 1 << 20
@@ -99,7 +101,7 @@ def _named_by_a_run(url: str, path: str) -> bool:
 
 
 class SamplesFile:
-    """Read one run's samples file: the sample readers of the store interface."""
+    """One run's samples file, read (irqlab.store.interface.RunSamples)."""
 
     def __init__(self, uri: str) -> None:
         self.path = _locate(uri)
@@ -114,6 +116,14 @@ class SamplesFile:
 
     def count(self) -> int:
         return self.file.metadata.num_rows
+
+    def figures(self, quantiles: list[float], threshold_tick: int | None = None,
+                histogram: Any = None) -> StoredFigures:
+        """By the DuckDB store's bounded-memory selection over the file's latencies."""
+        got = exact_figures(lambda: self.iter_latency(), quantiles, threshold_tick,
+                            histogram)
+        return StoredFigures(got.count, got.min_tick, got.max_tick, got.above,
+                             got.quantile_tick)
 
     def iter_samples(self, batch: int = 1_000_000) -> Iterator[pa.RecordBatch]:
         """Records in sequence order (push writes them so)."""

@@ -57,6 +57,12 @@ class Target(ABC):
     # Its runs take a place from a labgrid coordinator (``matrix --lg-places`` hands each
     # cell a free place in the option ``lg_place``).
     runs_on_lg_places: ClassVar[bool] = False
+    # Seconds from start to the first sample, a rough planning guess (not measured on
+    # this host): `irqlab matrix --dry-run`'s estimate of a cell (docs/matrix.md).
+    boot_estimate_s: ClassVar[float] = 10.0
+    # Its runs need nothing but this host and are cheap enough for the hundreds a
+    # `irqlab bench noise` measures (its --target choices).
+    noise_bench: ClassVar[bool] = False
 
     @abstractmethod
     def configure(self, given: dict[str, Any], period_ns: int) -> TargetOptions:

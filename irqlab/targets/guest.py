@@ -66,6 +66,8 @@ def probe_options(given: dict[str, Any], period_ns: int, arch: str) -> dict[str,
 
 class GuestTarget(Target):
     name = "guest"
+    boot_estimate_s = 5.0
+    noise_bench = True
     help = "the probe in a QEMU VM"
     options = (o.ARCH, o.ACCEL, o.ICOUNT, o.IDLE, o.INJECT_IRQOFF, o.INJECT_EVERY, o.TIMER,
                o.GIC, o.SINK, o.MEMORY, o.PROBE)

@@ -35,6 +35,7 @@ class LinuxGuestOptions(NativeOptions):
 
 class LinuxGuestTarget(Target):
     name = "linux-guest"
+    boot_estimate_s = 30.0
     help = "Debian's kernel in QEMU running the native probe"
     options = (o.ARCH, o.ACCEL, o.ICOUNT, o.CPUS, o.PRIORITY, o.RT_FALLBACK)
     why_not = {"idle": "the native probe's threads sleep in clock_nanosleep",

@@ -36,6 +36,8 @@ def native_options(given: dict[str, Any]) -> dict[str, Any]:
 
 class NativeTarget(Target):
     name = "native"
+    boot_estimate_s = 1.0
+    noise_bench = True
     help = "this host, one RT thread per CPU"
     options = (o.CPUS, o.PRIORITY, o.RT_FALLBACK)
     why_not = {"idle": "its threads sleep in clock_nanosleep, they have no idle mode",

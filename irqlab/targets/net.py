@@ -90,6 +90,7 @@ class NetOptions(TargetOptions):
 
 class NetTarget(Target):
     name = "net"
+    boot_estimate_s = 5.0
     help = "UDP round trips from the host to a Linux guest on virtio-net"
     options = (o.ARCH, o.ACCEL, NET, ECHO, PAYLOAD, INJECT_DELAY, o.INJECT_EVERY,
                o.PRIORITY, o.RT_FALLBACK)

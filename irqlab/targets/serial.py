@@ -297,6 +297,7 @@ def board_source(process: MeasuredProcess, period_ns: int) -> SampleSource:
 
 class SerialTarget(Target):
     name = "serial"
+    boot_estimate_s = 5.0
     help = "a board running the probe (sink=console), read live from its serial console"
     options = (SERIAL_PORT, BAUD)
     why_not = WHY_NOT_BOARD

@@ -101,6 +101,7 @@ DOM0LESS_PROBE_DOMID = 1
 
 class XenTarget(Target):
     name = "xen"
+    boot_estimate_s = 30.0
     help = "the probe as a Xen dom0 or dom0less domU in QEMU"
     options = (o.ARCH, o.ACCEL, o.IDLE, o.INJECT_IRQOFF, o.INJECT_EVERY, o.TIMER, o.GIC,
                o.PROBE, XEN_DOMAIN, XEN_SCHED, XEN_OPT, XEN_BINARY, NEIGHBOUR, XEN_DOM0,

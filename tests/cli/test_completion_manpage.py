@@ -4,16 +4,15 @@
 from __future__ import annotations
 
 import argparse
-import io
 import shutil
 import subprocess
-import sys
 
 import pytest
 
 from irqlab.cli.cmd_completion import completion_script, man_lines, _parser
-from irqlab.cli.cmd_matrix import render
+from irqlab.cli.output.text_matrix import matrix_markdown
 from irqlab.cli.matrix import CellResult
+from tests.conftest import call_argv
 
 
 def _bash_complete(script: str, words: list[str]) -> list[str]:
@@ -52,12 +51,13 @@ def test_zsh_completion_names_every_command():
 
 
 def test_cli_prints_them(tmp_path):
+    # In this interpreter (call_argv): what is printed is the point, not the process
+    # (4 children cost ~8 s of the quick set; start-up has tests/cli/test_startup.py).
     for args in (["completion", "bash"], ["completion", "zsh"], ["manpage"]):
-        proc = subprocess.run([sys.executable, "-m", "irqlab.cli.main", *args],
-                              capture_output=True, text=True, timeout=60)
+        proc = call_argv(args)
         assert proc.returncode == 0 and len(proc.stdout) > 1000, proc.stderr
-    bad = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "completion", "fish"],
-                         capture_output=True, text=True, timeout=60)
+    assert call_argv(["completion", "bash"]).stdout == completion_script("bash")
+    bad = call_argv(["completion", "fish"])
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 
 
@@ -87,11 +87,11 @@ def test_man_page_renders_and_documents_every_option(tmp_path):
 def test_matrix_markdown_escapes_pipes_in_cells():
     res = CellResult({"load": "cpu:cpus=1|2", "knob": "a<b>"}, 7, "ok",
                      {"mean_ns": 10, "max_ns": 20}, ["pin=1: not applicable | here"])
-    out = io.StringIO()
-    render([res], ["load", "knob"], "markdown", "t|x", out)
-    rows = [x for x in out.getvalue().splitlines() if x.startswith("| ")]
+    lines = matrix_markdown({"type": "matrix_results", "results": [res],
+                             "keys": ["load", "knob"], "title": "t|x", "raw": False})
+    rows = [x for x in lines if x.startswith("| ")]
     header, row = rows[0], rows[1]
     assert row.startswith("| cpu:cpus=1\\|2 | a&lt;b&gt; | 7 | ok |")
     # Unescaped pipes split the row into as many cells as the header has, no more.
     assert row.replace("\\|", "").count("|") == header.count("|")
-    assert "not applicable \\| here" in out.getvalue()
+    assert "not applicable \\| here" in "\n".join(lines)

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from irqlab.cli.main import main
-from irqlab.cli.render import JsonRenderer
 from irqlab.importers import ingest
 from irqlab.store import Store
 from tests.conftest import call_cli
@@ -35,16 +34,11 @@ CASES = [("rt-eval", "rt_eval_zephyr.txt", []), ("rt-eval", "rt_eval_wrapped.txt
 
 
 def cli(capfd, *argv: str) -> tuple[int, str, str]:
-    """Run the CLI in-process; stdout (human and JSON renderer alike) into a buffer."""
+    """Run the CLI in-process; stdout (text and JSON lines alike: the output seam's
+    screen writes to sys.stdout when it writes) into a buffer."""
     buf = io.StringIO()
-    saved = JsonRenderer.__init__.__defaults__
-    # JsonRenderer binds sys.stdout when its module loads: point it at the buffer too.
-    JsonRenderer.__init__.__defaults__ = (buf,)
-    try:
-        with contextlib.redirect_stdout(buf):
-            code = main(list(argv))
-    finally:
-        JsonRenderer.__init__.__defaults__ = saved
+    with contextlib.redirect_stdout(buf):
+        code = main(list(argv))
     return code, buf.getvalue(), capfd.readouterr().err
 
 

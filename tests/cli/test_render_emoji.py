@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
-from irqlab.cli.render import HumanRenderer, _NOT_AN_EMOJI, may_name_an_emoji
+from irqlab.cli.output.screen import _NOT_AN_EMOJI, Screen, may_name_an_emoji
 
 TEXTS = ["started: 2026-11-26T20:03:12.123", "fe80::1 and ::", "run :fire: here",
          "[bold]:smile:[/] markup", "drive=x:a:b", ":100: and :1234:", ":03-text: :+1:",
@@ -40,8 +40,8 @@ def _rendered(console: Console, text: str) -> str:
 
 @pytest.mark.parametrize("text", TEXTS)
 def test_the_renderer_s_console_prints_as_rich_s(text):
-    ours = HumanRenderer().console.__class__(file=io.StringIO(), width=60,
-                                             highlight=False)
+    ours = Screen().console.__class__(file=io.StringIO(), width=60,
+                                      highlight=False)
     plain = Console(file=io.StringIO(), width=60, highlight=False)
     assert _rendered(ours, text) == _rendered(plain, text)
 
@@ -53,9 +53,10 @@ def test_codes_that_may_be_emoji_are_seen():
 
 
 def test_a_human_table_of_plain_text_does_not_load_the_emoji_table():
-    code = ("import sys\nfrom irqlab.cli.render import HumanRenderer\n"
-            "HumanRenderer().run_list([])\n"
-            "HumanRenderer().console.print('20:03:12 ok')\n"
+    code = ("import sys\nfrom irqlab.cli.output import exporter_for, show\n"
+            "from irqlab.cli.output.screen import Screen\n"
+            "show({'type': 'run_list', 'rows': []}, exporter_for('text'))\n"
+            "Screen().console.print('20:03:12 ok')\n"
             "print('rich._emoji_codes' in sys.modules, file=sys.stderr)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, env={**os.environ, "COLUMNS": "200"})

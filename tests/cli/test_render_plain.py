@@ -1,9 +1,10 @@
-"""Off a terminal the human renderer draws list/show's tables and lines itself, without
-rich (issue 28: importing rich and laying out a table was ~40 ms of their start). What
-it writes must be what rich writes, byte for byte: the renderer's plain path and its rich
-path (the same renderer with the plain drawing off) print the same random tables, lines,
-run lists and run details, hostile text included (markup, emoji codes, control and wide
-characters, tables wider than the console)."""
+"""Off a terminal the output seam's screen draws list/show's tables and lines itself,
+without rich (issue 28: importing rich and laying out a table was ~40 ms of their start).
+What it writes must be what rich writes, byte for byte: the screen's plain path and its
+rich path (the same screen with the plain drawing off) print the same random tables,
+lines, run lists and run details (as the text exporter builds them), hostile text
+included (markup, emoji codes, control and wide characters, tables wider than the
+console)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from typing import Any, Callable
 import pytest
 from rich.errors import MarkupError
 
-from irqlab.cli.render import PLAIN_WIDTH, Data, HumanRenderer, PlainTable
+from irqlab.cli.output import View
+from irqlab.cli.output.screen import PLAIN_WIDTH, Data, PlainTable, Screen
+from irqlab.cli.output.text_runs import run_detail_text, run_list_text
 from irqlab.stats.fields import make_summary
 
 # Words the random texts are made of: ordinary ones, and (one in ten) each thing rich
@@ -31,18 +34,18 @@ def _text(rng: random.Random, words: int = 3) -> str:
                    for _ in range(rng.randint(0, words)))
 
 
-def _printed(draw: Callable[[HumanRenderer], None], plain: bool) -> str:
+def _printed(draw: Callable[[Screen], None], plain: bool) -> str:
     """What ``draw`` prints to a pipe-like stdout, through the plain drawing or rich."""
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        renderer = HumanRenderer()
-        assert renderer._plain            # a StringIO is no terminal: plain allowed
-        renderer._plain = plain
-        draw(renderer)
+        screen = Screen()
+        assert screen._plain              # a StringIO is no terminal: plain allowed
+        screen._plain = plain
+        draw(screen)
     return buf.getvalue()
 
 
-def _same(draw: Callable[[HumanRenderer], None]) -> str:
+def _same(draw: Callable[[Screen], None]) -> str:
     try:
         theirs = _printed(draw, plain=False)
     except MarkupError:         # (a style's closing tag escaped by a trailing backslash)
@@ -115,7 +118,7 @@ def _list_row(rng: random.Random, run_id: int) -> dict[str, Any]:
 def test_run_lists_print_as_rich_prints_them(seed):
     rng = random.Random(200 + seed)
     rows = [_list_row(rng, i) for i in range(1, rng.randint(0, 5) + 1)]
-    _same(lambda r: r.run_list(rows))
+    _same(lambda r: r.write(run_list_text({"type": "run_list", "rows": rows}, View())))
 
 
 def _summary(rng: random.Random, name: str) -> dict[str, Any]:
@@ -143,6 +146,7 @@ def test_run_details_print_as_rich_prints_them(seed):
     windows = [{"index": i, "start_s": float(i), "samples": 100, "mean_ns": 1000.5,
                 "stddev_ns": 10, "min_ns": 900, "max_ns": rng.choice([1100, 2.5e6]),
                 "above_threshold": 0} for i in range(rng.randint(0, 3))]
-    out = _same(lambda r: r.run_detail(_summary(random.Random(seed), name), detail,
-                                       windows))
+    model = {"type": "run_detail", "summary": _summary(random.Random(seed), name),
+             "detail": detail, "windows": windows}
+    out = _same(lambda r: r.write(run_detail_text(model, View())))
     assert "p99" in out

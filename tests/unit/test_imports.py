@@ -32,9 +32,15 @@ one layer (stats/, store/, cli/ ...).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
+
+# The tests here share one parse of every module (all_edges, cached): one worker runs
+# them all (tests/conftest.py's groups), or each worker would parse the package again.
+XDIST_GROUP = "imports"
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "irqlab"
@@ -123,12 +129,14 @@ def edges_of(source: str, path: Path, modules: dict[str, Path]) -> list[Edge]:
     return out
 
 
-def all_edges() -> list[Edge]:
+@functools.cache
+def all_edges() -> tuple[Edge, ...]:
+    """Every import of the package: parsed once for all the tests here (~300 files)."""
     modules = all_modules()
-    return [e for name, path in modules.items() for e in edges_of(name, path, modules)]
+    return tuple(e for name, path in modules.items() for e in edges_of(name, path, modules))
 
 
-def circles(edges: list[Edge]) -> list[list[str]]:
+def circles(edges: Sequence[Edge]) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan, iterative)."""
     graph: dict[str, set[str]] = {}
     for e in edges:

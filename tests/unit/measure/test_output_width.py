@@ -42,10 +42,21 @@ def test_brief_window_lines(fake, tmp_path, capsys):
     assert all(re.fullmatch(r"#\d+ mean .+ max .+ above \d+", w) for w in windows)
 
 
-def test_matrix_table_has_units_and_fits_120_columns():
+def _matrix_printed(cells, keys: list[str], fmt: str, title: str, raw: bool = False) -> str:
+    """What `irqlab matrix` prints of these results in format ``fmt`` (the output seam)."""
+    import contextlib
     import io
 
-    from irqlab.cli.cmd_matrix import render
+    from irqlab.cli.output import exporter_for, show
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        show({"type": "matrix_results", "results": cells, "keys": keys, "title": title,
+              "raw": raw}, exporter_for(fmt))
+    return out.getvalue()
+
+
+def test_matrix_table_has_units_and_fits_120_columns():
     from irqlab.cli.matrix import CellResult
     summary = {"mean_ns": 15_851_470, "min_ns": 9_120, "max_ns": 1_234_567_890,
                "warm_max_ns": 987_654_321, "p999_ns": 55_123_456, "above_threshold": 123456}
@@ -53,20 +64,16 @@ def test_matrix_table_has_units_and_fits_120_columns():
                          "period": "1ms", "prio": 80, "pin": "1"}, 100 + w, "ok", summary, [])
              for w in (1, 2) for idle in ("hlt", "poll")]
     keys = ["load", "idle", "period", "prio", "pin"]
-    out = io.StringIO()
-    render(cells, keys, "table", "loaded: 4 cells, 1234 s", out)
-    lines = out.getvalue().splitlines()
+    text = _matrix_printed(cells, keys, "text", "loaded: 4 cells, 1234 s")
+    lines = text.splitlines()
     assert max(len(line) for line in lines) <= 120, max(lines, key=len)
-    assert "15.85 ms" in out.getvalue() and "15851470" not in out.getvalue()
-    raw = io.StringIO()
-    render(cells, keys, "table", "loaded", raw, raw=True)
-    assert "15851470" in raw.getvalue() and "latencies in ns" in raw.getvalue()
+    assert "15.85 ms" in text and "15851470" not in text
+    raw = _matrix_printed(cells, keys, "text", "loaded", raw=True)
+    assert "15851470" in raw and "latencies in ns" in raw
 
 
 def test_matrix_table_shows_each_key_of_a_paired_key():
-    import io
-
-    from irqlab.cli.cmd_matrix import render, table_keys
+    from irqlab.cli.cmd_matrix import table_keys
     from irqlab.cli.matrix import CellResult
     keys = table_keys({"xen_sched+xen_pcpus": [["credit", 1], ["null", 2]],
                        "load": ["none"]})
@@ -74,8 +81,6 @@ def test_matrix_table_shows_each_key_of_a_paired_key():
     cells = [CellResult({"xen_sched": s, "xen_pcpus": n, "load": "none"}, r, "ok",
                         {"mean_ns": 1000}, []) for r, (s, n) in enumerate(
                             [("credit", 1), ("null", 2)], start=1)]
-    out = io.StringIO()
-    render(cells, keys, "csv", "paired", out)
-    rows = out.getvalue().splitlines()
+    rows = _matrix_printed(cells, keys, "csv", "paired").splitlines()
     assert rows[0].startswith("XEN_SCHED,XEN_PCPUS,LOAD,RUN,STATUS")
     assert rows[1].startswith("credit,1,none,1,ok") and rows[2].startswith("null,2,none,2,ok")

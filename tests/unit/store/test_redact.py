@@ -3,13 +3,11 @@ messages that quote one, and the CLI's error lines for stores it cannot open."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from irqlab.store.location import redact
 from irqlab.store.pg import safe_url
+from tests.conftest import call_argv
 
 
 @pytest.mark.parametrize("text, shown", [
@@ -39,8 +37,7 @@ def test_redact_hides_every_password(text, shown):
 def test_cli_errors_never_show_the_password(url, tmp_path):
     for argv in (["list", "--db", url], ["push", "1", "--db", str(tmp_path / "a.duckdb"),
                                           "--to", url.replace("postgresql", "pg")]):
-        res = subprocess.run([sys.executable, "-m", "irqlab.cli.main", *argv],
-                             capture_output=True, text=True, timeout=60)
+        res = call_argv(argv)        # in this interpreter: the message is the point
         assert res.returncode == 2
         assert "hunter2" not in res.stderr + res.stdout
         assert len(res.stderr.strip().splitlines()) == 1 and "internal error" not in res.stderr
