@@ -30,9 +30,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from irqlab.explain.load import Trace
+from irqlab.explain.seam import Explanation, Progress, Request
 from irqlab.explain.timeline import Intervals, cpu_runs, irq_intervals
 from irqlab.runner.noise import NOISE_COMM
 from irqlab.stats.osnoise import IRQ, NMI, OUTSIDE, OUTSIDE_TEXT, SOFTIRQ, THREAD
+from irqlab.store import Store, StoreError
+from irqlab.store.db import RunRow
 # Level of each traced kind: at an instant the highest one present holds the CPU.
 _LEVEL = {THREAD: 1, SOFTIRQ: 2, IRQ: 3, NMI: 4}
 
@@ -190,3 +193,22 @@ def _classify_cpu(g0: np.ndarray, g1: np.ndarray,
     label[kgap[first]] = kown[first]
     own[kgap[first]] = total[first]
     return label, own
+
+
+class NoiseExplainer:
+    """`irqlab explain` of a noise run: its gaps are classified once, after the run,
+    into its summary's ``noise`` object; there is no spike-by-spike account to give, so
+    the command says where the classes are (one line, exit 2)."""
+
+    kind = "noise"
+    title = "noise (host tracefs around the busy loop)"
+    outputs = ()
+
+    def outputs_hint(self, run: RunRow) -> str:
+        return ""
+
+    def explain(self, store: Store, run: RunRow, request: Request,
+                progress: Progress) -> Explanation:
+        raise StoreError(f"run {run.run_id} is a noise run: its gaps are classified in its "
+                         f"summary (`irqlab show {run.run_id}`: the noise lines, or "
+                         f"--json's `noise.classes`), not explained one by one")

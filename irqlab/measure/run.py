@@ -15,8 +15,7 @@ from typing import Any
 
 from irqlab import __version__
 from irqlab.measure.boot import StopFlag, boot
-from irqlab.measure.config import Observer, RunConfig, RunContext, RunResult
-from irqlab.runconfig import RunEnd
+from irqlab.measure.config import Observer, RunConfig, RunContext, RunEnd, RunResult
 from irqlab.measure.stream import (BreakAt, DurationBound, MeasureState, OnThreshold,
                                    emit_window, stream)
 from irqlab.measure.summary import build_summary, histogram_rows, probe_meta
