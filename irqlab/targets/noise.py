@@ -28,7 +28,7 @@ from irqlab.samples.multiring import MultiRingReader, layout_bytes
 from irqlab.samples.source import SampleSource
 from irqlab.targets import options as o
 from irqlab.targets.base import Target, TargetOptions, TargetUsageError
-from irqlab.targets.native import host_arch
+from irqlab.targets.native import NativeTarget, host_arch
 
 # The capture kind of a traced noise run (hooks.trace.kind): classified after the run.
 CAPTURE_KIND = "noise"
@@ -47,11 +47,9 @@ class NoiseTarget(Target):
     name = "noise"
     help = "this host's OS noise: a busy loop per CPU records every gap (rtla osnoise)"
     options = (o.CPUS, o.PRIORITY, o.RT_FALLBACK)
-    why_not = {"idle": "its threads never idle: they read the clock in a loop",
-               "inject_irqoff": "a user-space thread cannot keep interrupts off",
-               "inject_every": "a user-space thread cannot keep interrupts off",
-               "accel": "it runs on the host itself, no VM",
-               "icount": "it runs on the host itself, no VM"}
+    # The native probe's reasons (a user-space thread on this host), but for --idle.
+    why_not = {**NativeTarget.why_not,
+               "idle": "its threads never idle: they read the clock in a loop"}
     default_threshold_ns = 5_000
 
     def configure(self, given: dict[str, Any], period_ns: int) -> NoiseOptions:

@@ -105,33 +105,7 @@ static void parse_args(int argc, char **argv)
 {
 	cli_init("irqlab-native", "(see --help)");
 	cli_parse(argc, argv, &opt.po, usage, native_opt);
-	if (!opt.ncpus) {
-		opt.ncpus = wk_online_cpus(opt.cpus, MR_MAX_RINGS);
-		if (opt.ncpus < 0)
-			cli_usage_fail("cannot list the online CPUs: %s", strerror(-opt.ncpus));
-	}
-}
-
-/* dir_setup - write the directory and every ring header at @area; 0 or -errno */
-static int dir_setup(void *area)
-{
-	struct mr_ring_cfg cfg = {
-		.timer_mode = TIMER_CLOCK_NANOSLEEP, .period_ns = opt.period_ns,
-		.build_id = IRQLAB_NATIVE_BUILD_ID,
-	};
-	int err;
-
-	dir = mr_dir_begin(area, opt.ncpus, opt.po.capacity, opt.period_ns, (u32)opt.po.priority);
-	for (int i = 0; i < opt.ncpus; i++) {
-		ctxs[i].cpu = opt.cpus[i];
-		cfg.cpu = (u32)opt.cpus[i];
-		err = mr_ring_init(dir, i, opt.po.capacity, &cfg, &ctxs[i].ring);
-		if (err)
-			return err;
-	}
-	mr_dir_publish(dir);
-	mr_fail_into(dir, NULL);
-	return 0;
+	opt.ncpus = wk_cpus(opt.cpus, opt.ncpus);
 }
 
 /* hold_dma_latency - keep /dev/cpu_dma_latency at 0 while open; fd or -errno */
@@ -201,20 +175,19 @@ out:
 
 int main(int argc, char **argv)
 {
+	struct mr_ring_cfg cfg = {
+		.timer_mode = TIMER_CLOCK_NANOSLEEP, .build_id = IRQLAB_NATIVE_BUILD_ID,
+	};
 	sigset_t stopset;
-	void *area = NULL;
 	int dma_fd, err;
 
 	parse_args(argc, argv);
 	rt_block_stop_signals(&stopset);
 
-	ctxs = calloc((size_t)opt.ncpus, sizeof(*ctxs));
+	cfg.period_ns = opt.period_ns;		/* given on the command line */
+	ctxs = wk_create(&opt.po, opt.shm_offset_bytes, opt.cpus, opt.ncpus,
+			 (u32)opt.po.priority, &cfg, &dir);
 	if (!ctxs)
-		return EXIT_RUNTIME;
-	if (mr_map(opt.po.shm_path, opt.po.shm_fd, opt.shm_offset_bytes, opt.ncpus, opt.po.capacity,
-		   &area))
-		return EXIT_RUNTIME;
-	if (dir_setup(area))
 		return EXIT_RUNTIME;
 	if (rt_preflight(dir, opt.po.priority, opt.po.rt_fallback))
 		return EXIT_NO_RT;
@@ -234,14 +207,8 @@ int main(int argc, char **argv)
 			dir->policy == MR_POLICY_FIFO ? "SCHED_FIFO" : "SCHED_OTHER",
 			opt.po.priority, (unsigned long long)opt.period_ns, opt.po.capacity,
 			dir->flags);
-	__atomic_store_n(&dir->state, RING_RUNNING, __ATOMIC_RELEASE);
-	err = wk_start(ctxs, opt.ncpus, cpu_thread);
-	if (!err)
-		err = wk_wait(ctxs, opt.ncpus, &stopset);
+	err = wk_run(dir, ctxs, opt.ncpus, cpu_thread, &stopset);
 	if (dma_fd >= 0)
 		close(dma_fd);
-	if (err)
-		return EXIT_RUNTIME;
-	__atomic_store_n(&dir->state, RING_DONE, __ATOMIC_RELEASE);
-	return 0;
+	return err ? EXIT_RUNTIME : 0;
 }

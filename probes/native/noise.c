@@ -102,35 +102,7 @@ static void parse_args(int argc, char **argv)
 {
 	cli_init("irqlab-noise", "(see --help)");
 	cli_parse(argc, argv, &opt.po, usage, noise_opt);
-	if (!opt.ncpus) {
-		opt.ncpus = wk_online_cpus(opt.cpus, MR_MAX_RINGS);
-		if (opt.ncpus < 0)
-			cli_usage_fail("cannot list the online CPUs: %s", strerror(-opt.ncpus));
-	}
-}
-
-/* dir_setup - write the directory and every ring header at @area; 0 or -errno */
-static int dir_setup(void *area)
-{
-	struct mr_ring_cfg cfg = {
-		/* no period: gaps come when they come (the host counts no overruns) */
-		.timer_mode = TIMER_BUSY_LOOP, .idle = IDLE_POLL,
-		.period_ns = 0, .build_id = IRQLAB_NATIVE_BUILD_ID,
-	};
-	int err;
-
-	dir = mr_dir_begin(area, opt.ncpus, opt.po.capacity, 0,
-			   opt.other ? 0 : (u32)opt.po.priority);
-	for (int i = 0; i < opt.ncpus; i++) {
-		workers[i].cpu = opt.cpus[i];
-		cfg.cpu = (u32)opt.cpus[i];
-		err = mr_ring_init(dir, i, opt.po.capacity, &cfg, &workers[i].ring);
-		if (err)
-			return err;
-	}
-	mr_dir_publish(dir);
-	mr_fail_into(dir, NULL);
-	return 0;
+	opt.ncpus = wk_cpus(opt.cpus, opt.ncpus);
 }
 
 /* publish_progress - the totals so far into @h (progress last, release) */
@@ -186,19 +158,19 @@ out:
 
 int main(int argc, char **argv)
 {
+	/* no period: gaps come when they come (the host counts no overruns) */
+	struct mr_ring_cfg cfg = {
+		.timer_mode = TIMER_BUSY_LOOP, .idle = IDLE_POLL,
+		.period_ns = 0, .build_id = IRQLAB_NATIVE_BUILD_ID,
+	};
 	sigset_t stopset;
-	void *area = NULL;
-	int err;
 
 	parse_args(argc, argv);
 	rt_block_stop_signals(&stopset);
 
-	workers = calloc((size_t)opt.ncpus, sizeof(*workers));
+	workers = wk_create(&opt.po, 0, opt.cpus, opt.ncpus,
+			    opt.other ? 0 : (u32)opt.po.priority, &cfg, &dir);
 	if (!workers)
-		return EXIT_RUNTIME;
-	if (mr_map(opt.po.shm_path, opt.po.shm_fd, 0, opt.ncpus, opt.po.capacity, &area))
-		return EXIT_RUNTIME;
-	if (dir_setup(area))
 		return EXIT_RUNTIME;
 	if (!opt.other && rt_preflight(dir, opt.po.priority, opt.po.rt_fallback))
 		return EXIT_NO_RT;
@@ -213,12 +185,5 @@ int main(int argc, char **argv)
 			dir->policy == MR_POLICY_FIFO ? "SCHED_FIFO" : "SCHED_OTHER",
 			dir->policy == MR_POLICY_FIFO ? opt.po.priority : 0,
 			(unsigned long long)opt.threshold_ns, opt.po.capacity, dir->flags);
-	__atomic_store_n(&dir->state, RING_RUNNING, __ATOMIC_RELEASE);
-	err = wk_start(workers, opt.ncpus, noise_thread);
-	if (!err)
-		err = wk_wait(workers, opt.ncpus, &stopset);
-	if (err)
-		return EXIT_RUNTIME;
-	__atomic_store_n(&dir->state, RING_DONE, __ATOMIC_RELEASE);
-	return 0;
+	return wk_run(dir, workers, opt.ncpus, noise_thread, &stopset) ? EXIT_RUNTIME : 0;
 }

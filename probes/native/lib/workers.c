@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -17,8 +18,8 @@
 volatile int wk_stop_requested;
 static int threads_left;
 
-/* wk_online_cpus - the online CPU list into @cpus; count or -errno */
-int wk_online_cpus(int *cpus, int max)
+/* online_cpus - the online CPU list into @cpus; count or -errno */
+static int online_cpus(int *cpus, int max)
 {
 	char buf[4096];
 	FILE *f = fopen("/sys/devices/system/cpu/online", "r");
@@ -37,6 +38,51 @@ int wk_online_cpus(int *cpus, int max)
 	for (long i = 0; i < n && i < max; i++)
 		cpus[i] = (int)i;
 	return n < max ? (int)n : max;
+}
+
+/*
+ * wk_cpus - @n when CPUs were given (--cpus), else every online CPU into
+ * @cpus; the count (exits 2 when the online CPUs cannot be listed)
+ */
+int wk_cpus(int *cpus, int n)
+{
+	if (n)
+		return n;
+	n = online_cpus(cpus, MR_MAX_RINGS);
+	if (n < 0)
+		cli_usage_fail("cannot list the online CPUs: %s", strerror(-n));
+	return n;
+}
+
+/*
+ * wk_create - the @n workers of @cpus and their rings: @po's shared memory
+ * mapped at @offset_bytes, the directory (@priority, @cfg's period) and one
+ * ring per worker from @cfg written, failures reported into the directory
+ * from then on; the workers (*@dir set) or NULL, the reason on stderr
+ */
+struct worker *wk_create(const struct probe_opts *po, u64 offset_bytes, const int *cpus,
+			 int n, u32 priority, struct mr_ring_cfg *cfg, struct mr_dir **dir)
+{
+	struct worker *w = calloc((size_t)n, sizeof(*w));
+	void *area = NULL;
+
+	if (!w)
+		return NULL;
+	if (mr_map(po->shm_path, po->shm_fd, offset_bytes, n, po->capacity, &area))
+		goto fail;
+	*dir = mr_dir_begin(area, n, po->capacity, cfg->period_ns, priority);
+	for (int i = 0; i < n; i++) {
+		w[i].cpu = cpus[i];
+		cfg->cpu = (u32)cpus[i];
+		if (mr_ring_init(*dir, i, po->capacity, cfg, &w[i].ring))
+			goto fail;
+	}
+	mr_dir_publish(*dir);
+	mr_fail_into(*dir, NULL);
+	return w;
+fail:
+	free(w);
+	return NULL;
 }
 
 /* wk_prefault_stack - touch the stack the calling thread will use while measuring */
@@ -103,4 +149,23 @@ int wk_wait(struct worker *w, int n, const sigset_t *stopset)
 		}
 	}
 	return failed ? -failed : 0;
+}
+
+/*
+ * wk_run - run @fn on the @n workers @w until they end or a signal of
+ * @stopset stops them, the directory @dir running meanwhile and done after;
+ * 0 or -errno of the first failure (reported)
+ */
+int wk_run(struct mr_dir *dir, struct worker *w, int n, void *(*fn)(void *),
+	   const sigset_t *stopset)
+{
+	int err;
+
+	__atomic_store_n(&dir->state, RING_RUNNING, __ATOMIC_RELEASE);
+	err = wk_start(w, n, fn);
+	if (!err)
+		err = wk_wait(w, n, stopset);
+	if (!err)
+		__atomic_store_n(&dir->state, RING_DONE, __ATOMIC_RELEASE);
+	return err;
 }

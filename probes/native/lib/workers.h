@@ -9,7 +9,8 @@
 #include <pthread.h>
 #include <signal.h>
 
-#include "multiring.h"
+#include "cli.h"
+#include "mring.h"
 
 struct worker {
 	pthread_t thread;
@@ -21,10 +22,14 @@ struct worker {
 /* what every worker thread reads while it runs */
 extern volatile int wk_stop_requested;
 
-int wk_online_cpus(int *cpus, int max);
+int wk_cpus(int *cpus, int n);
+struct worker *wk_create(const struct probe_opts *po, u64 offset_bytes, const int *cpus,
+			 int n, u32 priority, struct mr_ring_cfg *cfg, struct mr_dir **dir);
 void wk_prefault_stack(void);
 int wk_start(struct worker *w, int n, void *(*fn)(void *));
 void wk_done(void);
 int wk_wait(struct worker *w, int n, const sigset_t *stopset);
+int wk_run(struct mr_dir *dir, struct worker *w, int n, void *(*fn)(void *),
+	   const sigset_t *stopset);
 
 #endif /* IRQLAB_NATIVE_WORKERS_H */
