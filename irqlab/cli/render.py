@@ -432,8 +432,11 @@ class HumanRenderer(Renderer):
 
     def summary(self, summary: dict[str, Any]) -> None:
         self._stop_progress()
+        # A noise run has no period: its samples are the gaps at or above the threshold.
+        timing = (f"gaps >= {format_ns(summary['noise']['threshold_ns'], 'exact')}"
+                  if summary.get("noise") else f"period {format_ns(summary.get('period_ns'))}")
         title = (f"run {summary['run_id']} {summary['name']} — {summary['status']} "
-                 f"({summary.get('accel')}, period {format_ns(summary.get('period_ns'))})")
+                 f"({summary.get('accel')}, {timing})")
         if summary.get("source") not in (None, "irqlab"):
             title = (f"run {summary['run_id']} {summary['name']} — imported "
                      f"({summary['source']}, {summary.get('kind', 'latency')})")
