@@ -16,9 +16,23 @@ NOISE_PROBE = NATIVE_BUILD / "irqlab-noise"
 NOISE_COMM = "irqlab-noise"
 
 
+def noise_args(cpus: list[int], threshold_ns: int, capacity: int, duration_ns: int,
+               fifo_priority: int | None, rt_fallback: bool) -> list[str]:
+    """irqlab-noise's options (probes/native/noise.c): SCHED_OTHER (``--other``) unless
+    a SCHED_FIFO priority is given."""
+    args = ["--cpus", format_cpu_list(cpus), "--threshold-ns", str(threshold_ns),
+            "--capacity", str(capacity)]
+    if duration_ns:
+        args += ["--duration-ns", str(duration_ns)]
+    if fifo_priority is None:
+        return args + ["--other"]
+    return args + ["--priority", str(fifo_priority)] + (["--rt-fallback"] if rt_fallback
+                                                        else [])
+
+
 @dataclass
 class NoiseProbe(NativeProbe):
-    """A running irqlab-noise process and its shared ring memory. ``priority`` None:
+    """A running irqlab-noise process and its shared ring memory. ``fifo_priority`` None:
     SCHED_OTHER (``--other``), as rtla osnoise runs its threads unless given -P."""
 
     program = "irqlab-noise"
@@ -31,22 +45,6 @@ class NoiseProbe(NativeProbe):
     def probe_path(self) -> Path:
         return self.probe or NOISE_PROBE
 
-    def start(self) -> None:
-        """Create the shared memory and start the probe; raises OSError with the reason."""
-        if not self.probe_path.exists():
-            raise FileNotFoundError(
-                f"noise probe {self.probe_path} is not built: run `make -C probes/native` "
-                f"(or the README's set-up command)")
-        cpus = self.selected_cpus()
-        self._create_memfd("irqlab-noise-rings", self.layout_bytes(len(cpus), self.capacity))
-        args = ["--cpus", format_cpu_list(cpus), "--threshold-ns", str(self.threshold_ns),
-                "--capacity", str(self.capacity)]
-        if self.duration_ns:
-            args += ["--duration-ns", str(self.duration_ns)]
-        if self.fifo_priority is None:
-            args.append("--other")
-        else:
-            args += ["--priority", str(self.fifo_priority)]
-            if self.rt_fallback:
-                args.append("--rt-fallback")
-        self._spawn([str(self.probe_path), "--shm-fd", str(self.mem_fd)] + args)
+    def probe_options(self, cpus: list[int]) -> list[str]:
+        return noise_args(cpus, self.threshold_ns, self.capacity, self.duration_ns,
+                          self.fifo_priority, self.rt_fallback)
