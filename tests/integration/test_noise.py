@@ -7,6 +7,7 @@ counts add up, and the flood's softirq is among the classes."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -37,7 +38,7 @@ def traced(tmp_path_factory):
                           "--trace", "--load", f"netns-flood:cpus={CPU}", "--json",
                           "--db", str(db)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
-    (summary,) = [x for x in map(__import__("json").loads, run.stdout.splitlines())
+    (summary,) = [x for x in map(json.loads, run.stdout.splitlines())
                   if x.get("type") == "summary"]
     return db, summary
 
