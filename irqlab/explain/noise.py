@@ -14,9 +14,11 @@ the softirq's out of the thread's (at every instant the innermost one holds the 
 NMI over IRQ over softirq over thread). The gap's class is the interference with the
 most such time inside it; a gap no traced interference overlaps is "outside the
 kernel": the hypervisor (on a VM, the host's steal), an SMI or the hardware — rtla's
-"HW" noise. Why the most and not the first: on a VM an IRQ is often delivered right
-after the host gives the vCPU back, so a long steal and a short IRQ share one gap; the
-rule still names the IRQ when it is the only event, as osnoise's does.
+"HW" noise. Why the most and not the first: a gap may hold several (a thread whose
+softirqs ran inside it, a tick during another task), and the one that took most of it
+is what to fix. Time no event covers (on a VM the host's steal, the kernel's own entry
+code) does not compete: as in osnoise, a gap with any traced interference is that
+interference's, so "outside" counts only the gaps the trace saw nothing in.
 
 Intervals come from irqlab.explain.timeline (irq_intervals, cpu_runs), the ones explain's
 native path reads; the loop's own threads are found by their name (NOISE_COMM, which
@@ -36,6 +38,7 @@ from irqlab.runner.noise import NOISE_COMM
 from irqlab.stats.osnoise import IRQ, NMI, OUTSIDE, OUTSIDE_TEXT, SOFTIRQ, THREAD
 from irqlab.store import Store, StoreError
 from irqlab.store.db import RunRow
+
 # Level of each traced kind: at an instant the highest one present holds the CPU.
 _LEVEL = {THREAD: 1, SOFTIRQ: 2, IRQ: 3, NMI: 4}
 
