@@ -5,7 +5,8 @@ by `show`, `list` and `check` as any run (the gaps are its samples)."""
 
 from __future__ import annotations
 
-import os
+import json
+from pathlib import Path
 
 import pytest
 
@@ -51,6 +52,18 @@ def test_the_summary_has_the_noise_object(noise_run):
     assert cpu["noise_ns"] >= 5_000 * s["samples"]
     if s["samples"]:
         assert cpu["max_gap_ns"] == s["max_ns"] >= s["min_ns"] >= 5_000
+
+
+def test_the_summary_line_validates_against_its_schema(noise_run):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).parents[2] / "docs" / "schema" /
+                         "summary.schema.json").read_text())
+    _db, s = noise_run
+    jsonschema.Draft202012Validator(schema).validate(s)
+    # ... and the schema holds the noise object to its keys (a key missing fails).
+    broken = {**s, "noise": {k: v for k, v in s["noise"].items() if k != "runtime_ns"}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate(broken)
 
 
 def test_show_prints_it_as_rtla_osnoise_top(noise_run):

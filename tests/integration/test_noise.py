@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pytest
 
 from irqlab.runner.noise import NOISE_PROBE
@@ -62,3 +64,10 @@ def test_the_floods_softirq_is_among_the_classes(traced):
     _db, s = traced
     assert any(c["kind"] == "softirq" and c["name"] == "NET_RX"
                for c in s["noise"]["classes"]), s["noise"]["classes"]
+
+
+def test_the_classified_summary_validates_against_its_schema(traced):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).parents[2] / "docs" / "schema" /
+                         "summary.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(traced[1])
