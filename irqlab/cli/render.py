@@ -862,7 +862,7 @@ def noise_lines(summary: dict[str, Any]) -> list[str]:
                  format_latency(c["noise_per_s_ns"]), _pct(c["cpu_available_pct"]),
                  format_latency(c["max_gap_ns"]), f"{c['gaps']:,}")
         lines.append("".join(v.rjust(w) for v, (_h, w) in zip(cells, _NOISE_COLUMNS))
-                     + "".join(f"{c['by_kind'][k]:,}".rjust(8) for k in kinds))
+                     + "".join(f"{c['by_kind'][k]['count']:,}".rjust(8) for k in kinds))
     if not n["classified"]:
         lines.append("gaps not classified: run with --trace to name each gap's cause")
         return lines

@@ -60,8 +60,7 @@ def noise_summary(threshold_ns: int, tick_hz: int, rings: list[dict[str, Any]],
                  "max_gap_ns": int(gap_ns[mine].max()) if mine.any() else None,
                  "gaps": int(r["written"]), "lost": int(r["lost"])}
         if classes is not None:
-            entry["by_kind"] = {k: v["count"] for k, v in
-                                _by_kind(classes[0][mine], gap_ns[mine]).items()}
+            entry["by_kind"] = _by_kind(classes[0][mine], gap_ns[mine])
         per_cpu.append(entry)
     runtime_ns = sum(c["runtime_ns"] for c in per_cpu)
     noise_ns = sum(c["noise_ns"] for c in per_cpu)
