@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from irqlab.cli.render import noise_lines
 from irqlab.runner.noise import NOISE_PROBE
+from irqlab.stats.osnoise import noise_summary
 from tests.conftest import call_cli, run_cli
 
 CPU = 0
@@ -88,3 +91,20 @@ def test_check_gates_a_noise_run_on_its_gaps(noise_run):
     if s["samples"]:
         bad = call_cli(["check", str(s["run_id"]), "--max", "1ns"], db)
         assert bad.code == 1
+
+
+def test_a_classified_run_prints_rtla_s_class_columns_and_its_classes():
+    kinds = np.array(["softirq", "thread", "outside"], dtype=object)
+    names = np.array(["NET_RX", "ping:7", "outside the kernel: hypervisor, SMI or hardware"],
+                     dtype=object)
+    gaps = np.array([30_000, 10_000, 6_000])
+    s = {"noise": noise_summary(5_000, 10**9, [{"cpu": 1, "busy_tick": 10**9,
+                                                "noise_tick": 46_000, "written": 3,
+                                                "lost": 0}],
+                                np.ones(3), gaps, (kinds, names))}
+    lines = noise_lines(s)
+    assert lines[1].split()[-5:] == ["HW", "NMI", "IRQ", "Softirq", "Thread"]
+    assert lines[2].split()[-5:] == ["1", "0", "0", "1", "1"]
+    assert lines[3].strip() == ("top class: softirq NET_RX: 1 gaps, 30.0 us (65.2% of the "
+                                "gaps' time)")
+    assert lines[5].strip().startswith("class: outside the kernel: hypervisor")
