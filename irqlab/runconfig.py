@@ -128,6 +128,22 @@ class RunHook(Protocol):
     def stop(self) -> None: ...                    # stop / restore; must not raise
 
 
+@dataclass
+class RunEnd:
+    """What a target is given once its run has ended (Target.summary_extra): the store
+    holding the run's samples, its metadata (hooks' included), per ring the source's
+    counters (SampleSource.per_ring), the samples' tick rate, and where to say what
+    went wrong without failing the run."""
+
+    run_id: int
+    store: Any                   # irqlab.store.Store (above this module)
+    metadata: dict[str, Any]
+    per_ring: list[dict[str, Any]]
+    tick_hz: int
+    threshold_ns: int
+    notice: Any                  # Callable[[str], None]
+
+
 @runtime_checkable
 class SpikeListener(Protocol):
     """Told of every sample above ``--on-threshold`` (the flight recorder,

@@ -96,7 +96,8 @@ def pytest_configure(config) -> None:
 # So no two guests and no two host-wide captures or hogs ever run at once; the other tests
 # (stores, statistics, CLI output) spread over both workers. One group for both made the
 # suite 17 min, one worker doing 16 of them.
-_HOST_WIDE = re.compile(r"--target\", \"native|\"native\"|--trace\b|\"--trace\"|SCHED_FIFO|"
+_HOST_WIDE = re.compile(r"--target\", \"native|\"native\"|--target\", \"noise|NOISE_PROBE|"
+                        r"--trace\b|\"--trace\"|SCHED_FIFO|"
                         r"sched_set|taskset|Tracefs\(|Instance\(|TraceHook|netns|\"--pin\"|"
                         r"--prio|NATIVE_PROBE")
 _host_wide_cache: dict[Path, bool] = {}

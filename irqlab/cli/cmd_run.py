@@ -101,8 +101,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     stats = r.add_argument_group("statistics")
     stats.add_argument("--window", type=duration, default=10_000_000_000, metavar="DUR",
                        help="statistics window (default 10s)")
-    stats.add_argument("--threshold", type=duration, default=30_000, metavar="DUR",
-                       help="latency threshold counted per window (default 30us)")
+    stats.add_argument("--threshold", type=duration, default=None, metavar="DUR",
+                       help="latency threshold counted per window (default 30us); "
+                            "noise: the shortest gap recorded (default 5us)")
     stats.add_argument("--warmup", type=count, default=1, metavar="N",
                        help="windows left out of warm max (default 1)")
     _register_target_options(r)
@@ -273,7 +274,9 @@ def run_configs(args: argparse.Namespace, db: Path | None = None) -> list:
         out.append(RunConfig(
             target=name, options=options, hooks=hooks,
             period_ns=args.period, duration_ns=duration_ns, samples=args.samples,
-            window_ns=args.window, threshold_ns=args.threshold, warmup=args.warmup,
+            window_ns=args.window, warmup=args.warmup,
+            threshold_ns=(get_target(name).default_threshold_ns if args.threshold is None
+                          else args.threshold),
             name=args.name if suite is None else f"{suite}-{name}",
             boot_timeout_s=args.boot_timeout / 1e9,
             break_at_ns=limit_ns if stop else args.break_at,

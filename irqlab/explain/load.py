@@ -46,6 +46,8 @@ _KEEP: dict[str, tuple[str, ...]] = {
     "net_dev_queue": ("len", "name"),
     "netif_receive_skb": ("len", "name"),
     "netif_rx": ("len", "name"),
+    # noise runs (irqlab.explain.noise): an NMI handler's run, stamped at its end
+    "nmi_handler": ("delta_ns",),
 }
 
 

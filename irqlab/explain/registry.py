@@ -15,6 +15,7 @@ from irqlab.explain.kvm_arm64 import KvmArm64Explainer
 from irqlab.explain.linux_guest import LinuxGuestExplainer
 from irqlab.explain.native import NativeExplainer
 from irqlab.explain.netpath import NetRunExplainer
+from irqlab.explain.noise import NoiseExplainer
 from irqlab.explain.seam import CaptureExplainer, Request, Silent, hook_meta
 from irqlab.explain.xen import XentraceExplainer
 from irqlab.store import Store, StoreError
@@ -28,6 +29,7 @@ EXPLAINERS: dict[str, CaptureExplainer] = {e.kind: e for e in (
     NativeExplainer(),
     LinuxGuestExplainer(),
     KvmArm64Explainer(),
+    NoiseExplainer(),
 )}
 
 # The capture hooks (irqlab.trace.capture.TraceHook, irqlab.xen.capture.XentraceHook)

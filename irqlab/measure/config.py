@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from irqlab.runconfig import RunConfig, RunContext, RunHook, TargetOptions
+from irqlab.runconfig import RunConfig, RunContext, RunEnd, RunHook, TargetOptions
 from irqlab.targets import get_target
 
-__all__ = ["Observer", "RunConfig", "RunContext", "RunHook", "RunResult", "TargetOptions",
+__all__ = ["Observer", "RunConfig", "RunContext", "RunEnd", "RunHook", "RunResult", "TargetOptions",
            "config_for_target"]
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from irqlab import __version__
 from irqlab.measure.boot import StopFlag, boot
-from irqlab.measure.config import Observer, RunConfig, RunContext, RunResult
+from irqlab.measure.config import Observer, RunConfig, RunContext, RunEnd, RunResult
 from irqlab.measure.stream import (BreakAt, DurationBound, MeasureState, OnThreshold,
                                    emit_window, stream)
 from irqlab.measure.summary import build_summary, histogram_rows, probe_meta
@@ -255,6 +255,10 @@ class Run(MeasureState):
         self.exact_percentiles(summary, run_summary)
         if run_summary is not None and run_summary.samples and hdr is not None:
             self.split_parts(summary, hdr.tick_hz)
+        if hdr is not None and self.store.write_failed is None:
+            summary.update(self.target.summary_extra(RunEnd(
+                self.run_id, self.store, self.meta, self.per_ring, hdr.tick_hz,
+                self.cfg.threshold_ns, self.observer.on_notice)))
         try:
             if self.store.write_failed is None:
                 if run_summary is not None and run_summary.samples and hdr is not None:

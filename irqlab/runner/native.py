@@ -71,14 +71,19 @@ class NativeProbe(MeasuredProcess):
         """Create the shared memory and start the probe; raises OSError with the reason."""
         if not self.probe_path.exists():
             raise FileNotFoundError(
-                f"native probe {self.probe_path} is not built: run `make -C probes/native` "
-                f"(or the README's set-up command)")
+                f"{self.program} {self.probe_path} is not built: run `make -C "
+                f"probes/native` (or the README's set-up command)")
         cpus = self.selected_cpus()
-        per_cpu = -(-self.samples // len(cpus)) if self.samples else 0
-        self._create_memfd("irqlab-native-rings", self.layout_bytes(len(cpus), self.capacity))
+        self._create_memfd(f"{self.program}-rings",
+                           self.layout_bytes(len(cpus), self.capacity))
         self._spawn([str(self.probe_path), "--shm-fd", str(self.mem_fd)]
-                    + probe_args(self.period_ns, cpus, self.priority, self.rt_fallback,
-                                 per_cpu, self.capacity))
+                    + self.probe_options(cpus))
+
+    def probe_options(self, cpus: list[int]) -> list[str]:
+        """The program's options beyond its shared memory, for ``cpus``."""
+        per_cpu = -(-self.samples // len(cpus)) if self.samples else 0
+        return probe_args(self.period_ns, cpus, self.priority, self.rt_fallback, per_cpu,
+                          self.capacity)
 
     @property
     def mem_paths(self) -> list[str]:

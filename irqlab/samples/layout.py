@@ -42,6 +42,7 @@ TIMER_MODES = {
     4: "arm64-physical-timer",
     5: "clock-nanosleep",         # native probe: clock_nanosleep(TIMER_ABSTIME)
     6: "udp-round-trip",          # net sender: a UDP packet per period, its round trip
+    7: "busy-loop",               # noise probe: no timer, the clock read in a loop
 }
 IDLE_NAMES = {1: "hlt", 2: "poll", 3: "sleep"}   # 3: native thread blocks in the kernel
 # The header's reference counter (offset 416): a second counter the probe read beside its
@@ -49,6 +50,10 @@ IDLE_NAMES = {1: "hlt", 2: "poll", 3: "sleep"}   # 3: native thread blocks in th
 REF_COUNTERS = {1: "arm64-cntpct"}    # Xen on Arm: xentrace's get_cycles() is CNTPCT_EL0
 REF = struct.Struct("<qII")           # ref_offset_tick, ref_counter, ref_offset_err_tick
 REF_OFFSET = 416
+# The busy-loop probe's progress and totals (offset 440, docs/formats.md section 2):
+# progress_tick, busy_start_tick, noise_tick; 0 from every other probe.
+PROGRESS = struct.Struct("<QQQ")
+PROGRESS_OFFSET = 440
 
 HEADER = struct.Struct("<QIIIIQIIQIIQQQIIQ64s256s")
 CAPACITY_OFFSET = 16
@@ -88,6 +93,11 @@ class RingHeader:
     ref_counter: str | None = None
     ref_offset_tick: int = 0
     ref_offset_err_tick: int = 0
+    # The busy-loop probe's (0 from the others): its last clock read, no record yet
+    # unwritten starts before it; its first clock read; the sum of its gaps.
+    progress_tick: int = 0
+    busy_start_tick: int = 0
+    noise_tick: int = 0
 
     def ref_meta(self) -> dict[str, Any] | None:
         """The reference counter as run metadata (``probe.ref_counter``), or None."""

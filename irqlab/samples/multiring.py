@@ -6,8 +6,9 @@ batches are then *merged*: the statistics layer needs samples in non-decreasing 
 order, and rings advance at slightly different moments, so a record is released only
 when no ring can still produce an earlier deadline (a watermark). A ring's next deadline
 is at least its last deadline plus the period (deadlines only grow, overruns skip ahead),
-and a ring with no sample yet starts at the directory's ``start_ns`` + period; a finished
-ring holds nothing back.
+and a ring with no sample yet starts at the directory's ``start_ns`` + period; a ring whose
+writer publishes its progress (the busy-loop noise probe, whose records come at no
+period) holds nothing back below it; a finished ring holds nothing back.
 """
 
 from __future__ import annotations
@@ -137,12 +138,17 @@ class MultiRingReader(SampleSource):
         return sum(r.lost for r in self.rings)
 
     def per_ring(self) -> list[dict[str, Any]]:
-        """Per ring: cpu, lost, overruns, samples written (head)."""
+        """Per ring: cpu, lost, overruns, samples written (head); a busy-loop ring also
+        its measured time and the sum of its gaps (busy_tick, noise_tick)."""
         out = []
         for cpu, r in zip(self.cpus, self.rings):
             h = r.header()
-            out.append({"cpu": cpu, "lost": r.lost, "overruns": h.overruns,
-                        "written": h.head, "state": h.state})
+            ring = {"cpu": cpu, "lost": r.lost, "overruns": h.overruns,
+                    "written": h.head, "state": h.state}
+            if h.busy_start_tick:
+                ring.update(busy_tick=max(0, h.progress_tick - h.busy_start_tick),
+                            noise_tick=h.noise_tick)
+            out.append(ring)
         return out
 
     def finish(self) -> None:
@@ -175,12 +181,14 @@ class MultiRingReader(SampleSource):
         period = self._dir()[11]
         for i, r in enumerate(self.rings):
             finished = r.state() in ("done", "error")   # read before the records
+            progress = r.progress_tick()                 # so is the progress
             batch = r.poll()
             lost += batch.lost
             if len(batch):
                 self._pending.append(batch.records)
                 self._floor[i] = max(self._floor[i],
                                      int(batch.records["deadline_tick"][-1]) + period)
+            self._floor[i] = max(self._floor[i], progress)
             if finished:
                 self._floor[i] = 2**64
         if not self._pending:

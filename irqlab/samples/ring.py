@@ -14,7 +14,8 @@ import struct
 import numpy as np
 
 from irqlab.samples.layout import (ARCH_NAMES, CAPACITY_OFFSET, HEAD_OFFSET, HEADER,
-                                   HEADER_SIZE, IDLE_NAMES, REF, REF_OFFSET, RING_MAGIC,
+                                   HEADER_SIZE, IDLE_NAMES, PROGRESS, PROGRESS_OFFSET,
+                                   REF, REF_OFFSET, RING_MAGIC,
                                    RING_OFFSET, RING_VERSION, STATE_NAMES, STATE_OFFSET,
                                    TICK_METHODS, TIMER_MODES, RingError, RingHeader,
                                    ref_counter_name)
@@ -85,6 +86,8 @@ class RingReader(SampleSource):
         self._capacity = capacity
         ref_offset_tick, ref_counter, ref_err_tick = REF.unpack_from(self._map,
                                                                      self._base + REF_OFFSET)
+        progress, busy_start, noise = PROGRESS.unpack_from(self._map,
+                                                           self._base + PROGRESS_OFFSET)
         return RingHeader(
             version=version, record_size=record_size, capacity=capacity,
             arch=ARCH_NAMES.get(arch, f"unknown({arch})"), tick_hz=tick_hz,
@@ -95,7 +98,13 @@ class RingReader(SampleSource):
             idle=IDLE_NAMES.get(idle, f"unknown({idle})"), inject_every=inject_every,
             inject_irqoff_tick=inject_irqoff_tick, build_id=_cstr(build_id),
             message=_cstr(message), ref_counter=ref_counter_name(ref_counter),
-            ref_offset_tick=ref_offset_tick, ref_offset_err_tick=ref_err_tick)
+            ref_offset_tick=ref_offset_tick, ref_offset_err_tick=ref_err_tick,
+            progress_tick=progress, busy_start_tick=busy_start, noise_tick=noise)
+
+    def progress_tick(self) -> int:
+        """The writer's progress (acquire-ordered before the records it covers: read it
+        before polling): no record still unread starts before it; 0 when not kept."""
+        return self._u64(PROGRESS_OFFSET)
 
     def _copy(self, first: int, count: int) -> np.ndarray:
         """Copy ``count`` slots starting at sequence ``first`` (handles the wrap)."""

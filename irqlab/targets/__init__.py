@@ -13,6 +13,7 @@ from irqlab.targets.labgrid import LabgridTarget
 from irqlab.targets.linux_guest import LinuxGuestTarget
 from irqlab.targets.native import NativeTarget
 from irqlab.targets.net import NetTarget
+from irqlab.targets.noise import NoiseTarget
 from irqlab.targets.serial import SerialTarget
 from irqlab.targets.xen import XenTarget
 
@@ -26,6 +27,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     LabgridTarget(),
     NetTarget(),
     KvmArm64Target(),
+    NoiseTarget(),
 )}
 
 # What gives a capability a hook may require (RunHook.requires), for the error a user

@@ -20,7 +20,7 @@ from irqlab.runner.accel import AccelPlan
 from irqlab.runner.process import MeasuredProcess
 from irqlab.samples.source import SampleSource
 # The run config holds a target's options; both live below the targets.
-from irqlab.runconfig import RunConfig, TargetOptions
+from irqlab.runconfig import RunConfig, RunEnd, TargetOptions
 
 # Shortest period the probes accept (probes/guest/lib/probe.c PERIOD_NS_MIN,
 # probes/native/native.c --period-ns): the CLI refuses what the probe would refuse.
@@ -54,6 +54,9 @@ class Target(ABC):
     # for the error a user gets; options not named here get a generic one.
     why_not: ClassVar[dict[str, str]] = {}
     min_period_ns: ClassVar[int] = PROBE_MIN_PERIOD_NS
+    # ``--threshold`` when not given: the latency counted per window (the noise target:
+    # the shortest gap its probe records).
+    default_threshold_ns: ClassVar[int] = 30_000
     # Its runs take a place from a labgrid coordinator (``matrix --lg-places`` hands each
     # cell a free place in the option ``lg_place``).
     runs_on_lg_places: ClassVar[bool] = False
@@ -107,6 +110,12 @@ class Target(ABC):
         target's process (irqlab.trace.capture.TraceHook)."""
         from irqlab.trace.capture import TraceHook
         return TraceHook(db_path, period_ns)
+
+    def summary_extra(self, end: RunEnd) -> dict[str, Any]:
+        """Keys this target adds to the run's summary once the run has ended, its
+        samples are stored and its hooks left (e.g. the noise target's ``noise``
+        object); {} for a target whose samples say everything."""
+        return {}
 
     def doctor(self) -> list[Check]:
         """What ``irqlab doctor`` checks for this target beyond the host-wide checks

@@ -28,6 +28,11 @@ class NativeOptions(TargetOptions):
     rt_fallback: bool = False
 
 
+def host_arch() -> str:
+    """This host's architecture as the probes name it (x86_64, arm64)."""
+    return _HOST_ARCH.get(platform.machine(), platform.machine())
+
+
 def native_options(given: dict[str, Any]) -> dict[str, Any]:
     """The fields of NativeOptions common to the native and Linux-guest targets."""
     priority, rt_fallback = o.check_rt(given)
@@ -47,8 +52,7 @@ class NativeTarget(Target):
                "icount": "it runs on the host itself, no VM"}
 
     def configure(self, given: dict[str, Any], period_ns: int) -> NativeOptions:
-        arch = _HOST_ARCH.get(platform.machine(), platform.machine())
-        return NativeOptions(arch=arch, **native_options(given))
+        return NativeOptions(arch=host_arch(), **native_options(given))
 
     def accel_plans(self, cfg: Any) -> list[AccelPlan]:
         return [AccelPlan("none", "native", False)]    # it runs on the host itself

@@ -23,6 +23,7 @@
 #define TICK_CLOCK_MONOTONIC	6	/* tick = CLOCK_MONOTONIC ns */
 #define TIMER_CLOCK_NANOSLEEP	5	/* clock_nanosleep(TIMER_ABSTIME) */
 #define IDLE_SLEEP		3	/* the thread blocks in the kernel */
+#define TIMER_BUSY_LOOP		7	/* no timer: noise.c reads the clock in a loop */
 
 /* mr_dir.policy */
 #define MR_POLICY_OTHER		0

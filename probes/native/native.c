@@ -26,13 +26,12 @@
 #include "lib/mring.h"
 #include "lib/nstime.h"
 #include "lib/rt.h"
+#include "lib/workers.h"
 
 #ifndef IRQLAB_NATIVE_BUILD_ID
 #define IRQLAB_NATIVE_BUILD_ID "irqlab-native-unknown"
 #endif
 
-#define STACK_PREFAULT_BYTES	(64 * 1024)
-#define THREAD_STACK_BYTES	(256 * 1024)
 #define START_LEAD_NS		20000000ULL	/* first deadline >= 20 ms away */
 #define DEFAULT_PERIOD_NS	1000000ULL
 
@@ -45,43 +44,12 @@ struct options {
 	u64 samples_per_cpu;
 };
 
-struct cpu_ctx {
-	pthread_t thread;
-	struct ring ring;
-	int cpu;
-	int error;		/* 0 or positive errno, set by the thread */
-};
-
 static struct options opt = {
 	.po = PROBE_OPTS_INIT, .period_ns = DEFAULT_PERIOD_NS,
 };
 static struct mr_dir *dir;
-static struct cpu_ctx *ctxs;
-static volatile int stop_requested;
-static int threads_left;
+static struct worker *ctxs;
 static u64 start_ns, end_ns;
-
-/* online_cpus - the online CPU list into @cpus; count or -errno */
-static int online_cpus(int *cpus, int max)
-{
-	char buf[4096];
-	FILE *f = fopen("/sys/devices/system/cpu/online", "r");
-	long n;
-
-	if (f) {
-		if (fgets(buf, sizeof(buf), f)) {
-			fclose(f);
-			return parse_cpu_list(buf, cpus, max);
-		}
-		fclose(f);
-	}
-	n = sysconf(_SC_NPROCESSORS_ONLN);
-	if (n < 1)
-		return -ENODEV;
-	for (long i = 0; i < n && i < max; i++)
-		cpus[i] = (int)i;
-	return n < max ? (int)n : max;
-}
 
 /* usage - print the options */
 static void usage(void)
@@ -137,33 +105,7 @@ static void parse_args(int argc, char **argv)
 {
 	cli_init("irqlab-native", "(see --help)");
 	cli_parse(argc, argv, &opt.po, usage, native_opt);
-	if (!opt.ncpus) {
-		opt.ncpus = online_cpus(opt.cpus, MR_MAX_RINGS);
-		if (opt.ncpus < 0)
-			cli_usage_fail("cannot list the online CPUs: %s", strerror(-opt.ncpus));
-	}
-}
-
-/* dir_setup - write the directory and every ring header at @area; 0 or -errno */
-static int dir_setup(void *area)
-{
-	struct mr_ring_cfg cfg = {
-		.timer_mode = TIMER_CLOCK_NANOSLEEP, .period_ns = opt.period_ns,
-		.build_id = IRQLAB_NATIVE_BUILD_ID,
-	};
-	int err;
-
-	dir = mr_dir_begin(area, opt.ncpus, opt.po.capacity, opt.period_ns, (u32)opt.po.priority);
-	for (int i = 0; i < opt.ncpus; i++) {
-		ctxs[i].cpu = opt.cpus[i];
-		cfg.cpu = (u32)opt.cpus[i];
-		err = mr_ring_init(dir, i, opt.po.capacity, &cfg, &ctxs[i].ring);
-		if (err)
-			return err;
-	}
-	mr_dir_publish(dir);
-	mr_fail_into(dir, NULL);
-	return 0;
+	opt.ncpus = wk_cpus(opt.cpus, opt.ncpus);
 }
 
 /* hold_dma_latency - keep /dev/cpu_dma_latency at 0 while open; fd or -errno */
@@ -184,18 +126,10 @@ static int hold_dma_latency(void)
 	return fd;
 }
 
-/* prefault_stack - touch the stack this thread will use while measuring */
-static void __attribute__((noinline)) prefault_stack(void)
-{
-	volatile u8 buf[STACK_PREFAULT_BYTES];
-
-	memset((void *)buf, 0, sizeof(buf));
-}
-
 /* cpu_thread - the measuring loop of one CPU */
 static void *cpu_thread(void *arg)
 {
-	struct cpu_ctx *c = arg;
+	struct worker *c = arg;
 	struct ring *r = &c->ring;
 	u64 next_ns = start_ns + opt.period_ns;
 	u64 seq = 0, now_ns, skipped;
@@ -209,10 +143,10 @@ static void *cpu_thread(void *arg)
 			       c->cpu, strerror(-err));
 		goto out;
 	}
-	prefault_stack();
+	wk_prefault_stack();
 	ring_set_state(r, RING_RUNNING);
 
-	while (!READ_ONCE(stop_requested) &&
+	while (!READ_ONCE(wk_stop_requested) &&
 	       (!opt.samples_per_cpu || seq < opt.samples_per_cpu) &&
 	       (!end_ns || next_ns <= end_ns)) {
 		err = sleep_until_ns(next_ns);
@@ -235,75 +169,25 @@ static void *cpu_thread(void *arg)
 	}
 	ring_set_state(r, RING_DONE);
 out:
-	__atomic_sub_fetch(&threads_left, 1, __ATOMIC_ACQ_REL);
+	wk_done();
 	return NULL;
-}
-
-/* start_threads - one pinned thread per CPU; 0 or -errno */
-static int start_threads(void)
-{
-	pthread_attr_t attr;
-	int err;
-
-	err = pthread_attr_init(&attr);
-	if (err)
-		return -err;
-	pthread_attr_setstacksize(&attr, THREAD_STACK_BYTES);
-	threads_left = opt.ncpus;
-	for (int i = 0; i < opt.ncpus; i++) {
-		err = pthread_create(&ctxs[i].thread, &attr, cpu_thread, &ctxs[i]);
-		if (err) {
-			pthread_attr_destroy(&attr);
-			__atomic_store_n(&stop_requested, 1, __ATOMIC_RELEASE);
-			__atomic_sub_fetch(&threads_left, opt.ncpus - i, __ATOMIC_ACQ_REL);
-			for (int j = 0; j < i; j++)
-				pthread_join(ctxs[j].thread, NULL);
-			return mr_fail(err, "cannot start the thread of cpu %d: %s",
-				       ctxs[i].cpu, strerror(err));
-		}
-	}
-	pthread_attr_destroy(&attr);
-	return 0;
-}
-
-/* wait_threads - wait for the threads to finish or a stop signal; 0 or -errno */
-static int wait_threads(const sigset_t *stopset)
-{
-	struct timespec poll_ts = { .tv_sec = 0, .tv_nsec = 100000000 };
-	int failed = 0;
-
-	while (__atomic_load_n(&threads_left, __ATOMIC_ACQUIRE) > 0) {
-		int sig = sigtimedwait(stopset, NULL, &poll_ts);
-
-		if (sig > 0)
-			__atomic_store_n(&stop_requested, 1, __ATOMIC_RELEASE);
-	}
-	for (int i = 0; i < opt.ncpus; i++) {
-		pthread_join(ctxs[i].thread, NULL);
-		if (ctxs[i].error && !failed) {
-			failed = ctxs[i].error;
-			mr_fail(failed, "%s", ctxs[i].ring.hdr->message);
-		}
-	}
-	return failed ? -failed : 0;
 }
 
 int main(int argc, char **argv)
 {
+	struct mr_ring_cfg cfg = {
+		.timer_mode = TIMER_CLOCK_NANOSLEEP, .build_id = IRQLAB_NATIVE_BUILD_ID,
+	};
 	sigset_t stopset;
-	void *area = NULL;
 	int dma_fd, err;
 
 	parse_args(argc, argv);
 	rt_block_stop_signals(&stopset);
 
-	ctxs = calloc((size_t)opt.ncpus, sizeof(*ctxs));
+	cfg.period_ns = opt.period_ns;		/* given on the command line */
+	ctxs = wk_create(&opt.po, opt.shm_offset_bytes, opt.cpus, opt.ncpus,
+			 (u32)opt.po.priority, &cfg, &dir);
 	if (!ctxs)
-		return EXIT_RUNTIME;
-	if (mr_map(opt.po.shm_path, opt.po.shm_fd, opt.shm_offset_bytes, opt.ncpus, opt.po.capacity,
-		   &area))
-		return EXIT_RUNTIME;
-	if (dir_setup(area))
 		return EXIT_RUNTIME;
 	if (rt_preflight(dir, opt.po.priority, opt.po.rt_fallback))
 		return EXIT_NO_RT;
@@ -323,14 +207,8 @@ int main(int argc, char **argv)
 			dir->policy == MR_POLICY_FIFO ? "SCHED_FIFO" : "SCHED_OTHER",
 			opt.po.priority, (unsigned long long)opt.period_ns, opt.po.capacity,
 			dir->flags);
-	__atomic_store_n(&dir->state, RING_RUNNING, __ATOMIC_RELEASE);
-	err = start_threads();
-	if (!err)
-		err = wait_threads(&stopset);
+	err = wk_run(dir, ctxs, opt.ncpus, cpu_thread, &stopset);
 	if (dma_fd >= 0)
 		close(dma_fd);
-	if (err)
-		return EXIT_RUNTIME;
-	__atomic_store_n(&dir->state, RING_DONE, __ATOMIC_RELEASE);
-	return 0;
+	return err ? EXIT_RUNTIME : 0;
 }

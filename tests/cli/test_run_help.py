@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import re
 
+from irqlab.cli import cmd_run
 from irqlab.cli.main import build_parser
 from irqlab.targets import TARGETS, all_options
 
@@ -74,10 +75,17 @@ def test_every_option_is_in_exactly_one_group_and_target_options_under_their_tar
 def test_options_and_defaults_are_unchanged():
     ns = build_parser().parse_args(["run"])
     # The defaults scripts rely on (README's contract).
-    assert (ns.target, ns.period, ns.duration, ns.samples, ns.window, ns.threshold,
+    assert (ns.target, ns.period, ns.duration, ns.samples, ns.window,
             ns.warmup, ns.name, ns.trace, ns.json, ns.load, ns.knob) == (
-        "guest", 1_000_000, None, None, 10_000_000_000, 30_000, 1, None, False, False,
+        "guest", 1_000_000, None, None, 10_000_000_000, 1, None, False, False,
         [], [])
+    # --threshold not given is the target's own default: 30 us, the noise target's 5 us
+    # (the shortest gap its probe records, rtla osnoise's default).
+    assert ns.threshold is None
+    (cfg,) = cmd_run.run_configs(ns)
+    assert cfg.threshold_ns == 30_000
+    (noise,) = cmd_run.run_configs(build_parser().parse_args(["run", "--target", "noise"]))
+    assert noise.threshold_ns == 5_000
     for dest in all_options():
         assert getattr(ns, dest) is None      # "not given": each target applies its own
     ns = build_parser().parse_args(

@@ -32,7 +32,7 @@ def kernel_formats(tracefs) -> dict[str, EventFormat]:
                 "kvm:kvm_msr", "kvm:kvm_apic_accept_irq", "kvm:kvm_inj_virq",
                 "kvm:kvm_entry", "kvm:kvm_vcpu_wakeup", "kvm:kvm_userspace_exit",
                 "signal:signal_generate", "irq_vectors:local_timer_entry",
-                "irq_vectors:local_timer_exit",
+                "irq_vectors:local_timer_exit", "nmi:nmi_handler",
                 "ftrace:print"):
         system, name = key.split(":")
         try:

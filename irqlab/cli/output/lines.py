@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from irqlab.cli.output.seam import OUTPUT_WIDTH
-from irqlab.durations import format_latency
+from irqlab.durations import format_latency, format_ns
 from irqlab.stats.fields import (IMPORTED_ROWS, NOTE_FIELDS, PERCENTILES_EXACT,
                                  PERCENTILES_HISTOGRAM, PERCENTILES_SOURCE, SUITE_TABLE,
                                  SUMMARY_TABLE, field, percentiles_from)
@@ -183,6 +183,53 @@ def start_cell(window: dict[str, Any]) -> str:
     return f"{start:g} s"
 
 
+
+
+# rtla osnoise top's per-CPU columns (tools/tracing/rtla/src/osnoise_top.c): the noise
+# object's keys beside their headings, then its classes' counts (HW NMI IRQ Softirq Thread).
+_NOISE_COLUMNS = (("CPU", 4), ("Runtime", 10), ("Noise", 10), ("Noise/s", 10),
+                  ("%CPU Aval", 10), ("Max Single", 11), ("Gaps", 8))
+_NOISE_KIND_HEADINGS = {"outside": "HW", "nmi": "NMI", "irq": "IRQ", "softirq": "Softirq",
+                        "thread": "Thread"}
+
+
+def osnoise_lines(summary: dict[str, Any]) -> list[str]:
+    """A noise run's figures as rtla osnoise top lays them out: one line for the run, a
+    heading and a line per CPU, then the classes by time (none without ``noise``)."""
+    n = summary.get("noise")
+    if not n:
+        return []
+    cpus = "CPU" if n["cpus"] == 1 else "CPUs"
+    lines = [f"noise: gaps >= {format_ns(n['threshold_ns'], 'exact')}, "
+             f"{format_ns(n['runtime_ns'])} measured on {n['cpus']} {cpus}: "
+             f"{format_latency(n['noise_per_s_ns'])} of noise per s, "
+             f"{_pct(n['cpu_available_pct'])} CPU available, max single gap "
+             f"{format_latency(n['max_gap_ns'])}, {n['gaps']:,} gaps"
+             + (f" ({n['lost']:,} lost from the ring, counted in the noise)"
+                if n["lost"] else "")]
+    kinds = list(_NOISE_KIND_HEADINGS) if n["classified"] else []
+    lines.append("".join(h.rjust(w) for h, w in _NOISE_COLUMNS)
+                 + "".join(_NOISE_KIND_HEADINGS[k].rjust(8) for k in kinds))
+    for c in n["per_cpu"]:
+        cells = (str(c["cpu"]), format_ns(c["runtime_ns"]), format_ns(c["noise_ns"]),
+                 format_latency(c["noise_per_s_ns"]), _pct(c["cpu_available_pct"]),
+                 format_latency(c["max_gap_ns"]), f"{c['gaps']:,}")
+        lines.append("".join(v.rjust(w) for v, (_h, w) in zip(cells, _NOISE_COLUMNS))
+                     + "".join(f"{c['by_kind'][k]['count']:,}".rjust(8) for k in kinds))
+    if not n["classified"]:
+        lines.append("gaps not classified: run with --trace to name each gap's cause")
+        return lines
+    noise_ns = sum(k["time_ns"] for k in n["by_kind"].values()) or 1
+    for i, c in enumerate(n["classes"]):
+        what = c["name"] if c["kind"] == "outside" else f"{c['kind']} {c['name']}"
+        lines.append(f"{'top class' if i == 0 else 'class':>9}: {what}: "
+                     f"{c['count']:,} gaps, {format_latency(c['time_ns'])} "
+                     f"({100 * c['time_ns'] / noise_ns:.1f}% of the gaps' time)")
+    return lines
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}%"
 
 
 def imported_summary_lines(summary: dict[str, Any]) -> list[str]:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from irqlab.cli.output.lines import (EMULATED_BANNER, SUITE_COLUMNS, _value_text, above_cell,
                                      detail_wrapped, import_lines, imported_summary_lines,
-                                     part_lines, per_cpu_lines, start_cell, suite_rows,
-                                     summary_lines)
+                                     osnoise_lines, part_lines, per_cpu_lines,
+                                     start_cell, suite_rows, summary_lines)
 from irqlab.cli.output.screen import Block, Data, Line, PlainTable, Rich
 from irqlab.cli.safe_text import printable
 from irqlab.durations import format_latency, format_ns
@@ -22,8 +22,11 @@ if TYPE_CHECKING:
 
 def summary_text(summary: dict[str, Any], view: View) -> list[Block]:
     """A run's summary: its table, per-CPU and split lines, self-check, message."""
+    # A noise run has no period: its samples are the gaps at or above the threshold.
+    timing = (f"gaps >= {format_ns(summary['noise']['threshold_ns'], 'exact')}"
+              if summary.get("noise") else f"period {format_ns(summary.get('period_ns'))}")
     title = (f"run {summary['run_id']} {summary['name']} — {summary['status']} "
-             f"({summary.get('accel')}, period {format_ns(summary.get('period_ns'))})")
+             f"({summary.get('accel')}, {timing})")
     if summary.get("source") not in (None, "irqlab"):
         title = (f"run {summary['run_id']} {summary['name']} — imported "
                  f"({summary['source']}, {summary.get('kind', 'latency')})")
@@ -33,7 +36,7 @@ def summary_text(summary: dict[str, Any], view: View) -> list[Block]:
     for label, text in summary_lines(summary):
         table.add_row(label, text)
     out: list[Block] = [table]
-    for line in per_cpu_lines(summary) + part_lines(summary) \
+    for line in per_cpu_lines(summary) + part_lines(summary) + osnoise_lines(summary) \
             + imported_summary_lines(summary):
         out += [Line(part) for part in detail_wrapped(line)]
     check = summary.get("self_check")

@@ -105,7 +105,20 @@ struct ring_hdr {
 	u32 ref_counter;		/* 424: enum ring_ref_counter */
 	u32 ref_offset_err_tick;	/* 428: bound of ref_offset_tick */
 	u32 start_gate;			/* 432: set by the forwarder, see below */
+	u32 reserved;			/* 436 */
+	u64 progress_tick;		/* 440: every record below it is written */
+	u64 busy_start_tick;		/* 448: busy-loop probe: its first clock read */
+	u64 noise_tick;			/* 456: busy-loop probe: sum of its gaps */
 };
+
+/*
+ * progress_tick, busy_start_tick, noise_tick: written by the busy-loop probe
+ * (probes/native/noise.c) only, 0 elsewhere. progress_tick is its last clock
+ * read, stored (release) after every record whose deadline_tick lies below
+ * it, so a reader that reads it before the records knows no later record
+ * starts before it; noise_tick sums every gap recorded, lost records
+ * included, and progress_tick - busy_start_tick is the time it measured.
+ */
 
 /*
  * start_gate - the one header word another writer sets: with the boot
@@ -134,6 +147,8 @@ _Static_assert(__builtin_offsetof(struct ring_hdr, message) == 160, "hdr");
 _Static_assert(__builtin_offsetof(struct ring_hdr, ref_offset_tick) == 416,
 	       "hdr");
 _Static_assert(__builtin_offsetof(struct ring_hdr, start_gate) == 432, "hdr");
+_Static_assert(__builtin_offsetof(struct ring_hdr, progress_tick) == 440, "hdr");
+_Static_assert(__builtin_offsetof(struct ring_hdr, noise_tick) == 456, "hdr");
 _Static_assert(sizeof(struct ring_hdr) <= RING_HDR_SIZE, "hdr size");
 _Static_assert(sizeof(struct ring_rec) == RING_RECORD_SIZE, "rec size");
 

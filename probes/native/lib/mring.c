@@ -101,7 +101,7 @@ int mr_ring_init(struct mr_dir *dir, int i, u32 capacity, const struct mr_ring_c
 		return err;
 	ring_set_timing(r, NS_PER_SEC, TICK_CLOCK_MONOTONIC, cfg->timer_mode,
 			cfg->period_ns, 0);
-	ring_set_config(r, IDLE_SLEEP, every, cfg->inject_delay_ns);
+	ring_set_config(r, cfg->idle ? cfg->idle : IDLE_SLEEP, every, cfg->inject_delay_ns);
 	dir->cpu[i] = cfg->cpu;
 	return 0;
 }

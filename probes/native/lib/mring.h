@@ -25,7 +25,8 @@
 /* what a ring's header says about its samples, besides the ring itself */
 struct mr_ring_cfg {
 	u32 cpu;		/* written into every record */
-	u32 timer_mode;		/* TIMER_CLOCK_NANOSLEEP, TIMER_UDP_ROUND_TRIP */
+	u32 timer_mode;		/* TIMER_CLOCK_NANOSLEEP, TIMER_UDP_ROUND_TRIP, ... */
+	u32 idle;		/* IDLE_POLL for a busy loop; 0: IDLE_SLEEP */
 	u64 period_ns;
 	u64 inject_every;	/* the self-check, echoed into the header */
 	u64 inject_delay_ns;

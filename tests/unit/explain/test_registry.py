@@ -24,7 +24,7 @@ def _run(target: str, hooks: dict) -> RunRow:
 
 def test_every_explainer_is_registered_under_its_own_kind() -> None:
     assert set(EXPLAINERS) == {"host-vcpu", "xentrace", "net-path", "native", "linux-guest",
-                               "kvm-arm64"}
+                               "kvm-arm64", "noise"}
     for kind, explainer in EXPLAINERS.items():
         assert explainer.kind == kind and explainer.title
         assert set(explainer.outputs) <= {"dat", "text", "perfetto", "chrome_json"}
@@ -52,6 +52,14 @@ def test_an_unknown_kind_is_one_clear_error() -> None:
     from irqlab.store import StoreError
     with pytest.raises(StoreError, match="kind 'quantum-guest'.*cannot explain"):
         explainer_for(_run("linux-guest", {"trace": {"kind": "quantum-guest"}}))
+
+
+def test_a_noise_run_is_sent_to_its_summary_in_one_line() -> None:
+    from irqlab.explain.seam import Request, Silent
+    from irqlab.store import StoreError
+    run = _run("noise", {"trace": {"kind": "noise", "file": "x"}})
+    with pytest.raises(StoreError, match=r"run 1 is a noise run: .*`irqlab show 1`"):
+        explainer_for(run).explain(None, run, Request(None), Silent())
 
 
 def test_the_cli_names_no_capture_kind() -> None:

@@ -59,6 +59,12 @@ class FakeRings:
         struct.pack_into("<I", self.map, DIR_SIZE + ring * ring_stride(self.capacity) + 48,
                          state)
 
+    def set_progress(self, ring: int, progress_tick: int, busy_start_tick: int = 0,
+                     noise_tick: int = 0) -> None:
+        """The busy-loop probe's header words (docs/formats.md section 2, offset 440)."""
+        struct.pack_into("<QQQ", self.map, DIR_SIZE + ring * ring_stride(self.capacity)
+                         + 440, progress_tick, busy_start_tick, noise_tick)
+
     def close(self) -> None:
         self.slots.clear()
         self.map.close()
@@ -113,6 +119,21 @@ def test_a_finished_ring_holds_nothing_back(rings):
     rings.write(0, _d(1, 2, 3))
     rings.set_ring_state(1, 2)      # ring 1 done without a sample
     assert list(rd.poll().records["deadline_tick"]) == _d(1, 2, 3)
+    rd.close()
+
+
+def test_a_ring_that_publishes_its_progress_holds_back_nothing_below_it(rings):
+    # The noise probe's rings have no period: a quiet CPU writes nothing for as long as
+    # it stays quiet, and only its progress word says it cannot write earlier records.
+    rd = MultiRingReader(rings.path)
+    rings.write(0, _d(1, 5, 9))
+    assert len(rd.poll()) == 0            # ring 1 silent, no progress: all held
+    rings.set_progress(1, _d(6)[0], busy_start_tick=START, noise_tick=123)
+    assert list(rd.poll().records["deadline_tick"]) == _d(1, 5)
+    assert rd.held_back == 1              # _d(9): ring 1 may still write below it
+    ring = rd.per_ring()[1]
+    assert ring["busy_tick"] == _d(6)[0] - START and ring["noise_tick"] == 123
+    assert "busy_tick" not in rd.per_ring()[0]     # a ring with no busy loop
     rd.close()
 
 
