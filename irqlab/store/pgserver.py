@@ -1,6 +1,11 @@
 """A throw-away PostgreSQL server (tests, `irqlab bench push`): Debian's binaries, initdb
 + pg_ctl in a temporary directory, listening only on a Unix socket there, run as an
-unprivileged user (PostgreSQL refuses root), stopped and removed afterwards."""
+unprivileged user (PostgreSQL refuses root), stopped and removed afterwards.
+
+pg_ctl's server outlives a test process killed before its teardown (SIGKILL, a timeout):
+each server's directory names its owner (``owner``: pid and start time), and the next
+PgServer stops and removes the servers whose owner is gone, as the restore journal undoes
+a killed run's host settings at the next start."""
 
 from __future__ import annotations
 
@@ -11,7 +16,35 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from irqlab.journal import proc_starttime
 from irqlab.store.pg import pg_bindir
+
+_PREFIX = "irqlab-pg-"
+
+
+def _owner_alive(directory: Path) -> bool:
+    """True when the process that made ``directory``'s server still runs (or the owner
+    file is unreadable: a server being made right now has none yet)."""
+    try:
+        pid_text, start_text = (directory / "owner").read_text().split()
+    except (OSError, ValueError):
+        return True
+    return proc_starttime(int(pid_text)) == int(start_text)
+
+
+def sweep_orphans(bindir: Path, as_user: list[str]) -> list[Path]:
+    """Stop and remove the servers whose owner process is gone; the directories swept."""
+    swept = []
+    for directory in Path(tempfile.gettempdir()).glob(_PREFIX + "*"):
+        if not directory.is_dir() or _owner_alive(directory):
+            continue
+        if (directory / "data" / "postmaster.pid").exists():
+            subprocess.run(as_user + [str(bindir / "pg_ctl"), "-D", str(directory / "data"),
+                                      "-m", "immediate", "-w", "stop"],
+                           capture_output=True, timeout=60)
+        shutil.rmtree(directory, ignore_errors=True)
+        swept.append(directory)
+    return swept
 
 
 class PgServer:
@@ -22,14 +55,17 @@ class PgServer:
         if bindir is None:
             raise RuntimeError("no PostgreSQL server binaries: apt-get install postgresql "
                                "(./setup.sh does)")
-        self.dir = Path(tempfile.mkdtemp(prefix="irqlab-pg-"))
-        self.data = self.dir / "data"
         self._as: list[str] = []
         if os.geteuid() == 0:
             # PostgreSQL will not run as root: nobody owns the directory and the server.
+            self._as = ["runuser", "-u", "nobody", "--"]
+        sweep_orphans(bindir, self._as)
+        self.dir = Path(tempfile.mkdtemp(prefix=_PREFIX))
+        self.data = self.dir / "data"
+        (self.dir / "owner").write_text(f"{os.getpid()} {proc_starttime(os.getpid())}\n")
+        if os.geteuid() == 0:
             nobody = pwd.getpwnam("nobody")
             os.chown(self.dir, nobody.pw_uid, nobody.pw_gid)
-            self._as = ["runuser", "-u", "nobody", "--"]
         self._run([str(bindir / "initdb"), "-D", str(self.data), "-U", "irqlab",
                    "--auth=trust", "-E", "UTF8", "--no-sync"])
         self._run([str(bindir / "pg_ctl"), "-D", str(self.data), "-w", "-l",
