@@ -312,7 +312,7 @@ def test_every_guest_event_maps_into_the_vcpus_run_periods(crossed):
     """The clock map checked by what it was not fitted on alone: every event the guest
     kernel traced on its CPU 0 was recorded while the guest ran, so at the fitted offset
     it must fall inside a run period of the vCPU thread in the host capture, give or take
-    the reported bound; 20 us off, thousands would not."""
+    the reported bound; 50 us off, thousands would not."""
     from irqlab.explain.linux_guest import HostSide
     clock = crossed["clock"]
     bound = int(crossed["js"]["clock"]["error_bound_ns"] * clock.rate) + 1   # host ticks
@@ -335,7 +335,12 @@ def test_every_guest_event_maps_into_the_vcpus_run_periods(crossed):
     bad, total = outside(0)
     assert total > 1000 and bad <= 0.01 * total, (bad, total, bound)
     if crossed["arch"] == "arm64":
-        assert outside(20_000)[0] > 10 * max(bad, 1), "the check would see a wrong map"
+        # A map 50 us off, either way, puts thousands outside. 20 us did not always: a
+        # run whose vCPU ran in long periods has few edges for 20 us to cross (216-437
+        # outside against 53-71 at the fitted map, in a whole suite and alone; 2,059-4,857
+        # at 50 us in the same kind of runs, against 20-24).
+        wrong = min(outside(50_000)[0], outside(-50_000)[0])
+        assert wrong > 10 * max(bad, 1), ("the check would see a wrong map", wrong, bad)
 
 
 def test_every_cause_names_its_layer_and_they_add_up(crossed):
