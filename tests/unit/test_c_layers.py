@@ -32,6 +32,9 @@ import pytest
 from tests.unit.test_imports import Edge, circles
 
 ROOT = Path(__file__).resolve().parents[2]
+# Nothing host-wide (tests/conftest.py): it reads sources and objects; the C it reads
+# says SCHED_FIFO, which put it on the host group's one worker.
+XDIST_GROUP = ""
 PROBE_DIRS = ("probes/native", "probes/guest", "probes/kvm-host")
 _DEFINED = set("TDBRCVWG")       # nm -P types of a symbol a file defines for others
 
