@@ -139,11 +139,15 @@ class GuestHostClock:
             clock = fit_clock(host, seq, entry, accel, tl, vcpu_tid=vcpu_tid,
                               tcg_host_counter=not self.counter_hz)
             if tl is not None:
-                clock = refine_with_causality(clock, tl, entry)
+                # One vote of both kinds of guest time (the offsets most of them allow):
+                # refined one kind after the other, a wrong first pass left the second
+                # nothing to correct.
+                times, what = entry, "ISR entries"
                 if guest_events_ns is not None and len(guest_events_ns):
-                    clock = refine_with_causality(clock, tl,
-                                                  self.guest_tsc(guest_events_ns),
-                                                  what="guest trace events")
+                    times = np.sort(np.concatenate([entry,
+                                                    self.guest_tsc(guest_events_ns)]))
+                    what = "ISR entries and guest trace events"
+                clock = refine_with_causality(clock, tl, times, what=what)
             if clock.consistent and clock.lower is not None and clock.upper is not None \
                     and not any(c.get("status") == "accepted" for c in clock.candidates):
                 # No candidate to keep: the middle of what the anchors leave.

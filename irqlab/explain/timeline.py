@@ -542,9 +542,57 @@ def _by_thread_time(tid: np.ndarray, ts: np.ndarray, tids: np.ndarray) -> np.nda
 
 
 
+def wakings_of(trace: Trace, tidarr: np.ndarray) -> Table:
+    """The wakings of the threads ``tidarr`` (sorted): their sched_waking rows and their
+    sched_wakeup rows, merged in time order (columns ts, pid, target_cpu, common_pid).
+
+    Why both: a waker that calls try_to_wake_up() while its target is still switching out
+    (the target set itself sleeping, was dequeued, but has not left its CPU) writes
+    sched_waking *before* the target's sleeping sched_switch, and the wake-up completes
+    after it, on the target's CPU (ttwu_queue_wakelist(), kernel/sched/core.c), where
+    sched_wakeup is written. A waking alone then counts for nothing (it falls while the
+    thread ran) and the thread looked asleep until it next ran: a vCPU thread woken by
+    QEMU's main loop this way, then kept off its CPU 2 ms by a SCHED_FIFO hog, was taken
+    as halted (the guest's time) instead of preempted. The wakeup ends the sleep; the
+    waker it carries is the one of the thread's latest sched_waking (its own
+    ``common_pid`` is whatever ran on the target's CPU, often the idle task). In the
+    common order (waking, then wakeup, both after the switch-out) the waking comes first
+    and the wakeup changes nothing: only the first waking after a switch-out counts."""
+    cols = ("ts", "pid", "target_cpu", "common_pid")
+    parts = []
+    for name in ("sched_waking", "sched_wakeup"):
+        tb = trace.t(name)
+        if len(tb) and all(c in tb.cols for c in cols):
+            # the tables' own column types, which the C pass reads without a copy
+            keep = np.flatnonzero(_member(tb["pid"], tidarr))
+            parts.append({c: np.asarray(tb[c])[keep] for c in cols})
+    if len(parts) < 2:                  # one of them not captured: as it is
+        return Table("sched_waking", parts[0] if parts else {})
+    waking, wakeup = parts
+    if len(wakeup["ts"]) and len(waking["ts"]):
+        # The waker of each wakeup: the same thread's latest waking at or before it, by
+        # one sorted key (thread rank, time), as _by_thread_time orders events.
+        t_min = int(min(waking["ts"].min(), wakeup["ts"].min()))
+        span = int(max(waking["ts"].max(), wakeup["ts"].max())) - t_min + 1
+        kw = np.searchsorted(tidarr, waking["pid"]) * span + \
+            (waking["ts"].astype(np.int64) - t_min)
+        ku = np.searchsorted(tidarr, wakeup["pid"]) * span + \
+            (wakeup["ts"].astype(np.int64) - t_min)
+        o = np.argsort(kw, kind="stable")
+        j = np.searchsorted(kw[o], ku, "right") - 1
+        same = (j >= 0) & (waking["pid"][o[np.maximum(j, 0)]] == wakeup["pid"])
+        wakeup["common_pid"] = np.where(same, waking["common_pid"][o[np.maximum(j, 0)]],
+                                        wakeup["common_pid"]).astype(
+                                            wakeup["common_pid"].dtype)
+    merged = {c: np.concatenate([waking[c], wakeup[c]]) for c in cols}
+    o = np.argsort(merged["ts"], kind="stable")          # wakings first on equal times
+    return Table("sched_waking", {c: merged[c][o] for c in cols})
+
+
 def thread_timelines(trace: Trace, tids: list[int], end_ts: int,
                      switches: Table | None = None) -> dict[int, ThreadTimeline]:
-    """States of the given threads from sched_switch (completed) and sched_waking.
+    """States of the given threads from sched_switch (completed) and their wakings
+    (wakings_of: sched_waking, and sched_wakeup for a wake-up that raced a switch-out).
 
     A waking only ends a sleeping, stopped or unknown state (it is the first waking after
     such a switch-out, or before the thread's first switch); a running or runnable thread
@@ -554,11 +602,11 @@ def thread_timelines(trace: Trace, tids: list[int], end_ts: int,
     sw = switches if switches is not None else complete_switches(trace)
     if len(sw) and "ts_max" not in sw.cols:
         sw = Table(sw.name, {**sw.cols, "ts_max": sw["ts"]})
-    wk = trace.t("sched_waking")
     tidarr = np.array(sorted(set(tids)), np.int64)
     out = {t: ThreadTimeline(t) for t in tids}
     if not len(tidarr):
         return out
+    wk = wakings_of(trace, tidarr)
     # C: one ordered pass per thread over the switches and wakings (no sort of its events).
     fast = fastsetup.thread_timelines(sw.cols, wk.cols, len(wk), tidarr.tolist(), end_ts) \
         if len(sw) else None
