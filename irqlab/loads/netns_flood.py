@@ -1,5 +1,5 @@
 """Softirq load on the host (issue 29's native interference truth):
-``--load netns-flood[:rate=N,size=B,limit=DUR,cpus=LIST]``.
+``--load netns-flood[:rate=N,size=B,limit=DUR,cpus=LIST,rps=LIST]``.
 
 A ping flood across a veth pair between two network namespaces irqlab creates for the
 run (``irqlab-<pid>-f<n>a`` sends, ``...b`` answers, addresses 10.78.0.1/2 that exist
@@ -11,6 +11,15 @@ probe's CPU (``cpus=``) and its softirqs land there, run at the end of ping's
 ``local_bh_enable`` or in ksoftirqd. Large payloads (``size``, default 60000 bytes: ~41
 IPv4 fragments each way) make each softirq run long enough to delay a wake-up by tens of
 µs.
+
+``rps=LIST`` steers the receive side to other CPUs instead, as a NIC whose interrupts are
+given to the measured CPU would: Receive Packet Steering on both veth ends
+(``queues/rx-0/rps_cpus``, Documentation/networking/scaling.rst) queues each packet to
+the backlog of a CPU of the list and kicks that CPU with an IPI (net/core/dev.c,
+enqueue_to_backlog -> rps_ipi_queued, net_rps_send_ipi), so the interrupts and the NET_RX
+softirq (run at that interrupt's exit) land there while ping itself runs on ``cpus=``.
+The setting lives in the load's own namespaces and goes with them: nothing of the
+host's to restore.
 
 Bounded: ping's ``-c`` (``rate × limit``, or 100,000/s for ``-f``) and ``-w limit``
 (default 60m) whatever happens to irqlab, stopped with the run. Both namespaces are
@@ -27,6 +36,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from irqlab.cpus import format_cpu_list, parse_available_cpus
 from irqlab.journal import journal, undo_kind
 from irqlab.knobs.netns import NETNS_DIR, _ip, remove_netns
 from irqlab.knobs.values import parse_duration, parse_int
@@ -57,13 +67,16 @@ class NetnsFloodLoad(Load):
     package = "iputils-ping"
     params = {"rate": "echo requests per second (default: flood, ping -f)",
               "size": "payload bytes, 0-65000 (default 60000: fragmented, long softirqs)",
-              "limit": "longest the flood runs (default 60m)"}
+              "limit": "longest the flood runs (default 60m)",
+              "rps": "CPUs that receive the packets (Receive Packet Steering: an IPI and "
+                     "the NET_RX softirq there; default: the sender's CPU)"}
 
     def configure(self, params: dict[str, str]) -> None:
         rate = params.get("rate")
         self.rate = None if rate is None else parse_int(rate, 1, 100_000, "rate")
         self.size = parse_int(params.get("size", "60000"), 0, 65_000, "size")
         self.limit_s = max(1, parse_duration(params.get("limit", "60m")) // 1_000_000_000)
+        self.rps_cpus = parse_available_cpus(params["rps"]) if "rps" in params else []
         self._names: list[str] = []
         self._entries: list[int] = []
         self._fd = -1
@@ -85,13 +98,21 @@ class NetnsFloodLoad(Load):
             for ns, dev, addr in ((a, VETH_A, SENDER_ADDR), (b, VETH_B, ECHO_ADDR)):
                 _ip("-n", ns, "addr", "add", f"{addr}/{PREFIX}", "dev", dev)
                 _ip("-n", ns, "link", "set", dev, "up")
+            if self.rps_cpus:
+                mask = f"{sum(1 << c for c in self.rps_cpus):x}"
+                for ns, dev in ((a, VETH_A), (b, VETH_B)):
+                    # `ip netns exec` mounts the namespace's own /sys/class/net
+                    _ip("netns", "exec", ns, "sh", "-c",
+                        f"echo {mask} > /sys/class/net/{dev}/queues/rx-0/rps_cpus")
             self._fd = os.open(NETNS_DIR / a, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
             self.cleanup()
             raise LoadError(f"load {self.kind}: could not make its network namespaces: "
                             f"{exc}") from None
         self.details.update({"namespaces": list(self._names), "veth": [VETH_A, VETH_B],
-                             "dest": ECHO_ADDR})
+                             "dest": ECHO_ADDR,
+                             "rps_cpus": format_cpu_list(self.rps_cpus)
+                             if self.rps_cpus else None})
 
     def enter(self) -> None:
         """Join the sending namespace (in the child, before exec)."""

@@ -21,6 +21,10 @@ from irqlab.store import Store, StoreError
 from irqlab.store import share
 from irqlab.store.interface import NewRun
 
+# Nothing host-wide: "native" here is a run record's target, no probe runs (the word
+# alone had put it in the host group, tests/conftest.py).
+XDIST_GROUP = ""
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 
