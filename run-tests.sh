@@ -3,7 +3,7 @@
 #   ./run-tests.sh                 the whole suite (what .ci/run calls)
 #   ./run-tests.sh --quick         unit and CLI tests only: nothing that boots QEMU or Xen
 #                                  and no test of seconds (markers integration, emulated
-#                                  and slow deselected: ~1,700 tests), for the edit loop
+#                                  and slow deselected: ~1,900 tests), for the edit loop
 #   ./run-tests.sh [--quick] ARGS  ARGS go to pytest (e.g. -k NAME, a path, --durations=20)
 # Three pytest-xdist workers (IRQLAB_TEST_WORKERS=N to change, 0 for none); tests that hold
 # a host-wide resource share one worker (tests/conftest.py, _HOST_WIDE).

@@ -4,6 +4,7 @@ here; `scripts/fuzz-args 100000` runs the big count (docs/figures.md)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +27,7 @@ def _vectors(draw) -> list[str]:
     return argv
 
 
+@pytest.mark.slow
 def test_every_command_survives_arbitrary_arguments(tmp_path_factory):
     root = tmp_path_factory.mktemp("fuzz-args")
     box = Sandbox(root)

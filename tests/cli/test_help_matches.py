@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from irqlab.cli.cmd_completion import ENVIRONMENT, _parser, completion_script, man_lines
 from irqlab.store import Store
 from tests.cli.test_completion_manpage import _bash_complete
@@ -80,6 +82,7 @@ def _wait_for(path: Path, newer_than: int = -1) -> None:
     raise AssertionError(f"{path} not written")
 
 
+@pytest.mark.slow
 def test_completion_offers_run_names_from_the_store(tmp_path):
     db = tmp_path / "irqlab.duckdb"
     names_file = tmp_path / "irqlab.duckdb.run-names"

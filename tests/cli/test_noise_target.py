@@ -16,6 +16,10 @@ from irqlab.runner.noise import NOISE_PROBE
 from irqlab.stats.osnoise import noise_summary
 from tests.conftest import call_cli, run_cli
 
+# Each test here takes seconds (a measured or reported run as its fixture): out of the
+# quick set (./run-tests.sh --quick), in the whole suite.
+pytestmark = pytest.mark.slow
+
 CPU = 0
 
 

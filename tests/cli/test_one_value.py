@@ -25,6 +25,10 @@ from irqlab.stats.fields import CHECK_LIMITS, PERCENTILE_FIELDS
 from irqlab.store import open_store
 from tests.conftest import DEFAULT_PROBE, call_argv, call_cli, run_cli
 
+# Each test here takes seconds (a measured or reported run as its fixture): out of the
+# quick set (./run-tests.sh --quick), in the whole suite.
+pytestmark = pytest.mark.slow
+
 KEYS = [f.key for f in PERCENTILE_FIELDS]            # p50_ns .. p9999_ns
 # check's option of each percentile (--p99.9 ...): generous limits, only the values matter.
 LIMIT_ARGS = [a for c in CHECK_LIMITS if c.field.quantile is not None

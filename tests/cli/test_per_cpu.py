@@ -106,6 +106,7 @@ def test_check_per_cpu_json_and_runs_without_cpus(pdb):
     assert few.code == 1 and gate["gate"] == "samples" and gate["passed"] is False
 
 
+@pytest.mark.slow
 def test_report_per_cpu_table(pdb, tmp_path):
     out = tmp_path / "r.html"
     res = call_cli(["report", "two-cpu", "--per-cpu", "-o", str(out)], pdb)

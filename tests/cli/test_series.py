@@ -83,6 +83,7 @@ def test_repeat_3_makes_a_series_of_stored_runs(db, native_built):
     assert human.returncode == 0 and f"series: {sid} (run 3 of 3)" in human.stdout
 
 
+@pytest.mark.slow
 def test_series_line_for_people(db, native_built):
     proc = subprocess.run([sys.executable, "-m", "irqlab.cli.main", "run", "--target",
                            "native", "--repeat", "2", "--samples", "100", "--window",

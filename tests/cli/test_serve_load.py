@@ -67,6 +67,7 @@ def test_a_page_with_a_huge_query_is_one_plain_line(server):
     assert status == 414 and body.decode().count("\n") == 1
 
 
+@pytest.mark.slow
 def test_the_runs_page_answers_while_compares_are_in_flight(server):
     """Ten real compares, one at a time: `/` answers before the last of them does."""
     threads, done = _in_flight(server, "/api/compare?runs=1,2,3,4", 10)

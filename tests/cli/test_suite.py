@@ -18,6 +18,7 @@ def native_built():
     return NATIVE_PROBE
 
 
+@pytest.mark.slow
 def test_native_run_has_per_cpu_summaries(db, native_built):
     res = run_cli(["run", "--target", "native", "--samples", "400", "--period", "500us",
                    "--json"], db)

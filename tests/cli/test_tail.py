@@ -74,6 +74,7 @@ def test_a_moved_tail_and_too_few_samples_are_refused_with_exit_1(tdb):
     assert short.code == 1 and "needs at least" in short.lines[0]["refused"]
 
 
+@pytest.mark.slow
 def test_check_max_exceed_gates_on_the_upper_bound(tdb):
     ok = call_cli(["check", "steady", "--max-exceed", "1ms:1e-6", "--json"], tdb)
     assert ok.code == 0, ok.stdout + ok.stderr
@@ -102,6 +103,7 @@ def test_bad_input_is_one_line_and_exit_2(tdb, args, words):
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
 
 
+@pytest.mark.slow
 def test_split_check_predicts_the_second_half_of_a_steady_run(tdb):
     res = call_cli(["tail", "steady", "--split-check", "--json"], tdb)
     assert res.code == 0, res.stderr
@@ -113,6 +115,7 @@ def test_split_check_predicts_the_second_half_of_a_steady_run(tdb):
     assert "split check: the first half's p99.99" in text.stdout and "inside" in text.stdout
 
 
+@pytest.mark.slow
 def test_the_dashboard_and_the_report_show_the_tail_as_the_cli_prints_it(tdb, tmp_path):
     """Issue 45: the tail is shown in report and serve, from the one formatter."""
     import html

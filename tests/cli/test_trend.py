@@ -133,6 +133,7 @@ def test_too_few_runs_and_no_runs_are_one_line(store_path):
     _one_line_error(call_cli(["trend", "series:nope"], store_path), "no series 'nope'")
 
 
+@pytest.mark.slow
 def test_the_lab_store_gives_the_same_trend(store_path, pg_server, tmp_path):
     lab = pg_server.database("trend")
     ids = [str(i) for i in range(1, len(SCALES) + 1)]       # push takes ids and names

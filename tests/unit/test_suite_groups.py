@@ -18,6 +18,8 @@ from tests.conftest import _xdist_group
 # Nothing host-wide: it runs an inner pytest of files that only write lines (the
 # words in its docstring alone had put it in the host group, tests/conftest.py).
 XDIST_GROUP = ""
+# Each case runs an inner pytest (seconds): out of the quick set, in the whole suite.
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,6 +8,8 @@ import random
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from irqlab.importers.fuzz import (FIXTURES, close_store, fixture_texts, fuzz, mutate,
                                    open_store, replay, run_case_stored)
 from irqlab.importers.ingest import StoredRun
@@ -116,6 +118,7 @@ def test_replay_gives_the_case_fuzz_ran(tmp_path):
         close_store(store)
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_the_campaign_with_its_figures_and_no_crash(tmp_path):
     """SIGINT inside a case became DuckDB's InterruptException, counted as a crash (seen
     in a 70,000-case run stopped by hand); now the case at hand ends and the figures of

@@ -106,6 +106,7 @@ def test_net_rtt_is_linear_on_long_digit_runs():
     assert took < 1.0, f"{took:.2f} CPU s"
 
 
+@pytest.mark.slow
 def test_ten_thousand_rt_eval_tmu_lines_import_fast(tmp_path, capsys):
     # One run of 10,000 windows (kernel time rising, extremes never narrowing).
     text = "".join(f"[{10.0 * (i + 1):.6f}] rt_eval_tmu e6fc0000.tmu: Mean: 44 (1320 ns) "

@@ -70,6 +70,7 @@ def test_a_whole_text_format_is_bounded(tmp_path):
         source.whole(1000)
 
 
+@pytest.mark.slow
 def test_standard_input_is_read_as_a_stream(tmp_path):
     """`irqlab import auto -` sniffs the head it read and replays it: the whole log."""
     fixture = D / "cyclictest_h.txt"

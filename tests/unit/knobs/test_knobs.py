@@ -165,6 +165,7 @@ def test_restored_after_sigint(state, sysfs, tmp_path, probe_built):
     assert seen["during"] == "0" and sysfs.read_text() == "200000"
 
 
+@pytest.mark.slow
 def test_crash_journal_is_replayed_at_next_start(state, sysfs):
     """irqlab SIGKILLed with a knob applied and a load running: the next start undoes it."""
     code = textwrap.dedent(f"""

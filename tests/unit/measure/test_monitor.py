@@ -112,6 +112,7 @@ def test_sigterm_stops_cleanly_with_every_window_stored(fake, tmp_path):
         assert row.summary["percentiles_from"] == "exact"
 
 
+@pytest.mark.slow
 def test_retention_drops_old_files_keeps_spikes_and_windows(fake, tmp_path):
     """keep-raw 0.5 s, windows of 0.2 s, 1.6 s: the first windows' files go, their spikes stay
     in kept-* files; the windows and the counts add up."""
@@ -184,6 +185,7 @@ def test_prune_is_whole_files_and_crash_safe(fake, tmp_path):
         assert names and all(n.startswith(sample_files.KEPT_PREFIX) for n in names)
 
 
+@pytest.mark.slow
 def test_a_restart_continues_the_series_and_prunes_its_old_runs(fake, tmp_path):
     db = tmp_path / "m.duckdb"
     first = _monitor(db, 0.6, keep_raw_s=60)
@@ -211,6 +213,7 @@ def test_a_restart_continues_the_series_and_prunes_its_old_runs(fake, tmp_path):
     assert sum(1 for x in res.lines if x.get("series") == sid) == 2
 
 
+@pytest.mark.slow
 def test_metrics_parse_and_equal_the_stored_counts(fake, tmp_path):
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -324,6 +327,7 @@ def test_a_metrics_port_in_use_is_one_line_and_exit_2(fake, tmp_path):
     assert len(err.splitlines()) == 1 and not (tmp_path / "m.duckdb").exists()
 
 
+@pytest.mark.slow
 def test_kept_files_are_merged_beyond_the_limit(fake, tmp_path, monkeypatch):
     """One file pruned a call (budget 1) makes a kept file a call; past KEPT_FILES_MAX
     (2 here) they are merged, in order, with every spike still stored once."""
@@ -349,6 +353,7 @@ def test_kept_files_are_merged_beyond_the_limit(fake, tmp_path, monkeypatch):
     assert seq_after == [s for s, v in zip(seq_before, lat) if v > THRESHOLD_NS]
 
 
+@pytest.mark.slow
 def test_metrics_list_the_spikes_above_on_threshold(fake, tmp_path):
     from prometheus_client.parser import text_string_to_metric_families
 

@@ -74,6 +74,7 @@ def test_bounded_run_every_packet_is_a_sample(loopnet, store):
     assert "per_cpu" not in s                   # one stream of packets, no CPU rings
 
 
+@pytest.mark.slow
 def test_run_ended_by_the_clock_accounts_for_packets_in_flight(loopnet, store):
     loopnet()
     res = run(_cfg(duration_ns=1_500_000_000), store, Recorder())

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from irqlab.cli.main import main
 from tests.unit.measure.test_run_flow import fake  # noqa: F401
 
@@ -12,6 +14,7 @@ from tests.unit.measure.test_run_flow import fake  # noqa: F401
 NAMES = [f"linux-guest-20261126-16592{i}" for i in range(3)]
 
 
+@pytest.mark.slow
 def test_compare_of_three_runs_fits_120_columns_with_one_warning_line(fake, tmp_path,
                                                                         capsys):
     fake()

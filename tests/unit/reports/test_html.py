@@ -8,6 +8,10 @@ from irqlab.reports.data import load_runs
 from irqlab.reports.html import CSP, build_report
 from irqlab.reports.select import select_runs
 
+# Each test here takes seconds (a measured or reported run as its fixture): out of the
+# quick set (./run-tests.sh --quick), in the whole suite.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def report(report_db):

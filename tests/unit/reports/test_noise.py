@@ -72,6 +72,7 @@ def test_replicate_test_holds_its_level_over_seeded_a_a_simulations(k):
     assert false / trials >= 0.002, false
 
 
+@pytest.mark.slow
 def test_replicate_test_finds_a_ten_percent_shift():
     rng = np.random.default_rng(7)
     trials = 200
@@ -242,6 +243,7 @@ def test_mid_ranks_are_the_searchsorted_definition():
         assert np.array_equal(mid_ranks(x), want)
 
 
+@pytest.mark.slow
 def test_block_length_of_a_long_series_from_segments_agrees_with_the_whole():
     """Issue 45: a long series' block length is read from 4 contiguous segments of
     65,536 samples; on AR(1) series of 1 M samples it stays within 25 % of the length

@@ -3,6 +3,7 @@ threshold line and the p99.9 / p99.99 markers present, SVG output, hostile names
 
 import io
 
+import pytest
 from PIL import Image
 
 from irqlab.reports.data import load_run, load_runs
@@ -18,6 +19,7 @@ def _png_size(data: bytes) -> tuple[int, int]:
     return img.size
 
 
+@pytest.mark.slow
 def test_every_run_plot_renders_with_the_threshold_marked(store, tmp_path):
     run = load_run(store, store.resolve("logn-a"))
     plots = run_plots(run)

@@ -76,6 +76,7 @@ def test_plots_from_batches(store):
                                                          > mem[0].threshold_tick(5_000)))
 
 
+@pytest.mark.slow
 def test_the_tail_model_is_the_same_from_the_store_and_from_memory(store):
     """A stored run's tail fit reads its top samples from the scan pass (TopK) and counts
     a latency below them with one more pass; the model equals the in-memory run's."""

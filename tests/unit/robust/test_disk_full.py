@@ -101,6 +101,7 @@ def test_disk_full_mid_run_in_sample_files_keeps_windows_with_their_samples(
         assert len(list(store.iter_latency(res.run_id))) > 0     # every listed file reads
 
 
+@pytest.mark.slow
 def test_disk_full_mid_import_lands_nothing_and_leaves_no_file(small_tmpfs, tmp_path, capfd):
     from irqlab.bench.compare import write_log
     from irqlab.store.sample_files import files_root

@@ -115,6 +115,7 @@ def test_initramfs_holds_everything_dom0_runs(tmp_path: Path) -> None:
     assert members["init"][0] & 0o111
 
 
+@pytest.mark.slow
 def test_target_refuses_what_it_cannot_do(tmp_path: Path) -> None:
     from tests.conftest import run_cli
     db = tmp_path / "t.duckdb"

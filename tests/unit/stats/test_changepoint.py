@@ -60,6 +60,7 @@ def test_the_issue_s_step_of_20_percent_at_run_40_is_found_with_its_p_value():
     assert cp.mean_after / cp.mean_before == pytest.approx(cp.ratio)
 
 
+@pytest.mark.slow
 def test_the_step_is_found_at_40_plus_minus_1_in_most_of_50_series():
     hits = 0
     for seed in range(50):

@@ -23,6 +23,7 @@ def test_special_functions_match_tables():
     assert ks_two_sample_p(a, b) > 0.01 and ks_two_sample_p(a, b + 0.5) < 1e-6
 
 
+@pytest.mark.slow
 def test_gpd_maximum_likelihood_recovers_shape_and_scale():
     rng = np.random.default_rng(11)
     for xi in (-0.2, 0.0, 0.3, 0.8):

@@ -41,6 +41,7 @@ def test_the_library_has_the_stats_kernel():
     assert hasattr(native.lib(), "irq_stats_reduce_valid")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", [1, 7, 1000, 1023, 1025, 50_000])
 def test_random_runs_match(batch):
     rng = np.random.default_rng(batch)
@@ -164,6 +165,7 @@ def test_invalid_samples_are_reduced_alike():
     assert (tally.underflow, tally.overflow) == (0, hist.overflow)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", [1, 333, 1024, 30_000])
 def test_runs_with_invalid_windows_match(batch):
     rng = np.random.default_rng(batch)

@@ -80,6 +80,7 @@ def test_an_export_is_never_written(exported):
 
 @pytest.mark.parametrize("command", [["list"], ["show", "2"], ["compare", "1", "2", "3"],
                                      ["check", "1", "--max", "1s"]])
+@pytest.mark.slow
 def test_commands_give_the_files_figures(exported, command):
     db, out = exported
     keys = ("run_id", "name", "status", "samples", "min_ns", "max_ns", "p50_ns", "p99_ns",
@@ -98,6 +99,7 @@ def test_trend_over_the_export(exported):
     assert points(exp) == points(src)
 
 
+@pytest.mark.slow
 def test_serve_pages_the_export(exported):
     _db, out = exported
     with warnings.catch_warnings():

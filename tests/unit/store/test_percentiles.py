@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from irqlab.measure import run
 from irqlab.samples.record import RECORD_DTYPE
@@ -27,6 +28,7 @@ def _stored_latency(store: Store, run_id: int) -> np.ndarray:
     return np.concatenate([e - d for d, e, _f in store.iter_samples_by_deadline(run_id)])
 
 
+@pytest.mark.slow
 def test_a_measured_run_summary_has_the_exact_percentiles_of_its_samples(
         fake, store):  # noqa: F811
     fake()

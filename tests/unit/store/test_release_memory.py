@@ -5,6 +5,7 @@ nothing is evicted while another process works through this one."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from irqlab.samples.record import RECORD_DTYPE
 from irqlab.store import Store
@@ -31,6 +32,7 @@ def _fill(store: Store, n: int = 2_000_000) -> None:
     store.con.execute("CHECKPOINT")
 
 
+@pytest.mark.slow
 def test_cache_of_written_blocks_stops_growing_with_the_samples(tmp_path, monkeypatch):
     monkeypatch.setattr(store_db, "_RELEASE_EVERY_S", 0.0)
     with Store(tmp_path / "x.duckdb") as store:

@@ -60,6 +60,7 @@ def test_a_peers_open_transaction_never_fails_the_holders_write(tmp_path):
         assert (run.status, run.message) == ("ok", None)
 
 
+@pytest.mark.slow
 def test_a_peers_transaction_is_bounded_in_time(tmp_path):
     db = tmp_path / "x.duckdb"
     holder = _holder(db, IRQLAB_SHARE_TRANSACTION_S="1")

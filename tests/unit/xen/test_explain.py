@@ -127,6 +127,7 @@ def test_rtds_budget_and_physical_irqs_named(tmp_path: Path) -> None:
     assert notes and "rtds budget_replenish x1" in notes[0]
 
 
+@pytest.mark.slow
 def test_perfetto_of_a_xen_explain_goes_through_the_one_writer(explained, tmp_path) -> None:
     """xen_perfetto (irqlab.explain.xen) writes the Xen pCPU tracks and, through the
     writer every explainer shares (irqlab.explain.perfetto), the latency track, the spikes

@@ -104,6 +104,7 @@ def assert_agree(path: Path) -> None:
     assert our_calls == theirs_calls
 
 
+@pytest.mark.slow
 def test_agrees_with_xenalyze_on_a_tcg_capture(plain: Path) -> None:
     assert_agree(plain)
     rs, calls = ours(plain)
@@ -157,6 +158,7 @@ def test_c_index_equals_the_python_reference() -> None:
     assert a.end == b.end == len(data)
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_exit_2(tmp_path: Path, plain: Path) -> None:
     res = run_cli(["xentrace", str(plain)], None)
     assert res.code == 2 and "--tsc-hz" in res.stderr and "Traceback" not in res.stderr
