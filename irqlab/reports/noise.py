@@ -454,12 +454,16 @@ class BlockSide:
         many as it has (stratified by run: a run never lends blocks to another)."""
         nb = len(self.blocks)
         w = np.zeros((resamples, nb), dtype=np.float64)
-        rows = np.arange(resamples)[:, None] * nb
         for run in np.unique(self.run_of_block):
             cols = np.flatnonzero(self.run_of_block == run)
-            picks = cols[rng.integers(0, cols.size, size=(resamples, cols.size))]
-            w += np.bincount((rows + picks).ravel(),
-                             minlength=resamples * nb).reshape(resamples, nb)
+            k = cols.size
+            # Counted over this run's own columns only (a run's blocks are contiguous:
+            # BlockSide.of appends them run by run), not over every block of the side
+            # for every run; the same draws as before, so the same resamples.
+            picks = rng.integers(0, k, size=(resamples, k))
+            picks += (np.arange(resamples) * k)[:, None]
+            counts = np.bincount(picks.ravel(), minlength=resamples * k)
+            w[:, cols[0]:cols[0] + k] = counts.reshape(resamples, k)
         return w
 
     def quantile(self, q: float) -> float:
