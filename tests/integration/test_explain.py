@@ -26,6 +26,7 @@ import pytest
 from irqlab.explain.attribute import VCPU_STOPPED
 from irqlab.explain.clock import MSR_TSC_DEADLINE
 from irqlab.explain.run import explain_run
+from irqlab.explain.seam import stored_samples
 from irqlab.store import Store
 
 pytestmark = [pytest.mark.integration, pytest.mark.emulated]   # boots QEMU
@@ -327,12 +328,18 @@ def test_kvm_msr_deadline_anchors_and_debugfs_offset(tmp_path, probe_built):
     summary = [json.loads(x) for x in proc.stdout.splitlines() if '"summary"' in x][-1]
     with Store(db, read_only=True) as st:
         res = explain_run(st, str(summary["run_id"]), top=10)
+        last_deadline = int(stored_samples(st, summary["run_id"])["deadline_tick"].max())
     c = res.clock.as_dict(res.tick_hz)
-    # Every deadline write the capture holds anchors its sample; the capture (started
-    # once QEMU runs) holds most of the run's: 1,722 of 1,941 samples beside stress-ng,
-    # the first ~0.2 s of a 2 s run before the capture began.
+    # Every deadline write the capture holds for a sample the run stored anchors that
+    # sample; the capture (started once QEMU runs) holds most of the run's: 1,722 of
+    # 1,941 samples beside stress-ng, the first ~0.2 s of a 2 s run before the capture
+    # began. Writes past the run's last stored deadline have no sample: the guest arms
+    # on until QEMU stops. Alone, every unmatched write was such a one (50 of 1,831); a
+    # fresh-clone suite failed this test with 163 of 1,262 unmatched, counted without
+    # this cut (QEMU stops later on a busy host).
     m = res.trace.t("kvm_msr")
-    writes = np.unique(m["data"][(m["ecx"] == MSR_TSC_DEADLINE) & (m["write"] == 1)]).size
+    armed = m["data"][(m["ecx"] == MSR_TSC_DEADLINE) & (m["write"] == 1)].astype(np.int64)
+    writes = np.unique(armed[armed <= last_deadline]).size
     assert c["msr_anchors"] >= 0.9 * writes and writes >= 0.75 * summary["samples"], \
         (c, writes)
     assert c["consistent"] and c["causality"]["violations"] == 0, c
